@@ -1,0 +1,167 @@
+// Package run owns the identity of one birdcage run and the resources it
+// creates. Every network namespace, process, container and temp dir a run makes
+// carries the run's prefix and is registered here the moment it exists, so it
+// is removed on success, failure, panic and Ctrl-C, and so `birdcage clean` can
+// find what a killed run left behind.
+//
+// It must not know what the resources are for (topologies, BIRD, probes).
+package run
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"syscall"
+)
+
+// StateRoot is where each run keeps its sockets, configs, pid files and the
+// owner record `clean` reads. It is on tmpfs so a reboot cleans it too.
+const StateRoot = "/run/birdcage"
+
+// prefixPattern matches the prefix of every namespace a run creates: "bc" and
+// six hex digits, then a dash. Short, because it ends up in netns names and in
+// unix socket paths (108 bytes at most).
+var prefixPattern = regexp.MustCompile(`^bc([0-9a-f]{6})-`)
+
+// Run is one run's identity and cleanup stack.
+type Run struct {
+	ID     string // six hex digits
+	Prefix string // "bc" + ID + "-"
+	Dir    string // StateRoot/ID
+
+	mu       sync.Mutex
+	cleanups []cleanup
+	closed   bool
+	stopSig  func()
+}
+
+type cleanup struct {
+	what string
+	fn   func() error
+}
+
+// New starts a run: it picks an unused ID, creates the state dir and records
+// the owning process so `clean` can tell a live run from a killed one.
+func New() (*Run, error) {
+	for range 16 {
+		var b [3]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("run id: %w", err)
+		}
+		id := hex.EncodeToString(b[:])
+		dir := filepath.Join(StateRoot, id)
+		if err := os.MkdirAll(StateRoot, 0o755); err != nil {
+			return nil, fmt.Errorf("create %s: %w", StateRoot, err)
+		}
+		if err := os.Mkdir(dir, 0o755); errors.Is(err, os.ErrExist) {
+			continue
+		} else if err != nil {
+			return nil, fmt.Errorf("create run dir: %w", err)
+		}
+		r := &Run{ID: id, Prefix: "bc" + id + "-", Dir: dir}
+		if err := os.WriteFile(filepath.Join(dir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("record run owner: %w", err)
+		}
+		r.Defer("run dir "+dir, func() error { return os.RemoveAll(dir) })
+		return r, nil
+	}
+	return nil, errors.New("run id: no free id after 16 tries")
+}
+
+// Name returns a resource name carrying the run's prefix.
+func (r *Run) Name(s string) string { return r.Prefix + s }
+
+// Path returns a path inside the run's state dir.
+func (r *Run) Path(elem ...string) string {
+	return filepath.Join(append([]string{r.Dir}, elem...)...)
+}
+
+// Defer registers a cleanup. Cleanups run last-in first-out in Close.
+func (r *Run) Defer(what string, fn func() error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cleanups = append(r.cleanups, cleanup{what: what, fn: fn})
+}
+
+// Close runs every registered cleanup, newest first, and returns all their
+// errors joined. It is safe to call more than once.
+func (r *Run) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	cs := r.cleanups
+	r.cleanups = nil
+	stop := r.stopSig
+	r.mu.Unlock()
+
+	var errs []error
+	for i := len(cs) - 1; i >= 0; i-- {
+		if err := cs[i].fn(); err != nil {
+			slog.Warn("cleanup failed", "what", cs[i].what, "err", err)
+			errs = append(errs, fmt.Errorf("cleanup %s: %w", cs[i].what, err))
+		}
+	}
+	if stop != nil {
+		stop()
+	}
+	return errors.Join(errs...)
+}
+
+// CloseOnSignal makes SIGINT and SIGTERM close the run and then exit the
+// process with 130/143, so Ctrl-C during a build leaves nothing behind.
+func (r *Run) CloseOnSignal() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	done := make(chan struct{})
+	r.mu.Lock()
+	r.stopSig = func() { signal.Stop(ch); close(done) }
+	r.mu.Unlock()
+	go func() {
+		select {
+		case sig := <-ch:
+			slog.Warn("signal: cleaning up run", "run", r.ID, "signal", sig)
+			_ = r.Close()
+			code := 130
+			if sig == syscall.SIGTERM {
+				code = 143
+			}
+			os.Exit(code)
+		case <-done:
+		}
+	}()
+}
+
+// IDOf returns the run ID a resource name carries, if any.
+func IDOf(name string) (string, bool) {
+	m := prefixPattern.FindStringSubmatch(name)
+	if m == nil {
+		return "", false
+	}
+	return m[1], true
+}
+
+// Alive reports whether the run with this ID still has a live owner process.
+// A run without an owner record (its dir already gone) counts as dead.
+func Alive(id string) bool {
+	b, err := os.ReadFile(filepath.Join(StateRoot, id, "owner.pid"))
+	if err != nil {
+		return false
+	}
+	pid, err := strconv.Atoi(string(b))
+	if err != nil || pid <= 0 {
+		return false
+	}
+	return syscall.Kill(pid, 0) == nil
+}
