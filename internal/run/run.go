@@ -37,10 +37,10 @@ type Run struct {
 	Prefix string // "bc" + ID + "-"
 	Dir    string // StateRoot/ID
 
-	mu       sync.Mutex
-	cleanups []cleanup
-	closed   bool
-	stopSig  func()
+	mu        sync.Mutex
+	cleanups  []cleanup
+	closeDone chan struct{} // non-nil once Close started; closed when it finished
+	stopSig   func()
 }
 
 type cleanup struct {
@@ -93,14 +93,20 @@ func (r *Run) Defer(what string, fn func() error) {
 }
 
 // Close runs every registered cleanup, newest first, and returns all their
-// errors joined. It is safe to call more than once.
+// errors joined. It is safe to call more than once and from several
+// goroutines; every call returns only once the cleanups have run.
 func (r *Run) Close() error {
 	r.mu.Lock()
-	if r.closed {
+	if r.closeDone != nil {
+		// Another Close (say, the signal handler's) is under way: wait for
+		// it, so a caller that returns after Close knows nothing is left.
+		done := r.closeDone
 		r.mu.Unlock()
+		<-done
 		return nil
 	}
-	r.closed = true
+	r.closeDone = make(chan struct{})
+	defer close(r.closeDone)
 	cs := r.cleanups
 	r.cleanups = nil
 	stop := r.stopSig
@@ -143,6 +149,19 @@ func (r *Run) CloseOnSignal() {
 	}()
 }
 
+// Keep leaves everything the run made in place when the process exits, for
+// `birdcage up --keep`; `birdcage down` (Clean with Force) removes it. A kept
+// run counts as alive, so `clean` leaves it alone.
+func (r *Run) Keep() error {
+	if err := os.WriteFile(r.Path("kept"), nil, 0o644); err != nil {
+		return fmt.Errorf("keep run %s: %w", r.ID, err)
+	}
+	r.mu.Lock()
+	r.cleanups = nil
+	r.mu.Unlock()
+	return nil
+}
+
 // IDOf returns the run ID a resource name carries, if any.
 func IDOf(name string) (string, bool) {
 	m := prefixPattern.FindStringSubmatch(name)
@@ -155,6 +174,9 @@ func IDOf(name string) (string, bool) {
 // Alive reports whether the run with this ID still has a live owner process.
 // A run without an owner record (its dir already gone) counts as dead.
 func Alive(id string) bool {
+	if _, err := os.Stat(filepath.Join(StateRoot, id, "kept")); err == nil {
+		return true
+	}
 	b, err := os.ReadFile(filepath.Join(StateRoot, id, "owner.pid"))
 	if err != nil {
 		return false
