@@ -19,14 +19,10 @@ import (
 
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/run"
+	"github.com/birdcage/birdcage/internal/testenv"
 )
 
-func requireRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: builds network namespaces (sudo go test ./topo)")
-	}
-}
+func requireRoot(t testing.TB) { t.Helper(); testenv.NeedRoot(t) }
 
 // Each built-in builds, every workload reaches every other once the test
 // installs static routes, teardown leaves nothing, and the host's root
@@ -47,7 +43,7 @@ func TestBuildBuiltins(t *testing.T) {
 			net, err := Build(context.Background(), tp, r, Options{})
 			if errors.Is(err, ErrNoIPIP) {
 				r.Close()
-				t.Skipf("topology %s needs the ipip kernel feature (tunl0), which this kernel lacks; ci/vm/run provides it", name)
+				testenv.Missing(t, testenv.IPIP, fmt.Sprintf("topology %s needs tunl0; run under ci/vm/run", name))
 			}
 			if err != nil {
 				r.Close()

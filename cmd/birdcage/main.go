@@ -35,7 +35,7 @@ func main() {
 	}
 	var jsonOut bool
 	root.PersistentFlags().BoolVar(&jsonOut, "json", false, "machine-readable output")
-	root.AddCommand(upCmd(&jsonOut), downCmd(), statusCmd(&jsonOut), routesCmd(&jsonOut), execCmd(), cleanCmd(&jsonOut))
+	root.AddCommand(upCmd(&jsonOut), downCmd(), statusCmd(&jsonOut), routesCmd(&jsonOut), execCmd(), cleanCmd(&jsonOut), featuresCmd(&jsonOut))
 	root.AddCommand(extraCommands(&jsonOut)...)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "birdcage:", err)
@@ -416,4 +416,31 @@ func cleanCmd(jsonOut *bool) *cobra.Command {
 	c.Flags().BoolVar(&opts.Force, "force", false, "also runs whose owner is alive or that were kept")
 	c.Flags().BoolVar(&opts.DryRun, "dry-run", false, "report only")
 	return c
+}
+
+func featuresCmd(jsonOut *bool) *cobra.Command {
+	return &cobra.Command{
+		Use:   "features",
+		Short: "Say which kernel features birdcage's topologies can use here (ipip); exits 0 either way",
+		Args:  cobra.NoArgs,
+		RunE: func(_ *cobra.Command, _ []string) error {
+			if err := needRoot(); err != nil {
+				return err
+			}
+			r, err := run.New()
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			f, err := topo.DetectFeatures(r)
+			if err != nil {
+				return err
+			}
+			if *jsonOut {
+				return json.NewEncoder(os.Stdout).Encode(map[string]bool{"ipip": f.IPIP})
+			}
+			fmt.Printf("ipip=%v\n", f.IPIP)
+			return nil
+		},
+	}
 }

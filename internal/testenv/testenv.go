@@ -1,0 +1,50 @@
+// Package testenv decides what a test does when the machine lacks something:
+// skip, naming the missing feature, or — where the run promised that feature
+// (the VM runner sets BIRDCAGE_REQUIRE=ipip) — fail, so a spec meant to run
+// under the VM can never pass by skipping.
+package testenv
+
+import (
+	"os"
+	"slices"
+	"strings"
+)
+
+// RequireEnv lists features (comma-separated) the environment guarantees.
+const RequireEnv = "BIRDCAGE_REQUIRE"
+
+// Feature names.
+const (
+	IPIP = "ipip"
+	Root = "root"
+)
+
+// TB is the part of testing.TB (and of Ginkgo's GinkgoT) this needs.
+type TB interface {
+	Helper()
+	Skipf(format string, args ...any)
+	Fatalf(format string, args ...any)
+}
+
+// Required reports whether the environment promised the feature.
+func Required(feature string) bool {
+	return slices.Contains(strings.Split(os.Getenv(RequireEnv), ","), feature)
+}
+
+// Missing skips the test with the missing feature and why, or fails it when
+// the environment promised the feature.
+func Missing(t TB, feature, why string) {
+	t.Helper()
+	if Required(feature) {
+		t.Fatalf("missing %s although %s=%s promised it: %s", feature, RequireEnv, os.Getenv(RequireEnv), why)
+	}
+	t.Skipf("missing kernel/host feature %s: %s", feature, why)
+}
+
+// NeedRoot skips (or fails, if promised) when not running as root.
+func NeedRoot(t TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		Missing(t, Root, "needs root for network namespaces and netlink (sudo go test ...)")
+	}
+}
