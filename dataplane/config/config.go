@@ -152,3 +152,29 @@ const DefaultRouteRefreshInterval = 90 * time.Second
 
 // RTProtBIRD is the kernel route protocol BIRD writes (RTPROT_BIRD).
 const RTProtBIRD = 12
+
+// EffectiveDeviceRouteProtocol returns the protocol a programmer writes for a
+// FelixConfiguration.deviceRouteProtocol value; 0 (unset) gives the default.
+func EffectiveDeviceRouteProtocol(v int) int {
+	if v == 0 {
+		return DefaultDeviceRouteProtocol
+	}
+	return v
+}
+
+// EffectiveRouteRefreshInterval returns the refresh interval for a
+// FelixConfiguration.routeRefreshInterval value: "" gives the default, "0s"
+// disables the periodic refresh (returns 0).
+func EffectiveRouteRefreshInterval(s string) (time.Duration, error) {
+	if s == "" {
+		return DefaultRouteRefreshInterval, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("routeRefreshInterval %q: %w", s, err)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("routeRefreshInterval %q: negative", s)
+	}
+	return d, nil
+}

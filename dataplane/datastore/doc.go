@@ -3,10 +3,20 @@
 // BGPConfiguration — as in the real system where Felix and confd watch one
 // datastore. A single change therefore reaches both at the same time.
 //
-// The embedded backend is a directory of JSON documents, one file per
-// document at <dir>/<kind>/<name>.json, written atomically (temp + rename)
-// and watched with inotify plus a periodic re-read. A lab backend (etcd,
-// Kubernetes CRDs) can replace it behind Store.
+// The embedded backend is DirStore: a directory of JSON documents, one file
+// per document at <dir>/<kind>/<name>.json (singletons at
+// <dir>/<kind>/default.json), written atomically (a hidden temp file in the
+// same directory, then rename) and watched with inotify on the directory and
+// every kind subdirectory, plus a periodic re-read as a safety net. A lab
+// backend (etcd, Kubernetes CRDs) can replace it behind Store.
+//
+// Read is strict: malformed JSON, a field that is unknown (or matches only
+// case-insensitively), a bad CIDR or enum, overlapping pools or a block
+// affine to two nodes fail the whole read, with an error naming the file, the
+// field and what would be valid. One thing is deliberately not an error: an
+// unknown programClusterRoutes value. Both components must treat it exactly
+// like an unset field (dataplane/config.Resolve), so the datastore passes it
+// through.
 //
 // It must not import harness/ or anything that knows about scenarios.
 package datastore

@@ -1,0 +1,66 @@
+// Package programmer is the route programmer daemon: a Felix-equivalent that
+// runs once per node, inside the node's network namespace, reads the cluster
+// datastore and keeps the node's cluster routes (and local workload routes)
+// in the kernel. cmd/birdcage-programmer is its command line.
+//
+// It owns the loop (watch, calculate, reconcile, refresh, retry), the restart
+// rule and the status file. It must not import harness/ or scenarios/, and it
+// does not create or configure devices (topo/ owns tunl0, uplinks and
+// workload veths).
+//
+// # Process contract
+//
+// birdcage starts one programmer per node and supervises it; users can point
+// birdcage at their own programmer binary if it keeps this contract.
+//
+// Invocation: the process is started inside the node's network namespace
+// (`ip netns exec <node-netns> <binary> ...`) and programs the main table of
+// the namespace it starts in. Flags:
+//
+//	--node NAME          this node's name in the datastore (required)
+//	--datastore DIR      the datastore directory (required): one JSON
+//	                     document per file at DIR/<kind>/<name>.json, see
+//	                     dataplane/datastore; read-only for the programmer
+//	--release R          pre-3.33 | 3.33 (default 3.33): the defaults and
+//	                     behaviours of that release (dataplane/config)
+//	--status FILE        status file to write (optional), see below
+//	--log-format F       json | text (default text), to stderr
+//	--log-level L        debug | info | warn | error (default info)
+//	--tunnel-device D    IPIP device name (default tunl0)
+//	--noencap-multipath-via-gateways
+//	                     NOT Felix's behaviour: program indirectly connected
+//	                     no-encap destinations multipath over every uplink
+//	                     gateway (to evaluate a candidate dual-ToR fix)
+//
+// Datastore: the programmer reads FelixConfiguration (programClusterRoutes,
+// deviceRouteProtocol, routeRefreshInterval), IP pools, nodes, block
+// affinities and workloads. It re-reads on every change (inotify plus a
+// periodic re-read). An invalid datastore is logged and counted as a sync
+// error; the last good state stays programmed.
+//
+// Restart rule: like Felix, the programmer exits when a field it only reads
+// at start changes, so that its supervisor restarts it: the effective
+// programClusterRoutes value (after release defaulting), the effective
+// deviceRouteProtocol, and the pool encapsulation summary (whether any IPIP
+// pool exists; whether no-encap pools exist that the programmer owns).
+// Everything else — blocks, nodes, workloads, uplinks, routeRefreshInterval —
+// is applied live.
+//
+// Exit codes:
+//
+//	0    SIGTERM or SIGINT: clean stop; routes are left in the kernel
+//	1    fatal error (cannot open the datastore, netlink, status file)
+//	2    bad flags
+//	129  ExitConfigChanged: a restart-relevant config field changed;
+//	     restart me (the routes stay in place meanwhile)
+//
+// Status file: JSON (Status), rewritten atomically (temp file + rename in
+// the same directory) after every sync pass and state change: node,
+// release, pid, state (starting | running | config-changed | stopped),
+// effective ownership, protocol, last sync time in Unix ns and in
+// CLOCK_MONOTONIC ns (comparable across processes on the host), desired and
+// owned route counts, and the cumulative count and last text of sync errors.
+//
+// Logs: structured slog lines; every route added, replaced or deleted is one
+// line with the destination, the route, its class and why.
+package programmer

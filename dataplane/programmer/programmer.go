@@ -1,0 +1,424 @@
+package programmer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/birdcage/birdcage/dataplane/calc"
+	"github.com/birdcage/birdcage/dataplane/config"
+	"github.com/birdcage/birdcage/dataplane/datastore"
+	"github.com/birdcage/birdcage/dataplane/routetable"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// ErrConfigChanged is returned by Run when a restart-relevant field changed.
+var ErrConfigChanged = errors.New("restart-relevant configuration changed")
+
+// Options configures one programmer.
+type Options struct {
+	Node         string
+	DatastoreDir string
+	Release      config.Release
+	StatusFile   string // optional
+	Log          *slog.Logger
+	// TunnelDevice is the IPIP device (calc.DefaultTunnelDevice when empty).
+	TunnelDevice string
+	// NoEncapMultipathViaGateways is NOT Felix's behaviour; see calc.Options.
+	NoEncapMultipathViaGateways bool
+	// Handle is the netlink handle to program through; nil means a new
+	// handle in the calling thread's network namespace.
+	Handle *netlink.Handle
+	// RetryMin and RetryMax bound the backoff after a failed pass
+	// (100ms and 10s when zero).
+	RetryMin, RetryMax time.Duration
+}
+
+// restartKey is what the programmer reads only at start: when it changes,
+// the process exits with ExitConfigChanged and is restarted, as Felix is.
+type restartKey struct {
+	ProgramClusterRoutes config.ProgramClusterRoutes
+	DeviceRouteProtocol  int
+	// IPIPPools mirrors Felix's "IPIP enabled": any IPIP pool exists,
+	// whoever owns its routes (the IPIP manager always runs).
+	IPIPPools bool
+	// NoEncapNeeded mirrors Felix's NoEncapNeeded: no-encap pools exist
+	// and the programmer owns their routes.
+	NoEncapNeeded bool
+}
+
+func restartKeyOf(c *datastore.Cluster, rel config.Release, log *slog.Logger) restartKey {
+	k := restartKey{
+		ProgramClusterRoutes: config.Resolve(c.Felix.ProgramClusterRoutes, rel, config.Programmer, log),
+		DeviceRouteProtocol:  config.EffectiveDeviceRouteProtocol(c.Felix.DeviceRouteProtocol),
+	}
+	noEncapPools := false
+	for _, p := range c.Pools {
+		k.IPIPPools = k.IPIPPools || p.IsIPIP()
+		noEncapPools = noEncapPools || p.IsNoEncap()
+	}
+	k.NoEncapNeeded = noEncapPools && k.ProgramClusterRoutes.ProgramNoEncapClusterRoutes()
+	return k
+}
+
+type daemon struct {
+	o       Options
+	log     *slog.Logger
+	store   *datastore.DirStore
+	table   *routetable.Table
+	h       *netlink.Handle
+	key     restartKey
+	refresh time.Duration
+	status  Status
+	cluster *datastore.Cluster
+}
+
+// Run runs the programmer until ctx ends (nil error: exit 0), a
+// restart-relevant field changes (ErrConfigChanged: exit 129) or a fatal
+// error. ExitCode maps the result to the process exit code.
+func Run(ctx context.Context, o Options) error {
+	if o.Node == "" || o.DatastoreDir == "" {
+		return errors.New("programmer: node and datastore dir are required")
+	}
+	if _, err := config.ParseRelease(string(o.Release)); err != nil {
+		return fmt.Errorf("programmer: %w", err)
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.TunnelDevice == "" {
+		o.TunnelDevice = calc.DefaultTunnelDevice
+	}
+	if o.RetryMin <= 0 {
+		o.RetryMin = 100 * time.Millisecond
+	}
+	if o.RetryMax <= 0 {
+		o.RetryMax = 10 * time.Second
+	}
+	d := &daemon{o: o, log: o.Log.With("node", o.Node)}
+	if fi, err := os.Stat(o.DatastoreDir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("programmer: datastore %s: not a directory (%v)", o.DatastoreDir, err)
+	}
+	store, err := datastore.OpenDir(o.DatastoreDir)
+	if err != nil {
+		return fmt.Errorf("programmer: %w", err)
+	}
+	store.Log = d.log
+	d.store = store
+	d.h = o.Handle
+	if d.h == nil {
+		h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+		if err != nil {
+			return fmt.Errorf("programmer: netlink handle: %w", err)
+		}
+		defer h.Close()
+		d.h = h
+	}
+	d.status = Status{Node: o.Node, Release: string(o.Release), PID: os.Getpid(), State: StateStarting}
+	if err := writeStatus(o.StatusFile, d.status); err != nil {
+		return fmt.Errorf("programmer: %w", err)
+	}
+	return d.run(ctx)
+}
+
+// ExitCode maps Run's result to the process exit code.
+func ExitCode(err error) int {
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.Is(err, ErrConfigChanged):
+		return ExitConfigChanged
+	}
+	return ExitError
+}
+
+func (d *daemon) run(ctx context.Context) error {
+	watch, err := d.store.Watch(ctx)
+	if err != nil {
+		return fmt.Errorf("programmer: %w", err)
+	}
+	// 1. First valid read: it fixes the configuration for this process.
+	backoff := d.o.RetryMin
+	for {
+		c, err := d.store.Read(ctx)
+		if err == nil {
+			d.cluster = c
+			break
+		}
+		d.syncError(fmt.Errorf("read datastore: %w", err))
+		select {
+		case <-ctx.Done():
+			return d.stop()
+		case <-watch:
+		case <-time.After(backoff):
+			backoff = min(2*backoff, d.o.RetryMax)
+		}
+	}
+	d.key = restartKeyOf(d.cluster, d.o.Release, d.log)
+	d.refresh = d.refreshInterval(d.cluster)
+	owner := d.key.ProgramClusterRoutes
+	policy := routetable.NewOwnershipPolicy(d.key.DeviceRouteProtocol, d.o.TunnelDevice, nil, owner, d.o.Release)
+	d.table = routetable.New(d.h, policy, d.log)
+	d.status.ProgramClusterRoutes = string(owner)
+	d.status.ProgramIPIPClusterRoutes = owner.ProgramIPIPClusterRoutes()
+	d.status.ProgramNoEncapClusterRoutes = owner.ProgramNoEncapClusterRoutes()
+	d.status.ClaimsBIRDTunnelRoutes = policy.ClaimBIRDTunnelRoutes
+	d.status.DeviceRouteProtocol = d.key.DeviceRouteProtocol
+	d.status.State = StateRunning
+	d.log.Info("programmer started", "release", d.o.Release, "programClusterRoutes", owner,
+		"programIPIPClusterRoutes", owner.ProgramIPIPClusterRoutes(),
+		"programNoEncapClusterRoutes", owner.ProgramNoEncapClusterRoutes(),
+		"claimsBIRDTunnelRoutes", policy.ClaimBIRDTunnelRoutes,
+		"deviceRouteProtocol", d.key.DeviceRouteProtocol, "routeRefreshInterval", d.refresh.String())
+
+	// Link events: a device that appears or comes up (a workload veth made
+	// after its datastore document) is retried at once instead of after
+	// backoff. Only when the programmer runs inside the node's netns with
+	// its own handle; an injected handle may be for another netns.
+	var links chan netlink.LinkUpdate
+	if d.o.Handle == nil {
+		links = make(chan netlink.LinkUpdate, 64)
+		done := make(chan struct{})
+		defer close(done)
+		if err := netlink.LinkSubscribeWithOptions(links, done, netlink.LinkSubscribeOptions{
+			ErrorCallback: func(err error) { d.log.Warn("link monitor", "err", err) }}); err != nil {
+			d.log.Warn("no link monitor; missing devices are retried with backoff only", "err", err)
+			links = nil
+		}
+	}
+
+	// 2. Full resync, then react to changes, refresh timer and retries.
+	d.recompute()
+	ok := d.sync(true)
+	refresh := newTimer(d.refresh)
+	retry := newTimer(0)
+	backoff = d.o.RetryMin
+	if !ok {
+		retry.Reset(backoff)
+	}
+	for {
+		full := false
+		select {
+		case <-ctx.Done():
+			return d.stop()
+		case _, open := <-watch:
+			if !open {
+				if ctx.Err() != nil {
+					return d.stop()
+				}
+				return errors.New("programmer: datastore watch ended")
+			}
+			c, err := d.store.Read(ctx)
+			if err != nil {
+				d.syncError(fmt.Errorf("read datastore (keeping the last good state): %w", err))
+				d.writeStatus()
+				continue
+			}
+			if k := restartKeyOf(c, d.o.Release, nil); k != d.key {
+				d.log.Info("restart-relevant configuration changed; exiting so the supervisor restarts the programmer",
+					"old", fmt.Sprintf("%+v", d.key), "new", fmt.Sprintf("%+v", k), "exitCode", ExitConfigChanged)
+				d.status.State = StateConfigChanged
+				d.writeStatus()
+				return ErrConfigChanged
+			}
+			d.cluster = c
+			if r := d.refreshInterval(c); r != d.refresh {
+				d.log.Info("route refresh interval changed", "old", d.refresh.String(), "new", r.String())
+				d.refresh = r
+				refresh.Reset(r)
+			}
+			d.recompute()
+		case <-refresh.C():
+			refresh.Fired()
+			full = true
+			refresh.Reset(d.refresh)
+		case u, open := <-links:
+			if !open {
+				links = nil
+				continue
+			}
+			if !retry.Armed() || u.Header.Type != unix.RTM_NEWLINK {
+				continue // nothing is waiting for a device
+			}
+			d.log.Debug("link changed; retrying failed routes", "link", u.Attrs().Name)
+		case <-retry.C():
+			retry.Fired()
+			// Apply retries whatever failed; it re-reads the kernel itself
+			// if no resync has succeeded yet.
+		}
+		if d.sync(full) {
+			backoff = d.o.RetryMin
+			retry.Stop()
+		} else {
+			retry.Reset(backoff)
+			backoff = min(2*backoff, d.o.RetryMax)
+		}
+	}
+}
+
+func (d *daemon) refreshInterval(c *datastore.Cluster) time.Duration {
+	r, err := config.EffectiveRouteRefreshInterval(c.Felix.RouteRefreshInterval)
+	if err != nil { // validated by the datastore; be safe anyway
+		return config.DefaultRouteRefreshInterval
+	}
+	d.status.RouteRefreshInterval = r.String()
+	return r
+}
+
+// uplinks returns this node's uplinks: the node document's, or else the
+// kernel interfaces holding the node's addresses.
+func (d *daemon) uplinks(n datastore.Node) []datastore.Uplink {
+	if len(n.Uplinks) > 0 {
+		return n.Uplinks
+	}
+	var out []datastore.Uplink
+	for _, s := range []string{n.IPv4Address, n.IPv6Address} {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			continue
+		}
+		fam := netlink.FAMILY_V4
+		if p.Addr().Is6() {
+			fam = netlink.FAMILY_V6
+		}
+		addrs, err := d.h.AddrList(nil, fam)
+		if err != nil {
+			d.log.Warn("list addresses to find the uplink", "err", err)
+			continue
+		}
+		for _, a := range addrs {
+			ip, _ := netip.AddrFromSlice(a.IP)
+			if ip.Unmap() != p.Addr() {
+				continue
+			}
+			l, err := d.h.LinkByIndex(a.LinkIndex)
+			if err != nil {
+				continue
+			}
+			out = append(out, datastore.Uplink{Interface: l.Attrs().Name, Address: s})
+		}
+	}
+	return out
+}
+
+func (d *daemon) recompute() {
+	node, found := d.cluster.Node(d.o.Node)
+	if !found {
+		d.log.Warn("this node is not in the datastore; only destinations that need no local facts can be computed", "datastore", d.o.DatastoreDir)
+	}
+	ups := d.uplinks(node)
+	if ups == nil {
+		ups = []datastore.Uplink{}
+	}
+	res := calc.DesiredRoutes(d.cluster, d.o.Node, d.key.ProgramClusterRoutes, calc.Options{
+		TunnelDevice: d.o.TunnelDevice, Uplinks: ups, NoEncapMultipathViaGateways: d.o.NoEncapMultipathViaGateways})
+	for _, s := range res.Skipped {
+		d.log.Debug("destination not programmed", "dst", s.Dst.String(), "reason", s.Reason)
+	}
+	pol := d.table.Policy()
+	pol.Uplinks = pol.Uplinks[:0]
+	for _, u := range ups {
+		pol.Uplinks = append(pol.Uplinks, u.Interface)
+	}
+	d.table.SetPolicy(pol)
+	d.table.SetDesired(res.Routes)
+	d.status.RoutesDesired = len(res.Routes)
+	d.log.Info("desired routes computed", "desired", len(res.Routes), "notProgrammed", len(res.Skipped))
+}
+
+// sync runs one pass and reports whether it was clean.
+func (d *daemon) sync(full bool) bool {
+	var st routetable.Stats
+	var err error
+	if full {
+		st, err = d.table.Resync()
+	} else {
+		st, err = d.table.Apply()
+	}
+	if err != nil {
+		d.syncError(err)
+		d.writeStatus()
+		return false
+	}
+	d.status.RoutesOwned = st.Owned
+	if full {
+		d.status.LastResyncUnixNano = time.Now().UnixNano()
+	}
+	if st.Failed > 0 {
+		d.syncError(fmt.Errorf("%d route operations failed, first: %w", st.Failed, st.Errors[0]))
+		d.writeStatus()
+		return false
+	}
+	d.status.LastSyncUnixNano = time.Now().UnixNano()
+	d.status.LastSyncMonotonicNano = monotonicNow()
+	d.log.Info("sync done", "full", full, "added", st.Added, "replaced", st.Replaced, "deleted", st.Deleted,
+		"unchanged", st.Unchanged, "owned", st.Owned)
+	d.writeStatus()
+	return true
+}
+
+func (d *daemon) syncError(err error) {
+	d.status.SyncErrors++
+	d.status.LastError = err.Error()
+	d.log.Error("sync error; will retry", "err", err, "syncErrors", d.status.SyncErrors)
+}
+
+func (d *daemon) writeStatus() {
+	if err := writeStatus(d.o.StatusFile, d.status); err != nil {
+		d.log.Error("status file not written", "path", d.o.StatusFile, "err", err)
+	}
+}
+
+func (d *daemon) stop() error {
+	d.log.Info("stopping; routes stay in the kernel")
+	d.status.State = StateStopped
+	d.writeStatus()
+	return nil
+}
+
+func monotonicNow() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0
+	}
+	return ts.Nano()
+}
+
+// timer is a stoppable timer whose zero duration means "never".
+type timer struct {
+	t     *time.Timer
+	armed bool
+}
+
+// Armed reports whether the timer is set and has not fired or been stopped.
+func (t *timer) Armed() bool { return t.armed }
+
+func newTimer(d time.Duration) *timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	tm := &timer{t: t}
+	tm.Reset(d)
+	return tm
+}
+
+func (t *timer) Reset(d time.Duration) {
+	t.t.Stop()
+	t.armed = d > 0
+	if d > 0 {
+		t.t.Reset(d)
+	}
+}
+
+func (t *timer) Stop() { t.t.Stop(); t.armed = false }
+
+// C is the timer's channel; the caller that receives from it must call
+// Fired.
+func (t *timer) C() <-chan time.Time { return t.t.C }
+
+// Fired records that the timer's channel was received from.
+func (t *timer) Fired() { t.armed = false }

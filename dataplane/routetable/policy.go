@@ -1,0 +1,159 @@
+package routetable
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/birdcage/birdcage/dataplane/config"
+	"github.com/birdcage/birdcage/dataplane/route"
+	"golang.org/x/sys/unix"
+)
+
+// MainTable is the kernel's main routing table.
+const MainTable = unix.RT_TABLE_MAIN
+
+// KernelRoute is the table's view of one kernel route, with device names
+// resolved, so ownership decisions can be tested without netlink.
+type KernelRoute struct {
+	Dst      netip.Prefix
+	Table    int
+	Metric   int
+	TOS      int
+	Type     int // RTN_*
+	Protocol int
+	Scope    int // RT_SCOPE_*
+	NextHops []route.NextHop
+}
+
+// key is how the kernel tells routes apart in one table.
+type key struct {
+	dst    netip.Prefix
+	metric int
+	tos    int
+}
+
+func (k KernelRoute) key() key { return key{k.Dst, k.Metric, k.TOS} }
+
+func (k KernelRoute) String() string {
+	r := route.Route{Dst: k.Dst, NextHops: k.NextHops}
+	s := r.String()
+	if len(k.NextHops) == 0 {
+		s = k.Dst.String() + " (no next hop)"
+	}
+	return fmt.Sprintf("%s proto %s metric %d", s, ProtocolName(k.Protocol), k.Metric)
+}
+
+// ProtocolName names the well-known kernel route protocols.
+func ProtocolName(p int) string {
+	switch p {
+	case unix.RTPROT_KERNEL:
+		return "kernel"
+	case unix.RTPROT_BOOT:
+		return "boot"
+	case unix.RTPROT_STATIC:
+		return "static"
+	case config.RTProtBIRD:
+		return "bird"
+	}
+	return fmt.Sprint(p)
+}
+
+// OwnershipPolicy decides which kernel routes are the programmer's.
+type OwnershipPolicy struct {
+	// Protocol is the programmer's route protocol.
+	Protocol int
+	// TunnelDevice is the IPIP device ("tunl0").
+	TunnelDevice string
+	// WorkloadPrefixes are the name prefixes of workload interfaces ("cali").
+	WorkloadPrefixes []string
+	// Uplinks are the node's uplink devices, which carry no-encap and
+	// CrossSubnet same-subnet cluster routes.
+	Uplinks []string
+	// ClaimBIRDTunnelRoutes takes `proto bird` routes via TunnelDevice as
+	// ours. Set it with NewOwnershipPolicy, which sets it only when the
+	// programmer owns IPIP cluster routes and the release has the rule.
+	ClaimBIRDTunnelRoutes bool
+}
+
+// NewOwnershipPolicy builds the policy for a programmer of release rel whose
+// effective programClusterRoutes is owner.
+func NewOwnershipPolicy(protocol int, tunnel string, uplinks []string, owner config.ProgramClusterRoutes, rel config.Release) OwnershipPolicy {
+	return OwnershipPolicy{
+		Protocol:              protocol,
+		TunnelDevice:          tunnel,
+		WorkloadPrefixes:      []string{"cali"},
+		Uplinks:               uplinks,
+		ClaimBIRDTunnelRoutes: ownsBIRDTunnelRoutes(owner, rel),
+	}
+}
+
+// ownsBIRDTunnelRoutes is the 3.33 rule: BIRD's persisted routes via the
+// tunnel device are the programmer's to clean up exactly when it is the
+// configured owner of IPIP cluster routes.
+func ownsBIRDTunnelRoutes(owner config.ProgramClusterRoutes, rel config.Release) bool {
+	return owner.ProgramIPIPClusterRoutes() && rel.ClaimsBIRDTunnelRoutes()
+}
+
+// ourDevice reports whether dev is one the programmer programs routes on.
+func (p OwnershipPolicy) ourDevice(dev string) bool {
+	if dev == "" {
+		return false
+	}
+	if dev == p.TunnelDevice {
+		return true
+	}
+	for _, pre := range p.WorkloadPrefixes {
+		if strings.HasPrefix(dev, pre) {
+			return true
+		}
+	}
+	for _, u := range p.Uplinks {
+		if dev == u {
+			return true
+		}
+	}
+	return false
+}
+
+// RouteIsOurs reports whether the programmer owns a kernel route, and why
+// (or why not), in words for the log.
+func (p OwnershipPolicy) RouteIsOurs(r KernelRoute) (bool, string) {
+	if r.Table != MainTable {
+		return false, fmt.Sprintf("table %d is not the main table", r.Table)
+	}
+	if r.Type != unix.RTN_UNICAST {
+		return false, "not a unicast route"
+	}
+	if len(r.NextHops) == 0 {
+		return false, "no next-hop device"
+	}
+	switch r.Protocol {
+	case p.Protocol:
+		for _, h := range r.NextHops {
+			if !p.ourDevice(h.Device) {
+				return false, fmt.Sprintf("proto %d on %s, which is not one of our devices", r.Protocol, h.Device)
+			}
+		}
+		return true, fmt.Sprintf("proto %d on our device %s", r.Protocol, devices(r.NextHops))
+	case config.RTProtBIRD:
+		for _, h := range r.NextHops {
+			if h.Device != p.TunnelDevice {
+				return false, fmt.Sprintf("proto bird on %s: only proto bird via %s is ever claimed", h.Device, p.TunnelDevice)
+			}
+		}
+		if !p.ClaimBIRDTunnelRoutes {
+			return false, fmt.Sprintf("proto bird via %s, not claimed (the programmer does not own IPIP cluster routes, or the release has no claim rule)", p.TunnelDevice)
+		}
+		return true, fmt.Sprintf("proto bird via %s, claimed because the programmer owns IPIP cluster routes", p.TunnelDevice)
+	}
+	return false, fmt.Sprintf("proto %s is neither ours (%d) nor bird", ProtocolName(r.Protocol), p.Protocol)
+}
+
+func devices(hs []route.NextHop) string {
+	var s []string
+	for _, h := range hs {
+		s = append(s, h.Device)
+	}
+	return strings.Join(s, ",")
+}
