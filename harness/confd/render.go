@@ -1,0 +1,541 @@
+package confd
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sort"
+	"strings"
+	"text/template"
+
+	"github.com/birdcage/birdcage/dataplane/config"
+	"github.com/birdcage/birdcage/dataplane/datastore"
+)
+
+// TunnelDevice is the IPIP device BIRD sends tunnel routes out of, as
+// Calico's fork did through krt_tunnel.
+const TunnelDevice = "tunl0"
+
+// ErrUnknownNode is returned (wrapped) when the node to render is not in the
+// cluster.
+var ErrUnknownNode = errors.New("node not in cluster")
+
+// Options are the knobs of a render that are not in the datastore.
+type Options struct {
+	// Log receives the deprecation warning and unknown-value warnings.
+	// Nil means slog.Default().
+	Log *slog.Logger
+	// Timers tune BGP and scan timers; zero fields take DefaultTimers.
+	Timers Timers
+	// RouteReflectorClusterID is the cluster id a reflector node puts on
+	// reflected routes. Empty means the reflector's router id.
+	RouteReflectorClusterID string
+}
+
+// Timers are BIRD's protocol timers, in seconds. birdcage's defaults are
+// lower than BIRD's so sessions come up in 2–3 s instead of 4–7 s and a
+// failed session retries within seconds instead of a minute.
+type Timers struct {
+	ConnectDelay int // BGP "connect delay time"; BIRD default 5
+	ConnectRetry int // BGP "connect retry time"; BIRD default 120
+	ErrorWaitMin int // BGP "error wait time" min; BIRD default 60
+	ErrorWaitMax int // BGP "error wait time" max; BIRD default 300
+	ScanTime     int // kernel and device "scan time"; Calico uses 2
+}
+
+// DefaultTimers are used for any zero field of Options.Timers.
+var DefaultTimers = Timers{ConnectDelay: 2, ConnectRetry: 5, ErrorWaitMin: 1, ErrorWaitMax: 5, ScanTime: 2}
+
+func (t Timers) withDefaults() Timers {
+	d := DefaultTimers
+	if t.ConnectDelay > 0 {
+		d.ConnectDelay = t.ConnectDelay
+	}
+	if t.ConnectRetry > 0 {
+		d.ConnectRetry = t.ConnectRetry
+	}
+	if t.ErrorWaitMin > 0 {
+		d.ErrorWaitMin = t.ErrorWaitMin
+	}
+	if t.ErrorWaitMax > 0 {
+		d.ErrorWaitMax = t.ErrorWaitMax
+	}
+	if d.ErrorWaitMax < d.ErrorWaitMin {
+		d.ErrorWaitMax = d.ErrorWaitMin
+	}
+	if t.ScanTime > 0 {
+		d.ScanTime = t.ScanTime
+	}
+	return d
+}
+
+// Rendered is one node's BIRD configuration and what the render decided.
+type Rendered struct {
+	// Config is bird.conf: one BIRD 2 instance with IPv4 and IPv6
+	// channels, rendered from one ownership policy.
+	Config []byte
+	// Warnings holds the lines also logged during this render; the
+	// deprecation warning appears once in every render in which BIRD
+	// programs at least one IPIP pool's routes.
+	Warnings []string
+	// Policy is the resolved ownership the config encodes.
+	Policy Policy
+	// Peers are the BGP sessions in Config, in the order rendered.
+	Peers []Peer
+}
+
+// Policy is BGPConfiguration.programClusterRoutes resolved for BIRD.
+type Policy struct {
+	Release config.Release
+	// Raw is the field as stored ("" when unset).
+	Raw string
+	// Effective is the value after config.Resolve.
+	Effective config.ProgramClusterRoutes
+	// KernelMetric is the metric BIRD writes kernel routes at.
+	KernelMetric int
+}
+
+// BIRDOwns reports whether BIRD programs the cluster routes of pool p.
+// VXLAN pools always belong to the programmer.
+func (p Policy) BIRDOwns(pool datastore.IPPool) bool {
+	switch {
+	case pool.IsIPIP():
+		return p.Effective.ProgramIPIPClusterRoutes()
+	case pool.IsNoEncap():
+		return p.Effective.ProgramNoEncapClusterRoutes()
+	default:
+		return false
+	}
+}
+
+// ProgrammerOwnsIPIP reports whether the other side (the programmer) owns
+// IPIP cluster routes, which is exactly when BIRD does not. It decides the
+// tunl0 arm of the iBGP tunnel-route reject.
+func (p Policy) ProgrammerOwnsIPIP() bool { return !p.Effective.ProgramIPIPClusterRoutes() }
+
+// Peer is one rendered BGP session.
+type Peer struct {
+	// Protocol is the BIRD protocol name (`birdc show protocols`).
+	Protocol string
+	Address  netip.Addr
+	AS       int
+	// Internal is true for iBGP (same AS), which is when the export filter
+	// is called with internal_peer = true.
+	Internal bool
+	// Kind is "mesh", "reflector" (a session to a route reflector),
+	// "client" (a reflector's session to its client) or "peer" (an
+	// explicit BGPPeer).
+	Kind string
+}
+
+// KernelMetric returns the metric BIRD writes kernel routes at: the
+// BGPConfiguration knob, or 0 (the fork's metric, replaceable in place by
+// the programmer's RouteReplace) when unset. BIRD 2's own default is 32.
+func KernelMetric(b datastore.BGPConfiguration) int {
+	if b.KernelMetric == nil {
+		return 0
+	}
+	return *b.KernelMetric
+}
+
+// ASNumber returns the AS a node speaks: its own, else the cluster's, else
+// 64512.
+func ASNumber(c *datastore.Cluster, n datastore.Node) int {
+	switch {
+	case n.ASNumber != 0:
+		return n.ASNumber
+	case c.BGP.ASNumber != 0:
+		return c.BGP.ASNumber
+	default:
+		return datastore.DefaultASNumber
+	}
+}
+
+// Render renders node's BIRD 2 configuration for release rel.
+//
+// BIRD runs only when BGPConfiguration.bgpEnabled is not false; Render
+// renders regardless and leaves that decision to the caller.
+func Render(c *datastore.Cluster, node string, rel config.Release, opts Options) (Rendered, error) {
+	log := opts.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	if c == nil {
+		return Rendered{}, errors.New("render: nil cluster")
+	}
+	if _, err := config.ParseRelease(string(rel)); err != nil {
+		return Rendered{}, fmt.Errorf("render node %q: %w", node, err)
+	}
+	self, ok := c.Node(node)
+	if !ok {
+		return Rendered{}, fmt.Errorf("render node %q: %w (nodes: %s)", node, ErrUnknownNode, nodeNames(c))
+	}
+	if c.BGP.KernelMetric != nil && (*c.BGP.KernelMetric < 0 || *c.BGP.KernelMetric > 1<<31-1) {
+		return Rendered{}, fmt.Errorf("bgpconfiguration %q: kernelMetric %d: must be 0..2147483647", datastore.SingletonName, *c.BGP.KernelMetric)
+	}
+
+	pol := Policy{
+		Release:      rel,
+		Raw:          c.BGP.ProgramClusterRoutes,
+		Effective:    config.Resolve(c.BGP.ProgramClusterRoutes, rel, config.BIRD, log),
+		KernelMetric: KernelMetric(c.BGP),
+	}
+
+	v := view{
+		Node:         self.Name,
+		Release:      string(rel),
+		Raw:          pol.Raw,
+		Effective:    string(pol.Effective),
+		KernelMetric: pol.KernelMetric,
+		Timers:       opts.Timers.withDefaults(),
+		RejectTunl0:  pol.ProgrammerOwnsIPIP(),
+		TunnelDevice: TunnelDevice,
+		LocalAS:      ASNumber(c, self),
+		RRClusterID:  opts.RouteReflectorClusterID,
+		IsReflector:  self.RouteReflector,
+		MeshOn:       c.BGP.MeshEnabled(),
+		BGPEnabled:   c.BGP.Enabled(),
+	}
+	switch {
+	case v.Raw == "":
+		v.RawNote = "unset"
+	case !config.ProgramClusterRoutes(v.Raw).Valid():
+		v.RawNote = fmt.Sprintf("unknown value %q", v.Raw)
+	default:
+		v.RawNote = fmt.Sprintf("%q", v.Raw)
+	}
+
+	selfV4, selfV6, err := nodeAddrs(self)
+	if err != nil {
+		return Rendered{}, err
+	}
+	v.SourceV4, v.SourceV6 = addrString(selfV4.Addr()), addrString(selfV6.Addr())
+	v.RouterID = self.RouterID
+	if v.RouterID == "" {
+		if !selfV4.IsValid() {
+			return Rendered{}, fmt.Errorf("node %q: routerID: needed when the node has no ipv4Address (BIRD requires an IPv4-format router id)", self.Name)
+		}
+		v.RouterID = selfV4.Addr().String()
+	} else if a, err := netip.ParseAddr(v.RouterID); err != nil || !a.Is4() {
+		return Rendered{}, fmt.Errorf("node %q: routerID %q: must be an IPv4 address", self.Name, v.RouterID)
+	}
+	if v.RRClusterID == "" {
+		v.RRClusterID = v.RouterID
+	}
+
+	// Pools: one ownership decision per pool, keyed on ipipMode.
+	var ipipBIRD []string
+	for _, p := range c.Pools {
+		pfx, err := netip.ParsePrefix(p.CIDR)
+		if err != nil {
+			return Rendered{}, fmt.Errorf("ippool %q: cidr %q: %v", p.Name, p.CIDR, err)
+		}
+		pv := poolView{Name: p.Name, CIDR: pfx.Masked().String(), Mode: poolMode(p), BIRDOwns: pol.BIRDOwns(p)}
+		switch {
+		case p.IsIPIP():
+			pv.Class = "ipip"
+			pv.Tunnel = pv.BIRDOwns
+			if pv.BIRDOwns {
+				ipipBIRD = append(ipipBIRD, p.Name)
+			}
+			if pv.Tunnel && p.IPIPMode == datastore.EncapCrossSubnet {
+				// Same-subnet next hops go direct, as the real template does.
+				own := selfV4
+				if pfx.Addr().Is6() {
+					own = selfV6
+				}
+				if own.IsValid() {
+					pv.CrossSubnet = own.Masked().String()
+				}
+			}
+		case p.IsNoEncap():
+			pv.Class = "no-encap"
+		default:
+			pv.Class = "vxlan"
+		}
+		v.Pools = append(v.Pools, pv)
+	}
+
+	// Own blocks: a blackhole each, exported as the aggregate.
+	for _, b := range c.Blocks {
+		if b.Node != self.Name {
+			continue
+		}
+		pfx, err := netip.ParsePrefix(b.CIDR)
+		if err != nil {
+			return Rendered{}, fmt.Errorf("block affinity %q (node %q): cidr: %v", b.CIDR, b.Node, err)
+		}
+		s := pfx.Masked().String()
+		v.Blocks = append(v.Blocks, s)
+		if pfx.Addr().Is4() {
+			v.Blocks4 = append(v.Blocks4, s)
+		} else {
+			v.Blocks6 = append(v.Blocks6, s)
+		}
+	}
+	sort.Strings(v.Blocks)
+	sort.Strings(v.Blocks4)
+	sort.Strings(v.Blocks6)
+
+	peers, err := sessions(c, self, selfV4, selfV6, v.LocalAS)
+	if err != nil {
+		return Rendered{}, err
+	}
+	v.Peers = peers
+	var out []Peer
+	for _, p := range peers {
+		out = append(out, Peer{Protocol: p.Name, Address: p.addr, AS: p.AS, Internal: p.Internal, Kind: p.Kind})
+		if p.Family == "ipv4" {
+			v.HasV4 = true
+		} else {
+			v.HasV6 = true
+		}
+	}
+
+	var warnings []string
+	if len(ipipBIRD) > 0 && rel.WarnsOnBIRDIPIP() {
+		w := fmt.Sprintf("DEPRECATED: BIRD is programming the cluster routes of IPIP pool(s) %s (BGPConfiguration.programClusterRoutes %s resolves to %s in release %s); BIRD-programmed IPIP cluster routes are deprecated and will be removed; the supported replacement is FelixConfiguration.programClusterRoutes EnabledIPIPOnly with BGPConfiguration.programClusterRoutes EnabledNoEncapOnly",
+			strings.Join(ipipBIRD, ", "), v.RawNote, pol.Effective, rel)
+		log.Warn(w, "node", self.Name)
+		warnings = append(warnings, w)
+	}
+	v.Warnings = warnings
+
+	var buf bytes.Buffer
+	if err := nodeTemplate.Execute(&buf, v); err != nil {
+		return Rendered{}, fmt.Errorf("render node %q: %w", node, err)
+	}
+	return Rendered{Config: buf.Bytes(), Warnings: warnings, Policy: pol, Peers: out}, nil
+}
+
+// sessions lists the node's BGP sessions: the full iBGP mesh, or
+// reflector/client sessions when the mesh is off and some nodes reflect,
+// plus explicit BGPPeers for all nodes or for this node.
+func sessions(c *datastore.Cluster, self datastore.Node, selfV4, selfV6 netip.Prefix, localAS int) ([]peerView, error) {
+	var out []peerView
+	seen := map[string]string{}
+	add := func(p peerView) error {
+		if prev, dup := seen[p.Name]; dup {
+			return fmt.Errorf("node %q: BGP session %s to %s is rendered twice (%s and %s); peer addresses must be unique", self.Name, p.Name, p.Neighbor, prev, p.Origin)
+		}
+		seen[p.Name] = p.Origin
+		out = append(out, p)
+		return nil
+	}
+	anyRR := false
+	for _, n := range c.Nodes {
+		if n.RouteReflector {
+			anyRR = true
+		}
+	}
+	meshOn := c.BGP.MeshEnabled()
+	for _, n := range c.Nodes {
+		if n.Name == self.Name {
+			continue
+		}
+		var kind string
+		switch {
+		case meshOn:
+			kind = "mesh"
+		case !anyRR:
+			continue
+		case self.RouteReflector && n.RouteReflector:
+			kind = "mesh" // reflectors mesh among themselves
+		case self.RouteReflector:
+			kind = "client"
+		case n.RouteReflector:
+			kind = "reflector"
+		default:
+			continue
+		}
+		v4, v6, err := nodeAddrs(n)
+		if err != nil {
+			return nil, err
+		}
+		as := ASNumber(c, n)
+		for _, fam := range []struct {
+			peer, src netip.Prefix
+			name      string
+		}{{v4, selfV4, "ipv4"}, {v6, selfV6, "ipv6"}} {
+			if !fam.peer.IsValid() || !fam.src.IsValid() {
+				continue
+			}
+			base := map[string]string{"mesh": "Mesh", "client": "RRClient", "reflector": "RR"}[kind]
+			if err := add(peerView{
+				Name: protoName(base, fam.peer.Addr()), Family: fam.name, addr: fam.peer.Addr(),
+				Neighbor: fam.peer.Addr().String(), AS: as, Source: fam.src.Addr().String(),
+				Internal: as == localAS, Multihop: true, RRClient: kind == "client",
+				Kind: kind, Origin: "node " + n.Name,
+			}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	peers := append([]datastore.BGPPeer(nil), c.Peers...)
+	sort.SliceStable(peers, func(i, j int) bool { return peers[i].Name < peers[j].Name })
+	for _, bp := range peers {
+		if bp.Node != "" && bp.Node != self.Name {
+			continue
+		}
+		a, err := netip.ParseAddr(bp.PeerIP)
+		if err != nil {
+			return nil, fmt.Errorf("bgppeer %q: peerIP %q: %v", bp.Name, bp.PeerIP, err)
+		}
+		if bp.ASNumber <= 0 {
+			return nil, fmt.Errorf("bgppeer %q: asNumber %d: must be a positive AS number", bp.Name, bp.ASNumber)
+		}
+		src := selfV4
+		fam := "ipv4"
+		if a.Is6() {
+			src, fam = selfV6, "ipv6"
+		}
+		pv := peerView{
+			Name: protoName(map[bool]string{true: "Global", false: "Node"}[bp.Node == ""], a), Family: fam, addr: a,
+			Neighbor: a.String(), AS: bp.ASNumber, Internal: bp.ASNumber == localAS, Kind: "peer",
+			Origin: "bgppeer " + bp.Name, Description: bp.Name,
+		}
+		// An uplink on the peer's subnet makes it a directly connected
+		// (ToR) peer: no multihop, source address from that uplink.
+		if up, ok := uplinkFor(self, a); ok {
+			pv.Source = up.Addr().String()
+		} else {
+			pv.Multihop = true
+			if src.IsValid() {
+				pv.Source = src.Addr().String()
+			}
+		}
+		if pv.Internal {
+			pv.Multihop = true
+		}
+		if err := add(pv); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// nodeAddrs parses a node's BGP addresses; either may be absent.
+func nodeAddrs(n datastore.Node) (v4, v6 netip.Prefix, err error) {
+	if n.IPv4Address != "" {
+		if v4, err = parseHostPrefix(n.IPv4Address); err != nil || !v4.Addr().Is4() {
+			return v4, v6, fmt.Errorf("node %q: ipv4Address %q: want an IPv4 address with its subnet, like 10.0.1.11/24", n.Name, n.IPv4Address)
+		}
+	}
+	if n.IPv6Address != "" {
+		if v6, err = parseHostPrefix(n.IPv6Address); err != nil || !v6.Addr().Is6() {
+			return v4, v6, fmt.Errorf("node %q: ipv6Address %q: want an IPv6 address with its subnet, like fd00:1::11/64", n.Name, n.IPv6Address)
+		}
+	}
+	if !v4.IsValid() && !v6.IsValid() {
+		return v4, v6, fmt.Errorf("node %q: has neither ipv4Address nor ipv6Address; BIRD needs one to peer from", n.Name)
+	}
+	return v4, v6, nil
+}
+
+// parseHostPrefix accepts "10.0.1.11/24" or a bare address (a host route).
+func parseHostPrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		return netip.ParsePrefix(s)
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// uplinkFor returns the node's uplink address whose subnet holds peer.
+func uplinkFor(n datastore.Node, peer netip.Addr) (netip.Prefix, bool) {
+	for _, u := range n.Uplinks {
+		if u.Address == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(u.Address)
+		if err == nil && p.Contains(peer) && p.Bits() < p.Addr().BitLen() {
+			return p, true
+		}
+	}
+	return netip.Prefix{}, false
+}
+
+// protoName makes a BIRD protocol name from an address, as Calico does
+// (Mesh_10_0_0_2, Node_fd00__1).
+func protoName(base string, a netip.Addr) string {
+	r := strings.NewReplacer(".", "_", ":", "_")
+	return base + "_" + r.Replace(a.String())
+}
+
+func addrString(a netip.Addr) string {
+	if !a.IsValid() {
+		return ""
+	}
+	return a.String()
+}
+
+func poolMode(p datastore.IPPool) string {
+	s := "ipipMode " + orNever(p.IPIPMode)
+	if p.VXLANMode != "" {
+		s += ", vxlanMode " + p.VXLANMode
+	}
+	if p.Disabled {
+		s += ", disabled"
+	}
+	return s
+}
+
+func orNever(s string) string {
+	if s == "" {
+		return datastore.EncapNever
+	}
+	return s
+}
+
+func nodeNames(c *datastore.Cluster) string {
+	var s []string
+	for _, n := range c.Nodes {
+		s = append(s, n.Name)
+	}
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+// view is what bird.conf.tmpl sees.
+type view struct {
+	Node, Release, Raw, RawNote, Effective string
+	KernelMetric                           int
+	Timers                                 Timers
+	RejectTunl0                            bool
+	TunnelDevice                           string
+	LocalAS                                int
+	RouterID, SourceV4, SourceV6           string
+	RRClusterID                            string
+	IsReflector, MeshOn, BGPEnabled        bool
+	HasV4, HasV6                           bool
+	Pools                                  []poolView
+	Blocks, Blocks4, Blocks6               []string
+	Peers                                  []peerView
+	Warnings                               []string
+}
+
+type poolView struct {
+	Name, CIDR, Mode, Class string
+	BIRDOwns, Tunnel        bool
+	CrossSubnet             string // the node's own subnet for CrossSubnet IPIP
+}
+
+type peerView struct {
+	Name, Family, Neighbor, Source, Kind, Origin, Description string
+	AS                                                        int
+	Internal, Multihop, RRClient                              bool
+	addr                                                      netip.Addr
+}
+
+//go:embed bird.conf.tmpl
+var nodeTemplateText string
+
+var nodeTemplate = template.Must(template.New("bird.conf").Parse(nodeTemplateText))
