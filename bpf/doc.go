@@ -1,0 +1,20 @@
+// Package bpf owns birdcage's eBPF instruments: the C source of a TC program
+// (counter.c), its bpf2go objects (committed, so building needs no clang), and
+// the Go side that loads it, attaches it to one interface direction inside a
+// network namespace, reads its maps back and detaches it.
+//
+// One attached Counter counts every IPv4/IPv6 packet per flow (source,
+// destination, IP protocol; for IPIP also the inner flow) and tracks birdcage
+// probes per flow: received, highest sequence, missing, late, duplicates,
+// first/last arrival and the largest gap between consecutive arrivals, all in
+// CLOCK_MONOTONIC nanoseconds (internal/monoclock). The probe wire format
+// lives here too (PutProbe, ParseProbe), next to the C that parses it.
+//
+// Attach prefers TCX (kernel >= 6.6) and falls back to a clsact qdisc with a
+// direct-action cls_bpf filter when TCX is not supported. The program always
+// returns TC_ACT_UNSPEC (TCX_NEXT), so it never changes what happens to a
+// packet and coexists with other TC programs.
+//
+// It must not know about scenarios, topologies or what a flow means to the
+// caller; it answers "what crossed this hook".
+package bpf

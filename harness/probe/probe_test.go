@@ -1,0 +1,338 @@
+package probe
+
+// The probes are the instrument every handover verdict rests on, so these
+// tests hold their accuracy in place: an outage of known length, made with a
+// blackhole route on the path and timed with the same monotonic clock, must
+// come back as a longest gap within 2 ms of it, with Lost = Sent - Received
+// exactly and agreeing with the sequence numbers the tracker saw missing.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/birdcage/birdcage/bpf"
+	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/internal/nsutil"
+	"github.com/birdcage/birdcage/internal/run"
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// star is a router namespace with n workload namespaces hanging off it:
+// wl-i has eth0 = 10.88.i.2/24 (default via 10.88.i.1), the router has
+// r-i = 10.88.i.1/24 and forwards. Everything is created inside the
+// namespaces; the root namespace is never touched.
+type star struct {
+	router ns.NetNS
+	rh     *netlink.Handle
+	wls    []Endpoint
+}
+
+func newStar(tb testing.TB, n int) *star {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		tb.Skip("probes need network namespaces and BPF: run as root (sudo)")
+	}
+	r, err := run.New()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := r.Close(); err != nil {
+			tb.Error(err)
+		}
+	})
+	mkns := func(name string) ns.NetNS {
+		full := r.Name(name)
+		h, err := nsutil.Create(full)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		r.Defer("netns "+full, func() error { h.Close(); return nsutil.Delete(full) })
+		return h
+	}
+	st := &star{router: mkns("rt")}
+	if err := nsutil.SetSysctl(st.router, "net/ipv4/ip_forward", "1"); err != nil {
+		tb.Fatal(err)
+	}
+	st.rh, err = nsutil.Handle(st.router)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r.Defer("router netlink handle", func() error { st.rh.Close(); return nil })
+	for i := 1; i <= n; i++ {
+		wl := mkns(fmt.Sprintf("wl%d", i))
+		wh, err := nsutil.Handle(wl)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		rname := fmt.Sprintf("r-%d", i)
+		if err := wh.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "eth0"}, PeerName: rname, PeerNamespace: netlink.NsFd(st.router.Fd())}); err != nil {
+			tb.Fatalf("veth eth0/%s: %v", rname, err)
+		}
+		up := func(h *netlink.Handle, dev, cidr string) netlink.Link {
+			l, err := h.LinkByName(dev)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			a, _ := netlink.ParseAddr(cidr)
+			if err := h.AddrAdd(l, a); err != nil {
+				tb.Fatalf("address %s on %s: %v", cidr, dev, err)
+			}
+			if err := h.LinkSetUp(l); err != nil {
+				tb.Fatal(err)
+			}
+			return l
+		}
+		eth0 := up(wh, "eth0", fmt.Sprintf("10.88.%d.2/24", i))
+		up(st.rh, rname, fmt.Sprintf("10.88.%d.1/24", i))
+		if err := wh.RouteAdd(&netlink.Route{LinkIndex: eth0.Attrs().Index, Gw: net.ParseIP(fmt.Sprintf("10.88.%d.1", i))}); err != nil {
+			tb.Fatalf("default route in wl%d: %v", i, err)
+		}
+		wh.Close()
+		st.wls = append(st.wls, Endpoint{
+			Name:  fmt.Sprintf("wl%d", i),
+			Netns: wl.Path(),
+			Iface: "eth0",
+			Addr:  netip.MustParseAddr(fmt.Sprintf("10.88.%d.2", i)),
+		})
+	}
+	return st
+}
+
+func blackhole(a netip.Addr) *netlink.Route {
+	return &netlink.Route{
+		Dst:      &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(32, 32)},
+		Type:     unix.RTN_BLACKHOLE,
+		Protocol: unix.RTPROT_STATIC,
+	}
+}
+
+func flowByName(t *testing.T, rep *Report, name string) GapReport {
+	t.Helper()
+	for _, f := range rep.Flows {
+		if f.Flow == name {
+			return f
+		}
+	}
+	t.Fatalf("no flow %q in report", name)
+	return GapReport{}
+}
+
+// waitArrivals polls until flow has received n more probes than it had.
+func waitArrivals(t *testing.T, s *Session, flow string, n uint64) {
+	t.Helper()
+	rep, err := s.Report()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := flowByName(t, rep, flow).Received + n
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		rep, err := s.Report()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := flowByName(t, rep, flow).Received; got >= want {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("flow %s: fewer than %d probes arrived in 5 s", flow, n)
+		case <-tick.C:
+		}
+	}
+}
+
+func TestGapAccuracyBlackhole(t *testing.T) {
+	st := newStar(t, 2)
+	a, b := st.wls[0], st.wls[1]
+	for _, outage := range []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second} {
+		t.Run(outage.String(), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			// 1. Probes at 1 kHz both ways, and flowing.
+			s, err := Start(ctx, Options{Rate: 1000, Flows: Both(a, b)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if err := s.WaitFlowing(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			// 2. Outage: blackhole b's address in the router, for `outage`.
+			s.Mark("blackhole " + b.Addr.String())
+			before := monoclock.Now()
+			if err := st.rh.RouteAdd(blackhole(b.Addr)); err != nil {
+				t.Fatal(err)
+			}
+			on := monoclock.Now()
+			// Holding the outage for its length is the injected event,
+			// not a wait for a condition.
+			<-time.After(outage)
+			offBefore := monoclock.Now()
+			if err := st.rh.RouteDel(blackhole(b.Addr)); err != nil {
+				t.Fatal(err)
+			}
+			off := monoclock.Now()
+			injected := off - on // route certainly in place: on .. offBefore; certainly gone: off
+
+			// 3. Recovery observed, then stop.
+			waitArrivals(t, s, a.Name+"->"+b.Name, 50)
+			rep, err := s.Stop()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ab := flowByName(t, rep, a.Name+"->"+b.Name)
+			ba := flowByName(t, rep, b.Name+"->"+a.Name)
+
+			// 4. Verdict.
+			gapNs := ab.Gap.EndNs - ab.Gap.StartNs
+			errMs := monoclock.Ms(gapNs - injected)
+			t.Logf("outage %v: injected %.3f ms (route add took %.3f ms, del %.3f ms), measured gap %.3f ms (error %+.3f ms), "+
+				"sent %d received %d lost %d missing %d, sender longest pause %.3f ms, user-space gap %.3f ms, gap start %+.3f ms from mark",
+				outage, monoclock.Ms(injected), monoclock.Ms(on-before), monoclock.Ms(off-offBefore), ab.LongestGapMs, errMs,
+				ab.Sent, ab.Received, ab.Lost, ab.Missing, ab.SenderLongestGapMs, ab.UserSpace.LongestGapMs, ab.Gap.SinceMarkMs)
+			if math.Abs(errMs) > 2 {
+				t.Errorf("%s: longest gap %.3f ms, injected outage %.3f ms: off by %.3f ms, want within 2 ms",
+					ab.Flow, ab.LongestGapMs, monoclock.Ms(injected), errMs)
+			}
+			if ab.Gap.Open || ab.Gap.StartNs > on || ab.Gap.EndNs < off {
+				t.Errorf("%s: gap [%d, %d] open=%v does not cover the outage [%d, %d]", ab.Flow, ab.Gap.StartNs, ab.Gap.EndNs, ab.Gap.Open, on, off)
+			}
+			if ab.Lost != int64(ab.Sent)-int64(ab.Received) || ab.Lost != int64(ab.Missing) {
+				t.Errorf("%s: lost %d, sent-received %d, missing sequence numbers %d: want all equal",
+					ab.Flow, ab.Lost, int64(ab.Sent)-int64(ab.Received), ab.Missing)
+			}
+			if ab.UserSpace.Received != ab.Received {
+				t.Errorf("%s: user-space receiver counted %d, BPF %d", ab.Flow, ab.UserSpace.Received, ab.Received)
+			}
+			if expect := float64(injected) / float64(s.Interval()); math.Abs(float64(ab.Lost)-expect) > 3 {
+				t.Errorf("%s: lost %d probes, the outage at 1 kHz should lose about %.0f", ab.Flow, ab.Lost, expect)
+			}
+			if ab.Gap.Mark == "" || math.Abs(ab.Gap.SinceMarkMs) > 2 {
+				t.Errorf("%s: gap start relative to the mark: %q %+.3f ms, want the blackhole mark, within 2 ms", ab.Flow, ab.Gap.Mark, ab.Gap.SinceMarkMs)
+			}
+			// Positive control: the other direction never crossed the blackhole.
+			if ba.Lost != 0 || ba.Received == 0 {
+				t.Errorf("%s (not blackholed): sent %d received %d lost %d, want no loss", ba.Flow, ba.Sent, ba.Received, ba.Lost)
+			}
+			if rep.Total.Lost != ab.Lost+ba.Lost || rep.Total.LongestGapFlow != ab.Flow {
+				t.Errorf("total %+v does not add up", rep.Total)
+			}
+			if _, err := json.Marshal(rep); err != nil {
+				t.Errorf("report is not JSON-serialisable: %v", err)
+			}
+		})
+	}
+}
+
+// Per-hop counters say where probes vanished: the router's egress toward b
+// sees none of them during the outage, its ingress from a sees them all.
+func TestHopsAndNotFlowing(t *testing.T) {
+	st := newStar(t, 2)
+	a, b := st.wls[0], st.wls[1]
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	hops := []Hop{
+		{Name: "rt/r-1 ingress", Netns: st.router.Path(), Iface: "r-1", Direction: bpf.Ingress},
+		{Name: "rt/r-2 egress", Netns: st.router.Path(), Iface: "r-2", Direction: bpf.Egress},
+	}
+	// 1. b blackholed from the start: WaitFlowing must say so.
+	if err := st.rh.RouteAdd(blackhole(b.Addr)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Start(ctx, Options{Rate: 2000, Flows: []Flow{{Src: a, Dst: b}}, Hops: hops, Legacy: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	wctx, wcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	err = s.WaitFlowing(wctx)
+	wcancel()
+	if err == nil {
+		t.Fatal("WaitFlowing returned nil with every probe blackholed")
+	}
+	t.Logf("WaitFlowing: %v", err)
+	// 2. Lift it; probes flow.
+	if err := st.rh.RouteDel(blackhole(b.Addr)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitFlowing(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ab := rep.Flows[0]
+	in, out := ab.Hops[0], ab.Hops[1]
+	if in.Packets != ab.Sent || out.Packets != ab.Received || in.Packets-out.Packets != uint64(ab.Lost) {
+		t.Errorf("hops: ingress r-1 %d, egress r-2 %d; sent %d received %d lost %d: want the loss between the two hops",
+			in.Packets, out.Packets, ab.Sent, ab.Received, ab.Lost)
+	}
+	if ab.Gap.Open || ab.Gap.EndSeq != uint64(ab.Lost)+1 {
+		t.Errorf("gap %+v: want the head gap closed by the first probe after the blackhole", ab.Gap)
+	}
+	js, _ := json.MarshalIndent(ab, "", "  ")
+	t.Logf("flow report: %s", js)
+}
+
+// BenchmarkSendCPU reports the harness's CPU (user+sys, whole process, via
+// getrusage) per wall second while probing 6 flows (all pairs of 3
+// workloads). Run with -benchtime=1x; each iteration probes for 2 s.
+func BenchmarkSendCPU(b *testing.B) {
+	st := newStar(b, 3)
+	for _, rate := range []int{10000, 1667} {
+		b.Run(fmt.Sprintf("rate=%d/flow", rate), func(b *testing.B) {
+			for b.Loop() {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				s, err := Start(ctx, Options{Rate: rate, Flows: AllPairs(st.wls...)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.WaitFlowing(ctx); err != nil {
+					b.Fatal(err)
+				}
+				var r0, r1 unix.Rusage
+				_ = unix.Getrusage(unix.RUSAGE_SELF, &r0)
+				w0 := monoclock.Now()
+				<-time.After(2 * time.Second) // the measurement window
+				_ = unix.Getrusage(unix.RUSAGE_SELF, &r1)
+				wall := float64(monoclock.Now()-w0) / 1e9
+				rep, err := s.Stop()
+				cancel()
+				if err != nil {
+					b.Fatal(err)
+				}
+				cpu := func(r unix.Rusage) float64 {
+					return float64(r.Utime.Nano()+r.Stime.Nano()) / 1e9
+				}
+				user := float64(r1.Utime.Nano()-r0.Utime.Nano()) / 1e9 / wall
+				sys := float64(r1.Stime.Nano()-r0.Stime.Nano()) / 1e9 / wall
+				b.ReportMetric((cpu(r1)-cpu(r0))/wall, "cpu-s/wall-s")
+				b.ReportMetric(user, "user-s/wall-s")
+				b.ReportMetric(sys, "sys-s/wall-s")
+				b.ReportMetric(float64(rep.Total.Sent)/(monoclock.Ms(rep.EndNs-rep.StartNs)/1000), "probes/s")
+				b.ReportMetric(float64(rep.Total.Lost), "lost")
+				var worstSender float64
+				for _, f := range rep.Flows {
+					worstSender = max(worstSender, f.SenderLongestGapMs)
+				}
+				b.ReportMetric(worstSender, "sender-max-pause-ms")
+			}
+		})
+	}
+}

@@ -1,0 +1,20 @@
+// Package timeline owns the route timeline: a netlink monitor per network
+// namespace that records every route add, replace and delete (RTM_NEWROUTE,
+// RTM_DELROUTE) with its CLOCK_MONOTONIC time (internal/monoclock), prefix,
+// protocol, metric, table, type, devices, gateways/multipath nexthops and
+// flags, and answers questions about it: was there any instant with no route
+// to a prefix, how often did its route or owner protocol change in a window,
+// which routes does each protocol own now.
+//
+// A Monitor starts before the event under test (Start returns once it has
+// read the existing routes) and keeps working while interfaces come and go:
+// IPv4 routes the kernel removes without a notification (device down or
+// deleted) are found by re-reading the tables and recorded as Resync
+// deletes; a failed subscription is re-established the same way.
+//
+// Times are when the monitor received the notification, a few microseconds
+// to a millisecond after the kernel acted.
+//
+// It must not change routes or interfaces, and must not know which component
+// owns which protocol beyond naming the well-known numbers.
+package timeline

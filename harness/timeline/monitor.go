@@ -1,0 +1,432 @@
+package timeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// Event is one change of one route, stamped with CLOCK_MONOTONIC nanoseconds
+// (internal/monoclock) when the monitor received it.
+type Event struct {
+	At    int64 `json:"at"`
+	Kind  Kind  `json:"kind"`
+	Route Route `json:"route"`
+	// Existing marks the routes found when the monitor started (Kind Add,
+	// At = start): the state before anything was observed, not a change.
+	Existing bool `json:"existing,omitempty"`
+	// Resync marks a delete the kernel did not announce (IPv4 routes go
+	// silently when their device goes down or away, or notifications were
+	// lost); the monitor saw it by re-reading the tables, so At is when it
+	// noticed, not when the kernel acted.
+	Resync bool `json:"resync,omitempty"`
+	// NlFlags are the NLM_F_* flags of the notification (NLM_F_REPLACE etc.).
+	NlFlags uint16 `json:"nlFlags,omitempty"`
+}
+
+// Options names the namespace to watch.
+type Options struct {
+	Name  string // for messages and reports, e.g. "node-2"
+	Netns string // path of the network namespace
+}
+
+// Monitor records every route change in one network namespace from Start
+// until Close.
+type Monitor struct {
+	name, path string
+	nsh        netns.NsHandle
+	h          *netlink.Handle
+	startedAt  int64
+
+	mu       sync.Mutex
+	events   []Event
+	state    map[key]Route
+	synthDel map[key]bool // deletes seen by resync whose notification may still come
+	devs     map[int]linkInfo
+	errs     []string
+	changed  chan struct{} // closed and replaced on every recorded event
+
+	stop     chan struct{}
+	finished chan struct{}
+	subDone  chan struct{}
+}
+
+type linkInfo struct {
+	name string
+	up   bool
+}
+
+// Start opens the namespace, subscribes to route and link notifications,
+// reads the existing routes and returns once it is recording. The monitor
+// keeps the namespace open until Close, so it survives the namespace losing
+// its name and interfaces coming and going.
+func Start(o Options) (*Monitor, error) {
+	what := fmt.Sprintf("route timeline %s (%s)", o.Name, o.Netns)
+	n, err := ns.GetNS(o.Netns)
+	if err != nil {
+		return nil, fmt.Errorf("%s: open netns: %w", what, err)
+	}
+	// Own a dup of the fd: ns.NetNS's Close must not pull it from under the
+	// subscriptions.
+	fd, err := unix.Dup(int(n.Fd()))
+	n.Close()
+	if err != nil {
+		return nil, fmt.Errorf("%s: dup netns fd: %w", what, err)
+	}
+	nsh := netns.NsHandle(fd)
+	h, err := netlink.NewHandleAt(nsh, unix.NETLINK_ROUTE)
+	if err != nil {
+		nsh.Close()
+		return nil, fmt.Errorf("%s: netlink handle: %w", what, err)
+	}
+	m := &Monitor{
+		name: o.Name, path: o.Netns, nsh: nsh, h: h,
+		state:    map[key]Route{},
+		synthDel: map[key]bool{},
+		devs:     map[int]linkInfo{},
+		changed:  make(chan struct{}),
+		stop:     make(chan struct{}),
+		finished: make(chan struct{}),
+	}
+	routes, links, err := m.subscribe(true)
+	if err != nil {
+		h.Close()
+		nsh.Close()
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	go m.loop(routes, links)
+	return m, nil
+}
+
+// subscribe starts route and link subscriptions and then reads the route
+// tables. The subscriptions come first so nothing between the dump and the
+// first notification is missed; a notification already reflected in the dump
+// is recognised as a no-op or a replace of an identical route.
+func (m *Monitor) subscribe(first bool) (chan netlink.RouteUpdate, chan netlink.LinkUpdate, error) {
+	done := make(chan struct{})
+	routes := make(chan netlink.RouteUpdate, 4096)
+	links := make(chan netlink.LinkUpdate, 256)
+	nsh := m.nsh
+	if err := netlink.RouteSubscribeWithOptions(routes, done, netlink.RouteSubscribeOptions{
+		Namespace:         &nsh,
+		ErrorCallback:     m.onError,
+		ReceiveBufferSize: 4 << 20,
+	}); err != nil {
+		close(done)
+		return nil, nil, fmt.Errorf("subscribe to routes: %w", err)
+	}
+	if err := netlink.LinkSubscribeWithOptions(links, done, netlink.LinkSubscribeOptions{
+		Namespace:     &nsh,
+		ErrorCallback: m.onError,
+		ListExisting:  true,
+	}); err != nil {
+		close(done)
+		return nil, nil, fmt.Errorf("subscribe to links: %w", err)
+	}
+	m.subDone = done
+	if err := m.readTables(first); err != nil {
+		close(done)
+		return nil, nil, err
+	}
+	return routes, links, nil
+}
+
+// readTables dumps every route of both families. At start it records them as
+// Existing; on a resync it records a Resync delete for every route the
+// monitor believed present that the kernel no longer has. It never
+// synthesises adds: the kernel announces every add.
+func (m *Monitor) readTables(first bool) error {
+	var all []netlink.Route
+	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		rs, err := m.h.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+		if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return fmt.Errorf("list routes: %w", err)
+		}
+		all = append(all, rs...)
+	}
+	now := monoclock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if first {
+		m.startedAt = now
+	}
+	seen := map[key]bool{}
+	for _, nr := range all {
+		r := convert(nr, m.devNameLocked)
+		seen[r.key()] = true
+		if first {
+			m.state[r.key()] = r
+			m.events = append(m.events, Event{At: now, Kind: Add, Route: r, Existing: true})
+		}
+	}
+	if !first {
+		for k, r := range m.state {
+			if !seen[k] {
+				delete(m.state, k)
+				m.synthDel[k] = true
+				m.events = append(m.events, Event{At: now, Kind: Delete, Route: r, Resync: true})
+			}
+		}
+	}
+	m.notifyLocked()
+	return nil
+}
+
+func (m *Monitor) onError(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.errs = append(m.errs, fmt.Sprintf("%d: %v", monoclock.Now(), err))
+}
+
+func (m *Monitor) notifyLocked() {
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+func (m *Monitor) loop(routes chan netlink.RouteUpdate, links chan netlink.LinkUpdate) {
+	defer close(m.finished)
+	for {
+		select {
+		case <-m.stop:
+			close(m.subDone)
+			return
+		case u, ok := <-routes:
+			if !ok {
+				routes, links = m.restart()
+				if routes == nil {
+					return
+				}
+				continue
+			}
+			m.record(monoclock.Now(), u)
+		case u, ok := <-links:
+			if !ok {
+				routes, links = m.restart()
+				if routes == nil {
+					return
+				}
+				continue
+			}
+			if m.linkChanged(u) {
+				// IPv4 routes through a device that went down or away are
+				// removed without a notification; re-read to see it.
+				if err := m.readTables(false); err != nil {
+					m.onError(fmt.Errorf("resync after link change: %w", err))
+				}
+			}
+		}
+	}
+}
+
+// restart re-subscribes after a subscription failed (e.g. ENOBUFS when
+// notifications came faster than they were read) and resyncs; it returns nil
+// channels when the monitor is closing.
+func (m *Monitor) restart() (chan netlink.RouteUpdate, chan netlink.LinkUpdate) {
+	close(m.subDone)
+	for {
+		select {
+		case <-m.stop:
+			return nil, nil
+		default:
+		}
+		m.onError(errors.New("subscription ended; re-subscribing and re-reading routes"))
+		routes, links, err := m.subscribe(false)
+		if err == nil {
+			return routes, links
+		}
+		m.onError(err)
+		select {
+		case <-m.stop:
+			return nil, nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (m *Monitor) linkChanged(u netlink.LinkUpdate) (wentAway bool) {
+	idx := int(u.Index)
+	up := u.Flags&unix.IFF_UP != 0
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old, known := m.devs[idx]
+	if u.Header.Type == unix.RTM_DELLINK {
+		delete(m.devs, idx)
+		return true
+	}
+	name := ""
+	if u.Link != nil {
+		name = u.Link.Attrs().Name
+	}
+	m.devs[idx] = linkInfo{name: name, up: up}
+	return known && old.up && !up
+}
+
+// devNameLocked resolves an ifindex to a name, asking the kernel on a cache
+// miss (the link notification may not have been read yet).
+func (m *Monitor) devNameLocked(idx int) string {
+	if idx <= 0 {
+		return ""
+	}
+	if li, ok := m.devs[idx]; ok && li.name != "" {
+		return li.name
+	}
+	l, err := m.h.LinkByIndex(idx)
+	if err != nil {
+		return fmt.Sprintf("if%d", idx)
+	}
+	m.devs[idx] = linkInfo{name: l.Attrs().Name, up: l.Attrs().Flags&1 != 0}
+	return l.Attrs().Name
+}
+
+func (m *Monitor) record(at int64, u netlink.RouteUpdate) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if u.Route.Flags&unix.RTM_F_CLONED != 0 {
+		return // route cache entries, not routes
+	}
+	r := convert(u.Route, m.devNameLocked)
+	k := r.key()
+	ev := Event{At: at, Route: r, NlFlags: u.NlFlags}
+	switch u.Type {
+	case unix.RTM_NEWROUTE:
+		delete(m.synthDel, k)
+		ev.Kind = Add
+		if _, ok := m.state[k]; ok {
+			ev.Kind = Replace
+		}
+		m.state[k] = r
+	case unix.RTM_DELROUTE:
+		if _, ok := m.state[k]; !ok && m.synthDel[k] {
+			delete(m.synthDel, k) // already recorded by a resync
+			return
+		}
+		delete(m.state, k)
+		ev.Kind = Delete
+	default:
+		return
+	}
+	m.events = append(m.events, ev)
+	m.notifyLocked()
+}
+
+// Close stops recording and releases the namespace. Safe to call twice.
+func (m *Monitor) Close() error {
+	select {
+	case <-m.stop:
+		return nil
+	default:
+	}
+	close(m.stop)
+	<-m.finished
+	m.h.Close()
+	return m.nsh.Close()
+}
+
+// Name is the monitor's name from Options.
+func (m *Monitor) Name() string { return m.name }
+
+// StartedAt is when the monitor read the existing routes; nothing before it
+// is known.
+func (m *Monitor) StartedAt() int64 { return m.startedAt }
+
+// Errors returns subscription errors seen so far (each prefixed with its
+// monotonic time). A non-empty list means events may have been lost and
+// recovered only by a resync.
+func (m *Monitor) Errors() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.errs...)
+}
+
+// Events returns every event recorded so far, oldest first.
+func (m *Monitor) Events() []Event {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]Event(nil), m.events...)
+}
+
+// EventsFor returns the changes to prefix p in the main table in [from, to]
+// (Existing entries excluded). to <= 0 means no upper bound.
+func (m *Monitor) EventsFor(p netip.Prefix, from, to int64) []Event {
+	p = p.Masked()
+	if to <= 0 {
+		to = math.MaxInt64
+	}
+	var out []Event
+	for _, e := range m.Events() {
+		if !e.Existing && e.Route.Table == MainTable && e.Route.Dst == p && e.At >= from && e.At <= to {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// WaitFor returns the first event (from the beginning) that matches, waiting
+// for it until ctx is done.
+func (m *Monitor) WaitFor(ctx context.Context, match func(Event) bool) (Event, error) {
+	seen := 0
+	for {
+		m.mu.Lock()
+		evs, ch := m.events[seen:], m.changed
+		m.mu.Unlock()
+		for _, e := range evs {
+			if match(e) {
+				return e, nil
+			}
+		}
+		seen += len(evs)
+		select {
+		case <-ctx.Done():
+			return Event{}, fmt.Errorf("route timeline %s: waiting for a route event: %w", m.name, ctx.Err())
+		case <-ch:
+		}
+	}
+}
+
+// Routes returns the routes present now (as far as the monitor has seen),
+// sorted by table, prefix and metric.
+func (m *Monitor) Routes() []Route {
+	m.mu.Lock()
+	out := make([]Route, 0, len(m.state))
+	for _, r := range m.state {
+		out = append(out, r)
+	}
+	m.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Table != b.Table {
+			return a.Table < b.Table
+		}
+		if c := a.Dst.Addr().Compare(b.Dst.Addr()); c != 0 {
+			return c < 0
+		}
+		if a.Dst.Bits() != b.Dst.Bits() {
+			return a.Dst.Bits() < b.Dst.Bits()
+		}
+		return a.Metric < b.Metric
+	})
+	return out
+}
+
+// RoutesByProtocol returns the main table's routes present now, grouped by
+// protocol (e.g. ProtoBIRD, ProtoFelix).
+func (m *Monitor) RoutesByProtocol() map[int][]Route {
+	out := map[int][]Route{}
+	for _, r := range m.Routes() {
+		if r.Table == MainTable {
+			out[r.Protocol] = append(out[r.Protocol], r)
+		}
+	}
+	return out
+}

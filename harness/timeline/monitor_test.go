@@ -1,0 +1,285 @@
+package timeline
+
+// The timeline must tell a handover that keeps a route (a replace at the same
+// metric: one event, never a moment without a route) from one that drops it
+// (delete then add: two events and a window with no route between them), and
+// keep recording while interfaces come and go.
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/internal/nsutil"
+	"github.com/birdcage/birdcage/internal/run"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// node is one namespace with two veth pairs whose both ends stay inside it:
+// v0 (10.50.0.1/24) <-> v0p, v1 (10.51.0.1/24) <-> v1p.
+type node struct {
+	mon *Monitor
+	h   *netlink.Handle
+	dev map[string]netlink.Link
+}
+
+func newNode(t *testing.T) *node {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("creating network namespaces needs root; run with sudo")
+	}
+	r, err := run.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	name := r.Name("tl")
+	n, err := nsutil.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Defer("netns "+name, func() error { n.Close(); return nsutil.Delete(name) })
+	h, err := nsutil.Handle(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Defer("netlink handle", func() error { h.Close(); return nil })
+	nd := &node{h: h, dev: map[string]netlink.Link{}}
+	for i, pair := range [][2]string{{"v0", "v0p"}, {"v1", "v1p"}} {
+		if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: pair[0]}, PeerName: pair[1]}); err != nil {
+			t.Fatalf("add veth %s in %s: %v", pair[0], name, err)
+		}
+		for _, d := range pair {
+			l, err := h.LinkByName(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := h.LinkSetUp(l); err != nil {
+				t.Fatal(err)
+			}
+			nd.dev[d] = l
+		}
+		a, _ := netlink.ParseAddr([]string{"10.50.0.1/24", "10.51.0.1/24"}[i])
+		if err := h.AddrAdd(nd.dev[pair[0]], a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nd.mon, err = Start(Options{Name: "tl", Netns: n.Path()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Defer("route timeline", nd.mon.Close)
+	return nd
+}
+
+func (nd *node) route(dst string, proto, metric int, dev, gw string) *netlink.Route {
+	_, ipn, _ := net.ParseCIDR(dst)
+	return &netlink.Route{
+		Dst:       ipn,
+		Gw:        net.ParseIP(gw),
+		LinkIndex: nd.dev[dev].Attrs().Index,
+		Protocol:  netlink.RouteProtocol(proto),
+		Priority:  metric,
+		Table:     MainTable,
+	}
+}
+
+func (nd *node) waitEvent(t *testing.T, what string, match func(Event) bool) Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	e, err := nd.mon.WaitFor(ctx, match)
+	if err != nil {
+		t.Fatalf("%s: %v; events: %v", what, err, nd.mon.Events())
+	}
+	return e
+}
+
+func is(kind Kind, p netip.Prefix, proto int) func(Event) bool {
+	return func(e Event) bool {
+		return !e.Existing && e.Kind == kind && e.Route.Dst == p && e.Route.Protocol == proto
+	}
+}
+
+func TestReplaceIsOneEventDeleteAddIsAWindow(t *testing.T) {
+	nd := newNode(t)
+	p := netip.MustParsePrefix("10.60.0.0/24")
+	t0 := monoclock.Now()
+
+	// 1. BIRD's route (proto 12, metric 0), then the programmer's replace
+	// (proto 80, same metric): one operation in the kernel.
+	if err := nd.h.RouteAdd(nd.route("10.60.0.0/24", ProtoBIRD, 0, "v0", "10.50.0.2")); err != nil {
+		t.Fatal(err)
+	}
+	added := nd.waitEvent(t, "proto bird add", is(Add, p, ProtoBIRD))
+	if err := nd.h.RouteReplace(nd.route("10.60.0.0/24", ProtoFelix, 0, "v0", "10.50.0.2")); err != nil {
+		t.Fatal(err)
+	}
+	replaced := nd.waitEvent(t, "proto 80 replace", is(Replace, p, ProtoFelix))
+
+	evs := nd.mon.EventsFor(p, t0, 0)
+	if len(evs) != 2 || evs[0].Kind != Add || evs[1].Kind != Replace {
+		t.Fatalf("replace of proto bird by proto 80: events %v, want exactly [add, replace] and no delete", evs)
+	}
+	if evs[1].NlFlags&unix.NLM_F_REPLACE == 0 {
+		t.Errorf("the replace notification carries no NLM_F_REPLACE (flags %#x)", evs[1].NlFlags)
+	}
+	if w := nd.mon.NoRouteWindows(p, added.At, monoclock.Now()); len(w) != 0 {
+		t.Errorf("a replace left windows with no route to %s: %+v", p, w)
+	}
+	if f := nd.mon.Flaps(p, t0, 0); f.Changes() != 2 || f.OwnerChanges != 2 || !slices.Equal(f.Owners, []int{0, ProtoBIRD, ProtoFelix}) {
+		t.Errorf("flaps = %+v, want 2 changes, owners none -> bird(12) -> 80", f)
+	}
+	got := replaced.Route
+	if got.Metric != 0 || got.Table != MainTable || !slices.Equal(got.Devices(), []string{"v0"}) ||
+		!slices.Equal(got.Gateways(), []netip.Addr{netip.MustParseAddr("10.50.0.2")}) {
+		t.Errorf("replace recorded as %s, want 10.60.0.0/24 via 10.50.0.2 dev v0 proto 80 metric 0", got)
+	}
+
+	// 2. Delete + add: two events, and a window with no route between them.
+	t1 := monoclock.Now()
+	if err := nd.h.RouteDel(nd.route("10.60.0.0/24", ProtoFelix, 0, "v0", "10.50.0.2")); err != nil {
+		t.Fatal(err)
+	}
+	del := nd.waitEvent(t, "delete", is(Delete, p, ProtoFelix))
+	if err := nd.h.RouteAdd(nd.route("10.60.0.0/24", ProtoBIRD, 0, "v0", "10.50.0.2")); err != nil {
+		t.Fatal(err)
+	}
+	readd := nd.waitEvent(t, "re-add", func(e Event) bool { return is(Add, p, ProtoBIRD)(e) && e.At > del.At })
+
+	if evs := nd.mon.EventsFor(p, t1, 0); len(evs) != 2 || evs[0].Kind != Delete || evs[1].Kind != Add {
+		t.Fatalf("delete + add: events %v, want [delete, add]", evs)
+	}
+	w := nd.mon.NoRouteWindows(p, t1, monoclock.Now())
+	if len(w) != 1 || w[0].From != del.At || w[0].To != readd.At || w[0].Open {
+		t.Fatalf("delete + add: windows %+v, want one closed window [%d, %d]", w, del.At, readd.At)
+	}
+	t.Logf("delete+add window %.3f ms", w[0].Ms())
+	if !nd.mon.HadNoRoute(p, t1, 0) || nd.mon.HadNoRoute(p, added.At, t1) {
+		t.Error("HadNoRoute disagrees with NoRouteWindows")
+	}
+
+	// 3. Routes by protocol now.
+	byProto := nd.mon.RoutesByProtocol()
+	if rs := byProto[ProtoBIRD]; len(rs) != 1 || rs[0].Dst != p {
+		t.Errorf("proto bird routes now: %v, want just %s", rs, p)
+	}
+	if rs := byProto[ProtoFelix]; len(rs) != 0 {
+		t.Errorf("proto 80 routes now: %v, want none", rs)
+	}
+	if len(byProto[ProtoKernel]) < 2 {
+		t.Errorf("kernel routes now: %v, want the two connected /24s", byProto[ProtoKernel])
+	}
+}
+
+// A route at a different metric is a second route: deleting one leaves the
+// other, and the prefix always has a route.
+func TestMetricsAreDifferentRoutes(t *testing.T) {
+	nd := newNode(t)
+	p := netip.MustParsePrefix("10.61.0.0/24")
+	t0 := monoclock.Now()
+	if err := nd.h.RouteAdd(nd.route("10.61.0.0/24", ProtoBIRD, 32, "v0", "10.50.0.2")); err != nil {
+		t.Fatal(err)
+	}
+	nd.waitEvent(t, "bird at 32", is(Add, p, ProtoBIRD))
+	if err := nd.h.RouteReplace(nd.route("10.61.0.0/24", ProtoFelix, 0, "v0", "10.50.0.2")); err != nil {
+		t.Fatal(err)
+	}
+	nd.waitEvent(t, "felix at 0 (an add, not a replace)", is(Add, p, ProtoFelix))
+	if err := nd.h.RouteDel(nd.route("10.61.0.0/24", ProtoBIRD, 32, "v0", "10.50.0.2")); err != nil {
+		t.Fatal(err)
+	}
+	del := nd.waitEvent(t, "bird delete", is(Delete, p, ProtoBIRD))
+	if w := nd.mon.NoRouteWindows(p, nd.mon.EventsFor(p, t0, 0)[0].At+1, del.At+1); len(w) != 0 {
+		t.Errorf("windows %+v, want none: proto 80 at metric 0 stayed", w)
+	}
+	if f := nd.mon.Flaps(p, t0, 0); f.OwnerChanges != 2 || !slices.Equal(f.Owners, []int{0, ProtoBIRD, ProtoFelix}) {
+		t.Errorf("flaps %+v: want owner none -> bird -> 80 (metric 0 wins), and no change on the bird delete", f)
+	}
+}
+
+// Multipath nexthops, onlink and blackhole routes are recorded as such; a
+// blackhole counts as no route.
+func TestMultipathOnlinkBlackhole(t *testing.T) {
+	nd := newNode(t)
+	p := netip.MustParsePrefix("10.70.0.0/24")
+	_, ipn, _ := net.ParseCIDR(p.String())
+	mp := &netlink.Route{
+		Dst: ipn, Protocol: ProtoBIRD, Table: MainTable,
+		MultiPath: []*netlink.NexthopInfo{
+			{LinkIndex: nd.dev["v0"].Attrs().Index, Gw: net.ParseIP("192.0.2.1"), Flags: int(netlink.FLAG_ONLINK)},
+			{LinkIndex: nd.dev["v1"].Attrs().Index, Gw: net.ParseIP("192.0.2.2"), Flags: int(netlink.FLAG_ONLINK)},
+		},
+	}
+	if err := nd.h.RouteAdd(mp); err != nil {
+		t.Fatal(err)
+	}
+	e := nd.waitEvent(t, "multipath add", is(Add, p, ProtoBIRD))
+	if !slices.Equal(e.Route.Devices(), []string{"v0", "v1"}) || len(e.Route.Gateways()) != 2 || !e.Route.Onlink() {
+		t.Errorf("multipath route recorded as %s, want two onlink nexthops via v0 and v1", e.Route)
+	}
+	t.Logf("recorded: %s", e.Route)
+
+	bh := &netlink.Route{Dst: ipn, Type: unix.RTN_BLACKHOLE, Protocol: ProtoStatic, Table: MainTable}
+	if err := nd.h.RouteReplace(bh); err != nil {
+		t.Fatal(err)
+	}
+	e = nd.waitEvent(t, "blackhole replace", is(Replace, p, ProtoStatic))
+	if w := nd.mon.NoRouteWindows(p, e.At, 0); len(w) != 1 || !w[0].Open || w[0].From != e.At {
+		t.Errorf("after a blackhole replace: windows %+v, want one open window from %d", w, e.At)
+	}
+}
+
+// Interfaces going away take their IPv4 routes with them without a
+// notification; the monitor must see it and keep recording afterwards.
+func TestSurvivesInterfaceChurn(t *testing.T) {
+	nd := newNode(t)
+	p := netip.MustParsePrefix("10.80.0.0/24")
+	if err := nd.h.RouteAdd(nd.route(p.String(), ProtoFelix, 0, "v1", "10.51.0.2")); err != nil {
+		t.Fatal(err)
+	}
+	nd.waitEvent(t, "route via v1", is(Add, p, ProtoFelix))
+
+	// 1. v1 goes away (and with it, silently, the route).
+	if err := nd.h.LinkDel(nd.dev["v1"]); err != nil {
+		t.Fatal(err)
+	}
+	gone := nd.waitEvent(t, "route removed with v1", is(Delete, p, ProtoFelix))
+	t.Logf("route removal seen as resync=%v", gone.Resync)
+
+	// 2. New interfaces and routes are still recorded.
+	if err := nd.h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "v9"}, PeerName: "v9p"}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := nd.h.LinkByName("v9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nd.h.LinkSetUp(l); err != nil {
+		t.Fatal(err)
+	}
+	nd.dev["v9"] = l
+	if err := nd.h.RouteAdd(nd.route(p.String(), ProtoBIRD, 0, "v9", "")); err != nil {
+		t.Fatal(err)
+	}
+	back := nd.waitEvent(t, "route via new v9", is(Add, p, ProtoBIRD))
+	if !slices.Equal(back.Route.Devices(), []string{"v9"}) {
+		t.Errorf("new route recorded with devices %v, want [v9]", back.Route.Devices())
+	}
+	if w := nd.mon.NoRouteWindows(p, gone.At-1, 0); len(w) != 1 || w[0].Open {
+		t.Errorf("windows %+v, want one closed window from the removal to the new route", w)
+	}
+	if errs := nd.mon.Errors(); len(errs) != 0 {
+		t.Errorf("subscription errors: %v", errs)
+	}
+}
