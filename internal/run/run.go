@@ -23,7 +23,8 @@ import (
 )
 
 // StateRoot is where each run keeps its sockets, configs, pid files and the
-// owner record `clean` reads. It is on tmpfs so a reboot cleans it too.
+// owner record `clean` reads. (/run is tmpfs on most systems, so a reboot
+// cleans it too; where it is not, `birdcage clean` does.)
 const StateRoot = "/run/birdcage"
 
 // prefixPattern matches the prefix of every namespace a run creates: "bc" and

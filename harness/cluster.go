@@ -1,0 +1,680 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"net/netip"
+
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/birdcage/birdcage/dataplane/config"
+	"github.com/birdcage/birdcage/dataplane/datastore"
+	"github.com/birdcage/birdcage/harness/bird"
+	"github.com/birdcage/birdcage/harness/confd"
+	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/internal/run"
+	"github.com/birdcage/birdcage/topo"
+)
+
+// Options shape a cluster's start.
+type Options struct {
+	// Release every node starts on (default 3.33).
+	Release config.Release
+	// Felix and BGP are the initial FelixConfiguration and
+	// BGPConfiguration documents.
+	Felix datastore.FelixConfiguration
+	BGP   datastore.BGPConfiguration
+	// RouteRefreshInterval is written into FelixConfiguration when it does
+	// not set one (default 5s: scenarios want drift fixed quickly).
+	RouteRefreshInterval time.Duration
+	// Timers tune BIRD; zero fields take confd.DefaultTimers.
+	Timers confd.Timers
+	// Log receives harness events; nil: slog.Default().
+	Log *slog.Logger
+	// ConvergeTimeout bounds the wait for convergence (default 60s).
+	ConvergeTimeout time.Duration
+}
+
+// Cluster is one cluster's life: its topology, datastore, and per node a
+// supervised route programmer and a BIRD container.
+type Cluster struct {
+	Run   *run.Run
+	Net   *topo.Network
+	Store *datastore.DirStore
+
+	opts    Options
+	log     *slog.Logger
+	binary  string
+	nodes   []*Node
+	routers []*Router
+
+	mu        sync.Mutex
+	events    []Event
+	sessions  []*probe.Session
+	timelines map[string]*timeline.Monitor
+	stop      context.CancelFunc
+	wg        sync.WaitGroup
+}
+
+// Node is one cluster node and the two route programmers on it.
+type Node struct {
+	Name       string
+	NS         *topo.NodeNS
+	Programmer *Programmer
+	BIRD       *bird.Instance
+
+	mu       sync.Mutex
+	release  config.Release
+	config   []byte
+	renders  int
+	warnings []string
+}
+
+// Router is a BGP-speaking router (a ToR) running BIRD.
+type Router struct {
+	Name string
+	NS   *topo.RouterNS
+	BIRD *bird.Instance
+}
+
+// Event is something the harness did, on the same monotonic clock as the
+// probes, the BPF counters and the route timeline.
+type Event struct {
+	Name string `json:"name"`
+	Mono int64  `json:"mono"`
+}
+
+// Start builds the topology and brings the cluster up: datastore, a route
+// programmer and a BIRD container per node, BIRD on BGP-speaking routers.
+// It returns once the cluster is converged: BGP sessions Established, every
+// programmer synced. Stop (or closing the run) undoes everything.
+func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err error) {
+	if opts.Release == "" {
+		opts.Release = config.R333
+	}
+	if _, err := config.ParseRelease(string(opts.Release)); err != nil {
+		return nil, err
+	}
+	if opts.RouteRefreshInterval == 0 {
+		opts.RouteRefreshInterval = 5 * time.Second
+	}
+	if opts.Felix.RouteRefreshInterval == "" {
+		opts.Felix.RouteRefreshInterval = opts.RouteRefreshInterval.String()
+	}
+	if opts.ConvergeTimeout == 0 {
+		opts.ConvergeTimeout = 60 * time.Second
+	}
+	log := opts.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	r, err := run.New()
+	if err != nil {
+		return nil, err
+	}
+	r.CloseOnSignal()
+	defer func() {
+		if err != nil {
+			_ = r.Close()
+		}
+	}()
+	c := &Cluster{Run: r, opts: opts, log: log.With("run", r.ID)}
+	c.Mark("Start")
+	if c.binary, err = programmerBinary(r); err != nil {
+		return nil, err
+	}
+	if c.Net, err = topo.Build(ctx, t, r, topo.Options{}); err != nil {
+		return nil, err
+	}
+	if err := c.startTimelines(); err != nil {
+		return nil, err
+	}
+	if c.Store, err = datastore.OpenDir(r.Path("datastore")); err != nil {
+		return nil, err
+	}
+	if err := seedDatastore(c.Store, c.Net, opts.Felix, opts.BGP); err != nil {
+		return nil, fmt.Errorf("seed datastore: %w", err)
+	}
+	cl, err := c.Store.Read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, nd := range c.Net.Nodes {
+		n := &Node{Name: nd.Name, NS: nd, release: opts.Release}
+		if n.Programmer, err = newProgrammer(r, nd.Name, nd.Path, c.binary, c.Store.Dir, opts.Release, c.log); err != nil {
+			return nil, err
+		}
+		if n.BIRD, err = bird.New(r, bird.Options{Name: nd.Name, NetNS: nd.NetNS, Log: c.log}); err != nil {
+			return nil, err
+		}
+		c.nodes = append(c.nodes, n)
+	}
+	// BIRD on the fabric first, so nodes' sessions find their peers.
+	for _, rt := range c.Net.Routers {
+		if rt.Spec.ASNumber == 0 {
+			continue
+		}
+		if err := c.startRouter(ctx, rt); err != nil {
+			return nil, err
+		}
+	}
+	for _, n := range c.nodes {
+		if err := n.Programmer.Start(n.release); err != nil {
+			return nil, err
+		}
+		if cl.BGP.Enabled() {
+			if err := c.renderBIRD(n, cl); err != nil {
+				return nil, err
+			}
+			if err := n.BIRD.Start(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
+	wctx, stop := context.WithCancel(context.Background())
+	c.stop = stop
+	r.Defer("confd watch", func() error { stop(); c.wg.Wait(); return nil })
+	if err := c.watchDatastore(wctx); err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, opts.ConvergeTimeout)
+	defer cancel()
+	if err := c.WaitConverged(cctx); err != nil {
+		return nil, err
+	}
+	c.Mark("Converged")
+	return c, nil
+}
+
+func (c *Cluster) startRouter(ctx context.Context, rt *topo.RouterNS) error {
+	nbrs, err := routerNeighbours(c.Net, rt)
+	if err != nil {
+		return err
+	}
+	spec := confd.Router{Name: rt.Name, RouterID: rt.Spec.RouterID, AS: rt.Spec.ASNumber, Timers: c.opts.Timers, AnnounceConnected: true}
+	if spec.RouterID == "" && len(rt.Spec.Interfaces) > 0 {
+		spec.RouterID = strings.Split(rt.Spec.Interfaces[0].Address, "/")[0]
+	}
+	for _, nb := range nbrs {
+		spec.Neighbors = append(spec.Neighbors, confd.Neighbor{Name: nb.name, Address: nb.addr, AS: nb.as, Source: nb.source})
+	}
+	conf, err := confd.RenderRouter(spec)
+	if err != nil {
+		return err
+	}
+	b, err := bird.New(c.Run, bird.Options{Name: rt.Name, NetNS: rt.NetNS, Log: c.log})
+	if err != nil {
+		return err
+	}
+	if err := b.WriteConfig(conf); err != nil {
+		return err
+	}
+	if err := b.Start(ctx); err != nil {
+		return err
+	}
+	c.routers = append(c.routers, &Router{Name: rt.Name, NS: rt, BIRD: b})
+	return nil
+}
+
+// renderBIRD renders n's config from cl for n's release and writes it; the
+// caller starts or reconfigures BIRD. It reports whether the text changed.
+func (c *Cluster) renderBIRD(n *Node, cl *datastore.Cluster) error {
+	_, err := c.render(n, cl)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	conf := n.config
+	n.mu.Unlock()
+	return n.BIRD.WriteConfig(conf)
+}
+
+func (c *Cluster) render(n *Node, cl *datastore.Cluster) (changed bool, err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out, err := confd.Render(cl, n.Name, n.release, confd.Options{Log: c.log.With("confd", n.Name), Timers: c.opts.Timers})
+	if err != nil {
+		return false, err
+	}
+	n.renders++
+	n.warnings = append(n.warnings, out.Warnings...)
+	changed = !bytes.Equal(out.Config, n.config)
+	n.config = out.Config
+	return changed, nil
+}
+
+// watchDatastore plays confd: on every datastore change it re-renders each
+// node's BIRD config and, where the text changed, reconfigures BIRD in place.
+func (c *Cluster) watchDatastore(ctx context.Context) error {
+	ch, err := c.Store.Watch(ctx)
+	if err != nil {
+		return err
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		for range ch {
+			cl, err := c.Store.Read(ctx)
+			if err != nil {
+				c.log.Warn("confd: datastore unreadable; keeping the last config", "err", err)
+				continue
+			}
+			for _, n := range c.nodes {
+				if !n.BIRD.Running() {
+					continue
+				}
+				changed, err := c.render(n, cl)
+				if err != nil {
+					c.log.Warn("confd: render failed", "node", n.Name, "err", err)
+					continue
+				}
+				if !changed {
+					continue
+				}
+				n.mu.Lock()
+				conf := n.config
+				n.mu.Unlock()
+				if err := n.BIRD.Configure(ctx, conf); err != nil && ctx.Err() == nil {
+					c.log.Warn("confd: birdc configure failed", "node", n.Name, "err", err)
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// Stop tears the cluster down: processes, containers, namespaces, dirs.
+func (c *Cluster) Stop() error { return c.Run.Close() }
+
+// Nodes lists the nodes in topology order.
+func (c *Cluster) Nodes() []*Node { return c.nodes }
+
+// Routers lists the BIRD-running routers.
+func (c *Cluster) Routers() []*Router { return c.routers }
+
+// Node returns the named node; it panics on a name the topology lacks,
+// which is a bug in the scenario.
+func (c *Cluster) Node(name string) *Node {
+	for _, n := range c.nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	panic(fmt.Sprintf("harness: no node %q in topology %s", name, c.Net.Topology.Name))
+}
+
+// Mark records an event on the shared monotonic clock.
+func (c *Cluster) Mark(name string) Event {
+	e := Event{Name: name, Mono: monoclock.Now()}
+	c.mu.Lock()
+	c.events = append(c.events, e)
+	for _, s := range c.sessions {
+		s.MarkAt(name, e.Mono)
+	}
+	c.mu.Unlock()
+	if c.log != nil {
+		c.log.Info("event", "name", name)
+	}
+	return e
+}
+
+// Events lists what the harness did, in order.
+func (c *Cluster) Events() []Event {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Event(nil), c.events...)
+}
+
+// Release is the release the node currently runs.
+func (n *Node) Release() config.Release {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.release
+}
+
+// Renders is how many times confd rendered this node's config.
+func (n *Node) Renders() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.renders
+}
+
+// Warnings are the warning lines confd logged for this node, all renders.
+func (n *Node) Warnings() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.warnings...)
+}
+
+// WaitConverged waits until every BIRD that runs has all its sessions
+// Established and every programmer has synced since it started.
+func (c *Cluster) WaitConverged(ctx context.Context) error {
+	for _, rt := range c.routers {
+		if err := rt.BIRD.WaitEstablished(ctx); err != nil {
+			return fmt.Errorf("router %s: %w", rt.Name, err)
+		}
+	}
+	for _, n := range c.nodes {
+		if n.BIRD.Running() {
+			if err := n.BIRD.WaitEstablished(ctx); err != nil {
+				return fmt.Errorf("node %s: %w", n.Name, err)
+			}
+		}
+		if err := poll(ctx, 20*time.Millisecond, func() bool { return n.Programmer.Synced(0) }); err != nil {
+			st, serr := n.Programmer.Status()
+			return fmt.Errorf("node %s: programmer not synced (status %+v, %v; log %s): %w", n.Name, st, serr, n.Programmer.LogPath(), err)
+		}
+	}
+	return nil
+}
+
+// poll checks cond every interval until it holds or ctx ends.
+func poll(ctx context.Context, interval time.Duration, cond func() bool) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// UpgradeOptions say how a node is replaced.
+type UpgradeOptions struct {
+	// Signal the old BIRD gets: SIGKILL (default; what a pod deletion does
+	// to BIRD in the real node container) or SIGTERM (BIRD sends Cease, so
+	// peers withdraw its routes at once).
+	Signal syscall.Signal
+}
+
+// UpgradeNode replaces a node's programmer and BIRD with those of release
+// to, the way a pod replacement does: the old BIRD exits (persist leaves its
+// routes), the old programmer stops, the new programmer starts, and — if BGP
+// is enabled — the new BIRD starts with -R (graceful-restart recovery).
+func (c *Cluster) UpgradeNode(ctx context.Context, name string, to config.Release, o UpgradeOptions) error {
+	n := c.Node(name)
+	if o.Signal == 0 {
+		o.Signal = syscall.SIGKILL
+	}
+	c.Mark(fmt.Sprintf("UpgradeNode(%s→%s)", name, to))
+	if n.BIRD.Running() {
+		if err := n.BIRD.Stop(ctx, o.Signal); err != nil {
+			return fmt.Errorf("upgrade %s: stop BIRD: %w", name, err)
+		}
+	}
+	c.Mark(fmt.Sprintf("BIRD(%s) exited", name))
+	if err := n.Programmer.Stop(ctx); err != nil {
+		return fmt.Errorf("upgrade %s: %w", name, err)
+	}
+	n.mu.Lock()
+	n.release = to
+	n.mu.Unlock()
+	started := monoclock.Now()
+	if err := n.Programmer.Start(to); err != nil {
+		return fmt.Errorf("upgrade %s: %w", name, err)
+	}
+	cl, err := c.Store.Read(ctx)
+	if err != nil {
+		return err
+	}
+	if cl.BGP.Enabled() {
+		if err := c.renderBIRD(n, cl); err != nil {
+			return err
+		}
+		if err := n.BIRD.StartRecovery(ctx); err != nil {
+			return fmt.Errorf("upgrade %s: start BIRD -R: %w", name, err)
+		}
+	}
+	if err := poll(ctx, 5*time.Millisecond, func() bool { return n.Programmer.Synced(started) }); err != nil {
+		return fmt.Errorf("upgrade %s: new programmer did not sync (log %s): %w", name, n.Programmer.LogPath(), err)
+	}
+	c.Mark(fmt.Sprintf("UpgradeNode(%s) programmer synced", name))
+	return nil
+}
+
+// KillBIRD stops a node's BIRD with sig and does not bring it back.
+func (c *Cluster) KillBIRD(ctx context.Context, name string, sig syscall.Signal) error {
+	c.Mark(fmt.Sprintf("KillBIRD(%s,%s)", name, sig))
+	return c.Node(name).BIRD.Stop(ctx, sig)
+}
+
+// StartBIRD starts a node's BIRD from a fresh render; recovery adds -R.
+func (c *Cluster) StartBIRD(ctx context.Context, name string, recovery bool) error {
+	n := c.Node(name)
+	c.Mark(fmt.Sprintf("StartBIRD(%s)", name))
+	cl, err := c.Store.Read(ctx)
+	if err != nil {
+		return err
+	}
+	if err := c.renderBIRD(n, cl); err != nil {
+		return err
+	}
+	if recovery {
+		return n.BIRD.StartRecovery(ctx)
+	}
+	return n.BIRD.Start(ctx)
+}
+
+// RestartProgrammer stops a node's programmer and starts it again.
+func (c *Cluster) RestartProgrammer(ctx context.Context, name string) error {
+	n := c.Node(name)
+	c.Mark(fmt.Sprintf("RestartProgrammer(%s)", name))
+	if err := n.Programmer.Stop(ctx); err != nil {
+		return err
+	}
+	return n.Programmer.Start(n.Release())
+}
+
+// SetFelixConfig writes FelixConfiguration; programmers whose restart
+// fields changed exit and are restarted by their supervisors.
+func (c *Cluster) SetFelixConfig(f datastore.FelixConfiguration) error {
+	if f.RouteRefreshInterval == "" {
+		f.RouteRefreshInterval = c.opts.RouteRefreshInterval.String()
+	}
+	c.Mark("SetFelixConfig(programClusterRoutes=" + f.ProgramClusterRoutes + ")")
+	return c.Store.Put(datastore.KindFelixConfiguration, datastore.SingletonName, f)
+}
+
+// SetBGPConfig writes BGPConfiguration; confd re-renders and reconfigures
+// every running BIRD.
+func (c *Cluster) SetBGPConfig(b datastore.BGPConfiguration) error {
+	c.Mark("SetBGPConfig(programClusterRoutes=" + b.ProgramClusterRoutes + ")")
+	return c.Store.Put(datastore.KindBGPConfiguration, datastore.SingletonName, b)
+}
+
+// DisableBGP marks BGP disabled in the datastore: a BIRD that exits is not
+// started again by UpgradeNode (Calico's networking backend "none").
+func (c *Cluster) DisableBGP(ctx context.Context) error {
+	cl, err := c.Store.Read(ctx)
+	if err != nil {
+		return err
+	}
+	off := false
+	b := cl.BGP
+	b.BGPEnabled = &off
+	c.Mark("DisableBGP")
+	return c.Store.Put(datastore.KindBGPConfiguration, datastore.SingletonName, b)
+}
+
+// ReleaseBlock deletes a block's affinity, as IPAM does when a node gives a
+// block back.
+func (c *Cluster) ReleaseBlock(cidr netip.Prefix) error {
+	c.Mark("ReleaseBlock(" + cidr.String() + ")")
+	return c.Store.Delete(datastore.KindBlockAffinity, blockDocName(cidr))
+}
+
+// DeletePool deletes an IP pool.
+func (c *Cluster) DeletePool(name string) error {
+	c.Mark("DeletePool(" + name + ")")
+	return c.Store.Delete(datastore.KindIPPool, name)
+}
+
+// RemoveNode stops a node's programmer and BIRD and deletes the node, its
+// blocks, workloads and peerings from the datastore (the node has left).
+func (c *Cluster) RemoveNode(ctx context.Context, name string) error {
+	n := c.Node(name)
+	c.Mark("RemoveNode(" + name + ")")
+	var errs []error
+	if n.BIRD.Running() {
+		errs = append(errs, n.BIRD.Stop(ctx, syscall.SIGKILL))
+	}
+	errs = append(errs, n.Programmer.Kill(ctx))
+	cl, err := c.Store.Read(ctx)
+	if err != nil {
+		return err
+	}
+	for _, b := range cl.Blocks {
+		if b.Node == name {
+			p, _ := netip.ParsePrefix(b.CIDR)
+			errs = append(errs, c.Store.Delete(datastore.KindBlockAffinity, blockDocName(p)))
+		}
+	}
+	for _, w := range cl.Workloads {
+		if w.Node == name {
+			errs = append(errs, c.Store.Delete(datastore.KindWorkload, w.Name))
+		}
+	}
+	for _, p := range cl.Peers {
+		if p.Node == name {
+			errs = append(errs, c.Store.Delete(datastore.KindBGPPeer, p.Name))
+		}
+	}
+	errs = append(errs, c.Store.Delete(datastore.KindNode, name))
+	return errors.Join(errs...)
+}
+
+// KernelRoute is one main-table route in a node, as birdcage reports it.
+type KernelRoute struct {
+	Dst      netip.Prefix `json:"dst"`
+	Protocol int          `json:"protocol"`
+	Metric   int          `json:"metric"`
+	Device   string       `json:"device,omitempty"`
+	Gateway  string       `json:"gateway,omitempty"`
+	Nexthops []string     `json:"nexthops,omitempty"` // "via GW dev IF" per path
+	OnLink   bool         `json:"onlink,omitempty"`
+	Type     string       `json:"type,omitempty"` // "blackhole" etc.
+}
+
+func (r KernelRoute) String() string {
+	s := r.Dst.String()
+	if r.Type != "" {
+		s = r.Type + " " + s
+	}
+	if r.Gateway != "" {
+		s += " via " + r.Gateway
+	}
+	if r.Device != "" {
+		s += " dev " + r.Device
+	}
+	for _, nh := range r.Nexthops {
+		s += " nexthop " + nh
+	}
+	s += fmt.Sprintf(" proto %s metric %d", protoName(r.Protocol), r.Metric)
+	if r.OnLink {
+		s += " onlink"
+	}
+	return s
+}
+
+func protoName(p int) string {
+	switch p {
+	case 2:
+		return "kernel"
+	case 3:
+		return "boot"
+	case 4:
+		return "static"
+	case config.RTProtBIRD:
+		return "bird"
+	}
+	return fmt.Sprint(p)
+}
+
+// Routes reads a node's main-table routes (both families) to destinations
+// inside dst (the zero prefix means all).
+func (n *Node) Routes(dst netip.Prefix) ([]KernelRoute, error) {
+	h, err := n.NS.Handle()
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	links, err := h.LinkList()
+	if err != nil {
+		return nil, err
+	}
+	names := map[int]string{}
+	for _, l := range links {
+		names[l.Attrs().Index] = l.Attrs().Name
+	}
+	var out []KernelRoute
+	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		rs, err := h.RouteListFiltered(fam, &netlink.Route{Table: syscall.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+		if err != nil {
+			return nil, fmt.Errorf("node %s: list routes: %w", n.Name, err)
+		}
+		for _, r := range rs {
+			kr := toKernelRoute(r, names)
+			if !kr.Dst.IsValid() {
+				continue
+			}
+			if dst.IsValid() && !(dst.Bits() <= kr.Dst.Bits() && dst.Contains(kr.Dst.Addr())) {
+				continue
+			}
+			out = append(out, kr)
+		}
+	}
+	return out, nil
+}
+
+func toKernelRoute(r netlink.Route, names map[int]string) KernelRoute {
+	kr := KernelRoute{Protocol: int(r.Protocol), Metric: r.Priority, Device: names[r.LinkIndex], OnLink: r.Flags&int(netlink.FLAG_ONLINK) != 0}
+	if r.Dst != nil {
+		if a, ok := netip.AddrFromSlice(r.Dst.IP); ok {
+			ones, _ := r.Dst.Mask.Size()
+			kr.Dst = netip.PrefixFrom(a.Unmap(), ones)
+		}
+	} else {
+		kr.Dst = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+	}
+	if r.Gw != nil {
+		kr.Gateway = r.Gw.String()
+	}
+	if r.Type == syscall.RTN_BLACKHOLE {
+		kr.Type = "blackhole"
+	}
+	for _, nh := range r.MultiPath {
+		kr.Nexthops = append(kr.Nexthops, fmt.Sprintf("via %s dev %s", nh.Gw, names[nh.LinkIndex]))
+	}
+	return kr
+}
+
+// RemoteBlocks lists the blocks of every other node.
+func (c *Cluster) RemoteBlocks(node string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, nd := range c.Net.Nodes {
+		if nd.Name == node {
+			continue
+		}
+		for _, b := range nd.Blocks {
+			out = append(out, b.CIDR)
+		}
+	}
+	return out
+}
+
+// Dir is the run's state dir (datastore, BIRD dirs, programmer logs).
+func (c *Cluster) Dir() string { return c.Run.Dir }

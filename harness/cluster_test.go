@@ -1,0 +1,163 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/birdcage/birdcage/dataplane/config"
+	"github.com/birdcage/birdcage/dataplane/datastore"
+	"github.com/birdcage/birdcage/internal/nsutil"
+	"github.com/birdcage/birdcage/internal/testenv"
+	"github.com/birdcage/birdcage/topo"
+)
+
+func startOrSkip(t *testing.T, name string, opts Options) *Cluster {
+	t.Helper()
+	testenv.NeedRoot(t)
+	tp, err := topo.Builtin(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	start := time.Now()
+	c, err := Start(ctx, tp, opts)
+	if errors.Is(err, topo.ErrNoIPIP) {
+		testenv.Missing(t, testenv.IPIP, "topology "+name+" needs tunl0; run under ci/vm/run")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("cluster %s (%s) converged in %s", name, c.Run.ID, time.Since(start).Round(time.Millisecond))
+	t.Cleanup(func() {
+		prefix := c.Run.Prefix
+		stop := time.Now()
+		if err := c.Stop(); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+		t.Logf("cluster %s stopped in %s", name, time.Since(stop).Round(time.Millisecond))
+		names, _ := nsutil.List()
+		for _, n := range names {
+			if strings.HasPrefix(n, prefix) {
+				t.Errorf("namespace %s left after Stop", n)
+			}
+		}
+	})
+	return c
+}
+
+// A cluster on each topology converges, and probes between every pair of
+// nodes flow without loss once it has.
+func TestClusterConvergesAndProbesFlow(t *testing.T) {
+	for _, name := range []string{"noencap", "ipip", "dualtor"} {
+		t.Run(name, func(t *testing.T) {
+			c := startOrSkip(t, name, Options{})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			s, err := c.Probes(ctx, ProbeOptions{Rate: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Let a few hundred probes through, observed on the counters.
+			if err := poll(ctx, 10*time.Millisecond, func() bool {
+				rep, err := s.Report()
+				return err == nil && rep.Total.Received >= uint64(300*len(rep.Flows))
+			}); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := s.Stop()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("\n%s", GapTable(rep))
+			if rep.Total.Lost != 0 {
+				t.Errorf("a converged %s cluster lost %d probes", name, rep.Total.Lost)
+			}
+		})
+	}
+}
+
+// In the dual-ToR topology BIRD owns the no-encap routes, and each is
+// multipath with one nexthop per ToR plane.
+func TestDualToRRoutesAreMultipath(t *testing.T) {
+	c := startOrSkip(t, "dualtor", Options{})
+	for _, n := range c.Nodes() {
+		for _, b := range c.RemoteBlocks(n.Name) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			var rs []KernelRoute
+			err := poll(ctx, 50*time.Millisecond, func() bool {
+				rs, _ = n.Routes(b)
+				return len(rs) == 1 && rs[0].Protocol == config.RTProtBIRD && len(rs[0].Nexthops) == 2
+			})
+			cancel()
+			if err != nil {
+				t.Errorf("%s: want one proto bird route to %s with two nexthops (one per ToR), have %v", n.Name, b, rs)
+			}
+		}
+	}
+}
+
+// UpgradeNode from pre-3.33 to 3.33 on IPIP ends with the node's IPIP
+// cluster routes at the programmer's protocol and no BIRD route left.
+func TestUpgradeNodeEndState(t *testing.T) {
+	c := startOrSkip(t, "ipip", Options{Release: config.Pre333})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.UpgradeNode(ctx, "node-2", config.R333, UpgradeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitConverged(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n := c.Node("node-2")
+	for _, b := range c.RemoteBlocks("node-2") {
+		m := HaveClusterRoute(b).ProgrammedBy(ByProgrammer).Via(topo.TunnelDevice)
+		if err := poll(ctx, 50*time.Millisecond, func() bool { ok, _ := m.Match(n); return ok }); err != nil {
+			t.Error(m.FailureMessage(n))
+		}
+		noBird := func() bool {
+			rs, _ := n.Routes(b)
+			for _, r := range rs {
+				if r.Protocol == config.RTProtBIRD {
+					return false
+				}
+			}
+			return true
+		}
+		if err := poll(ctx, 100*time.Millisecond, noBird); err != nil {
+			rs, _ := n.Routes(b)
+			t.Errorf("node-2 still has a proto bird route to %s after recovery: %v", b, rs)
+		}
+	}
+}
+
+// A corrupt datastore document is reported with its file and field, and
+// no component restarts over it.
+func TestCorruptDocumentNamesFileAndFieldAndRestartsNothing(t *testing.T) {
+	c := startOrSkip(t, "noencap", Options{})
+	path := filepath.Join(c.Store.Dir, string(datastore.KindFelixConfiguration), datastore.SingletonName+".json")
+	if err := os.WriteFile(path, []byte(`{"programClusterRoutes": "Enabled", "deviceRouteProtocol": "eighty"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := c.Store.Read(ctx)
+	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "deviceRouteProtocol") {
+		t.Fatalf("reading a corrupt FelixConfiguration: error %v does not name %s and field deviceRouteProtocol", err, path)
+	}
+	// Every programmer has seen it (a sync error), and none restarted.
+	for _, n := range c.Nodes() {
+		if err := poll(ctx, 20*time.Millisecond, func() bool { st, err := n.Programmer.Status(); return err == nil && st.SyncErrors > 0 }); err != nil {
+			st, _ := n.Programmer.Status()
+			t.Errorf("%s: programmer never reported the corrupt document: %+v", n.Name, st)
+		}
+		if rs := n.Programmer.Restarts(); len(rs) != 0 {
+			t.Errorf("%s: programmer restarted over a corrupt document: %+v", n.Name, rs)
+		}
+	}
+}

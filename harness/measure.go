@@ -1,0 +1,111 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/birdcage/birdcage/bpf"
+	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/topo"
+)
+
+// Endpoint is a workload as a probe endpoint.
+func Endpoint(wl *topo.Workload) probe.Endpoint {
+	return probe.Endpoint{Name: wl.Name, Netns: wl.Path, Iface: wl.Iface, Addr: wl.IPv4}
+}
+
+// FirstWorkloads returns each node's first workload as an endpoint, in
+// node order.
+func (c *Cluster) FirstWorkloads() []probe.Endpoint {
+	var out []probe.Endpoint
+	for _, nd := range c.Net.Nodes {
+		if len(nd.Workloads) > 0 {
+			out = append(out, Endpoint(nd.Workloads[0]))
+		}
+	}
+	return out
+}
+
+// EveryNodePair is one flow each way between the first workloads of every
+// pair of nodes.
+func (c *Cluster) EveryNodePair() []probe.Flow { return probe.AllPairs(c.FirstWorkloads()...) }
+
+// ProbeOptions shape a probe session; Flows default to EveryNodePair.
+type ProbeOptions struct {
+	Rate  int
+	Flows []probe.Flow
+	// NoHops leaves the per-hop counters (uplinks, tunl0) off.
+	NoHops bool
+}
+
+// Probes starts probe traffic, with counters at every node's uplinks and
+// tunl0 so reports say where probes vanished. Harness events are marked in
+// the session too. It returns once every flow is delivering probes — a
+// guard against judging a handover on traffic that never flowed.
+func (c *Cluster) Probes(ctx context.Context, o ProbeOptions) (*probe.Session, error) {
+	if o.Flows == nil {
+		o.Flows = c.EveryNodePair()
+	}
+	if len(o.Flows) == 0 {
+		return nil, fmt.Errorf("probes: topology %s has no workload pairs", c.Net.Topology.Name)
+	}
+	po := probe.Options{Rate: o.Rate, Flows: o.Flows}
+	if !o.NoHops {
+		po.Hops = c.hops()
+	}
+	s, err := probe.Start(ctx, po)
+	if err != nil {
+		return nil, err
+	}
+	c.Run.Defer("probe session", s.Close)
+	c.mu.Lock()
+	c.sessions = append(c.sessions, s)
+	for _, e := range c.events {
+		s.MarkAt(e.Name, e.Mono)
+	}
+	c.mu.Unlock()
+	if err := s.WaitFlowing(ctx); err != nil {
+		return nil, fmt.Errorf("probes never flowed (a handover judged on no traffic proves nothing): %w", err)
+	}
+	return s, nil
+}
+
+func (c *Cluster) hops() []probe.Hop {
+	var hs []probe.Hop
+	for _, nd := range c.Net.Nodes {
+		ifs := []string{}
+		for _, ifc := range nd.Spec.Interfaces {
+			ifs = append(ifs, ifc.Name)
+		}
+		if nd.Tunnel {
+			ifs = append(ifs, topo.TunnelDevice)
+		}
+		for _, ifn := range ifs {
+			hs = append(hs,
+				probe.Hop{Name: nd.Name + "/" + ifn + " egress", Netns: nd.Path, Iface: ifn, Direction: bpf.Egress},
+				probe.Hop{Name: nd.Name + "/" + ifn + " ingress", Netns: nd.Path, Iface: ifn, Direction: bpf.Ingress})
+		}
+	}
+	return hs
+}
+
+// Timeline is the route monitor of a node, running since Start.
+func (c *Cluster) Timeline(node string) *timeline.Monitor {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.timelines[node]
+}
+
+func (c *Cluster) startTimelines() error {
+	c.timelines = map[string]*timeline.Monitor{}
+	for _, nd := range c.Net.Nodes {
+		m, err := timeline.Start(timeline.Options{Name: nd.Name, Netns: nd.Path})
+		if err != nil {
+			return fmt.Errorf("route timeline of %s: %w", nd.Name, err)
+		}
+		c.Run.Defer("route timeline "+nd.Name, m.Close)
+		c.timelines[nd.Name] = m
+	}
+	return nil
+}

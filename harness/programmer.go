@@ -1,0 +1,295 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+
+	"github.com/birdcage/birdcage/dataplane/config"
+	"github.com/birdcage/birdcage/dataplane/programmer"
+	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/internal/run"
+)
+
+// ProgrammerEnv names a route programmer binary to use instead of building
+// cmd/birdcage-programmer; it must keep the process contract documented in
+// dataplane/programmer.
+const ProgrammerEnv = "BIRDCAGE_PROGRAMMER"
+
+// Restart is one exit of a supervised programmer and what followed.
+type Restart struct {
+	ExitCode int   `json:"exitCode"`
+	ExitMono int64 `json:"exitMono"` // CLOCK_MONOTONIC ns
+	// StartMono is when the replacement was started (0: not restarted).
+	StartMono int64 `json:"startMono"`
+	// SyncedMono is the replacement's first completed sync (0: not yet).
+	SyncedMono int64  `json:"syncedMono"`
+	Reason     string `json:"reason"`
+}
+
+// Duration is exit to first sync of the replacement: how long nothing
+// programmed this node's routes.
+func (r Restart) Duration() time.Duration {
+	if r.SyncedMono == 0 {
+		return 0
+	}
+	return time.Duration(r.SyncedMono - r.ExitMono)
+}
+
+// Programmer supervises one node's route programmer process like the node
+// container does: it restarts it when it exits for a config change (and,
+// like a pod's restart policy, after a crash), and records every restart.
+type Programmer struct {
+	node    string
+	nsPath  string
+	binary  string
+	store   string
+	dir     string
+	log     *slog.Logger
+	release config.Release
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	exited   chan struct{} // closed when the current process exits
+	stopping bool
+	restarts []Restart
+	logFile  *os.File
+}
+
+func newProgrammer(r *run.Run, node, nsPath, binary, storeDir string, rel config.Release, log *slog.Logger) (*Programmer, error) {
+	dir := r.Path("programmer", node)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "programmer.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	p := &Programmer{node: node, nsPath: nsPath, binary: binary, store: storeDir, dir: dir, release: rel,
+		log: log.With("programmer", node), logFile: f}
+	r.Defer("programmer "+node, func() error {
+		err := p.Stop(context.Background())
+		f.Close()
+		return err
+	})
+	return p, nil
+}
+
+// StatusPath is the programmer's status file.
+func (p *Programmer) StatusPath() string { return filepath.Join(p.dir, "status.json") }
+
+// LogPath is where its stderr goes, across restarts.
+func (p *Programmer) LogPath() string { return p.logFile.Name() }
+
+// Release is the release the running process was started with.
+func (p *Programmer) Release() config.Release {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.release
+}
+
+// Status reads the status file.
+func (p *Programmer) Status() (programmer.Status, error) {
+	return programmer.ReadStatus(p.StatusPath())
+}
+
+// Restarts lists every exit so far.
+func (p *Programmer) Restarts() []Restart {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]Restart(nil), p.restarts...)
+}
+
+// Start starts the process (with release rel) and supervises it.
+func (p *Programmer) Start(rel config.Release) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil {
+		return fmt.Errorf("programmer %s: already running", p.node)
+	}
+	p.release, p.stopping = rel, false
+	return p.startLocked()
+}
+
+func (p *Programmer) startLocked() error {
+	_ = os.Remove(p.StatusPath()) // a stale status must not count as a sync
+	cmd := exec.Command(p.binary, "--node", p.node, "--datastore", p.store, "--release", string(p.release),
+		"--status", p.StatusPath(), "--log-format", "json")
+	cmd.Stdout, cmd.Stderr = p.logFile, p.logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// The child inherits the network namespace of the thread that forks
+	// it, so start it from a thread inside the node's namespace.
+	netns, err := ns.GetNS(p.nsPath)
+	if err != nil {
+		return fmt.Errorf("programmer %s: %w", p.node, err)
+	}
+	defer netns.Close()
+	if err := netns.Do(func(ns.NetNS) error { return cmd.Start() }); err != nil {
+		return fmt.Errorf("programmer %s: start %s: %w", p.node, p.binary, err)
+	}
+	p.cmd = cmd
+	p.exited = make(chan struct{})
+	p.log.Info("programmer started", "pid", cmd.Process.Pid, "release", p.release)
+	go p.wait(cmd, p.exited)
+	return nil
+}
+
+func (p *Programmer) wait(cmd *exec.Cmd, exited chan struct{}) {
+	err := cmd.Wait()
+	now := monoclock.Now()
+	code := cmd.ProcessState.ExitCode()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		code = 128 + int(ws.Signal())
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	close(exited)
+	p.cmd = nil
+	if p.stopping {
+		return
+	}
+	reason := "crash"
+	if code == programmer.ExitConfigChanged {
+		reason = "config changed"
+	}
+	rs := Restart{ExitCode: code, ExitMono: now, Reason: reason}
+	p.log.Info("programmer exited; restarting", "code", code, "reason", reason, "err", err)
+	if err := p.startLocked(); err != nil {
+		p.log.Error("programmer restart failed", "err", err)
+	} else {
+		rs.StartMono = monoclock.Now()
+	}
+	p.restarts = append(p.restarts, rs)
+}
+
+// noteSync fills in SyncedMono of restarts whose replacement has synced.
+func (p *Programmer) noteSync() {
+	st, err := p.Status()
+	if err != nil || st.LastSyncMonotonicNano == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := range p.restarts {
+		r := &p.restarts[i]
+		if r.SyncedMono == 0 && r.StartMono != 0 && st.LastSyncMonotonicNano > r.StartMono {
+			r.SyncedMono = st.LastSyncMonotonicNano
+		}
+	}
+}
+
+// Synced reports whether the running process has completed a sync pass
+// after monotonic time since, and is the process of that release.
+func (p *Programmer) Synced(since int64) bool {
+	p.noteSync()
+	st, err := p.Status()
+	return err == nil && st.State == programmer.StateRunning && st.LastSyncMonotonicNano > since
+}
+
+// Running reports whether a process is up.
+func (p *Programmer) Running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd != nil
+}
+
+// Stop stops supervision and the process with SIGTERM (its routes stay in
+// the kernel, as when Felix stops).
+func (p *Programmer) Stop(ctx context.Context) error { return p.signal(ctx, syscall.SIGTERM) }
+
+// Kill stops supervision and SIGKILLs the process.
+func (p *Programmer) Kill(ctx context.Context) error { return p.signal(ctx, syscall.SIGKILL) }
+
+// Crash SIGKILLs the process and lets the supervisor restart it.
+func (p *Programmer) Crash() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return fmt.Errorf("programmer %s: not running", p.node)
+	}
+	return p.cmd.Process.Kill()
+}
+
+func (p *Programmer) signal(ctx context.Context, sig syscall.Signal) error {
+	p.mu.Lock()
+	p.stopping = true
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	if err := cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("programmer %s: %s: %w", p.node, sig, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	select {
+	case <-exited:
+		return nil
+	case <-ctx.Done():
+		_ = cmd.Process.Kill()
+		<-exited
+		return fmt.Errorf("programmer %s: did not exit within 10s of %s; killed", p.node, sig)
+	}
+}
+
+// programmerBinary returns the binary to run: $BIRDCAGE_PROGRAMMER, or
+// cmd/birdcage-programmer built into the run's temp dir (go's build cache
+// makes that a relink after the first time).
+func programmerBinary(r *run.Run) (string, error) {
+	if b := os.Getenv(ProgrammerEnv); b != "" {
+		abs, err := filepath.Abs(b)
+		if err != nil {
+			return "", err
+		}
+		if _, err := os.Stat(abs); err != nil {
+			return "", fmt.Errorf("%s=%s: %w", ProgrammerEnv, b, err)
+		}
+		return abs, nil
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return "", fmt.Errorf("build the route programmer: %w (or set %s to a programmer binary)", err, ProgrammerEnv)
+	}
+	dir, err := r.TempDir("programmer-build")
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "birdcage-programmer")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/birdcage-programmer")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/birdcage-programmer: %v: %s (or set %s)", err, strings.TrimSpace(string(b)), ProgrammerEnv)
+	}
+	return out, nil
+}
+
+// moduleRoot finds birdcage's go.mod above the working directory.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.Contains(string(b), "module github.com/birdcage/birdcage\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("birdcage's go.mod not found above the working directory")
+		}
+		dir = parent
+	}
+}

@@ -1,0 +1,94 @@
+package scenarios_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/internal/testenv"
+	"github.com/birdcage/birdcage/topo"
+)
+
+func TestScenarios(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "birdcage scenarios")
+}
+
+var (
+	results *harness.Results
+	current *harness.Cluster // the running spec's cluster, for diagnostics
+)
+
+var _ = BeforeSuite(func() {
+	var err error
+	results, err = harness.OpenResults(filepath.Join(harness.ArtifactsDir(), "results.json"))
+	Expect(err).NotTo(HaveOccurred())
+})
+
+var _ = BeforeEach(func() { testenv.NeedRoot(GinkgoT()) })
+
+// On failure, before the cluster is torn down, keep everything a person
+// needs to see why, and say where it is.
+var _ = JustAfterEach(func(ctx SpecContext) {
+	if current == nil || !CurrentSpecReport().Failed() {
+		return
+	}
+	dir := filepath.Join(harness.ArtifactsDir(), slug(CurrentSpecReport().FullText()))
+	if err := current.Diagnose(ctx, dir); err != nil {
+		AddReportEntry("diagnostics failed", err.Error())
+		return
+	}
+	AddReportEntry("diagnostics", "node routes, links, BIRD state and logs, programmer logs, route timelines: "+dir)
+	fmt.Printf("[birdcage] diagnostics for the failed spec are in %s\n", dir)
+})
+
+// startCluster brings up a built-in topology and tears it down after the
+// spec. A topology this kernel cannot build skips with the missing feature
+// (and fails where the environment promised it).
+func startCluster(ctx context.Context, name string, opts harness.Options) *harness.Cluster {
+	GinkgoHelper()
+	t, err := topo.Builtin(name)
+	Expect(err).NotTo(HaveOccurred())
+	c, err := harness.Start(ctx, t, opts)
+	if errors.Is(err, topo.ErrNoIPIP) {
+		testenv.Missing(GinkgoT(), testenv.IPIP, fmt.Sprintf("topology %s needs tunl0; run under ci/vm/run", name))
+	}
+	Expect(err).NotTo(HaveOccurred(), "start cluster on topology %s", name)
+	current = c
+	DeferCleanup(func() {
+		current = nil
+		Expect(c.Stop()).To(Succeed(), "tear down cluster")
+	})
+	return c
+}
+
+// report prints a table for people (go test -v, CI logs) and records the
+// scenario's figures in the results file.
+func report(title, table string, res harness.ScenarioResult) {
+	GinkgoHelper()
+	AddReportEntry(title, table)
+	for _, line := range strings.Split(strings.TrimRight("== "+title+"\n"+table, "\n"), "\n") {
+		fmt.Println("[birdcage] " + line)
+	}
+	res.Labels = CurrentSpecReport().Labels()
+	res.Passed = !CurrentSpecReport().Failed()
+	Expect(results.Add(res)).To(Succeed())
+}
+
+var nonWord = regexp.MustCompile(`[^A-Za-z0-9]+`)
+
+func slug(s string) string {
+	s = strings.Trim(nonWord.ReplaceAllString(s, "-"), "-")
+	if len(s) > 100 {
+		s = s[:100]
+	}
+	return s
+}

@@ -1,0 +1,125 @@
+package scenarios_test
+
+// Claim (design §4, "Upgrading the code"): upgrading a node from a release in
+// which BIRD programs the IPIP cluster routes (pre-3.33) to one in which the
+// route programmer does (3.33) leaves no window in which a destination the new
+// programmer wants has no route. The old BIRD exits and, configured with
+// `persist`, leaves its routes in the kernel; the new programmer replaces each
+// one with its own in a single RouteReplace; the new BIRD starts with -R and,
+// after graceful-restart recovery, treats the programmer's routes as alien.
+//
+// So the upgraded node's outbound probes lose nothing. Inbound probes depend on
+// how the old BIRD went: SIGKILL (what deleting the pod does) leaves peers
+// holding its routes as stale; SIGTERM sends a Cease and peers withdraw them at
+// once. Both are measured and reported for every pair and direction.
+
+import (
+	"net/netip"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/birdcage/birdcage/dataplane/config"
+	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/topo"
+)
+
+var _ = Describe("Upgrade handover on IPIP, node by node", Label("ipip", "upgrade", "headline"), func() {
+	DescribeTable("the upgraded node loses no outbound probe while the programmer takes over BIRD's tunnel routes",
+		func(ctx SpecContext, sig syscall.Signal) {
+			// 1. Every node on pre-3.33: BIRD owns the IPIP routes.
+			c := startCluster(ctx, "ipip", harness.Options{Release: config.Pre333})
+			upgraded := c.Node("node-2")
+			remote := c.RemoteBlocks(upgraded.Name)
+			Expect(remote).NotTo(BeEmpty())
+
+			// 2. Guard: BIRD really programs every remote block via tunl0
+			// before the upgrade, or "no loss" would prove nothing.
+			for _, b := range remote {
+				Eventually(upgraded).WithTimeout(30 * time.Second).WithPolling(50 * time.Millisecond).
+					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice))
+			}
+
+			// 3. Probes at 1 kHz both ways between every pair of nodes;
+			// Probes returns once every flow delivers.
+			probes, err := c.Probes(ctx, harness.ProbeOptions{Rate: 1000})
+			Expect(err).NotTo(HaveOccurred())
+
+			// 4. Upgrade node-2 to 3.33, the old BIRD going with sig.
+			begin := c.Mark("upgrade begins")
+			Expect(c.UpgradeNode(ctx, upgraded.Name, config.R333, harness.UpgradeOptions{Signal: sig})).To(Succeed())
+
+			// 5. Its IPIP cluster routes end at the programmer's protocol...
+			for _, b := range remote {
+				Eventually(upgraded).WithTimeout(30 * time.Second).WithPolling(20 * time.Millisecond).
+					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer).Via(topo.TunnelDevice))
+			}
+			// ...and the cluster converges again (the new BIRD's sessions
+			// are back, so its recovery and reconciliation ran), with no
+			// `proto bird` route to another node's block left behind.
+			Expect(c.WaitConverged(ctx)).To(Succeed())
+			Eventually(func() []harness.KernelRoute { return birdRoutesTo(upgraded, remote) }).
+				WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(BeEmpty())
+			end := c.Mark("converged after upgrade")
+
+			rep, err := probes.Stop()
+			Expect(err).NotTo(HaveOccurred())
+			res := c.Result("upgrade handover IPIP ("+sig.String()+")", rep)
+			res.Figures["lostOutboundUpgradedNode"] = 0
+			res.Figures["lostInboundUpgradedNode"] = 0
+			for _, f := range rep.Flows {
+				if isFrom(upgraded, f.SrcAddr) {
+					res.Figures["lostOutboundUpgradedNode"] += float64(f.Lost)
+				}
+				if isFrom(upgraded, f.DstAddr) {
+					res.Figures["lostInboundUpgradedNode"] += float64(f.Lost)
+				}
+			}
+			res.Figures["handoverSeconds"] = float64(end.Mono-begin.Mono) / 1e9
+			report("upgrade of node-2 pre-3.33 → 3.33, old BIRD "+sig.String()+": lost probes per flow", harness.GapTable(rep), res)
+
+			// 6. The claim: nothing lost on the upgraded node's way out,
+			// and the route timeline never saw it without a route.
+			for _, f := range rep.Flows {
+				if isFrom(upgraded, f.SrcAddr) {
+					Expect(f).To(harness.HaveNoGap(), "node-2 lost probes to %s during its upgrade", f.DstAddr)
+				}
+			}
+			for _, b := range remote {
+				Expect(c.Timeline(upgraded.Name).NoRouteWindows(b, begin.Mono, end.Mono)).To(BeEmpty(),
+					"node-2 had no route to %s for a while during its upgrade", b)
+			}
+		},
+		Entry("old BIRD SIGKILLed, as when the pod is deleted", syscall.SIGKILL),
+		Entry("old BIRD SIGTERMed, so it sends a Cease", syscall.SIGTERM),
+	)
+})
+
+// birdRoutesTo lists n's `proto bird` routes to any of the blocks.
+func birdRoutesTo(n *harness.Node, blocks []netip.Prefix) []harness.KernelRoute {
+	var out []harness.KernelRoute
+	for _, b := range blocks {
+		rs, err := n.Routes(b)
+		if err != nil {
+			return []harness.KernelRoute{{Dst: b, Type: "error: " + err.Error()}}
+		}
+		for _, r := range rs {
+			if r.Protocol == config.RTProtBIRD {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// isFrom reports whether addr is one of n's workloads.
+func isFrom(n *harness.Node, addr netip.Addr) bool {
+	for _, wl := range n.NS.Workloads {
+		if wl.IPv4 == addr {
+			return true
+		}
+	}
+	return false
+}
