@@ -496,6 +496,31 @@ func (c *Cluster) SetBGPConfig(b datastore.BGPConfiguration) error {
 	return c.Store.Put(datastore.KindBGPConfiguration, datastore.SingletonName, b)
 }
 
+// SetProgramClusterRoutes sets FelixConfiguration.programClusterRoutes and
+// BGPConfiguration.programClusterRoutes together, as an operator does:
+// confd re-renders and reconfigures BIRD, and every programmer whose
+// ownership changed exits and is restarted. Empty leaves a field unset.
+func (c *Cluster) SetProgramClusterRoutes(ctx context.Context, felix, bgp config.ProgramClusterRoutes) (Event, error) {
+	cl, err := c.Store.Read(ctx)
+	if err != nil {
+		return Event{}, err
+	}
+	f, b := cl.Felix, cl.BGP
+	f.ProgramClusterRoutes, b.ProgramClusterRoutes = string(felix), string(bgp)
+	e := c.Mark(fmt.Sprintf("SetProgramClusterRoutes(Felix=%s, BGP=%s)", orUnset(felix), orUnset(bgp)))
+	if err := c.Store.Put(datastore.KindBGPConfiguration, datastore.SingletonName, b); err != nil {
+		return e, err
+	}
+	return e, c.Store.Put(datastore.KindFelixConfiguration, datastore.SingletonName, f)
+}
+
+func orUnset(v config.ProgramClusterRoutes) string {
+	if v == "" {
+		return "unset"
+	}
+	return string(v)
+}
+
 // DisableBGP marks BGP disabled in the datastore: a BIRD that exits is not
 // started again by UpgradeNode (Calico's networking backend "none").
 func (c *Cluster) DisableBGP(ctx context.Context) error {

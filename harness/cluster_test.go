@@ -59,7 +59,7 @@ func TestClusterConvergesAndProbesFlow(t *testing.T) {
 			c := startOrSkip(t, name, Options{})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			s, err := c.Probes(ctx, ProbeOptions{Rate: 1000})
+			s, err := c.Probes(ctx, ProbeOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

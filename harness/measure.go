@@ -3,6 +3,8 @@ package harness
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 
 	"github.com/birdcage/birdcage/bpf"
 	"github.com/birdcage/birdcage/harness/probe"
@@ -31,8 +33,22 @@ func (c *Cluster) FirstWorkloads() []probe.Endpoint {
 // pair of nodes.
 func (c *Cluster) EveryNodePair() []probe.Flow { return probe.AllPairs(c.FirstWorkloads()...) }
 
+// ProbeRateEnv overrides the default probe rate (probes per second per
+// flow) for runners that cannot carry 1 kHz on every flow, such as a VM
+// under software emulation. Reports carry the rate that was used.
+const ProbeRateEnv = "BIRDCAGE_PROBE_RATE"
+
+// DefaultProbeRate is $BIRDCAGE_PROBE_RATE, else 1000.
+func DefaultProbeRate() int {
+	if v, err := strconv.Atoi(os.Getenv(ProbeRateEnv)); err == nil && v > 0 {
+		return v
+	}
+	return 1000
+}
+
 // ProbeOptions shape a probe session; Flows default to EveryNodePair.
 type ProbeOptions struct {
+	// Rate is probes per second per flow; 0 means DefaultProbeRate().
 	Rate  int
 	Flows []probe.Flow
 	// NoHops leaves the per-hop counters (uplinks, tunl0) off.
@@ -49,6 +65,9 @@ func (c *Cluster) Probes(ctx context.Context, o ProbeOptions) (*probe.Session, e
 	}
 	if len(o.Flows) == 0 {
 		return nil, fmt.Errorf("probes: topology %s has no workload pairs", c.Net.Topology.Name)
+	}
+	if o.Rate == 0 {
+		o.Rate = DefaultProbeRate()
 	}
 	po := probe.Options{Rate: o.Rate, Flows: o.Flows}
 	if !o.NoHops {

@@ -44,7 +44,7 @@ var _ = Describe("Upgrade handover on IPIP, node by node", Label("ipip", "upgrad
 
 			// 3. Probes at 1 kHz both ways between every pair of nodes;
 			// Probes returns once every flow delivers.
-			probes, err := c.Probes(ctx, harness.ProbeOptions{Rate: 1000})
+			probes, err := c.Probes(ctx, harness.ProbeOptions{})
 			Expect(err).NotTo(HaveOccurred())
 
 			// 4. Upgrade node-2 to 3.33, the old BIRD going with sig.

@@ -59,7 +59,9 @@ func main() {
 		k := key{e.Package, e.Test}
 		switch e.Action {
 		case "output":
-			if *verbose {
+			// Scenario tables and diagnostics pointers are for people:
+			// always shown.
+			if *verbose || strings.HasPrefix(e.Output, "[birdcage] ") {
 				fmt.Print(e.Output)
 			}
 			if e.Test != "" {

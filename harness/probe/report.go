@@ -73,7 +73,7 @@ type Gap struct {
 	EndNs   int64  `json:"endNs"`
 	EndSeq  uint64 `json:"endSeq,omitempty"` // the probe that closed it
 	Open    bool   `json:"open,omitempty"`   // the flow had not recovered
-	// Mark is the mark nearest to the gap's start, and SinceMarkMs is the
+	// Mark is the latest mark before the gap began, and SinceMarkMs is the
 	// gap's start relative to it (negative: the gap opened before the mark,
 	// as it does when the last probe before an outage arrived just before
 	// the event).
@@ -163,9 +163,12 @@ func (s *Session) flowReport(sd *sender, marks []Mark) (GapReport, error) {
 	g.Gap = gap
 	g.LongestGapMs = monoclock.Ms(gap.EndNs - gap.StartNs)
 	if len(marks) > 0 && gap.EndNs > gap.StartNs {
+		// The gap is blamed on the latest mark before it began. Its start
+		// is the last probe that arrived, so the outage itself began up to
+		// one interval later: a mark within that interval counts as before.
 		m := marks[0]
 		for _, x := range marks {
-			if abs(gap.StartNs-x.At) < abs(gap.StartNs-m.At) {
+			if x.At <= gap.StartNs+s.interval {
 				m = x
 			}
 		}
