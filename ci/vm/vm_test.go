@@ -1,0 +1,309 @@
+// These tests hold ci/vm/run to its contract: the guest command's exit status,
+// stdout, stderr, environment and cwd come back to the caller; the guest kernel
+// has ipip (every new netns gets a fallback tunl0); a timeout, a guest kernel
+// panic and an interrupted runner all end with a clear status; and no QEMU
+// process or per-run temp dir is left behind in any of those paths.
+//
+// Each test boots a VM (~5-10 s under TCG), so they run only with
+// BIRDCAGE_VM_TESTS=1 (CI sets it after ci/vm/prepare-kernel).
+package vm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// runner returns the absolute path of ci/vm/run, or skips (or fails, when the
+// VM tests were asked for) saying what is missing.
+func runner(t *testing.T) string {
+	t.Helper()
+	missing := func(format string, args ...any) {
+		t.Helper()
+		msg := fmt.Sprintf(format, args...)
+		if os.Getenv("BIRDCAGE_VM_TESTS") == "1" {
+			t.Fatalf("BIRDCAGE_VM_TESTS=1 but %s", msg)
+		}
+		t.Skipf("VM tests not run: %s (set BIRDCAGE_VM_TESTS=1 to boot VMs, ~2 min)", msg)
+	}
+	if os.Getenv("BIRDCAGE_VM_TESTS") != "1" {
+		t.Skip("VM tests not run: set BIRDCAGE_VM_TESTS=1 to boot VMs (~2 min); needs qemu-system-x86 and ci/vm/prepare-kernel")
+	}
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		missing("qemu-system-x86_64 not found: apt-get install qemu-system-x86")
+	}
+	cache := os.Getenv("BIRDCAGE_KERNEL_CACHE")
+	if cache == "" {
+		cache = "/var/cache/birdcage/kernels"
+	}
+	if os.Getenv("KERNEL") == "" {
+		if _, err := os.Stat(filepath.Join(cache, "default", "ready")); err != nil {
+			missing("no prepared kernel in %s: run ci/vm/prepare-kernel", cache)
+		}
+	}
+	run, err := filepath.Abs("run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+	elapsed        time.Duration
+}
+
+// vmRun runs ci/vm/run with args, extra environment and a cwd, and checks that
+// the run left no QEMU process and no temp dir behind.
+func vmRun(t *testing.T, run string, env []string, dir string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(run, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Dir = dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", run, err)
+	}
+	err := cmd.Wait()
+	r := result{stdout: stdout.String(), stderr: stderr.String(), elapsed: time.Since(start)}
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		r.code = exit.ExitCode()
+	default:
+		t.Fatalf("%s %q: %v", run, args, err)
+	}
+	t.Logf("%q: exit %d after %.1f s", args, r.code, r.elapsed.Seconds())
+	checkNoLeftovers(t, cmd.Process.Pid)
+	return r
+}
+
+// checkNoLeftovers: the runner names its temp dir birdcage-vm.<pid>.* and QEMU
+// gets paths inside it, so both are found by the runner's pid even while
+// other VMs run on the machine.
+func checkNoLeftovers(t *testing.T, pid int) {
+	t.Helper()
+	tmp := os.Getenv("TMPDIR")
+	if tmp == "" {
+		tmp = "/tmp"
+	}
+	marker := fmt.Sprintf("birdcage-vm.%d.", pid)
+	if dirs, _ := filepath.Glob(filepath.Join(tmp, marker+"*")); len(dirs) > 0 {
+		t.Errorf("runner %d left temp dirs behind: %v", pid, dirs)
+	}
+	// A SIGKILLed QEMU can take a moment to be reaped.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		procs := processesMentioning(marker)
+		if len(procs) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("runner %d left processes behind: %v", pid, procs)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func processesMentioning(s string) []string {
+	var found []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(b) == 0 { // gone, or a zombie (already dead)
+			continue
+		}
+		if line := string(bytes.ReplaceAll(b, []byte{0}, []byte{' '})); strings.Contains(line, s) {
+			found = append(found, e.Name()+": "+line)
+		}
+	}
+	return found
+}
+
+// 1. The command's exit status, stdout and stderr come back unchanged.
+func TestExitStatusAndStreams(t *testing.T) {
+	run := runner(t)
+	for _, code := range []int{0, 1, 3} {
+		r := vmRun(t, run, nil, ".", "sh", "-c", fmt.Sprintf("echo out; echo err >&2; exit %d", code))
+		if r.code != code || r.stdout != "out\n" || r.stderr != "err\n" {
+			t.Errorf("exit %d: want code %d stdout %q stderr %q, got %d %q %q",
+				code, code, "out\n", "err\n", r.code, r.stdout, r.stderr)
+		}
+	}
+	// A signal inside the guest reads as the shell does: 128+n.
+	if r := vmRun(t, run, nil, ".", "sh", "-c", "kill -9 $$"); r.code != 137 {
+		t.Errorf("command killed by SIGKILL in the guest: want exit 137, got %d (stderr %q)", r.code, r.stderr)
+	}
+}
+
+// 2. The guest command sees exactly the caller's environment and cwd.
+func TestEnvironmentAndCwd(t *testing.T) {
+	run := runner(t)
+	dir := t.TempDir()
+	odd := "spaces and 'quotes' \"double\" $dollar `tick` \\ newline\nend"
+	r := vmRun(t, run, []string{"BIRDCAGE_VM_PROBE=" + odd}, dir, "/usr/bin/env", "-0")
+	if r.code != 0 {
+		t.Fatalf("env in the guest: exit %d, stderr %q", r.code, r.stderr)
+	}
+	got := map[string]string{}
+	for _, kv := range strings.Split(strings.TrimSuffix(r.stdout, "\x00"), "\x00") {
+		k, v, _ := strings.Cut(kv, "=")
+		got[k] = v
+	}
+	if got["BIRDCAGE_VM_PROBE"] != odd {
+		t.Errorf("BIRDCAGE_VM_PROBE in the guest: want %q, got %q", odd, got["BIRDCAGE_VM_PROBE"])
+	}
+	for _, k := range []string{"PATH", "HOME"} {
+		if got[k] != os.Getenv(k) {
+			t.Errorf("%s in the guest: want %q, got %q", k, os.Getenv(k), got[k])
+		}
+	}
+	// A command given relative to the cwd, as go test -exec does for a
+	// package-relative path.
+	if err := os.WriteFile(filepath.Join(dir, "probe.sh"), []byte("#!/bin/sh\npwd\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r = vmRun(t, run, nil, dir, "./probe.sh")
+	if strings.TrimSpace(r.stdout) != dir {
+		t.Errorf("cwd in the guest: want %q, got %q (exit %d, stderr %q)", dir, r.stdout, r.code, r.stderr)
+	}
+}
+
+// 3. The guest kernel has ipip: a fresh netns (unshare, ip netns add) gets the
+// fallback tunl0; /var/run/netns, cgroup2 and bpffs are there; BIRD and runc
+// from the host run.
+func TestGuestHasIPIP(t *testing.T) {
+	run := runner(t)
+	script := `set -e
+unshare -n ip -d link show tunl0
+ip netns add birdcage-vm-test
+ip -n birdcage-vm-test -d link show tunl0
+stat -f -c %T /sys/fs/cgroup /sys/fs/bpf
+bird --version 2>&1
+runc --version | head -n1
+`
+	r := vmRun(t, run, nil, ".", "sh", "-c", script)
+	if r.code != 0 {
+		t.Fatalf("guest smoke script: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if n := strings.Count(r.stdout, "ipip any remote any local any"); n != 2 {
+		t.Errorf("want a fallback ipip tunl0 in both new netns, saw %d:\n%s", n, r.stdout)
+	}
+	for _, want := range []string{"cgroup2fs", "bpf_fs", "BIRD version", "runc version"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("guest smoke output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+// 4. A command that outlives BIRDCAGE_VM_TIMEOUT: the VM is killed, the guest
+// kernel log is printed, the exit status is 124.
+func TestTimeout(t *testing.T) {
+	run := runner(t)
+	r := vmRun(t, run, []string{"BIRDCAGE_VM_TIMEOUT=15s"}, ".", "sleep", "600")
+	if r.code != 124 || !strings.Contains(r.stderr, "timeout after 15s") || !strings.Contains(r.stderr, "Run /init as init process") {
+		t.Errorf("timeout: want exit 124 and the kernel log tail, got %d, stderr:\n%s", r.code, r.stderr)
+	}
+	if r.elapsed > 45*time.Second {
+		t.Errorf("timeout of 15s took %v", r.elapsed)
+	}
+}
+
+// 5. A guest kernel panic ends the run at once with 125 and the panic in the
+// printed log.
+func TestGuestPanic(t *testing.T) {
+	run := runner(t)
+	r := vmRun(t, run, nil, ".", "sh", "-c", "echo c >/proc/sysrq-trigger")
+	if r.code != 125 || !strings.Contains(r.stderr, "Kernel panic") {
+		t.Errorf("guest panic: want exit 125 and \"Kernel panic\" in stderr, got %d:\n%s", r.code, r.stderr)
+	}
+}
+
+// 6. Ctrl-C (SIGINT) and SIGTERM to the runner stop the VM and clean up.
+func TestInterrupt(t *testing.T) {
+	run := runner(t)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		cmd := exec.Command(run, "sh", "-c", "echo started; sleep 600")
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdout = pw
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pw.Close()
+		buf := make([]byte, 64)
+		n, _ := pr.Read(buf) // blocks until the guest command runs
+		if !strings.Contains(string(buf[:n]), "started") {
+			t.Fatalf("guest command did not start: %q", buf[:n])
+		}
+		start := time.Now()
+		cmd.Process.Signal(sig)
+		err = cmd.Wait()
+		pr.Close()
+		code := cmd.ProcessState.ExitCode()
+		t.Logf("%v: runner exit %d after %v (%v)", sig, code, time.Since(start), err)
+		if want := 128 + int(sig); code != want {
+			t.Errorf("%v: want runner exit %d, got %d", sig, want, code)
+		}
+		checkNoLeftovers(t, cmd.Process.Pid)
+	}
+}
+
+// 7. go test -exec: the test binary runs in the guest with the package dir as
+// cwd and its result comes back. go resolves a relative -exec path against the
+// package dir, not the caller's cwd, so from the repo root the runner is given
+// as an absolute path ("$PWD/ci/vm/run"); from the package dir "./run" works.
+// TestInsideVM is the test that runs in the guest.
+func TestGoTestExec(t *testing.T) {
+	run := runner(t)
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ dir, exec, pkg string }{
+		{repo, run, "./ci/vm"},
+		{filepath.Join(repo, "ci", "vm"), "./run", "."},
+	} {
+		cmd := exec.Command(gobin, "test", "-count=1", "-exec", c.exec, "-run", "^TestInsideVM$", "-v", c.pkg)
+		cmd.Dir = c.dir
+		cmd.Env = append(os.Environ(), "BIRDCAGE_VM_INSIDE=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestInsideVM") {
+			t.Errorf("in %s: go test -exec %s %s: %v\n%s", c.dir, c.exec, c.pkg, err, out)
+		}
+	}
+}
+
+// TestInsideVM runs only under ci/vm/run (TestGoTestExec sets
+// BIRDCAGE_VM_INSIDE=1, which also shows the environment got through).
+func TestInsideVM(t *testing.T) {
+	if os.Getenv("BIRDCAGE_VM_INSIDE") != "1" {
+		t.Skip("runs only inside the VM, started by TestGoTestExec")
+	}
+	if h, _ := os.Hostname(); h != "birdcage-vm" {
+		t.Fatalf("hostname %q: not in the birdcage VM", h)
+	}
+	wd, _ := os.Getwd()
+	if filepath.Base(wd) != "vm" {
+		t.Errorf("cwd %q: want the package dir ci/vm", wd)
+	}
+	if _, err := os.Stat("/sys/module/ipip"); err != nil {
+		t.Errorf("ipip module not loaded in the guest: %v", err)
+	}
+}
