@@ -596,6 +596,9 @@ type KernelRoute struct {
 
 func (r KernelRoute) String() string {
 	s := r.Dst.String()
+	if r.Dst.Bits() == 0 {
+		s = "default"
+	}
 	if r.Type != "" {
 		s = r.Type + " " + s
 	}
@@ -652,7 +655,7 @@ func (n *Node) Routes(dst netip.Prefix) ([]KernelRoute, error) {
 			return nil, fmt.Errorf("node %s: list routes: %w", n.Name, err)
 		}
 		for _, r := range rs {
-			kr := toKernelRoute(r, names)
+			kr := KernelRouteFrom(r, names)
 			if !kr.Dst.IsValid() {
 				continue
 			}
@@ -665,13 +668,16 @@ func (n *Node) Routes(dst netip.Prefix) ([]KernelRoute, error) {
 	return out, nil
 }
 
-func toKernelRoute(r netlink.Route, names map[int]string) KernelRoute {
+// KernelRouteFrom converts a netlink route; names maps ifindex to name.
+func KernelRouteFrom(r netlink.Route, names map[int]string) KernelRoute {
 	kr := KernelRoute{Protocol: int(r.Protocol), Metric: r.Priority, Device: names[r.LinkIndex], OnLink: r.Flags&int(netlink.FLAG_ONLINK) != 0}
 	if r.Dst != nil {
 		if a, ok := netip.AddrFromSlice(r.Dst.IP); ok {
 			ones, _ := r.Dst.Mask.Size()
 			kr.Dst = netip.PrefixFrom(a.Unmap(), ones)
 		}
+	} else if r.Family == netlink.FAMILY_V6 {
+		kr.Dst = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
 	} else {
 		kr.Dst = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/vishvananda/netlink"
 
+	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/run"
 	"github.com/birdcage/birdcage/topo"
@@ -144,6 +145,14 @@ func findRun(args []string) (*topo.Manifest, error) {
 	return nil, fmt.Errorf("several runs are up (%s): name one", strings.Join(ids, ", "))
 }
 
+// findRunFlag is findRun for a --run flag's value.
+func findRunFlag(runID string) (*topo.Manifest, error) {
+	if runID == "" {
+		return findRun(nil)
+	}
+	return findRun([]string{runID})
+}
+
 func statusCmd(jsonOut *bool) *cobra.Command {
 	var runID string
 	c := &cobra.Command{
@@ -154,11 +163,7 @@ func statusCmd(jsonOut *bool) *cobra.Command {
 			if err := needRoot(); err != nil {
 				return err
 			}
-			var args []string
-			if runID != "" {
-				args = []string{runID}
-			}
-			m, err := findRun(args)
+			m, err := findRunFlag(runID)
 			if err != nil {
 				return err
 			}
@@ -257,62 +262,10 @@ func inspect(m *topo.Manifest, name string) (ifaces, routes []string) {
 		if r.Dst != nil && r.Dst.IP.IsLinkLocalUnicast() {
 			continue
 		}
-		routes = append(routes, formatRoute(r, names))
+		routes = append(routes, harness.KernelRouteFrom(r, names).String())
 	}
 	sort.Strings(routes)
 	return ifaces, routes
-}
-
-func formatRoute(r netlink.Route, names map[int]string) string {
-	dst := "default"
-	if r.Dst != nil && !(r.Dst.IP.IsUnspecified() && isZeroMask(r.Dst.Mask)) {
-		dst = r.Dst.String()
-	}
-	var b strings.Builder
-	b.WriteString(dst)
-	if r.Type == syscall.RTN_BLACKHOLE {
-		b.WriteString(" blackhole")
-	}
-	if r.Gw != nil {
-		fmt.Fprintf(&b, " via %s", r.Gw)
-	}
-	if r.LinkIndex != 0 {
-		fmt.Fprintf(&b, " dev %s", names[r.LinkIndex])
-	}
-	for _, nh := range r.MultiPath {
-		fmt.Fprintf(&b, " nexthop via %s dev %s", nh.Gw, names[nh.LinkIndex])
-	}
-	fmt.Fprintf(&b, " proto %s", protoName(int(r.Protocol)))
-	if r.Priority != 0 {
-		fmt.Fprintf(&b, " metric %d", r.Priority)
-	}
-	if r.Flags&int(netlink.FLAG_ONLINK) != 0 {
-		b.WriteString(" onlink")
-	}
-	return b.String()
-}
-
-func isZeroMask(m []byte) bool {
-	for _, b := range m {
-		if b != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-func protoName(p int) string {
-	switch p {
-	case 2:
-		return "kernel"
-	case 3:
-		return "boot"
-	case 4:
-		return "static"
-	case 12:
-		return "bird"
-	}
-	return fmt.Sprint(p)
 }
 
 func routesCmd(jsonOut *bool) *cobra.Command {
@@ -325,11 +278,7 @@ func routesCmd(jsonOut *bool) *cobra.Command {
 			if err := needRoot(); err != nil {
 				return err
 			}
-			var ra []string
-			if runID != "" {
-				ra = []string{runID}
-			}
-			m, err := findRun(ra)
+			m, err := findRunFlag(runID)
 			if err != nil {
 				return err
 			}
@@ -357,11 +306,7 @@ func execCmd() *cobra.Command {
 			if err := needRoot(); err != nil {
 				return err
 			}
-			var ra []string
-			if runID != "" {
-				ra = []string{runID}
-			}
-			m, err := findRun(ra)
+			m, err := findRunFlag(runID)
 			if err != nil {
 				return err
 			}
