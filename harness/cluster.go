@@ -79,6 +79,7 @@ type Node struct {
 	config   []byte
 	renders  int
 	warnings []string
+	peers    []confd.Peer
 }
 
 // Router is a BGP-speaking router (a ToR) running BIRD.
@@ -249,6 +250,7 @@ func (c *Cluster) render(n *Node, cl *datastore.Cluster) (changed bool, err erro
 	}
 	n.renders++
 	n.warnings = append(n.warnings, out.Warnings...)
+	n.peers = out.Peers
 	changed = !bytes.Equal(out.Config, n.config)
 	n.config = out.Config
 	return changed, nil
@@ -348,6 +350,13 @@ func (n *Node) Renders() int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.renders
+}
+
+// Peers are the BGP sessions of the node's current BIRD config.
+func (n *Node) Peers() []confd.Peer {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]confd.Peer(nil), n.peers...)
 }
 
 // Warnings are the warning lines confd logged for this node, all renders.

@@ -78,6 +78,22 @@ func TestClusterConvergesAndProbesFlow(t *testing.T) {
 			if rep.Total.Lost != 0 {
 				t.Errorf("a converged %s cluster lost %d probes", name, rep.Total.Lost)
 			}
+			// On IPIP every probe leaves its node through tunl0, and the
+			// counter there (the L3 program) sees it.
+			if name == "ipip" {
+				for _, f := range rep.Flows {
+					src := strings.SplitN(f.Flow, "-w", 2)[0]
+					var at uint64
+					for _, h := range f.Hops {
+						if h.Hop == src+"/tunl0 egress" {
+							at = h.Packets + h.Inner
+						}
+					}
+					if at == 0 {
+						t.Errorf("flow %s: no packet counted at %s/tunl0 egress (hops %+v)", f.Flow, src, f.Hops)
+					}
+				}
+			}
 		})
 	}
 }
@@ -159,5 +175,26 @@ func TestCorruptDocumentNamesFileAndFieldAndRestartsNothing(t *testing.T) {
 		if rs := n.Programmer.Restarts(); len(rs) != 0 {
 			t.Errorf("%s: programmer restarted over a corrupt document: %+v", n.Name, rs)
 		}
+	}
+}
+
+// BeExportedTo: a node exports its own block to its iBGP peers (positive
+// control) and, with BIRD owning no-encap, not another node's block.
+func TestExportMatcher(t *testing.T) {
+	c := startOrSkip(t, "noencap", Options{})
+	n1, n2, n3 := c.Net.Nodes[0], c.Net.Nodes[1], c.Net.Nodes[2]
+	peer := n2.Address.Addr()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	own := BeExportedTo(n1.Blocks[0].CIDR, peer)
+	if err := poll(ctx, 50*time.Millisecond, func() bool { ok, _ := own.Match(c.Node(n1.Name)); return ok }); err != nil {
+		t.Fatal(own.FailureMessage(c.Node(n1.Name)))
+	}
+	other := BeExportedTo(n3.Blocks[0].CIDR, peer)
+	if ok, err := other.Match(c.Node(n1.Name)); err != nil || ok {
+		t.Errorf("%v: %s", err, other.NegatedFailureMessage(c.Node(n1.Name)))
+	}
+	if _, err := BeExportedTo(n1.Blocks[0].CIDR, n1.Address.Addr()).Match(c.Node(n1.Name)); err == nil {
+		t.Error("a peer the node has no session to must be an error, not a mismatch")
 	}
 }

@@ -1,9 +1,11 @@
 package harness
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/onsi/gomega/types"
 
@@ -184,4 +186,67 @@ func (m *lossMatcher) FailureMessage(actual any) string {
 func (m *lossMatcher) NegatedFailureMessage(actual any) string {
 	_, s, _ := lostOf(actual)
 	return fmt.Sprintf("expected more than %d lost probes: %s", m.max, s)
+}
+
+// ExportMatcher matches a *Node whose BIRD exports a prefix to one BGP peer.
+type ExportMatcher struct {
+	prefix   netip.Prefix
+	peer     netip.Addr
+	protocol string
+	exported []string
+	err      error
+}
+
+// BeExportedTo matches a node whose BIRD exports prefix to the BGP peer at
+// peer — what the peer would learn from it:
+//
+//	Expect(c.Node("node-1")).NotTo(harness.BeExportedTo(node3Block, node2Addr))
+func BeExportedTo(prefix netip.Prefix, peer netip.Addr) *ExportMatcher {
+	return &ExportMatcher{prefix: prefix, peer: peer}
+}
+
+func (m *ExportMatcher) Match(actual any) (bool, error) {
+	n, ok := actual.(*Node)
+	if !ok {
+		return false, fmt.Errorf("BeExportedTo expects a *harness.Node, got %T", actual)
+	}
+	m.protocol, m.exported, m.err = "", nil, nil
+	for _, p := range n.Peers() {
+		if p.Address == m.peer {
+			m.protocol = p.Protocol
+		}
+	}
+	if m.protocol == "" {
+		return false, fmt.Errorf("node %s has no BGP session to %s (its peers: %v)", n.Name, m.peer, n.Peers())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rs, err := n.BIRD.Client().Routes(ctx, "export "+m.protocol)
+	if err != nil {
+		m.err = err
+		return false, nil
+	}
+	found := false
+	for _, r := range rs {
+		m.exported = append(m.exported, r.Prefix.String())
+		if r.Prefix == m.prefix {
+			found = true
+		}
+	}
+	return found, nil
+}
+
+func (m *ExportMatcher) describe(actual any) string {
+	if m.err != nil {
+		return fmt.Sprintf("%s: birdc show route export %s: %v", nodeName(actual), m.protocol, m.err)
+	}
+	return fmt.Sprintf("%s exports to %s (%s): %v", nodeName(actual), m.peer, m.protocol, m.exported)
+}
+
+func (m *ExportMatcher) FailureMessage(actual any) string {
+	return fmt.Sprintf("expected %s to be exported; %s", m.prefix, m.describe(actual))
+}
+
+func (m *ExportMatcher) NegatedFailureMessage(actual any) string {
+	return fmt.Sprintf("expected %s not to be exported; %s", m.prefix, m.describe(actual))
 }

@@ -31,6 +31,7 @@ var (
 	skipReason = regexp.MustCompile(`^\s+\S+\.go:\d+: (.*)$`)
 	ginkgoRan  = regexp.MustCompile(`Ran (\d+) of (\d+) Specs`)
 	ginkgoTail = regexp.MustCompile(`(\d+) Passed \| (\d+) Failed \| (\d+) Pending \| (\d+) Skipped`)
+	ansi       = regexp.MustCompile("\x1b\\[[0-9;]*m")
 )
 
 func main() {
@@ -72,7 +73,7 @@ func main() {
 			} else if strings.HasPrefix(e.Output, "FAIL") || strings.Contains(e.Output, "[build failed]") || strings.Contains(e.Output, "[setup failed]") {
 				fmt.Print(e.Output)
 			}
-			if m := ginkgoTail.FindStringSubmatch(e.Output); m != nil {
+			if m := ginkgoTail.FindStringSubmatch(ansi.ReplaceAllString(e.Output, "")); m != nil {
 				for i := range 4 {
 					var v int
 					fmt.Sscan(m[i+1], &v)

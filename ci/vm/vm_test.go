@@ -268,7 +268,7 @@ func TestInterrupt(t *testing.T) {
 // cwd and its result comes back. go resolves a relative -exec path against the
 // package dir, not the caller's cwd, so from the repo root the runner is given
 // as an absolute path ("$PWD/ci/vm/run"); from the package dir "./run" works.
-// TestInsideVM is the test that runs in the guest.
+// TestHelperInsideVM is the test that runs in the guest.
 func TestGoTestExec(t *testing.T) {
 	run := runner(t)
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
@@ -280,19 +280,19 @@ func TestGoTestExec(t *testing.T) {
 		{repo, run, "./ci/vm"},
 		{filepath.Join(repo, "ci", "vm"), "./run", "."},
 	} {
-		cmd := exec.Command(gobin, "test", "-count=1", "-exec", c.exec, "-run", "^TestInsideVM$", "-v", c.pkg)
+		cmd := exec.Command(gobin, "test", "-count=1", "-exec", c.exec, "-run", "^TestHelperInsideVM$", "-v", c.pkg)
 		cmd.Dir = c.dir
 		cmd.Env = append(os.Environ(), "BIRDCAGE_VM_INSIDE=1")
 		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "--- PASS: TestInsideVM") {
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestHelperInsideVM") {
 			t.Errorf("in %s: go test -exec %s %s: %v\n%s", c.dir, c.exec, c.pkg, err, out)
 		}
 	}
 }
 
-// TestInsideVM runs only under ci/vm/run (TestGoTestExec sets
+// TestHelperInsideVM runs only under ci/vm/run (TestGoTestExec sets
 // BIRDCAGE_VM_INSIDE=1, which also shows the environment got through).
-func TestInsideVM(t *testing.T) {
+func TestHelperInsideVM(t *testing.T) {
 	if os.Getenv("BIRDCAGE_VM_INSIDE") != "1" {
 		t.Skip("runs only inside the VM, started by TestGoTestExec")
 	}

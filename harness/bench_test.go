@@ -1,0 +1,47 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/birdcage/birdcage/internal/testenv"
+	"github.com/birdcage/birdcage/topo"
+)
+
+// BenchmarkClusterStartStop measures a whole cluster's start (topology,
+// datastore, programmers, BIRD containers, until converged) and stop, per
+// built-in topology, as ms/start and ms/stop. Run with -benchtime=3x.
+func BenchmarkClusterStartStop(b *testing.B) {
+	testenv.NeedRoot(b)
+	for _, name := range []string{"noencap", "dualtor", "ipip"} {
+		b.Run(name, func(b *testing.B) {
+			var up, down time.Duration
+			for range b.N {
+				tp, err := topo.Builtin(name)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				start := time.Now()
+				c, err := Start(ctx, tp, Options{})
+				cancel()
+				if errors.Is(err, topo.ErrNoIPIP) {
+					testenv.Missing(b, testenv.IPIP, "topology ipip needs tunl0")
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				mid := time.Now()
+				if err := c.Stop(); err != nil {
+					b.Fatal(err)
+				}
+				up += mid.Sub(start)
+				down += time.Since(mid)
+			}
+			b.ReportMetric(float64(up.Milliseconds())/float64(b.N), "ms/start")
+			b.ReportMetric(float64(down.Milliseconds())/float64(b.N), "ms/stop")
+		})
+	}
+}
