@@ -31,6 +31,12 @@ func seedDatastore(s datastore.Store, n *topo.Network, felix datastore.FelixConf
 	}
 	for _, nd := range n.Nodes {
 		doc := datastore.Node{Name: nd.Name, IPv4Address: nd.Address.String(), ASNumber: nd.Spec.ASNumber}
+		for _, ifc := range nd.Spec.Interfaces {
+			if ifc.Address6 != "" {
+				doc.IPv6Address = ifc.Address6 // the first IPv6 uplink address
+				break
+			}
+		}
 		if nd.Spec.Loopback != "" {
 			doc.RouterID = nd.Address.Addr().String()
 		}

@@ -57,6 +57,14 @@ func startCluster(ctx context.Context, name string, opts harness.Options) *harne
 	GinkgoHelper()
 	t, err := topo.Builtin(name)
 	Expect(err).NotTo(HaveOccurred())
+	return startClusterOn(ctx, t, opts)
+}
+
+// startClusterOn is startCluster for a topology built in Go (a built-in with
+// a variation, say).
+func startClusterOn(ctx context.Context, t *topo.Topology, opts harness.Options) *harness.Cluster {
+	GinkgoHelper()
+	name := t.Name
 	c, err := harness.Start(ctx, t, opts)
 	if errors.Is(err, topo.ErrNoIPIP) {
 		testenv.Missing(GinkgoT(), testenv.IPIP, fmt.Sprintf("topology %s needs tunl0; run under ci/vm/run", name))
