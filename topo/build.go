@@ -682,6 +682,15 @@ func (n *Network) Close() error {
 	n.mu.Lock()
 	names := n.created
 	n.mu.Unlock()
+	// An adopted node must be left as found, now, not whenever the kernel
+	// gets round to destroying the workloads' namespaces (it is deferred
+	// work): delete the workloads' host veths there first.
+	var errs []error
+	for _, nd := range n.Nodes {
+		if nd.Adopted && nd.NS != nil {
+			errs = append(errs, unplugWorkloads(nd))
+		}
+	}
 	for _, x := range n.allNamespaces() {
 		if x.NS != nil {
 			x.NS.Close()
@@ -690,7 +699,6 @@ func (n *Network) Close() error {
 	var g errgroup.Group
 	g.SetLimit(runtime.NumCPU() * 4)
 	var mu sync.Mutex
-	var errs []error
 	for _, name := range names {
 		g.Go(func() error {
 			if err := nsutil.Delete(name); err != nil {
@@ -702,6 +710,25 @@ func (n *Network) Close() error {
 		})
 	}
 	_ = g.Wait()
+	return errors.Join(errs...)
+}
+
+func unplugWorkloads(nd *NodeNS) error {
+	h, err := nd.Handle()
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	var errs []error
+	for _, wl := range nd.Workloads {
+		l, err := h.LinkByName(wl.HostIface)
+		if err != nil {
+			continue // never plugged, or already gone
+		}
+		if err := h.LinkDel(l); err != nil {
+			errs = append(errs, fmt.Errorf("adopted node %s: remove %s: %w", nd.Name, wl.HostIface, err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
