@@ -55,6 +55,16 @@ type Results struct {
 	}
 }
 
+// ResultsPath is where a scenario run on this kernel writes its results:
+// one file per kernel, so a native run and a VM run side by side keep both.
+func ResultsPath() string {
+	k := "unknown"
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		k = strings.TrimSpace(string(b))
+	}
+	return filepath.Join(ArtifactsDir(), "results-"+k+".json")
+}
+
 // OpenResults starts a results file at path (its dir is created).
 func OpenResults(path string) (*Results, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {

@@ -29,7 +29,7 @@ var (
 
 var _ = BeforeSuite(func() {
 	var err error
-	results, err = harness.OpenResults(filepath.Join(harness.ArtifactsDir(), "results.json"))
+	results, err = harness.OpenResults(harness.ResultsPath())
 	Expect(err).NotTo(HaveOccurred())
 })
 

@@ -19,55 +19,77 @@ func extraCommands(jsonOut *bool) []*cobra.Command {
 }
 
 func reportCmd(jsonOut *bool) *cobra.Command {
-	return &cobra.Command{
-		Use:   "report [RESULTS.json]",
-		Short: "Print the figures of a scenario run (default: artifacts/results.json)",
-		Args:  cobra.MaximumNArgs(1),
+	var brief bool
+	c := &cobra.Command{
+		Use:   "report [RESULTS.json...]",
+		Short: "Print the figures of scenario runs (default: every artifacts/results-*.json)",
 		RunE: func(_ *cobra.Command, args []string) error {
-			path := filepath.Join(harness.ArtifactsDir(), "results.json")
-			if len(args) == 1 {
-				path = args[0]
-			}
-			b, err := os.ReadFile(path)
-			if err != nil {
-				return fmt.Errorf("results %q: %w (scenario runs write it; see birdcage run)", path, err)
-			}
-			var doc struct {
-				Kernel    string                   `json:"kernel"`
-				Scenarios []harness.ScenarioResult `json:"scenarios"`
-			}
-			if err := json.Unmarshal(b, &doc); err != nil {
-				return fmt.Errorf("results %q: %w", path, err)
-			}
-			if *jsonOut {
-				_, err := os.Stdout.Write(b)
-				return err
-			}
-			fmt.Printf("results %s (kernel %s): %d scenarios\n", path, doc.Kernel, len(doc.Scenarios))
-			for _, s := range doc.Scenarios {
-				verdict := "PASS"
-				if !s.Passed {
-					verdict = "FAIL"
+			paths := args
+			if len(paths) == 0 {
+				paths, _ = filepath.Glob(filepath.Join(harness.ArtifactsDir(), "results-*.json"))
+				if len(paths) == 0 {
+					return fmt.Errorf("no results in %s: scenario runs write them (sudo ci/demo, or go test ./scenarios)", harness.ArtifactsDir())
 				}
-				fmt.Printf("\n%s  %s  [%s]  %.1fs\n", verdict, s.Name, s.Topology, s.Duration)
-				keys := make([]string, 0, len(s.Figures))
-				for k := range s.Figures {
-					keys = append(keys, k)
-				}
-				sort.Strings(keys)
-				for _, k := range keys {
-					fmt.Printf("  %-32s %g\n", k, s.Figures[k])
-				}
-				for _, n := range s.Notes {
-					fmt.Printf("  note: %s\n", n)
-				}
-				if s.Probes != nil {
-					fmt.Println(harness.GapTable(s.Probes))
+			}
+			for _, p := range paths {
+				if err := printResults(p, *jsonOut, brief); err != nil {
+					return err
 				}
 			}
 			return nil
 		},
 	}
+	c.Flags().BoolVar(&brief, "brief", false, "one line per scenario")
+	return c
+}
+
+func printResults(path string, asJSON, brief bool) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("results %q: %w", path, err)
+	}
+	var doc struct {
+		Kernel    string                   `json:"kernel"`
+		Scenarios []harness.ScenarioResult `json:"scenarios"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return fmt.Errorf("results %q: %w", path, err)
+	}
+	if asJSON {
+		_, err := os.Stdout.Write(append(b, '\n'))
+		return err
+	}
+	fmt.Printf("== kernel %s: %d scenarios (%s)\n", doc.Kernel, len(doc.Scenarios), path)
+	for _, s := range doc.Scenarios {
+		verdict := "PASS"
+		if !s.Passed {
+			verdict = "FAIL"
+		}
+		keys := make([]string, 0, len(s.Figures))
+		for k := range s.Figures {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		if brief {
+			line := fmt.Sprintf("%s  %-60s", verdict, s.Name)
+			if s.Probes != nil {
+				line += fmt.Sprintf("  lost %d/%d, longest gap %.0f ms @%d/s", s.Probes.Total.Lost, s.Probes.Total.Sent, s.Probes.Total.LongestGapMs, s.Probes.Rate)
+			}
+			fmt.Println(line)
+			continue
+		}
+		fmt.Printf("\n%s  %s  [%s]  %.1fs\n", verdict, s.Name, s.Topology, s.Duration)
+		for _, k := range keys {
+			fmt.Printf("  %-32s %g\n", k, s.Figures[k])
+		}
+		for _, n := range s.Notes {
+			fmt.Printf("  note: %s\n", n)
+		}
+		if s.Probes != nil {
+			fmt.Println(harness.GapTable(s.Probes))
+		}
+	}
+	return nil
 }
 
 func runCmd() *cobra.Command {
