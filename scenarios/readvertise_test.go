@@ -1,0 +1,588 @@
+package scenarios_test
+
+// Claim (design §2, "confd + BIRD", and §5, the first known gap): BIRD's
+// kernel protocol runs with `learn`, so the cluster routes the route
+// programmer writes enter BIRD's table as alien kernel routes, and a
+// kernel-learned route is not covered by the iBGP rule that stops a node
+// passing on what it heard from another iBGP peer. The export filter
+// calico_export_to_bgp_peers therefore rejects, towards iBGP peers, routes
+// that leave through a tunnel device — tunl0 exactly when the programmer owns
+// the IPIP cluster routes — so:
+//
+//   - with the programmer owning IPIP, no node exports another node's block
+//     to its iBGP peers (each still exports its own);
+//   - with the programmer owning no-encap, whose routes leave through an
+//     ordinary NIC, nothing catches them: a node can advertise other nodes'
+//     blocks to its iBGP peers (the known gap, measured here);
+//   - towards eBGP peers the reject is not applied, by decision: a node goes
+//     on advertising other nodes' blocks to its external peers (here the
+//     ToRs of the dual-ToR topology).
+//
+// When does the programmer's route actually reach an export? BIRD prefers a
+// BGP route (preference 100) to a kernel-learned one (10), so while the
+// block's owner advertises its block every other node's best route to it is
+// the owner's, which iBGP does not pass on. The kernel-learned route becomes
+// the best — and the reject becomes load-bearing — when the owner's own
+// advertisement is gone while the programmers keep their routes: the owner's
+// BIRD stopped (SIGTERM sends a Cease, so peers drop its routes at once) or
+// its session is down. Every spec here therefore checks both the steady
+// state and the state after the owner of one block withdraws it, and guards
+// the second state by showing the programmer's route is in BIRD's table and
+// the owner's advertisement is not.
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/birdcage/birdcage/dataplane/config"
+	"github.com/birdcage/birdcage/dataplane/datastore"
+	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/bird"
+	"github.com/birdcage/birdcage/harness/confd"
+	"github.com/birdcage/birdcage/topo"
+)
+
+// The kernel protocol names of the rendered node config, and the
+// programmer's route protocol as BIRD shows it (Kernel.source).
+const (
+	readvertKernelProto     = "kernel4"
+	readvertProgrammerProto = "80"
+)
+
+var _ = Describe("iBGP re-advertisement with the programmer owning IPIP", Label("ipip", "readvertise"), func() {
+	It("no node exports another node's block to an iBGP peer, even once the block's owner has withdrawn it", func(ctx SpecContext) {
+		// 1. 3.33 defaults: the programmer owns the IPIP cluster routes.
+		c := startCluster(ctx, "ipip", harness.Options{})
+		readvertGuardOwnership(c, harness.ByProgrammer, topo.TunnelDevice)
+
+		// 2. Steady state: every session Established, each node exports
+		// its own block to every peer (so birdc answers and the filter
+		// lets blocks through) and nobody else's.
+		Expect(c.WaitConverged(ctx)).To(Succeed(), "guard: every BGP session Established")
+		readvertGuardSettled(ctx, c, true)
+		steady := readvertMatrix(ctx, c, c.Nodes(), true)
+		for _, r := range steady.readvertised {
+			Fail(fmt.Sprintf("steady state: %s exports %s's block %s to its iBGP peer %s (route from %s); with the programmer owning IPIP no node may",
+				r.node, r.owner, r.block, r.peer, r.source))
+		}
+
+		// 3. The owner of node-4's block withdraws it: its BIRD stops
+		// with a Cease, its peers drop its routes, and every other node
+		// is left with the programmer's tunl0 route as its best route to
+		// that block.
+		owner := "node-4"
+		remaining := readvertWithout(c, owner)
+		Expect(c.KillBIRD(ctx, owner, syscall.SIGTERM)).To(Succeed())
+		withdrawn := readvertWithdrawnBlocks(c, owner)
+		readvertGuardWithdrawn(ctx, c, owner, remaining, withdrawn)
+		for _, n := range remaining {
+			for _, b := range withdrawn {
+				routes := readvertBIRDRoutes(ctx, n, b)
+				Expect(routes).To(ContainElement(SatisfyAll(
+					HaveField("Protocol", readvertKernelProto), HaveField("Primary", true),
+					HaveField("Nexthops", ContainElement(HaveField("Iface", topo.TunnelDevice))))),
+					"guard: %s's best route to %s should be the programmer's tunl0 route learned from the kernel, so the tunl0 reject is what keeps it from being exported; BIRD holds %v", n.Name, b, routes)
+			}
+		}
+
+		// 4. The claim: still nobody exports another node's block.
+		after := readvertMatrix(ctx, c, remaining, true)
+		for _, r := range after.readvertised {
+			Fail(fmt.Sprintf("after %s withdrew its block: %s exports %s's block %s to its iBGP peer %s (route from %s, via %s); the tunl0 arm of the iBGP reject should stop it",
+				owner, r.node, r.owner, r.block, r.peer, r.source, r.via))
+		}
+
+		res := c.Result("re-advertisement, programmer owns IPIP", nil)
+		res.Figures["iBGPExportsChecked"] = float64(steady.checked + after.checked)
+		res.Figures["readvertisementsSteady"] = float64(len(steady.readvertised))
+		res.Figures["readvertisementsAfterWithdrawal"] = float64(len(after.readvertised))
+		res.Notes = append(res.Notes, fmt.Sprintf("%s's block withdrawn by stopping its BIRD with SIGTERM; the programmer's tunl0 routes to it stayed the best in every other BIRD and were not exported", owner))
+		report("re-advertisement to iBGP peers, programmer owns IPIP (exports of other nodes' blocks)",
+			readvertTable(steady, after), res)
+	})
+})
+
+var _ = Describe("iBGP re-advertisement with the programmer owning no-encap (known gap, design §5)", Label("noencap", "readvertise", "knowngap"), func() {
+	It("a node exports another node's block to its iBGP peers once the block's owner has withdrawn it", func(ctx SpecContext) {
+		// 1. The programmer owns no-encap (the pair in which it owns
+		// everything).
+		c := startCluster(ctx, "noencap", harness.Options{
+			Felix: datastore.FelixConfiguration{ProgramClusterRoutes: string(config.Enabled)},
+			BGP:   datastore.BGPConfiguration{ProgramClusterRoutes: string(config.Disabled)},
+		})
+		readvertGuardOwnership(c, harness.ByProgrammer, "")
+
+		// 2. Steady state: sessions Established; each node exports its
+		// own block to every peer. Other nodes' blocks are counted, not
+		// asserted: BIRD's best route to them is the owner's BGP route,
+		// which iBGP does not pass on.
+		Expect(c.WaitConverged(ctx)).To(Succeed(), "guard: every BGP session Established")
+		readvertGuardSettled(ctx, c, true)
+		steady := readvertMatrix(ctx, c, c.Nodes(), false)
+
+		// 3. node-3 withdraws its block (its BIRD stops with a Cease)
+		// while every programmer keeps its route to it.
+		owner := "node-3"
+		remaining := readvertWithout(c, owner)
+		Expect(c.KillBIRD(ctx, owner, syscall.SIGTERM)).To(Succeed())
+		withdrawn := readvertWithdrawnBlocks(c, owner)
+		readvertGuardWithdrawn(ctx, c, owner, remaining, withdrawn)
+
+		// 4. The gap: some node now exports node-3's block to an iBGP
+		// peer, from the programmer's kernel route.
+		after := readvertMatrix(ctx, c, remaining, false)
+		Eventually(func() ([]readvertisement, error) {
+			var err error
+			after, err = readvertCount(ctx, c, remaining)
+			return after.readvertised, err
+		}).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).ShouldNot(BeEmpty(),
+			"known gap closed: with the programmer owning no-encap, no node exported another node's block to an iBGP peer after %s withdrew it. "+
+				"Update the design's §5 (\"Felix-programmed no-encap cluster routes and BGP re-advertisement\") and turn this spec into a claim", owner)
+		for _, r := range after.readvertised {
+			Expect(r.source).To(Equal(readvertKernelProto), "%s exports %s to %s from %s; the gap is about the programmer's kernel route", r.node, r.block, r.peer, r.source)
+		}
+		// The peer took it: its BIRD holds the block from the node that
+		// re-advertised it.
+		learned := readvertLearned(ctx, c, after.readvertised)
+
+		res := c.Result("re-advertisement known gap, programmer owns no-encap", nil)
+		res.Figures["iBGPExportsChecked"] = float64(steady.checked + after.checked)
+		res.Figures["readvertisementsSteady"] = float64(len(steady.readvertised))
+		res.Figures["readvertisementsAfterWithdrawal"] = float64(len(after.readvertised))
+		res.Notes = append(res.Notes,
+			"known gap (design §5): the programmer's no-encap routes leave through eth0, which the iBGP reject does not match",
+			fmt.Sprintf("steady state: %d re-advertisements (the owner's own BGP route is preferred to the kernel-learned one); after %s's BIRD stopped: %d", len(steady.readvertised), owner, len(after.readvertised)))
+		res.Notes = append(res.Notes, learned...)
+		report(fmt.Sprintf("re-advertisement to iBGP peers, programmer owns no-encap (known gap): %d (node, block, peer) after %s withdrew its block", len(after.readvertised), owner),
+			readvertTable(steady, after)+strings.Join(learned, "\n")+"\n", res)
+	})
+})
+
+var _ = Describe("eBGP re-advertisement with the programmer owning no-encap", Label("dualtor", "readvertise"), func() {
+	It("nodes go on exporting other nodes' blocks to their ToRs (eBGP peers are out of the reject by decision)", func(ctx SpecContext) {
+		// 1. Dual ToR, the programmer owning no-encap. Every session is
+		// eBGP (each node its own AS), so internal_peer is never true and
+		// the iBGP reject never applies.
+		c := startCluster(ctx, "dualtor", harness.Options{
+			Felix: datastore.FelixConfiguration{ProgramClusterRoutes: string(config.Enabled)},
+			BGP:   datastore.BGPConfiguration{ProgramClusterRoutes: string(config.Disabled)},
+		})
+		readvertGuardOwnership(c, harness.ByProgrammer, "")
+		Expect(c.WaitConverged(ctx)).To(Succeed(), "guard: every BGP session Established")
+		for _, n := range c.Nodes() {
+			for _, p := range n.Peers() {
+				Expect(p.Internal).To(BeFalse(), "dualtor: %s's session %s should be eBGP", n.Name, p.Protocol)
+			}
+		}
+
+		readvertGuardSettled(ctx, c, false)
+
+		// 2. Steady state: each node exports its own block to both ToRs.
+		// Other nodes' blocks go out too, but as ordinary eBGP transit of
+		// what the ToRs sent (BGP is the best route), not the programmer's
+		// route; both are counted.
+		steady := readvertMatrix(ctx, c, c.Nodes(), false)
+		steadyKernel := readvertFrom(steady.readvertised, readvertKernelProto)
+
+		// 3. node-3 withdraws its block; the programmers keep their routes.
+		owner := "node-3"
+		remaining := readvertWithout(c, owner)
+		Expect(c.KillBIRD(ctx, owner, syscall.SIGTERM)).To(Succeed())
+		withdrawn := readvertWithdrawnBlocks(c, owner)
+		for _, n := range remaining {
+			Expect(n.BIRD.WaitEstablished(ctx)).To(Succeed(), "guard: %s's ToR sessions stay Established", n.Name)
+			for _, b := range withdrawn {
+				Expect(n).To(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer), "guard: the programmer keeps its route to %s", b)
+			}
+		}
+
+		// 4. By decision, some node now exports the programmer's route to
+		// node-3's block to its ToRs.
+		after := readvertMatrix(ctx, c, remaining, false)
+		var fromKernel []readvertisement
+		Eventually(func() ([]readvertisement, error) {
+			var err error
+			after, err = readvertCount(ctx, c, remaining)
+			fromKernel = nil
+			for _, r := range readvertFrom(after.readvertised, readvertKernelProto) {
+				if r.owner == owner {
+					fromKernel = append(fromKernel, r)
+				}
+			}
+			return fromKernel, err
+		}).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).ShouldNot(BeEmpty(),
+			"after %s withdrew its block, expected some node to export the programmer's route to it to its ToRs (eBGP peers are outside the iBGP reject by decision); exports seen: %v", owner, after.readvertised)
+
+		res := c.Result("re-advertisement to eBGP peers, programmer owns no-encap (dualtor)", nil)
+		res.Figures["eBGPExportsChecked"] = float64(steady.checked + after.checked)
+		res.Figures["otherBlocksExportedSteady"] = float64(len(steady.readvertised))
+		res.Figures["programmerRoutesExportedSteady"] = float64(len(steadyKernel))
+		res.Figures["programmerRoutesExportedAfterWithdrawal"] = float64(len(fromKernel))
+		res.Notes = append(res.Notes,
+			"in the steady state other nodes' blocks reach the ToRs as eBGP transit of ToR-learned routes, which the owner of the route does not change",
+			fmt.Sprintf("the programmer's own route reached the ToRs only after %s's advertisement was gone", owner))
+		report(fmt.Sprintf("re-advertisement to eBGP peers (ToRs), programmer owns no-encap: %d (node, block, ToR) from the programmer's route after %s withdrew its block", len(fromKernel), owner),
+			readvertTable(steady, after), res)
+	})
+})
+
+var _ = Describe("Candidate fix for re-advertisement: a kernel import filter on protocol and next hop", Label("noencap", "readvertise"), func() {
+	It("keeps other nodes' blocks out of iBGP exports for every encapsulation while local workload routes stay learned", func() {
+		// What the evaluation needs, and why it is not here: the kernel
+		// protocols' import filter is fixed text in harness/confd's
+		// template, and scenarios may not change the renderer.
+		Skip("not evaluated: needs a harness/confd renderer option (a confd.Options field such as KernelImportFilter, passed through harness.Options) " +
+			"that renders `import filter calico_kernel_import;` instead of `import all;` in protocols kernel4 and kernel6, with " +
+			"`filter calico_kernel_import { if ( krt_source = 80 && gw != :: ) then reject; accept; }` " +
+			"(80 is FelixConfiguration.deviceRouteProtocol; in BIRD 2.0.12 `gw != ::` is \"has a next hop\": the programmer's remote routes, onlink or not, are kept out of BIRD's table, " +
+			"while its local workload routes (dev cali*, no gateway), which calico_aggr needs, are still learned)")
+	})
+})
+
+// readvertisement is one export of another node's block to a peer.
+type readvertisement struct {
+	node, peer string       // exporting node, peer (node name or address)
+	owner      string       // the node the block belongs to
+	block      netip.Prefix // the block
+	source     string       // BIRD protocol the exported route came from
+	via        string       // its next hops in the exporter's table
+}
+
+type readvertResult struct {
+	checked      int // (node, block, peer) triples looked at
+	readvertised []readvertisement
+}
+
+// readvertMatrix checks, for every node and every one of its BGP peers
+// that is still up, the positive control (the node exports its own blocks
+// to the peer, which also proves birdc answers) and returns every export of
+// another node's block. With negate, each other node's block is also
+// asserted not exported, with harness.BeExportedTo.
+func readvertMatrix(ctx context.Context, c *harness.Cluster, nodes []*harness.Node, negate bool) readvertResult {
+	GinkgoHelper()
+	for _, n := range nodes {
+		for _, p := range readvertLivePeers(c, nodes, n) {
+			for _, b := range readvertOwnBlocks(c, n.Name) {
+				Eventually(n).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).
+					Should(harness.BeExportedTo(b, p.Address), "positive control: %s exports its own block %s to %s", n.Name, b, p.Address)
+			}
+			if !negate {
+				continue
+			}
+			for _, b := range c.RemoteBlocks(n.Name) {
+				Expect(n).NotTo(harness.BeExportedTo(b, p.Address), "%s must not export another node's block to its peer %s", n.Name, p.Address)
+			}
+		}
+	}
+	res, err := readvertCount(ctx, c, nodes)
+	Expect(err).NotTo(HaveOccurred())
+	return res
+}
+
+// readvertCount reads what each node's BIRD exports to each of its live
+// peers and returns every export of another node's block. An answer
+// without the node's own blocks is an error: the positive control failed.
+func readvertCount(ctx context.Context, c *harness.Cluster, nodes []*harness.Node) (readvertResult, error) {
+	var res readvertResult
+	for _, n := range nodes {
+		for _, p := range readvertLivePeers(c, nodes, n) {
+			exported, err := readvertExports(ctx, n, p)
+			if err != nil {
+				return res, fmt.Errorf("read %s's exports to %s: %w", n.Name, p.Address, err)
+			}
+			for _, b := range readvertOwnBlocks(c, n.Name) {
+				if _, ok := exported[b]; !ok {
+					return res, fmt.Errorf("positive control: %s does not export its own block %s to %s", n.Name, b, p.Address)
+				}
+			}
+			for _, other := range c.Net.Nodes {
+				if other.Name == n.Name {
+					continue
+				}
+				for _, blk := range other.Blocks {
+					res.checked++
+					if r, ok := exported[blk.CIDR]; ok {
+						res.readvertised = append(res.readvertised, readvertisement{
+							node: n.Name, peer: readvertPeerName(c, p.Address), owner: other.Name, block: blk.CIDR,
+							source: r.Protocol, via: readvertVia(r),
+						})
+					}
+				}
+			}
+		}
+	}
+	return res, nil
+}
+
+// readvertLivePeers lists n's sessions that should be up: to the nodes
+// given, and to any router.
+func readvertLivePeers(c *harness.Cluster, nodes []*harness.Node, n *harness.Node) []confd.Peer {
+	up := map[netip.Addr]bool{}
+	for _, o := range nodes {
+		up[o.NS.Address.Addr()] = true
+	}
+	isNode := map[netip.Addr]bool{}
+	for _, o := range c.Net.Nodes {
+		isNode[o.Address.Addr()] = true
+	}
+	var out []confd.Peer
+	for _, p := range n.Peers() {
+		if !isNode[p.Address] || up[p.Address] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// readvertExports reads what n's BIRD exports to peer p, by prefix.
+func readvertExports(ctx context.Context, n *harness.Node, p confd.Peer) (map[netip.Prefix]bird.Route, error) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	rs, err := n.BIRD.Client().Routes(cctx, "export "+p.Protocol)
+	if err != nil {
+		return nil, err
+	}
+	out := map[netip.Prefix]bird.Route{}
+	for _, r := range rs {
+		out[r.Prefix] = r
+	}
+	return out, nil
+}
+
+// readvertBIRDRoutes reads every route n's BIRD holds for exactly prefix.
+func readvertBIRDRoutes(ctx context.Context, n *harness.Node, prefix netip.Prefix) []bird.Route {
+	GinkgoHelper()
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	rs, err := n.BIRD.Client().Routes(cctx, prefix.String())
+	Expect(err).NotTo(HaveOccurred(), "birdc show route %s on %s", prefix, n.Name)
+	return rs
+}
+
+// readvertGuardOwnership waits until every node has its remote blocks
+// programmed by owner (via device, when given).
+func readvertGuardOwnership(c *harness.Cluster, owner harness.Owner, device string) {
+	GinkgoHelper()
+	for _, n := range c.Nodes() {
+		for _, b := range c.RemoteBlocks(n.Name) {
+			m := harness.HaveClusterRoute(b).ProgrammedBy(owner)
+			if device != "" {
+				m = m.Via(device)
+			}
+			Eventually(n).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).Should(m, "guard: %s owns the cluster routes", owner)
+		}
+	}
+}
+
+// readvertGuardSettled waits until every node's BIRD has a BGP route as its
+// best route to every remote block — with mesh, the owner's own
+// advertisement. Until then a node may briefly export the programmer's
+// kernel route (a session came up before the owner's advertisement
+// arrived), which is not the steady state.
+func readvertGuardSettled(ctx context.Context, c *harness.Cluster, mesh bool) {
+	GinkgoHelper()
+	for _, n := range c.Nodes() {
+		for _, other := range c.Net.Nodes {
+			if other.Name == n.Name {
+				continue
+			}
+			want := Not(Equal(readvertKernelProto))
+			what := "a BGP route"
+			if mesh {
+				for _, p := range n.Peers() {
+					if p.Address == other.Address.Addr() {
+						want, what = Equal(p.Protocol), other.Name+"'s own advertisement ("+p.Protocol+")"
+					}
+				}
+			}
+			for _, b := range other.Blocks {
+				Eventually(func() []bird.Route { return readvertBIRDRoutes(ctx, n, b.CIDR) }).
+					WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).
+					Should(ContainElement(SatisfyAll(HaveField("Primary", true), HaveField("Protocol", want))),
+						"guard: %s's best route to %s should be %s before the steady state is read", n.Name, b.CIDR, what)
+			}
+		}
+	}
+}
+
+// readvertGuardWithdrawn waits until owner's advertisement of its blocks is
+// gone from every remaining node's BIRD while the programmer's route to
+// each is still there, in the kernel and in BIRD's table, and the remaining
+// nodes' sessions among themselves are Established.
+func readvertGuardWithdrawn(ctx context.Context, c *harness.Cluster, owner string, remaining []*harness.Node, blocks []netip.Prefix) {
+	GinkgoHelper()
+	ownerAddr := c.Node(owner).NS.Address.Addr()
+	for _, n := range remaining {
+		var live []string
+		for _, p := range readvertLivePeers(c, remaining, n) {
+			live = append(live, p.Protocol)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		Expect(n.BIRD.WaitEstablished(wctx, live...)).To(Succeed(), "guard: %s's sessions to the remaining nodes stay Established", n.Name)
+		cancel()
+		var fromOwner string
+		for _, p := range n.Peers() {
+			if p.Address == ownerAddr {
+				fromOwner = p.Protocol
+			}
+		}
+		for _, b := range blocks {
+			Expect(n).To(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer), "guard: the programmer keeps its route to %s", b)
+			Eventually(func() []bird.Route { return readvertBIRDRoutes(ctx, n, b) }).
+				WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).Should(SatisfyAll(
+				ContainElement(SatisfyAll(HaveField("Protocol", readvertKernelProto), HaveField("Attrs", HaveKeyWithValue("Kernel.source", readvertProgrammerProto)))),
+				Not(ContainElement(HaveField("Protocol", fromOwner))),
+			), "guard: %s's BIRD should hold the programmer's route to %s and no longer %s's own advertisement (%s)", n.Name, b, owner, fromOwner)
+		}
+	}
+}
+
+// readvertLearned waits until at least one peer a node re-advertised a
+// block to holds it from that node's session, and lists what the receivers
+// hold. (Two nodes can start exporting the same block at once and then stop
+// again, once each prefers the other's BGP route, so not every export seen
+// need be held.)
+func readvertLearned(ctx context.Context, c *harness.Cluster, rs []readvertisement) []string {
+	GinkgoHelper()
+	var out []string
+	Eventually(func() []string {
+		out = nil
+		for _, r := range rs {
+			recv := readvertNode(c, r.peer)
+			if recv == nil {
+				continue
+			}
+			for _, p := range recv.Peers() {
+				if p.Address != c.Node(r.node).NS.Address.Addr() {
+					continue
+				}
+				for _, br := range readvertBIRDRoutes(ctx, recv, r.block) {
+					if br.Protocol == p.Protocol {
+						out = append(out, fmt.Sprintf("%s learned %s from %s: BGP next hop %s, best route: %v", recv.Name, r.block, r.node, br.Attrs["BGP.next_hop"], br.Primary))
+					}
+				}
+			}
+		}
+		sort.Strings(out)
+		return out
+	}).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).ShouldNot(BeEmpty(),
+		"no peer holds a block re-advertised to it from the node that exported it (exports: %v)", rs)
+	return out
+}
+
+// readvertFrom keeps the re-advertisements whose route came from protocol.
+func readvertFrom(rs []readvertisement, protocol string) []readvertisement {
+	var out []readvertisement
+	for _, r := range rs {
+		if r.source == protocol {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// readvertWithout lists the cluster's nodes other than name.
+func readvertWithout(c *harness.Cluster, name string) []*harness.Node {
+	var out []*harness.Node
+	for _, n := range c.Nodes() {
+		if n.Name != name {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func readvertOwnBlocks(c *harness.Cluster, node string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, nd := range c.Net.Nodes {
+		if nd.Name == node {
+			for _, b := range nd.Blocks {
+				out = append(out, b.CIDR)
+			}
+		}
+	}
+	return out
+}
+
+func readvertWithdrawnBlocks(c *harness.Cluster, owner string) []netip.Prefix {
+	GinkgoHelper()
+	bs := readvertOwnBlocks(c, owner)
+	Expect(bs).NotTo(BeEmpty(), "%s should own a block", owner)
+	return bs
+}
+
+// readvertPeerName names a peer address: the node's name, else the router
+// whose interface has it, else the address.
+func readvertPeerName(c *harness.Cluster, a netip.Addr) string {
+	for _, nd := range c.Net.Nodes {
+		if nd.Address.Addr() == a {
+			return nd.Name
+		}
+	}
+	for _, rt := range c.Net.Topology.Routers {
+		for _, ifc := range rt.Interfaces {
+			if p, err := netip.ParsePrefix(ifc.Address); err == nil && p.Addr() == a {
+				return rt.Name
+			}
+		}
+	}
+	return a.String()
+}
+
+func readvertNode(c *harness.Cluster, name string) *harness.Node {
+	for _, n := range c.Nodes() {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+func readvertVia(r bird.Route) string {
+	var s []string
+	for _, nh := range r.Nexthops {
+		if nh.Gateway.IsValid() {
+			s = append(s, nh.Gateway.String()+" dev "+nh.Iface)
+		} else {
+			s = append(s, "dev "+nh.Iface)
+		}
+	}
+	if len(s) == 0 {
+		return r.Dest
+	}
+	return strings.Join(s, ", ")
+}
+
+// readvertTable lists every export of another node's block, before and
+// after the withdrawal.
+func readvertTable(steady, after readvertResult) string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "state\texporter\tpeer\tblock (owner)\troute from\tvia\t")
+	for _, s := range []struct {
+		name string
+		r    readvertResult
+	}{{"steady", steady}, {"after withdrawal", after}} {
+		rs := append([]readvertisement(nil), s.r.readvertised...)
+		sort.Slice(rs, func(i, j int) bool {
+			return fmt.Sprint(rs[i].node, rs[i].peer, rs[i].block) < fmt.Sprint(rs[j].node, rs[j].peer, rs[j].block)
+		})
+		if len(rs) == 0 {
+			fmt.Fprintf(w, "%s\t-\t-\tnone of %d checked\t-\t-\t\n", s.name, s.r.checked)
+		}
+		for _, r := range rs {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s (%s)\t%s\t%s\t\n", s.name, r.node, r.peer, r.block, r.owner, r.source, r.via)
+		}
+	}
+	w.Flush()
+	return b.String()
+}
