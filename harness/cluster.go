@@ -44,6 +44,10 @@ type Options struct {
 	Log *slog.Logger
 	// ConvergeTimeout bounds the wait for convergence (default 60s).
 	ConvergeTimeout time.Duration
+	// KernelImportFilter renders the candidate re-advertisement fix into
+	// every node's BIRD config (confd.Options.KernelImportFilter); not
+	// Calico's behaviour.
+	KernelImportFilter bool
 }
 
 // Cluster is one cluster's life: its topology, datastore, and per node a
@@ -244,7 +248,8 @@ func (c *Cluster) renderBIRD(n *Node, cl *datastore.Cluster) error {
 func (c *Cluster) render(n *Node, cl *datastore.Cluster) (changed bool, err error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	out, err := confd.Render(cl, n.Name, n.release, confd.Options{Log: c.log.With("confd", n.Name), Timers: c.opts.Timers})
+	out, err := confd.Render(cl, n.Name, n.release, confd.Options{Log: c.log.With("confd", n.Name), Timers: c.opts.Timers,
+		KernelImportFilter: c.opts.KernelImportFilter})
 	if err != nil {
 		return false, err
 	}

@@ -236,15 +236,62 @@ var _ = Describe("eBGP re-advertisement with the programmer owning no-encap", La
 })
 
 var _ = Describe("Candidate fix for re-advertisement: a kernel import filter on protocol and next hop", Label("noencap", "readvertise"), func() {
-	It("keeps other nodes' blocks out of iBGP exports for every encapsulation while local workload routes stay learned", func() {
-		// What the evaluation needs, and why it is not here: the kernel
-		// protocols' import filter is fixed text in harness/confd's
-		// template, and scenarios may not change the renderer.
-		Skip("not evaluated: needs a harness/confd renderer option (a confd.Options field such as KernelImportFilter, passed through harness.Options) " +
-			"that renders `import filter calico_kernel_import;` instead of `import all;` in protocols kernel4 and kernel6, with " +
-			"`filter calico_kernel_import { if ( krt_source = 80 && gw != :: ) then reject; accept; }` " +
-			"(80 is FelixConfiguration.deviceRouteProtocol; in BIRD 2.0.12 `gw != ::` is \"has a next hop\": the programmer's remote routes, onlink or not, are kept out of BIRD's table, " +
-			"while its local workload routes (dev cali*, no gateway), which calico_aggr needs, are still learned)")
+	It("keeps other nodes' blocks out of iBGP exports while local workload routes stay learned", func(ctx SpecContext) {
+		// 1. The known-gap setup (the programmer owns no-encap), with the
+		// candidate filter rendered into every node's kernel import:
+		// the programmer's routes with a next hop never enter BIRD.
+		c := startCluster(ctx, "noencap", harness.Options{
+			Felix:              datastore.FelixConfiguration{ProgramClusterRoutes: string(config.Enabled)},
+			BGP:                datastore.BGPConfiguration{ProgramClusterRoutes: string(config.Disabled)},
+			KernelImportFilter: true,
+		})
+		readvertGuardOwnership(c, harness.ByProgrammer, "")
+		Expect(c.WaitConverged(ctx)).To(Succeed(), "guard: every BGP session Established")
+		readvertGuardSettled(ctx, c, true)
+
+		// 2. What the filter must keep: each node's BIRD still learns its
+		// local workload routes (no next hop), which calico_aggr reads.
+		for _, nd := range c.Net.Nodes {
+			n := c.Node(nd.Name)
+			for _, wl := range nd.Workloads {
+				host := netip.PrefixFrom(wl.IPv4, 32)
+				Eventually(func() []bird.Route { return readvertBIRDRoutes(ctx, n, host) }).
+					WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).
+					Should(ContainElement(HaveField("Protocol", readvertKernelProto)),
+						"%s's BIRD should still learn its local workload route %s from the kernel", n.Name, host)
+			}
+		}
+
+		// 3. The withdrawal that exposes the gap without the filter.
+		owner := "node-3"
+		remaining := readvertWithout(c, owner)
+		Expect(c.KillBIRD(ctx, owner, syscall.SIGTERM)).To(Succeed())
+		withdrawn := readvertWithdrawnBlocks(c, owner)
+		for _, n := range remaining {
+			for _, b := range withdrawn {
+				Expect(n).To(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer), "guard: the programmer keeps its route to %s", b)
+				// The owner's advertisement is gone and, with the
+				// filter, nothing took its place in BIRD's table.
+				Eventually(func() []bird.Route { return readvertBIRDRoutes(ctx, n, b) }).
+					WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).Should(BeEmpty(),
+					"%s's BIRD should hold no route to %s once its owner withdrew it and the filter keeps the programmer's out", n.Name, b)
+			}
+		}
+
+		// 4. The verdict: no node exports another node's block, over a
+		// window of several BIRD kernel scans (2 s each).
+		var after readvertResult
+		Consistently(func() ([]readvertisement, error) {
+			var err error
+			after, err = readvertCount(ctx, c, remaining)
+			return after.readvertised, err
+		}).WithTimeout(time.Duration(3*confd.DefaultTimers.ScanTime)*time.Second).WithPolling(200*time.Millisecond).Should(BeEmpty(),
+			"with the candidate import filter a node still re-advertised another node's block")
+
+		res := c.Result("re-advertisement candidate fix (kernel import filter), programmer owns no-encap", nil)
+		res.Figures["readvertisementsAfterWithdrawal"] = float64(len(after.readvertised))
+		res.Notes = append(res.Notes, "candidate fix evaluated: `if (krt_source = <deviceRouteProtocol> && gw != ::) then reject;` in the kernel import filter closes the no-encap gap here, and local workload routes are still learned")
+		report("re-advertisement with the candidate kernel import filter (programmer owns no-encap)", readvertTable(readvertResult{}, after), res)
 	})
 })
 

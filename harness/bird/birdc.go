@@ -387,6 +387,10 @@ func (c *Client) Protocols(ctx context.Context) ([]Protocol, error) {
 	return ParseProtocols(r)
 }
 
+// replyNetworkNotFound is BIRD's reply code to `show route PREFIX` when
+// its table has no route to PREFIX.
+const replyNetworkNotFound = 8001
+
 // Routes runs `show route all` (with args inserted, e.g. "export kernel4"
 // or "for 10.0.0.0/24" or "protocol Mesh_10_0_0_12") and parses it.
 func (c *Client) Routes(ctx context.Context, args string) ([]Route, error) {
@@ -395,6 +399,9 @@ func (c *Client) Routes(ctx context.Context, args string) ([]Route, error) {
 		cmd = "show route " + args + " all"
 	}
 	r, err := c.Run(ctx, cmd)
+	if r.Code == replyNetworkNotFound {
+		return nil, nil // BIRD's answer for a prefix it has no route to
+	}
 	if err != nil {
 		return nil, err
 	}

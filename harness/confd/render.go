@@ -33,6 +33,12 @@ type Options struct {
 	// RouteReflectorClusterID is the cluster id a reflector node puts on
 	// reflected routes. Empty means the reflector's router id.
 	RouteReflectorClusterID string
+	// KernelImportFilter is NOT Calico's behaviour: it renders the
+	// candidate fix for re-advertisement (design §5), a kernel import
+	// filter that keeps the programmer's remote routes (its protocol, with
+	// a next hop) out of BIRD's table, while its local workload routes
+	// (no next hop) are still learned.
+	KernelImportFilter bool
 }
 
 // Timers are BIRD's protocol timers, in seconds. birdcage's defaults are
@@ -191,13 +197,16 @@ func Render(c *datastore.Cluster, node string, rel config.Release, opts Options)
 		Effective:    string(pol.Effective),
 		KernelMetric: pol.KernelMetric,
 		Timers:       opts.Timers.withDefaults(),
-		RejectTunl0:  pol.ProgrammerOwnsIPIP(),
-		TunnelDevice: TunnelDevice,
-		LocalAS:      ASNumber(c, self),
-		RRClusterID:  opts.RouteReflectorClusterID,
-		IsReflector:  self.RouteReflector,
-		MeshOn:       c.BGP.MeshEnabled(),
-		BGPEnabled:   c.BGP.Enabled(),
+
+		KernelImportFilter: opts.KernelImportFilter,
+		ProgrammerProtocol: config.EffectiveDeviceRouteProtocol(c.Felix.DeviceRouteProtocol),
+		RejectTunl0:        pol.ProgrammerOwnsIPIP(),
+		TunnelDevice:       TunnelDevice,
+		LocalAS:            ASNumber(c, self),
+		RRClusterID:        opts.RouteReflectorClusterID,
+		IsReflector:        self.RouteReflector,
+		MeshOn:             c.BGP.MeshEnabled(),
+		BGPEnabled:         c.BGP.Enabled(),
 	}
 	switch {
 	case v.Raw == "":
@@ -508,6 +517,8 @@ func nodeNames(c *datastore.Cluster) string {
 type view struct {
 	Node, Release, Raw, RawNote, Effective string
 	KernelMetric                           int
+	KernelImportFilter                     bool
+	ProgrammerProtocol                     int
 	Timers                                 Timers
 	RejectTunl0                            bool
 	TunnelDevice                           string

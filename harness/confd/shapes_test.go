@@ -13,13 +13,17 @@ import (
 func extraShapes(t *testing.T) []golden {
 	t.Helper()
 	var out []golden
-	render := func(name string, c *datastore.Cluster, node string, rel config.Release) {
+	renderWith := func(name string, c *datastore.Cluster, node string, rel config.Release, o Options) {
 		t.Helper()
-		r, err := Render(c, node, rel, Options{})
+		r, err := Render(c, node, rel, o)
 		if err != nil {
 			t.Fatalf("render %s: %v", name, err)
 		}
 		out = append(out, golden{name, r.Config})
+	}
+	render := func(name string, c *datastore.Cluster, node string, rel config.Release) {
+		t.Helper()
+		renderWith(name, c, node, rel, Options{})
 	}
 
 	// BIRD 2's default metric: BIRD's routes coexist with the programmer's.
@@ -59,6 +63,13 @@ func extraShapes(t *testing.T) []golden {
 	c.Pools = append(c.Pools, datastore.IPPool{Name: "vxlan-pool", CIDR: "10.96.0.0/16", IPIPMode: datastore.EncapNever, VXLANMode: datastore.EncapAlways})
 	c.BGP.ProgramClusterRoutes = string(config.Enabled)
 	render("shape_crosssubnet_vxlan", c, "node-1", config.Pre333)
+
+	// The candidate re-advertisement fix (not Calico's behaviour): the
+	// programmer owns no-encap, and its remote routes stay out of BIRD.
+	c = testCluster("noencap")
+	c.Felix.ProgramClusterRoutes = string(config.Enabled)
+	c.BGP.ProgramClusterRoutes = string(config.Disabled)
+	renderWith("shape_kernel_import_filter", c, "node-1", config.R333, Options{KernelImportFilter: true})
 
 	rc, err := RenderRouter(Router{
 		Name: "tor-a", RouterID: "172.31.11.1", AS: 65101,
