@@ -1,0 +1,531 @@
+package scenarios_test
+
+// Claim (design §5, "Dual ToR"): in a dual-ToR fabric every node has one
+// link to a ToR in plane A and one to a ToR in plane B, and BGP over both
+// gives it two equal paths to every other node. A no-encap cluster route
+// that BIRD programs inherits that: it is one multipath route with a nexthop
+// per plane, so traffic spreads over both planes and survives one ToR going
+// away. That is why BIRD must keep owning no-encap routes here — the route
+// programmer, deriving its route from the datastore, sends a remote block to
+// one gateway and the route loses its dual-ness (a known gap the design
+// records as the reason the no-encap default cannot follow IPIP's).
+//
+// This family checks, on topo/examples/dualtor.yaml (2 racks × 2 nodes, one
+// ToR per rack per plane, BIRD on the ToRs):
+//   - with BIRD owning no-encap, every remote block is one route with one
+//     nexthop per plane, and the probes between every pair of nodes leave
+//     through both planes (per-hop counters on every node uplink);
+//   - one ToR failing: the routes through it fall back to the other plane,
+//     the routes that never used it keep both, and every flow recovers; the
+//     gap and the lost probes are measured, for a ToR whose BIRD stops
+//     (Cease: its peers withdraw at once) and for one whose links go down
+//     with nothing telling BGP (its peers wait for their hold timer);
+//   - with the programmer owning no-encap, every remote block is one path:
+//     the known gap, shown.
+//
+// Multipath hashing: Linux hashes a forwarded packet onto a nexthop by its
+// addresses (fib_multipath_hash_policy 0, the default, left as is). Each
+// pair of workloads is one flow, so the twelve flows are spread over the
+// planes by their address pairs; which flow takes which plane is the
+// kernel's choice and is reported, not asserted.
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/birdcage/birdcage/dataplane/config"
+	"github.com/birdcage/birdcage/dataplane/datastore"
+	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/timeline"
+)
+
+var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp"), func() {
+	It("BIRD-owned no-encap routes have one nexthop per ToR plane, and traffic uses both planes", func(ctx SpecContext) {
+		// 1. 3.33 defaults: BIRD owns the no-encap pool.
+		c := startCluster(ctx, "dualtor", harness.Options{})
+		f := newFabric(c)
+
+		// 2. Guard: every node has a session to both of its ToRs, and every
+		// remote block is BIRD's, one route with a nexthop per plane.
+		for _, n := range c.Nodes() {
+			Expect(n.Peers()).To(HaveLen(2), "%s peers with one ToR per plane", n.Name)
+		}
+		f.expectPaths(func(n *harness.Node, _ netip.Prefix) []string { return f.bothPlanes(n.Name) }, harness.ByBIRD, 30*time.Second)
+
+		// 3. Probes both ways between every pair of nodes, at the default
+		// rate, until both planes have carried some.
+		probes, err := c.Probes(ctx, harness.ProbeOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() error {
+			rep, err := probes.Report()
+			if err != nil {
+				return err
+			}
+			return f.bothPlanesCarry(rep)
+		}).WithTimeout(20*time.Second).WithPolling(100*time.Millisecond).Should(Succeed(),
+			"the multipath routes spread the flows over both planes")
+		rep, err := probes.Stop()
+		Expect(err).NotTo(HaveOccurred())
+
+		// 4. Figures: which plane each flow left and arrived by.
+		res := c.Result("dual-ToR ECMP, BIRD owns no-encap", rep)
+		perPlane := f.flowsPerPlane(rep)
+		for _, p := range f.planes {
+			res.Figures["flowsLeavingByPlane"+strings.ToUpper(p)] = float64(perPlane[p])
+		}
+		res.Figures["flowsLeavingByBothPlanes"] = float64(perPlane["both"])
+		res.Figures["lostProbes"] = float64(rep.Total.Lost)
+		res.Notes = append(res.Notes,
+			"fib_multipath_hash_policy left at 0 (L3): one flow per ordered pair of workloads, spread over the planes by address pair")
+		report("dual-ToR, BIRD owns no-encap: the plane each flow took (packets at the source's uplinks and the destination's)",
+			f.planeTable(rep)+"\n"+f.routeTable(harness.ByBIRD), res)
+
+		// 5. The claim, from the counters: both planes carried flows, and
+		// every flow kept to one plane (the hash is per flow).
+		Expect(f.bothPlanesCarry(rep)).To(Succeed())
+		Expect(perPlane["both"]).To(BeZero(), "a flow's packets left by both planes: the kernel's hash is meant to be per flow")
+	})
+
+	DescribeTable("one ToR failing: routes through it fall back to the other plane and every flow recovers, with a gap that is measured",
+		func(ctx SpecContext, failure torFailure) {
+			// 1. BIRD owns no-encap; every remote block dual (guard).
+			c := startCluster(ctx, "dualtor", harness.Options{})
+			f := newFabric(c)
+			const failed = "tor-1a"
+			f.expectPaths(func(n *harness.Node, _ netip.Prefix) []string { return f.bothPlanes(n.Name) }, harness.ByBIRD, 30*time.Second)
+			behind := f.behind(failed)
+			Expect(behind).To(ConsistOf("node-1", "node-2"), "guard: %s serves rack 1", failed)
+			plane := f.planeOf(failed)
+
+			// 2. Probes between every pair, flowing (Probes waits for it).
+			probes, err := c.Probes(ctx, harness.ProbeOptions{})
+			Expect(err).NotTo(HaveOccurred())
+
+			// 3. The ToR fails.
+			fail := failure.do(ctx, c, failed)
+
+			// 4. A route falls back to the surviving plane exactly when its
+			// node or the block's node sits behind the failed ToR; routes
+			// between the other rack's nodes keep both planes (a control
+			// that the failure is contained).
+			want := func(n *harness.Node, b netip.Prefix) []string {
+				if slices.Contains(behind, n.Name) || slices.Contains(behind, f.owner[b]) {
+					return f.planesExcept(n.Name, plane)
+				}
+				return f.bothPlanes(n.Name)
+			}
+			f.expectPaths(want, harness.ByBIRD, failure.fallbackTimeout)
+			c.Mark("routes fell back to one plane")
+
+			// 5. Every flow delivers again.
+			Eventually(flowsDelivering(probes)).WithTimeout(failure.fallbackTimeout).WithPolling(50*time.Millisecond).Should(Succeed(),
+				"every flow recovers over the surviving plane")
+			rep, err := probes.Stop()
+			Expect(err).NotTo(HaveOccurred())
+
+			// 6. Figures: loss, the gap, and when each route fell back (from
+			// the route timeline, not the polling above).
+			res := c.Result("dual-ToR, "+failed+" fails: "+failure.name, rep)
+			res.Figures["lostProbes"] = float64(rep.Total.Lost)
+			res.Figures["flowsWithLoss"] = float64(rep.Total.FlowsWithLoss)
+			res.Figures["longestProbeGapMs"] = rep.Total.LongestGapMs
+			perNode, noRoute := f.fallbackTimes(want, fail.Mono)
+			var last float64
+			for node, ms := range perNode {
+				res.Figures[node+".lastRouteFellBackMsAfterFailure"] = ms
+				last = max(last, ms)
+			}
+			res.Figures["lastRouteFellBackMsAfterFailure"] = last
+			res.Figures["longestNoRouteWindowMs"] = noRoute
+			res.Notes = append(res.Notes, failure.note,
+				"the design makes no loss claim for a ToR failure; loss and gap are figures")
+			var fell []string
+			for _, n := range c.Nodes() {
+				fell = append(fell, fmt.Sprintf("%s %.0f ms", n.Name, perNode[n.Name]))
+			}
+			report(fmt.Sprintf("dual-ToR, %s fails (%s): lost probes per flow; last route single-path %.0f ms after the failure",
+				failed, failure.name, last), harness.GapTable(rep)+"\n"+f.routeTable(harness.ByBIRD)+
+				"\nlast route to fall back, per node, after the failure: "+strings.Join(fell, ", ")+"\n", res)
+		},
+		Entry("its BIRD is SIGTERMed (Cease: peers withdraw at once)", torFailure{
+			name: "BIRD SIGTERM",
+			do: func(ctx context.Context, c *harness.Cluster, tor string) harness.Event {
+				e := c.Mark("SIGTERM BIRD(" + tor + ")")
+				Expect(c.Router(tor).BIRD.Stop(ctx, syscall.SIGTERM)).To(Succeed())
+				return e
+			},
+			fallbackTimeout: 30 * time.Second,
+			note:            "BIRD on the ToR stopped with SIGTERM: it sends a Cease to every peer, so the nodes and the other plane-A ToR withdraw its paths at once",
+		}),
+		Entry("its links go down with nothing telling BGP (peers wait for the hold timer)", Label("slow"), torFailure{
+			name: "links down",
+			do: func(ctx context.Context, c *harness.Cluster, tor string) harness.Event {
+				e, err := c.FailRouterLinks(tor)
+				Expect(err).NotTo(HaveOccurred())
+				return e
+			},
+			// BIRD's default hold time is 240 s and birdcage has no BFD: a
+			// silent failure is noticed when the hold timer expires.
+			fallbackTimeout: 330 * time.Second,
+			note:            "the ToR's interfaces were set down with its BIRD still running: no Cease, no BFD; the peers notice at BGP hold-timer expiry (BIRD default 240 s) or by link state where they have it",
+		}),
+	)
+
+	It("programmer-owned no-encap routes are single-path (known gap: dual-ness lost)", Label("knowngap"), func(ctx SpecContext) {
+		// 1. The programmer owns everything; BIRD programs no cluster route.
+		c := startCluster(ctx, "dualtor", harness.Options{
+			Felix: datastore.FelixConfiguration{ProgramClusterRoutes: string(config.Enabled)},
+			BGP:   datastore.BGPConfiguration{ProgramClusterRoutes: string(config.Disabled)},
+		})
+		f := newFabric(c)
+
+		// 2. Guard: BGP is up on both planes (the fabric still offers two
+		// paths), and every remote block has the programmer's route.
+		for _, n := range c.Nodes() {
+			Expect(n.Peers()).To(HaveLen(2), "%s peers with one ToR per plane", n.Name)
+			for _, b := range c.RemoteBlocks(n.Name) {
+				Eventually(n).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer), "guard: the programmer owns no-encap")
+			}
+		}
+
+		// 3. Probes flow (a positive control: the single path works).
+		probes, err := c.Probes(ctx, harness.ProbeOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(flowsDelivering(probes)).WithTimeout(10 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
+		rep, err := probes.Stop()
+		Expect(err).NotTo(HaveOccurred())
+
+		// 4. Figures: paths per remote block and the planes the flows took.
+		single, dual := 0, 0
+		for _, n := range c.Nodes() {
+			for _, b := range c.RemoteBlocks(n.Name) {
+				if len(f.paths(n, b, harness.ByProgrammer)) > 1 {
+					dual++
+				} else {
+					single++
+				}
+			}
+		}
+		res := c.Result("dual-ToR, programmer owns no-encap (known gap)", rep)
+		res.Figures["singlePathRemoteBlocks"] = float64(single)
+		res.Figures["multipathRemoteBlocks"] = float64(dual)
+		perPlane := f.flowsPerPlane(rep)
+		for _, p := range f.planes {
+			res.Figures["flowsLeavingByPlane"+strings.ToUpper(p)] = float64(perPlane[p])
+		}
+		res.Notes = append(res.Notes, "known gap (design §5 Dual ToR): the programmer sends a remote block to its first uplink gateway only")
+		report(fmt.Sprintf("dual-ToR, programmer owns no-encap: %d of %d remote-block routes single-path (known gap)", single, single+dual),
+			f.routeTable(harness.ByProgrammer)+"\n"+f.planeTable(rep), res)
+
+		// 5. The gap is still there: every remote block one path.
+		Expect(dual).To(BeZero(), "known gap closed: %d programmer-owned no-encap routes are now multipath over the ToR planes; "+
+			"update design §5 (Dual ToR) and turn this known-gap scenario into a claim", dual)
+	})
+})
+
+// torFailure is one way of failing a ToR: do fails it and returns the
+// moment it did.
+type torFailure struct {
+	name            string
+	do              func(ctx context.Context, c *harness.Cluster, tor string) harness.Event
+	fallbackTimeout time.Duration
+	note            string
+}
+
+// fabric is what a dual-ToR scenario needs to know about the topology:
+// which plane each node uplink is in and through which gateway, and which
+// node owns each block.
+type fabric struct {
+	c      *harness.Cluster
+	planes []string                     // sorted plane names
+	uplink map[string]map[string]uplink // node -> plane -> uplink
+	owner  map[netip.Prefix]string      // block -> node
+}
+
+type uplink struct {
+	iface, gateway, router string
+}
+
+// path is how a route's nexthop reads: "via GW dev IF".
+func (u uplink) path() string { return "via " + u.gateway + " dev " + u.iface }
+
+func newFabric(c *harness.Cluster) *fabric {
+	GinkgoHelper()
+	f := &fabric{c: c, uplink: map[string]map[string]uplink{}, owner: map[netip.Prefix]string{}}
+	// A node interface is in the plane of the ToR on its switch.
+	type tor struct{ name, plane string }
+	onSwitch := map[string]tor{}
+	for _, r := range c.Net.Topology.Routers {
+		for _, ifc := range r.Interfaces {
+			if ifc.Switch != "" && r.Plane != "" {
+				onSwitch[ifc.Switch] = tor{r.Name, r.Plane}
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, nd := range c.Net.Nodes {
+		f.uplink[nd.Name] = map[string]uplink{}
+		for _, ifc := range nd.Spec.Interfaces {
+			t, ok := onSwitch[ifc.Switch]
+			if !ok || ifc.Gateway == "" {
+				continue
+			}
+			f.uplink[nd.Name][t.plane] = uplink{iface: ifc.Name, gateway: ifc.Gateway, router: t.name}
+			if !seen[t.plane] {
+				seen[t.plane] = true
+				f.planes = append(f.planes, t.plane)
+			}
+		}
+		for _, b := range nd.Blocks {
+			f.owner[b.CIDR] = nd.Name
+		}
+	}
+	sort.Strings(f.planes)
+	Expect(f.planes).To(HaveLen(2), "guard: topology %s has two ToR planes", c.Net.Topology.Name)
+	return f
+}
+
+// bothPlanes is the nexthop set of a dual route on node: one per plane.
+func (f *fabric) bothPlanes(node string) []string {
+	var out []string
+	for _, p := range f.planes {
+		out = append(out, f.uplink[node][p].path())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// planeOf is a router's plane.
+func (f *fabric) planeOf(router string) string {
+	for _, r := range f.c.Net.Topology.Routers {
+		if r.Name == router {
+			return r.Plane
+		}
+	}
+	return ""
+}
+
+// planesExcept is the nexthop set once plane is gone.
+func (f *fabric) planesExcept(node, plane string) []string {
+	var out []string
+	for _, p := range f.planes {
+		if p != plane {
+			out = append(out, f.uplink[node][p].path())
+		}
+	}
+	return out
+}
+
+// behind lists the nodes on a switch of router: those whose uplink in its
+// plane goes through it.
+func (f *fabric) behind(router string) []string {
+	var out []string
+	for _, nd := range f.c.Net.Nodes {
+		for _, u := range f.uplink[nd.Name] {
+			if u.router == router {
+				out = append(out, nd.Name)
+			}
+		}
+	}
+	return out
+}
+
+// paths reads n's route to b by owner as a sorted nexthop set; nil when
+// there is none.
+func (f *fabric) paths(n *harness.Node, b netip.Prefix, o harness.Owner) []string {
+	rs, err := n.Routes(b)
+	if err != nil {
+		return []string{"error: " + err.Error()}
+	}
+	for _, r := range rs {
+		if r.Dst != b || (o == harness.ByBIRD && r.Protocol != config.RTProtBIRD) ||
+			(o == harness.ByProgrammer && r.Protocol != config.DefaultDeviceRouteProtocol) {
+			continue
+		}
+		return routePaths(r)
+	}
+	return nil
+}
+
+// routePaths is a kernel route's nexthops as "via GW dev IF", sorted.
+func routePaths(r harness.KernelRoute) []string {
+	if len(r.Nexthops) > 0 {
+		out := slices.Clone(r.Nexthops)
+		sort.Strings(out)
+		return out
+	}
+	if r.Gateway != "" {
+		return []string{"via " + r.Gateway + " dev " + r.Device}
+	}
+	return []string{"dev " + r.Device}
+}
+
+// expectPaths waits until every node's route to every remote block, by
+// owner, has exactly the nexthops want gives.
+func (f *fabric) expectPaths(want func(*harness.Node, netip.Prefix) []string, o harness.Owner, timeout time.Duration) {
+	GinkgoHelper()
+	for _, n := range f.c.Nodes() {
+		for _, b := range f.c.RemoteBlocks(n.Name) {
+			exp := want(n, b)
+			Eventually(func() []string { return f.paths(n, b, o) }).WithTimeout(timeout).WithPolling(20*time.Millisecond).
+				Should(Equal(exp), "%s's route to %s (node %s's block) by %s: expected nexthops %v", n.Name, b, f.owner[b], o, exp)
+		}
+	}
+}
+
+// fallbackTimes reads from the route timelines, per node, when after
+// failedAt its last route whose expected end state is not both planes took
+// that shape (ms after failedAt), and the longest window in which any node
+// had no route to a remote block at all.
+func (f *fabric) fallbackTimes(want func(*harness.Node, netip.Prefix) []string, failedAt int64) (perNode map[string]float64, noRouteMs float64) {
+	perNode = map[string]float64{}
+	for _, n := range f.c.Nodes() {
+		tl := f.c.Timeline(n.Name)
+		for _, b := range f.c.RemoteBlocks(n.Name) {
+			for _, w := range tl.NoRouteWindows(b, failedAt, 0) {
+				noRouteMs = max(noRouteMs, w.Ms())
+			}
+			exp := want(n, b)
+			if slices.Equal(exp, f.bothPlanes(n.Name)) {
+				continue
+			}
+			for _, e := range tl.EventsFor(b, failedAt, 0) {
+				if e.Kind != timeline.Delete && e.Route.Protocol == timeline.ProtoBIRD && slices.Equal(timelinePaths(e.Route), exp) {
+					perNode[n.Name] = max(perNode[n.Name], float64(e.At-failedAt)/1e6)
+					break
+				}
+			}
+		}
+	}
+	return perNode, noRouteMs
+}
+
+// timelinePaths is a timeline route's nexthops as "via GW dev IF", sorted.
+func timelinePaths(r timeline.Route) []string {
+	var out []string
+	for _, nh := range r.Nexthops {
+		out = append(out, "via "+nh.Gateway.String()+" dev "+nh.Device)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// hopPackets is a flow's packet count at one hop ("node-1/eth0 egress").
+func hopPackets(g probe.GapReport, hop string) uint64 {
+	for _, h := range g.Hops {
+		if h.Hop == hop {
+			return h.Packets + h.Inner
+		}
+	}
+	return 0
+}
+
+// nodeOfAddr is the node whose workload has addr.
+func (f *fabric) nodeOfAddr(a netip.Addr) string {
+	for _, n := range f.c.Nodes() {
+		if isFrom(n, a) {
+			return n.Name
+		}
+	}
+	return ""
+}
+
+// leftBy is the plane a flow's packets left its source node by: a plane
+// name, "both", or "" when none were counted.
+func (f *fabric) leftBy(g probe.GapReport) string {
+	src := f.nodeOfAddr(g.SrcAddr)
+	var used []string
+	for _, p := range f.planes {
+		if hopPackets(g, src+"/"+f.uplink[src][p].iface+" egress") > 0 {
+			used = append(used, p)
+		}
+	}
+	switch len(used) {
+	case 0:
+		return ""
+	case 1:
+		return used[0]
+	}
+	return "both"
+}
+
+// flowsPerPlane counts flows by the plane they left by.
+func (f *fabric) flowsPerPlane(rep *probe.Report) map[string]int {
+	out := map[string]int{}
+	for _, g := range rep.Flows {
+		out[f.leftBy(g)]++
+	}
+	return out
+}
+
+// bothPlanesCarry fails unless some flow left by each plane.
+func (f *fabric) bothPlanesCarry(rep *probe.Report) error {
+	per := f.flowsPerPlane(rep)
+	for _, p := range f.planes {
+		if per[p] == 0 && per["both"] == 0 {
+			return fmt.Errorf("no flow left by plane %s (flows per plane: %v)", p, per)
+		}
+	}
+	return nil
+}
+
+// planeTable shows, per flow, its packets at the source's uplinks (egress)
+// and the destination's (ingress), by plane.
+func (f *fabric) planeTable(rep *probe.Report) string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := "flow\t"
+	for _, p := range f.planes {
+		head += "out plane " + p + "\t"
+	}
+	for _, p := range f.planes {
+		head += "in plane " + p + "\t"
+	}
+	fmt.Fprintln(w, head+"received\tplane\t")
+	flows := slices.Clone(rep.Flows)
+	sort.Slice(flows, func(i, j int) bool { return flows[i].Flow < flows[j].Flow })
+	for _, g := range flows {
+		src, dst := f.nodeOfAddr(g.SrcAddr), f.nodeOfAddr(g.DstAddr)
+		row := g.Flow + "\t"
+		for _, p := range f.planes {
+			row += fmt.Sprintf("%d\t", hopPackets(g, src+"/"+f.uplink[src][p].iface+" egress"))
+		}
+		for _, p := range f.planes {
+			row += fmt.Sprintf("%d\t", hopPackets(g, dst+"/"+f.uplink[dst][p].iface+" ingress"))
+		}
+		fmt.Fprintf(w, "%s%d\t%s\t\n", row, g.Received, f.leftBy(g))
+	}
+	w.Flush()
+	return b.String()
+}
+
+// routeTable lists every node's route to every remote block by owner.
+func (f *fabric) routeTable(o harness.Owner) string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "node\tremote block\towner node\tnexthops ("+o.String()+")")
+	for _, n := range f.c.Nodes() {
+		for _, bl := range f.c.RemoteBlocks(n.Name) {
+			ps := f.paths(n, bl, o)
+			s := strings.Join(ps, ", ")
+			if ps == nil {
+				s = "(none)"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", n.Name, bl, f.owner[bl], s)
+		}
+	}
+	w.Flush()
+	return b.String()
+}

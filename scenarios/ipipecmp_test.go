@@ -1,0 +1,391 @@
+package scenarios_test
+
+// Question (design §2–§3 on krt_tunnel and retiring the BIRD fork; the
+// seeds' bird-ipip-ecmp-issue.txt; platform notes "Tunnel routes without the
+// fork" and "ECMP"): does an IPIP cluster route compose with ECMP?
+//
+// Calico's BIRD 1.6 fork sets the tunnel only on single-path routes, so a
+// block learnt over two equal paths is programmed as a plain multipath route
+// that does not go through tunl0 at all (the issue). With upstream BIRD 2
+// the fork's krt_tunnel is replaced by `onlink = true; ifname = "tunl0";
+// gw = bgp_next_hop;` in the kernel export filter; the platform notes saw
+// that filter run per path before `merge paths on` merges them, so both
+// nexthops become `dev tunl0 onlink`. The route programmer, for its part,
+// programs one path to the remote node's own address: `via <node> dev tunl0
+// onlink`, whatever the fabric offers.
+//
+// This family is a measurement on the dual-ToR fabric with an IPIP pool
+// added. It asserts what the design and the platform notes claim — the
+// owner programs every remote IPIP block via tunl0, and the programmer's
+// route has its documented shape — and reports the rest: the shape of
+// BIRD's route (paths, gateways, onlink), and whether probes between IPIP
+// workloads get across, with per-hop counts of where they went.
+//
+// Workload addressing: topo gives a node's workloads addresses from its
+// first IPv4 block, and blocks follow the order of the pools. The IPIP pool
+// is therefore put first, so the workloads (and the probes) are IPIP ones;
+// with it appended they would stay in the no-encap pool.
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/birdcage/birdcage/bpf"
+	"github.com/birdcage/birdcage/dataplane/config"
+	"github.com/birdcage/birdcage/dataplane/datastore"
+	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/topo"
+)
+
+var ipipECMPPool = topo.Pool{Name: "ipip-pool", CIDR: "10.247.0.0/16", IPIPMode: "Always"}
+
+var _ = Describe("IPIP with ECMP on the dual-ToR fabric", Label("dualtor", "ipip", "ecmp"), func() {
+	DescribeTable("the tunnel route to every remote IPIP block, its shape, and whether probes cross it",
+		func(ctx SpecContext, own ownership) {
+			// 1. The dual-ToR fabric with an IPIP pool first (see the top
+			// comment), owned as the entry says.
+			t, err := topo.Builtin("dualtor")
+			Expect(err).NotTo(HaveOccurred())
+			t.Pools = append([]topo.Pool{ipipECMPPool}, t.Pools...)
+			c := startClusterOn(ctx, t, harness.Options{
+				Felix: datastore.FelixConfiguration{ProgramClusterRoutes: string(own.felix)},
+				BGP:   datastore.BGPConfiguration{ProgramClusterRoutes: string(own.bgp)},
+			})
+			pool := netip.MustParsePrefix(ipipECMPPool.CIDR)
+			proto := config.DefaultDeviceRouteProtocol
+			if own.owner == harness.ByBIRD {
+				proto = config.RTProtBIRD
+			}
+
+			// 2. Guards: the probes are between IPIP workloads, every node
+			// has its two ToR sessions, and has three remote IPIP blocks.
+			for _, wl := range c.Net.Workloads() {
+				Expect(pool.Contains(wl.IPv4)).To(BeTrue(), "guard: workload %s (%s) is in the IPIP pool %s", wl.Name, wl.IPv4, pool)
+			}
+			ipipBlocks := map[string][]netip.Prefix{}
+			for _, n := range c.Nodes() {
+				Expect(n.Peers()).To(HaveLen(2), "guard: %s peers with one ToR per plane", n.Name)
+				for _, b := range c.RemoteBlocks(n.Name) {
+					if pool.Contains(b.Addr()) {
+						ipipBlocks[n.Name] = append(ipipBlocks[n.Name], b)
+					}
+				}
+				Expect(ipipBlocks[n.Name]).To(HaveLen(len(c.Nodes())-1), "guard: %s has a remote IPIP block per other node", n.Name)
+			}
+
+			// 3. The claims about the route: the owner programs every remote
+			// IPIP block, every path via tunl0 (the platform notes: BIRD 2's
+			// filter runs per path, so each merged nexthop is dev tunl0)...
+			for _, n := range c.Nodes() {
+				for _, b := range ipipBlocks[n.Name] {
+					Eventually(n).WithTimeout(60*time.Second).WithPolling(100*time.Millisecond).
+						Should(harness.HaveClusterRoute(b).ProgrammedBy(own.owner).Via(topo.TunnelDevice), "%s programs IPIP block %s on %s", own.owner, b, n.Name)
+				}
+			}
+			// ...and the programmer's is one path to the node's own address,
+			// onlink.
+			if own.owner == harness.ByProgrammer {
+				for _, n := range c.Nodes() {
+					for _, b := range ipipBlocks[n.Name] {
+						r := ipipRoute(n, b, proto)
+						want := harness.KernelRoute{Dst: b, Protocol: proto, Metric: r.Metric, Device: topo.TunnelDevice,
+							Gateway: nodeAddrOfBlock(c, b).String(), OnLink: true}
+						Expect(r).To(Equal(want), "%s: the programmer's route to %s is `via <node> dev tunl0 onlink`: expected %s, seen %s", n.Name, b, want, r)
+					}
+				}
+			}
+
+			// 4. The shape, from the route timeline (it keeps each nexthop's
+			// flags): paths, gateways, onlink.
+			shapes := map[string]timeline.Route{}
+			for _, n := range c.Nodes() {
+				for _, b := range ipipBlocks[n.Name] {
+					var r timeline.Route
+					Eventually(func() bool {
+						var ok bool
+						r, ok = timelineRoute(c, n.Name, b, proto)
+						return ok
+					}).WithTimeout(10*time.Second).WithPolling(50*time.Millisecond).Should(BeTrue(), "the route timeline of %s shows the route to %s", n.Name, b)
+					shapes[n.Name+" "+b.String()] = r
+				}
+			}
+
+			// 5. Probes between every pair of IPIP workloads, with counters
+			// at every uplink and tunl0. They are started directly, not
+			// through Cluster.Probes, because not flowing is a possible
+			// answer here, not a failed guard.
+			rate := harness.DefaultProbeRate()
+			s, err := probe.Start(ctx, probe.Options{Rate: rate, Flows: c.EveryNodePair(), Hops: ipipHops(c)})
+			Expect(err).NotTo(HaveOccurred())
+			c.Run.Defer("probe session", s.Close)
+			// The window: until every flow has delivered ten probes, or has
+			// sent three seconds' worth without that.
+			Eventually(func() error {
+				rep, err := s.Report()
+				if err != nil {
+					return err
+				}
+				for _, g := range rep.Flows {
+					if g.Received < 10 && g.Sent < uint64(3*rate) {
+						return fmt.Errorf("flow %s: sent %d, received %d", g.Flow, g.Sent, g.Received)
+					}
+				}
+				return nil
+			}).WithTimeout(120 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+			rep, err := s.Stop()
+			Expect(err).NotTo(HaveOccurred())
+
+			// 6. Figures and the report.
+			res := c.Result("IPIP with ECMP on dual-ToR: "+own.owner.String(), rep)
+			var multipath, singlePath, onlinkPaths, paths, viaToR, viaNode int
+			tors := torAddrs(c)
+			for _, r := range shapes {
+				if len(r.Nexthops) > 1 {
+					multipath++
+				} else {
+					singlePath++
+				}
+				for _, nh := range r.Nexthops {
+					paths++
+					if containsStr(nh.Flags, "onlink") || (len(r.Nexthops) == 1 && containsStr(r.Flags, "onlink")) {
+						onlinkPaths++
+					}
+					if tors[nh.Gateway] {
+						viaToR++
+					} else if isNodeAddr(c, nh.Gateway) {
+						viaNode++
+					}
+				}
+			}
+			delivering := 0
+			for _, g := range rep.Flows {
+				if g.Received > 0 {
+					delivering++
+				}
+			}
+			res.Figures["remoteIPIPBlockRoutes"] = float64(len(shapes))
+			res.Figures["multipathRoutes"] = float64(multipath)
+			res.Figures["singlePathRoutes"] = float64(singlePath)
+			res.Figures["nexthops"] = float64(paths)
+			res.Figures["nexthopsOnlink"] = float64(onlinkPaths)
+			res.Figures["nexthopsViaToRAddress"] = float64(viaToR)
+			res.Figures["nexthopsViaNodeAddress"] = float64(viaNode)
+			res.Figures["flows"] = float64(len(rep.Flows))
+			res.Figures["flowsDelivering"] = float64(delivering)
+			res.Figures["lostProbes"] = float64(rep.Total.Lost)
+			res.Figures["probeRate"] = float64(rate)
+			routable, pairs := torRoutesToNodeAddrs(c)
+			res.Figures["torRoutesToNodeAddresses"] = float64(routable)
+			res.Figures["torNodeAddressPairs"] = float64(pairs)
+			if own.owner == harness.ByBIRD {
+				refused := birdRefusedIPIP(ctx, c, pool)
+				res.Figures["kernelRefusedBIRDRoutes"] = float64(refused)
+			}
+			res.Notes = append(res.Notes, ipipECMPNotes(viaToR, viaNode, delivering, len(rep.Flows))...)
+			res.Notes = append(res.Notes, fmt.Sprintf("the ToRs have a route to %d of %d (ToR, node address) pairs", routable, pairs))
+			report(fmt.Sprintf("IPIP with ECMP on dual-ToR, %s: %d of %d routes multipath, %d of %d nexthops onlink; %d of %d flows delivering",
+				own.owner, multipath, len(shapes), onlinkPaths, paths, delivering, len(rep.Flows)),
+				shapeTable(shapes)+"\n"+harness.GapTable(rep)+"\n"+ipipHopTable(c, rep)+
+					fmt.Sprintf("\nToR routes to node addresses (tunnel endpoints): %d of %d (ToR, node) pairs\n", routable, pairs), res)
+		},
+		Entry("BIRD owns IPIP (FelixConfiguration Disabled, BGPConfiguration Enabled): upstream BIRD 2's onlink/ifname/gw filter", ipipByBIRD),
+		Entry("the programmer owns IPIP (3.33 defaults)", ipipByProgrammer),
+	)
+})
+
+// ipipRoute is n's route to b with protocol proto (zero when none).
+func ipipRoute(n *harness.Node, b netip.Prefix, proto int) harness.KernelRoute {
+	rs, _ := n.Routes(b)
+	for _, r := range rs {
+		if r.Dst == b && r.Protocol == proto {
+			return r
+		}
+	}
+	return harness.KernelRoute{}
+}
+
+// timelineRoute is the route to b with protocol proto that node's route
+// timeline holds now.
+func timelineRoute(c *harness.Cluster, node string, b netip.Prefix, proto int) (timeline.Route, bool) {
+	for _, r := range c.Timeline(node).Routes() {
+		if r.Table == timeline.MainTable && r.Dst == b && r.Protocol == proto {
+			return r, true
+		}
+	}
+	return timeline.Route{}, false
+}
+
+// nodeAddrOfBlock is the address of the node a block is affine to.
+func nodeAddrOfBlock(c *harness.Cluster, b netip.Prefix) netip.Addr {
+	for _, nd := range c.Net.Nodes {
+		for _, bl := range nd.Blocks {
+			if bl.CIDR == b {
+				return nd.Address.Addr()
+			}
+		}
+	}
+	return netip.Addr{}
+}
+
+func isNodeAddr(c *harness.Cluster, a netip.Addr) bool {
+	for _, nd := range c.Net.Nodes {
+		if nd.Address.Addr() == a {
+			return true
+		}
+	}
+	return false
+}
+
+// torAddrs are the ToRs' addresses on the nodes' switches.
+func torAddrs(c *harness.Cluster) map[netip.Addr]bool {
+	out := map[netip.Addr]bool{}
+	for _, r := range c.Net.Topology.Routers {
+		for _, ifc := range r.Interfaces {
+			if p, err := netip.ParsePrefix(ifc.Address); err == nil && ifc.Switch != "" {
+				out[p.Addr()] = true
+			}
+		}
+	}
+	return out
+}
+
+func containsStr(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// ipipHops are counters at every node uplink and tunl0, both directions.
+func ipipHops(c *harness.Cluster) []probe.Hop {
+	var hs []probe.Hop
+	for _, nd := range c.Net.Nodes {
+		ifs := []string{topo.TunnelDevice}
+		for _, ifc := range nd.Spec.Interfaces {
+			ifs = append(ifs, ifc.Name)
+		}
+		for _, ifn := range ifs {
+			hs = append(hs,
+				probe.Hop{Name: nd.Name + "/" + ifn + " egress", Netns: nd.Path, Iface: ifn, Direction: bpf.Egress},
+				probe.Hop{Name: nd.Name + "/" + ifn + " ingress", Netns: nd.Path, Iface: ifn, Direction: bpf.Ingress})
+		}
+	}
+	return hs
+}
+
+// torRoutesToNodeAddrs counts the (ToR, node address) pairs for which the
+// ToR's kernel has a route: the fabric must carry the outer packet of a
+// tunnel that ends at a node's own address. A kernel fact, read directly.
+func torRoutesToNodeAddrs(c *harness.Cluster) (routable, pairs int) {
+	for _, r := range c.Routers() {
+		h, err := r.NS.Handle()
+		if err != nil {
+			continue
+		}
+		for _, nd := range c.Net.Nodes {
+			pairs++
+			if rs, err := h.RouteGet(nd.Address.Addr().AsSlice()); err == nil && len(rs) > 0 {
+				routable++
+			}
+		}
+		h.Close()
+	}
+	return routable, pairs
+}
+
+// birdRefusedIPIP counts, over every node, the IPIP-pool routes BIRD's
+// kernel protocol marks `!` (the kernel refused them).
+func birdRefusedIPIP(ctx SpecContext, c *harness.Cluster, pool netip.Prefix) int {
+	n := 0
+	for _, nd := range c.Nodes() {
+		rs, err := nd.BIRD.Client().Routes(ctx, "export kernel4")
+		if err != nil {
+			continue
+		}
+		for _, r := range rs {
+			if r.Refused && pool.Contains(r.Prefix.Addr()) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// shapeTable lists every node's route to every remote IPIP block.
+func shapeTable(shapes map[string]timeline.Route) string {
+	keys := make([]string, 0, len(shapes))
+	for k := range shapes {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "node\troute to the remote IPIP block")
+	for _, k := range keys {
+		node, _, _ := strings.Cut(k, " ")
+		fmt.Fprintf(w, "%s\t%s\n", node, shapes[k])
+	}
+	w.Flush()
+	return b.String()
+}
+
+// ipipHopTable shows, per flow, its packets at the source's tunl0 and
+// uplinks (egress, inner packets counted) and the destination's tunl0
+// (ingress).
+func ipipHopTable(c *harness.Cluster, rep *probe.Report) string {
+	nodeOf := func(a netip.Addr) *topo.NodeNS {
+		for _, nd := range c.Net.Nodes {
+			for _, wl := range nd.Workloads {
+				if wl.IPv4 == a {
+					return nd
+				}
+			}
+		}
+		return nil
+	}
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "flow\tsrc tunl0 out\tsrc eth0 out\tsrc eth1 out\tdst eth0 in\tdst eth1 in\tdst tunl0 in\treceived\tsend errors\t")
+	flows := append([]probe.GapReport(nil), rep.Flows...)
+	sort.Slice(flows, func(i, j int) bool { return flows[i].Flow < flows[j].Flow })
+	for _, g := range flows {
+		src, dst := nodeOf(g.SrcAddr), nodeOf(g.DstAddr)
+		if src == nil || dst == nil {
+			continue
+		}
+		errs := "-"
+		if len(g.SendErrors) > 0 {
+			errs = fmt.Sprint(g.SendErrors)
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", g.Flow,
+			hopPackets(g, src.Name+"/tunl0 egress"), hopPackets(g, src.Name+"/eth0 egress"), hopPackets(g, src.Name+"/eth1 egress"),
+			hopPackets(g, dst.Name+"/eth0 ingress"), hopPackets(g, dst.Name+"/eth1 ingress"), hopPackets(g, dst.Name+"/tunl0 ingress"),
+			g.Received, errs)
+	}
+	w.Flush()
+	return b.String()
+}
+
+// ipipECMPNotes says what the figures mean for a person reading the report.
+func ipipECMPNotes(viaToR, viaNode, delivering, flows int) []string {
+	var out []string
+	if viaToR > 0 {
+		out = append(out, fmt.Sprintf("%d tunnel nexthops point at a ToR address: the ToRs advertise with next hop self, so bgp_next_hop (the filter's gw) is the ToR, and the tunnel would end at a router that does not decapsulate", viaToR))
+	}
+	if viaNode > 0 {
+		out = append(out, fmt.Sprintf("%d tunnel nexthops point at a node's own address (its loopback on dual-ToR): the outer packet needs the fabric to route node loopbacks", viaNode))
+	}
+	out = append(out, fmt.Sprintf("%d of %d flows delivered probes", delivering, flows))
+	return out
+}
