@@ -40,11 +40,16 @@ func seedDatastore(s datastore.Store, n *topo.Network, felix datastore.FelixConf
 		if nd.Spec.Loopback != "" {
 			doc.RouterID = nd.Address.Addr().String()
 		}
+		// An uplink per address family: the programmer picks a no-encap
+		// next hop's device by the uplink subnet that holds it, as Felix
+		// learns the node's subnets from the kernel.
 		for _, ifc := range nd.Spec.Interfaces {
-			if ifc.Address == "" {
-				continue
+			if ifc.Address != "" {
+				doc.Uplinks = append(doc.Uplinks, datastore.Uplink{Interface: ifc.Name, Address: ifc.Address, Gateway: ifc.Gateway})
 			}
-			doc.Uplinks = append(doc.Uplinks, datastore.Uplink{Interface: ifc.Name, Address: ifc.Address, Gateway: ifc.Gateway})
+			if ifc.Address6 != "" {
+				doc.Uplinks = append(doc.Uplinks, datastore.Uplink{Interface: ifc.Name, Address: ifc.Address6})
+			}
 		}
 		if err := s.Put(datastore.KindNode, nd.Name, doc); err != nil {
 			return err
