@@ -187,7 +187,10 @@ func fromNetlink(r netlink.Route, family int, links linkIndex) KernelRoute {
 // asKernel is what the kernel holds after a successful replace of d.
 func (t *Table) asKernel(d route.Route) KernelRoute {
 	scope := unix.RT_SCOPE_UNIVERSE
-	if d.ScopeLink() {
+	// IPv6 routes have no scope: the kernel reports every one as universe,
+	// whatever was written, so expecting link would rewrite a local
+	// workload's /128 at every resync.
+	if d.ScopeLink() && d.Dst.Addr().Is4() {
 		scope = unix.RT_SCOPE_LINK
 	}
 	return KernelRoute{Dst: d.Dst, Table: MainTable, Metric: metricFor(d.Dst), Type: unix.RTN_UNICAST,

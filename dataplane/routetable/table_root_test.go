@@ -174,6 +174,9 @@ func TestResyncFixesDriftAndRoundTrips(t *testing.T) {
 			{Gateway: netip.MustParseAddr("10.0.1.1"), Device: "eth0"}, {Gateway: bgpGW, Device: "eth1"}}},
 		{Dst: netip.MustParsePrefix("fd00:67:0:2::/122"), Class: route.ClassNoEncap, NextHops: []route.NextHop{{Gateway: netip.MustParseAddr("fd00:1::12"), Device: "eth0"}}},
 		{Dst: netip.MustParsePrefix("10.65.1.5/32"), Class: route.ClassLocalWorkload, NextHops: []route.NextHop{{Device: "tunl0p"}}},
+		// IPv6 has no route scopes: the kernel reports this device route as
+		// universe, and it must still read back as unchanged.
+		{Dst: netip.MustParsePrefix("fd00:65:0:1::5/128"), Class: route.ClassLocalWorkload, NextHops: []route.NextHop{{Device: "tunl0p"}}},
 	}
 	pol := ownerPolicy()
 	pol.WorkloadPrefixes = append(pol.WorkloadPrefixes, "tunl0p") // stand-in workload iface
