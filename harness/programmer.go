@@ -103,8 +103,10 @@ func (p *Programmer) Status() (programmer.Status, error) {
 	return programmer.ReadStatus(p.StatusPath())
 }
 
-// Restarts lists every exit so far.
+// Restarts lists every exit so far, with the replacement's first sync
+// where it has happened.
 func (p *Programmer) Restarts() []Restart {
+	p.noteSync()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]Restart(nil), p.restarts...)
@@ -175,15 +177,15 @@ func (p *Programmer) wait(cmd *exec.Cmd, exited chan struct{}) {
 // noteSync fills in SyncedMono of restarts whose replacement has synced.
 func (p *Programmer) noteSync() {
 	st, err := p.Status()
-	if err != nil || st.LastSyncMonotonicNano == 0 {
+	if err != nil || st.FirstSyncMonotonicNano == 0 {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i := range p.restarts {
 		r := &p.restarts[i]
-		if r.SyncedMono == 0 && r.StartMono != 0 && st.LastSyncMonotonicNano > r.StartMono {
-			r.SyncedMono = st.LastSyncMonotonicNano
+		if r.SyncedMono == 0 && r.StartMono != 0 && st.FirstSyncMonotonicNano > r.StartMono {
+			r.SyncedMono = st.FirstSyncMonotonicNano
 		}
 	}
 }
@@ -191,7 +193,6 @@ func (p *Programmer) noteSync() {
 // Synced reports whether the running process has completed a sync pass
 // after monotonic time since, and is the process of that release.
 func (p *Programmer) Synced(since int64) bool {
-	p.noteSync()
 	st, err := p.Status()
 	return err == nil && st.State == programmer.StateRunning && st.LastSyncMonotonicNano > since
 }

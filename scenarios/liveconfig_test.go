@@ -113,7 +113,6 @@ var _ = Describe("Live programClusterRoutes change", Label("liveconfig", "headli
 // syncedRestarts lists the programmer's config-change restarts whose
 // replacement has synced.
 func syncedRestarts(n *harness.Node) []harness.Restart {
-	n.Programmer.Synced(0) // refreshes the restarts' sync times
 	var out []harness.Restart
 	for _, r := range n.Programmer.Restarts() {
 		if r.Reason == "config changed" && r.SyncedMono != 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/birdcage/birdcage/dataplane/config"
 	"github.com/birdcage/birdcage/dataplane/datastore"
 	"github.com/birdcage/birdcage/dataplane/routetable"
+	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -355,7 +356,10 @@ func (d *daemon) sync(full bool) bool {
 		return false
 	}
 	d.status.LastSyncUnixNano = time.Now().UnixNano()
-	d.status.LastSyncMonotonicNano = monotonicNow()
+	d.status.LastSyncMonotonicNano = monoclock.Now()
+	if d.status.FirstSyncMonotonicNano == 0 {
+		d.status.FirstSyncMonotonicNano = d.status.LastSyncMonotonicNano
+	}
 	d.log.Info("sync done", "full", full, "added", st.Added, "replaced", st.Replaced, "deleted", st.Deleted,
 		"unchanged", st.Unchanged, "owned", st.Owned)
 	d.writeStatus()
@@ -379,14 +383,6 @@ func (d *daemon) stop() error {
 	d.status.State = StateStopped
 	d.writeStatus()
 	return nil
-}
-
-func monotonicNow() int64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		return 0
-	}
-	return ts.Nano()
 }
 
 // timer is a stoppable timer whose zero duration means "never".

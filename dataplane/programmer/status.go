@@ -42,6 +42,10 @@ type Status struct {
 	// LastSync is the end of the last sync pass that had no errors.
 	LastSyncUnixNano      int64 `json:"lastSyncUnixNano"`
 	LastSyncMonotonicNano int64 `json:"lastSyncMonotonicNano"`
+	// FirstSyncMonotonicNano is this process's first completed sync: with
+	// the previous process's exit, how long a restart left the node's
+	// routes unattended.
+	FirstSyncMonotonicNano int64 `json:"firstSyncMonotonicNano"`
 	// LastResync is the end of the last full kernel re-read.
 	LastResyncUnixNano int64 `json:"lastResyncUnixNano"`
 
