@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -317,7 +316,7 @@ func (b *builder) createNS(ctx context.Context, n *Namespace, sysctls map[string
 		return err
 	}
 	n.NetNS, n.Path, n.NS = name, nsutil.Path(name), h
-	return setSysctls(h, sysctls)
+	return nsutil.SetSysctls(h, sysctls)
 }
 
 func (b *builder) adoptNS(n *NodeNS) error {
@@ -331,17 +330,6 @@ func (b *builder) adoptNS(n *NodeNS) error {
 	}
 	n.Path, n.NS, n.Adopted = path, h, true
 	return nil
-}
-
-func setSysctls(n ns.NetNS, kv map[string]string) error {
-	return n.Do(func(ns.NetNS) error {
-		for k, v := range kv {
-			if err := os.WriteFile(filepath.Join("/proc/sys", k), []byte(v), 0o644); err != nil {
-				return fmt.Errorf("sysctl %s=%s in %s: %w", k, v, n.Path(), err)
-			}
-		}
-		return nil
-	})
 }
 
 func withHandle(n *Namespace, fn func(*netlink.Handle) error) error {
@@ -581,7 +569,7 @@ func (b *builder) plugWorkload(n *NodeNS, wl *Workload) error {
 	// Calico answers the workload's ARP for 169.254.1.1 with proxy ARP. A
 	// permanent neighbour entry in the workload gives the same forwarding
 	// without depending on the node having a route covering 169.254.1.1.
-	if err := setSysctls(n.NS, map[string]string{"net/ipv4/conf/" + wl.HostIface + "/proxy_arp": "1"}); err != nil && !n.Adopted {
+	if err := nsutil.SetSysctls(n.NS, map[string]string{"net/ipv4/conf/" + wl.HostIface + "/proxy_arp": "1"}); err != nil && !n.Adopted {
 		return err
 	}
 	if err := nh.LinkSetUp(host); err != nil {

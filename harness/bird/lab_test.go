@@ -154,7 +154,7 @@ func (l *lab) addr(n, ifname, cidr string) {
 
 func (l *lab) forwarding(n string) {
 	l.t.Helper()
-	if err := nsutil.SetSysctl(l.netns(n), "net/ipv4/ip_forward", "1"); err != nil {
+	if err := nsutil.SetSysctls(l.netns(n), map[string]string{"net/ipv4/ip_forward": "1"}); err != nil {
 		l.t.Fatal(err)
 	}
 }

@@ -60,7 +60,7 @@ func newStar(tb testing.TB, n int) *star {
 		return h
 	}
 	st := &star{router: mkns("rt")}
-	if err := nsutil.SetSysctl(st.router, "net/ipv4/ip_forward", "1"); err != nil {
+	if err := nsutil.SetSysctls(st.router, map[string]string{"net/ipv4/ip_forward": "1"}); err != nil {
 		tb.Fatal(err)
 	}
 	st.rh, err = nsutil.Handle(st.router)

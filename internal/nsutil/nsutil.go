@@ -128,13 +128,15 @@ func List() ([]string, error) {
 	return names, nil
 }
 
-// SetSysctl writes a sysctl inside n, e.g. "net/ipv4/ip_forward" = "1".
-// /proc/sys/net reflects the netns of the writing thread, so this runs on a
-// locked thread inside n.
-func SetSysctl(n ns.NetNS, key, value string) error {
+// SetSysctls writes sysctls inside n, e.g. "net/ipv4/ip_forward": "1".
+// /proc/sys/net reflects the netns of the thread that opens it, so all are
+// written from one locked thread inside n.
+func SetSysctls(n ns.NetNS, kv map[string]string) error {
 	return n.Do(func(ns.NetNS) error {
-		if err := os.WriteFile(filepath.Join("/proc/sys", key), []byte(value), 0o644); err != nil {
-			return fmt.Errorf("sysctl %s=%s in %s: %w", key, value, n.Path(), err)
+		for k, v := range kv {
+			if err := os.WriteFile(filepath.Join("/proc/sys", k), []byte(v), 0o644); err != nil {
+				return fmt.Errorf("sysctl %s=%s in %s: %w", k, v, n.Path(), err)
+			}
 		}
 		return nil
 	})
