@@ -146,32 +146,34 @@ func findRun(args []string) (*topo.Manifest, error) {
 }
 
 // findRunFlag is findRun for a --run flag's value.
-func findRunFlag(runID string) (*topo.Manifest, error) {
-	if runID == "" {
-		return findRun(nil)
+// onRun gives c a --run flag, requires root, and hands fn the manifest of
+// the named run (or of the only run up).
+func onRun(c *cobra.Command, fn func(m *topo.Manifest, args []string) error) *cobra.Command {
+	var runID string
+	c.Flags().StringVar(&runID, "run", "", "run ID (default: the only run up)")
+	c.RunE = func(_ *cobra.Command, args []string) error {
+		if err := needRoot(); err != nil {
+			return err
+		}
+		var ids []string
+		if runID != "" {
+			ids = []string{runID}
+		}
+		m, err := findRun(ids)
+		if err != nil {
+			return err
+		}
+		return fn(m, args)
 	}
-	return findRun([]string{runID})
+	return c
 }
 
 func statusCmd(jsonOut *bool) *cobra.Command {
-	var runID string
-	c := &cobra.Command{
+	return onRun(&cobra.Command{
 		Use:   "status",
 		Short: "Show a run's nodes, interfaces, addresses and routes",
 		Args:  cobra.NoArgs,
-		RunE: func(_ *cobra.Command, _ []string) error {
-			if err := needRoot(); err != nil {
-				return err
-			}
-			m, err := findRunFlag(runID)
-			if err != nil {
-				return err
-			}
-			return printStatus(m, *jsonOut)
-		},
-	}
-	c.Flags().StringVar(&runID, "run", "", "run ID (default: the only run up)")
-	return c
+	}, func(m *topo.Manifest, _ []string) error { return printStatus(m, *jsonOut) })
 }
 
 type nsStatus struct {
@@ -269,66 +271,47 @@ func inspect(m *topo.Manifest, name string) (ifaces, routes []string) {
 }
 
 func routesCmd(jsonOut *bool) *cobra.Command {
-	var runID string
-	c := &cobra.Command{
+	return onRun(&cobra.Command{
 		Use:   "routes NODE",
 		Short: "Show the main-table routes of one node (or router, or workload)",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			if err := needRoot(); err != nil {
-				return err
-			}
-			m, err := findRunFlag(runID)
-			if err != nil {
-				return err
-			}
-			_, routes := inspect(m, args[0])
-			if *jsonOut {
-				return json.NewEncoder(os.Stdout).Encode(routes)
-			}
-			for _, r := range routes {
-				fmt.Println(r)
-			}
-			return nil
-		},
-	}
-	c.Flags().StringVar(&runID, "run", "", "run ID (default: the only run up)")
-	return c
+	}, func(m *topo.Manifest, args []string) error {
+		if _, ok := m.Namespaces[args[0]]; !ok {
+			return fmt.Errorf("run %s has no node, router or workload named %q; it has %s", m.RunID, args[0], strings.Join(namespaceNames(m), ", "))
+		}
+		_, routes := inspect(m, args[0])
+		if *jsonOut {
+			return json.NewEncoder(os.Stdout).Encode(routes)
+		}
+		for _, r := range routes {
+			fmt.Println(r)
+		}
+		return nil
+	})
 }
 
 func execCmd() *cobra.Command {
-	var runID string
-	c := &cobra.Command{
+	return onRun(&cobra.Command{
 		Use:   "exec NODE -- CMD [ARGS...]",
 		Short: "Run a command inside a node's (router's, workload's) network namespace",
 		Args:  cobra.MinimumNArgs(2),
-		RunE: func(_ *cobra.Command, args []string) error {
-			if err := needRoot(); err != nil {
-				return err
+	}, func(m *topo.Manifest, args []string) error {
+		path, ok := m.Namespaces[args[0]]
+		if !ok {
+			return fmt.Errorf("run %s has no node, router or workload named %q; it has %s", m.RunID, args[0], strings.Join(namespaceNames(m), ", "))
+		}
+		// nsenter-free: `ip netns exec` handles /sys and /etc/netns.
+		cmd := exec.CommandContext(context.Background(), "ip", append([]string{"netns", "exec", filepath.Base(path)}, args[1:]...)...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				os.Exit(ee.ExitCode())
 			}
-			m, err := findRunFlag(runID)
-			if err != nil {
-				return err
-			}
-			path, ok := m.Namespaces[args[0]]
-			if !ok {
-				return fmt.Errorf("run %s has no namespace named %q", m.RunID, args[0])
-			}
-			// nsenter-free: `ip netns exec` handles /sys and /etc/netns.
-			cmd := exec.CommandContext(context.Background(), "ip", append([]string{"netns", "exec", filepath.Base(path)}, args[1:]...)...)
-			cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-			if err := cmd.Run(); err != nil {
-				var ee *exec.ExitError
-				if errors.As(err, &ee) {
-					os.Exit(ee.ExitCode())
-				}
-				return err
-			}
-			return nil
-		},
-	}
-	c.Flags().StringVar(&runID, "run", "", "run ID (default: the only run up)")
-	return c
+			return err
+		}
+		return nil
+	})
 }
 
 func cleanCmd(jsonOut *bool) *cobra.Command {
@@ -388,4 +371,13 @@ func featuresCmd(jsonOut *bool) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+func namespaceNames(m *topo.Manifest) []string {
+	names := make([]string, 0, len(m.Namespaces))
+	for n := range m.Namespaces {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
