@@ -52,3 +52,13 @@ birdcage_install_debs() {
 		systemctl disable --now bird >/dev/null 2>&1 || true
 	fi
 }
+
+# The kernel VM runner fetches a Debian kernel package with apt-get download,
+# which needs apt's package lists even where every package above was already
+# installed (a fresh image often ships with empty lists).
+birdcage_apt_lists_for_kernel() {
+	if command -v apt-cache >/dev/null 2>&1 && ! apt-cache show linux-image-amd64 >/dev/null 2>&1; then
+		echo "birdcage: apt cannot see linux-image-amd64 yet: apt-get update" >&2
+		apt-get update -qq
+	fi
+}

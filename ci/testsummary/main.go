@@ -47,6 +47,7 @@ func main() {
 	reasons := map[key]string{}
 	pkgFailed := map[string]bool{}
 	specs := [4]int{}
+	suites := map[key]bool{} // Go tests that ran a Ginkgo suite; their specs count instead
 
 	sc := bufio.NewScanner(os.Stdin)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
@@ -74,6 +75,7 @@ func main() {
 				fmt.Print(e.Output)
 			}
 			if m := ginkgoTail.FindStringSubmatch(ansi.ReplaceAllString(e.Output, "")); m != nil {
+				suites[k] = true
 				for i := range 4 {
 					var v int
 					fmt.Sscan(m[i+1], &v)
@@ -108,11 +110,12 @@ func main() {
 			}
 		}
 	}
-	// Parent tests only aggregate their subtests; count leaves.
-	// Helper processes (TestHelper*) skip when not re-executed; not a test.
+	// Parent tests only aggregate their subtests; count leaves. Helper
+	// processes (TestHelper*) skip when not re-executed; not a test. A Go
+	// test that ran a Ginkgo suite is counted as its specs, not once more.
 	count := func(ks []key) (n int) {
 		for _, k := range ks {
-			if !parents[k] && !strings.HasPrefix(k.test, "TestHelper") {
+			if !parents[k] && !suites[k] && !strings.HasPrefix(k.test, "TestHelper") {
 				n++
 			}
 		}
@@ -123,7 +126,7 @@ func main() {
 		testFailedIn[k.pkg] = true
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n== %s: %d tests passed, %d failed, %d skipped", *where, count(passed), count(failed), count(skipped))
+	fmt.Fprintf(&b, "\n== %s: %d Go tests passed, %d failed, %d skipped", *where, count(passed), count(failed), count(skipped))
 	if specs != [4]int{} {
 		fmt.Fprintf(&b, "; Ginkgo specs: %d passed, %d failed, %d pending, %d skipped", specs[0], specs[1], specs[2], specs[3])
 	}
@@ -145,7 +148,8 @@ func main() {
 			nfail++ // a package that failed to build or crashed outside a test
 		}
 	}
-	fmt.Fprintf(&b, "%s: %d passed, %d failed, %d skipped\n", *where, count(passed), nfail, count(skipped))
+	// The closing line counts Go tests and Ginkgo specs together.
+	fmt.Fprintf(&b, "%s: %d passed, %d failed, %d skipped\n", *where, count(passed)+specs[0], nfail, count(skipped)+specs[2]+specs[3])
 	fmt.Print(b.String())
 	if *out != "" {
 		if f, err := os.OpenFile(*out, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
