@@ -37,7 +37,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/birdcage/birdcage/bpf"
 	"github.com/birdcage/birdcage/dataplane/config"
 	"github.com/birdcage/birdcage/dataplane/datastore"
 	"github.com/birdcage/birdcage/harness"
@@ -120,13 +119,11 @@ var _ = Describe("IPIP with ECMP on the dual-ToR fabric", Label("dualtor", "ipip
 			}
 
 			// 5. Probes between every pair of IPIP workloads, with counters
-			// at every uplink and tunl0. They are started directly, not
-			// through Cluster.Probes, because not flowing is a possible
-			// answer here, not a failed guard.
+			// at every uplink and tunl0. Not flowing is a possible answer
+			// here, not a failed guard.
 			rate := harness.DefaultProbeRate()
-			s, err := probe.Start(ctx, probe.Options{Rate: rate, Flows: c.EveryNodePair(), Hops: ipipHops(c)})
+			s, err := c.Probes(ctx, harness.ProbeOptions{Rate: rate, MayNotFlow: true})
 			Expect(err).NotTo(HaveOccurred())
-			c.Run.Defer("probe session", s.Close)
 			// The window: until every flow has delivered ten probes, or has
 			// sent three seconds' worth without that.
 			Eventually(func() error {
@@ -265,23 +262,6 @@ func containsStr(ss []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// ipipHops are counters at every node uplink and tunl0, both directions.
-func ipipHops(c *harness.Cluster) []probe.Hop {
-	var hs []probe.Hop
-	for _, nd := range c.Net.Nodes {
-		ifs := []string{topo.TunnelDevice}
-		for _, ifc := range nd.Spec.Interfaces {
-			ifs = append(ifs, ifc.Name)
-		}
-		for _, ifn := range ifs {
-			hs = append(hs,
-				probe.Hop{Name: nd.Name + "/" + ifn + " egress", Netns: nd.Path, Iface: ifn, Direction: bpf.Egress},
-				probe.Hop{Name: nd.Name + "/" + ifn + " ingress", Netns: nd.Path, Iface: ifn, Direction: bpf.Ingress})
-		}
-	}
-	return hs
 }
 
 // torRoutesToNodeAddrs counts the (ToR, node address) pairs for which the
