@@ -232,8 +232,8 @@ func (c *Cluster) startRouter(ctx context.Context, rt *topo.RouterNS) error {
 	return nil
 }
 
-// renderBIRD renders n's config from cl for n's release and writes it; the
-// caller starts or reconfigures BIRD. It reports whether the text changed.
+// renderBIRD renders n's config from cl for n's release and writes it to
+// BIRD's config dir; the caller starts BIRD.
 func (c *Cluster) renderBIRD(n *Node, cl *datastore.Cluster) error {
 	_, err := c.render(n, cl)
 	if err != nil {

@@ -118,7 +118,7 @@ func blockDocName(p netip.Prefix) string {
 	return strings.NewReplacer("/", "-", ":", "_").Replace(p.String())
 }
 
-// routerConfigInput describes a BGP-speaking router's sessions: every node
+// routerNeighbours lists a BGP-speaking router's sessions: every node
 // on its switches, and the routers at the far end of its point-to-point
 // links.
 func routerNeighbours(n *topo.Network, r *topo.RouterNS) ([]neighbour, error) {
