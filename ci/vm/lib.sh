@@ -11,6 +11,13 @@ birdcage_vm_cache_root() {
 	printf '%s\n' "${BIRDCAGE_KERNEL_CACHE:-/var/cache/birdcage/kernels}"
 }
 
+# birdcage_vm_initramfs_name GUEST_DIR: the initramfs file for this guest/init
+# and busybox, named by a hash of both, so checkouts with different guest
+# inits share one kernel cache without rebuilding each other's initramfs.
+birdcage_vm_initramfs_name() {
+	printf 'initramfs-%s.cpio\n' "$(cat "$1/init" /bin/busybox 2>/dev/null | sha256sum | cut -c1-16)"
+}
+
 vm_die() {
 	printf '%s: %s\n' "${0##*/}" "$*" >&2
 	exit 2

@@ -307,3 +307,192 @@ func TestHelperInsideVM(t *testing.T) {
 		t.Errorf("ipip module not loaded in the guest: %v", err)
 	}
 }
+
+// fakeKVM puts a qemu-system-x86_64 stand-in first on PATH that behaves as an
+// unusable KVM does when asked for accel=kvm (mode "hang": never prints a
+// byte, as with -cpu kvm64 on a KVM that cannot run a guest; mode "abort":
+// exits 134 at once, as QEMU does when the kernel refuses its MSRs) and runs
+// the real QEMU otherwise. It returns the environment for ci/vm/run: the
+// stand-in on PATH, a fake KVM device node that is readable and writable, a
+// private verdict cache, and the log of the stand-in's invocations.
+func fakeKVM(t *testing.T, mode string) (env []string, invocations string) {
+	t.Helper()
+	real, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	invocations = filepath.Join(dir, "invocations")
+	kvmBranch := map[string]string{
+		"hang":  "while :; do sleep 1; done",
+		"abort": `echo "qemu-system-x86_64: error: failed to set MSR 0x10a to 0x69" >&2; exit 134`,
+	}[mode]
+	script := fmt.Sprintf(`#!/bin/bash
+[ "$1" = --version ] && exec %[1]q --version
+echo "$*" >>%[2]q
+case "$*" in *accel=kvm*) %[3]s ;; esac
+exec %[1]q "$@"
+`, real, invocations, kvmBranch)
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bin", "qemu-system-x86_64"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dev := filepath.Join(dir, "kvm")
+	if err := os.WriteFile(dev, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return []string{
+		"PATH=" + filepath.Join(dir, "bin") + ":" + os.Getenv("PATH"),
+		"BIRDCAGE_VM_KVM_DEVICE=" + dev,
+		"BIRDCAGE_VM_ACCEL_CACHE=" + filepath.Join(dir, "accel"),
+		"BIRDCAGE_VM_ACCEL=",
+	}, invocations
+}
+
+// timedRun runs ci/vm/run and records when each stderr line arrived.
+type timedLine struct {
+	at   time.Duration
+	text string
+}
+
+func timedRun(t *testing.T, run string, env []string, args ...string) (result, []timedLine) {
+	t.Helper()
+	cmd := exec.Command(run, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = pw
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	var lines []timedLine
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var buf bytes.Buffer
+		chunk := make([]byte, 4096)
+		for {
+			n, err := pr.Read(chunk)
+			buf.Write(chunk[:n])
+			for {
+				line, rest, ok := bytes.Cut(buf.Bytes(), []byte("\n"))
+				if !ok {
+					break
+				}
+				lines = append(lines, timedLine{time.Since(start), string(line)})
+				buf = *bytes.NewBuffer(append([]byte(nil), rest...))
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	werr := cmd.Wait()
+	<-done
+	pr.Close()
+	r := result{stdout: stdout.String(), elapsed: time.Since(start)}
+	for _, l := range lines {
+		r.stderr += l.text + "\n"
+	}
+	var exit *exec.ExitError
+	if errors.As(werr, &exit) {
+		r.code = exit.ExitCode()
+	} else if werr != nil {
+		t.Fatal(werr)
+	}
+	t.Logf("%q: exit %d after %.1f s", args, r.code, r.elapsed.Seconds())
+	checkNoLeftovers(t, cmd.Process.Pid)
+	return r, lines
+}
+
+func lineWith(lines []timedLine, s string) (timedLine, bool) {
+	for _, l := range lines {
+		if strings.Contains(l.text, s) {
+			return l, true
+		}
+	}
+	return timedLine{}, false
+}
+
+// 8. A /dev/kvm that exists and is writable but cannot run a guest: the
+// runner proves it with a probe boot, falls back to TCG within the probe
+// deadline, says so in one line, runs the command, and caches the verdict so
+// the next run does not probe again. The probe deadline is given in seconds
+// and the runner's watchdog reads bash's SECONDS (1 s resolution) every
+// 0.1 s, so the fallback line may come up to ~1.1 s after the deadline plus
+// the time to stop QEMU; 3 s of slack covers that.
+func TestUnusableKVMFallsBackToTCG(t *testing.T) {
+	run := runner(t)
+	const probe = 5 * time.Second
+	const slack = 3 * time.Second
+	for _, mode := range []string{"hang", "abort"} {
+		t.Run(mode, func(t *testing.T) {
+			env, invocations := fakeKVM(t, mode)
+			env = append(env, fmt.Sprintf("BIRDCAGE_VM_KVM_PROBE_DEADLINE=%ds", int(probe.Seconds())))
+			r, lines := timedRun(t, run, env, "sh", "-c", "echo ran; echo $BIRDCAGE_VM_ACCEL_USED")
+			if r.code != 0 || r.stdout != "ran\ntcg\n" {
+				t.Fatalf("want the command to run under TCG (stdout \"ran\\ntcg\\n\", exit 0), got exit %d stdout %q stderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+			fb, ok := lineWith(lines, "present but unusable")
+			if !ok || !strings.Contains(fb.text, "using TCG") {
+				t.Fatalf("want one line saying the KVM device is unusable and TCG is used, stderr:\n%s", r.stderr)
+			}
+			if fb.at > probe+slack {
+				t.Errorf("fallback said %.1f s after start; the probe deadline is %v (+%v slack)", fb.at.Seconds(), probe, slack)
+			}
+			want := map[string]string{"hang": "no guest output in 5s", "abort": "QEMU failed before the guest ran: qemu-system-x86_64: error: failed to set MSR"}[mode]
+			if !strings.Contains(fb.text, want) {
+				t.Errorf("fallback line should say why (%q): %q", want, fb.text)
+			}
+			kvmRuns := func() int {
+				b, _ := os.ReadFile(invocations)
+				return strings.Count(string(b), "accel=kvm")
+			}
+			if n := kvmRuns(); n != 1 {
+				t.Errorf("want exactly one KVM probe boot, saw %d", n)
+			}
+
+			// The verdict is cached: no second probe, no second line.
+			r, _ = timedRun(t, run, env, "echo", "again")
+			if r.code != 0 || r.stdout != "again\n" || strings.Contains(r.stderr, "unusable") {
+				t.Errorf("second run: want \"again\" with no probe line, got exit %d stdout %q stderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+			if n := kvmRuns(); n != 1 {
+				t.Errorf("second run probed KVM again (%d KVM boots in all)", n)
+			}
+			r, _ = timedRun(t, run, env, "--accel")
+			if r.code != 0 || r.stdout != "tcg\n" {
+				t.Errorf("run --accel: want \"tcg\", got exit %d %q", r.code, r.stdout)
+			}
+		})
+	}
+}
+
+// 9. The boot watchdog: a VM whose guest never prints its heartbeat (KVM
+// forced on a KVM that cannot run a guest) is killed at the boot deadline
+// with exit 125 and a message naming the deadline, instead of waiting out
+// BIRDCAGE_VM_TIMEOUT.
+func TestBootWatchdog(t *testing.T) {
+	run := runner(t)
+	env, _ := fakeKVM(t, "hang")
+	env = append(env, "BIRDCAGE_VM_ACCEL=kvm", "BIRDCAGE_VM_BOOT_DEADLINE=5s")
+	r, lines := timedRun(t, run, env, "echo", "never")
+	if r.code != 125 || r.stdout != "" {
+		t.Fatalf("want exit 125 and no output, got %d stdout %q stderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	l, ok := lineWith(lines, "no guest heartbeat within 5s")
+	if !ok {
+		t.Fatalf("want the watchdog to name the deadline, stderr:\n%s", r.stderr)
+	}
+	if l.at > 5*time.Second+3*time.Second {
+		t.Errorf("watchdog fired %.1f s after start, deadline 5 s (+3 s slack, see test 8)", l.at.Seconds())
+	}
+}
