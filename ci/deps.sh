@@ -62,3 +62,38 @@ birdcage_apt_lists_for_kernel() {
 		apt-get update -qq
 	fi
 }
+
+# birdcage_vm_setup: prepare the VM kernel and settle what depends on the
+# accelerator the VM will really use (ci/vm/run --accel probes KVM by booting
+# a guest, once per host kernel + QEMU + guest kernel): under software
+# emulation (TCG) 12 flows at 1 kHz starve the guest's CPUs — most probes
+# lost even on a converged cluster; 200 Hz loses none — and everything takes
+# 2-4x longer. Exports BIRDCAGE_VM_ACCEL_USED, BIRDCAGE_PROBE_RATE (unless set),
+# BIRDCAGE_VM_TIMEOUT and BIRDCAGE_GO_TIMEOUT (go test -timeout, a little
+# shorter so a hung test's goroutine dump comes before the VM is killed).
+birdcage_vm_setup() {
+	birdcage_apt_lists_for_kernel
+	ci/vm/prepare-kernel >/dev/null
+	BIRDCAGE_VM_ACCEL_USED=$(ci/vm/run --accel) || return 1
+	export BIRDCAGE_VM_ACCEL_USED
+	if [ "$BIRDCAGE_VM_ACCEL_USED" = tcg ]; then
+		export BIRDCAGE_PROBE_RATE="${BIRDCAGE_PROBE_RATE:-200}"
+		export BIRDCAGE_VM_TIMEOUT="${BIRDCAGE_VM_TIMEOUT:-45m}" BIRDCAGE_GO_TIMEOUT=40m
+	else
+		export BIRDCAGE_VM_TIMEOUT="${BIRDCAGE_VM_TIMEOUT:-25m}" BIRDCAGE_GO_TIMEOUT=20m
+	fi
+	echo "vm: accelerator $BIRDCAGE_VM_ACCEL_USED; probe rate ${BIRDCAGE_PROBE_RATE:-1000 (default)} Hz per flow; VM timeout $BIRDCAGE_VM_TIMEOUT"
+}
+
+# birdcage_vm_go_tests RUNNER LIST: go test -json, under RUNNER, of the Go
+# tests named in LIST (ci/vm/ipip-tests: `./pkg Test[/sub]` lines), one go
+# test per package with a -run pattern built from its lines.
+birdcage_vm_go_tests() {
+	local runner=$1 list=$2 pkg tops subs
+	for pkg in $(grep -v '^#' "$list" | awk 'NF { print $1 }' | sort -u); do
+		tops=$(awk -v p="$pkg" '$1 == p { split($2, a, "/"); print a[1] }' "$list" | sort -u | paste -sd'|')
+		subs=$(awk -v p="$pkg" '$1 == p { n = split($2, a, "/"); if (n > 1) print a[2] }' "$list" | sort -u | paste -sd'|')
+		go test -json -count=1 -timeout "$BIRDCAGE_GO_TIMEOUT" -exec "$runner" "$pkg" \
+			-run "^($tops)\$${subs:+/^($subs)\$}"
+	done
+}

@@ -100,3 +100,9 @@ func slug(s string) string {
 	}
 	return s
 }
+
+// One line per spec as it ends, for a person watching a long run (in the VM
+// above all): ci/testsummary prints "[birdcage] " lines as they arrive.
+var _ = ReportAfterEach(func(r SpecReport) {
+	fmt.Printf("[birdcage] spec %-7s %6.1fs  %s\n", r.State, r.RunTime.Seconds(), r.FullText())
+})

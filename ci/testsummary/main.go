@@ -38,7 +38,16 @@ func main() {
 	where := flag.String("where", "native", "label for the summary (native, vm)")
 	out := flag.String("o", "", "also append the summary to this file")
 	verbose := flag.Bool("v", false, "echo all test output")
+	expectFile := flag.String("expect", "", "a file of `PACKAGE TEST` lines (./pkg TestName[/sub]) that must each have run (passed or failed); one that did not is a failure")
+	requireTests := flag.Bool("require-tests", false, "a package that ran no test at all is a failure (a selection that a rename emptied)")
 	flag.Parse()
+	expected, err := readExpected(*expectFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testsummary:", err)
+		os.Exit(2)
+	}
+	ranIn := map[string]int{} // package -> tests that passed or failed
+	pkgsSeen := map[string]bool{}
 
 	type key struct{ pkg, test string }
 	outputs := map[key][]string{}
@@ -84,12 +93,16 @@ func main() {
 			}
 		case "pass":
 			if e.Test == "" {
+				pkgsSeen[e.Package] = true
 				fmt.Printf("ok   %-60s %6.1fs\n", e.Package, e.Elapsed)
 			} else {
 				passed = append(passed, k)
+				ranIn[e.Package]++
+				progress("pass", k, e.Elapsed, parents[k] || suites[k])
 			}
 		case "skip":
 			if e.Test == "" {
+				pkgsSeen[e.Package] = true
 				continue
 			}
 			skipped = append(skipped, k)
@@ -98,13 +111,16 @@ func main() {
 					reasons[k] = m[1]
 				}
 			}
+			progress("skip", k, e.Elapsed, parents[k] || strings.HasPrefix(k.test, "TestHelper"))
 		case "fail":
 			if e.Test == "" {
+				pkgsSeen[e.Package] = true
 				pkgFailed[e.Package] = true
 				fmt.Printf("FAIL %-60s %6.1fs\n", e.Package, e.Elapsed)
 				continue
 			}
 			failed = append(failed, k)
+			ranIn[e.Package]++
 			if !*verbose {
 				fmt.Printf("--- FAIL: %s (%s)\n%s", e.Test, e.Package, strings.Join(outputs[k], ""))
 			}
@@ -136,7 +152,7 @@ func main() {
 		if parents[k] || strings.HasPrefix(k.test, "TestHelper") {
 			continue
 		}
-		skipLines = append(skipLines, fmt.Sprintf("   skip %s %s: %s", strings.TrimPrefix(k.pkg, "github.com/birdcage/birdcage/"), k.test, reasons[k]))
+		skipLines = append(skipLines, fmt.Sprintf("   skip %s %s: %s", strings.TrimPrefix(k.pkg, modulePrefix), k.test, reasons[k]))
 	}
 	sort.Strings(skipLines)
 	for _, l := range skipLines {
@@ -148,6 +164,31 @@ func main() {
 			nfail++ // a package that failed to build or crashed outside a test
 		}
 	}
+	// Selections that ran nothing: an expected test that is not in the
+	// stream (renamed, or its -run pattern no longer matches), or with
+	// -require-tests a package whose selection matched no test.
+	ran := map[key]bool{}
+	for _, k := range append(append([]key(nil), passed...), failed...) {
+		ran[k] = true
+	}
+	var missing []string
+	for _, x := range expected {
+		if !ran[key{x.pkg, x.test}] {
+			missing = append(missing, fmt.Sprintf("   expected test did not run: %s %s (renamed? see %s)", strings.TrimPrefix(x.pkg, modulePrefix), x.test, *expectFile))
+		}
+	}
+	if *requireTests {
+		for p := range pkgsSeen {
+			if ranIn[p] == 0 && !pkgFailed[p] {
+				missing = append(missing, fmt.Sprintf("   package ran no test: %s (its selection matched nothing)", strings.TrimPrefix(p, modulePrefix)))
+			}
+		}
+	}
+	sort.Strings(missing)
+	for _, l := range missing {
+		b.WriteString(l + "\n")
+	}
+	nfail += len(missing)
 	// The closing line counts Go tests and Ginkgo specs together.
 	fmt.Fprintf(&b, "%s: %d passed, %d failed, %d skipped\n", *where, count(passed)+specs[0], nfail, count(skipped)+specs[2]+specs[3])
 	fmt.Print(b.String())
@@ -160,4 +201,44 @@ func main() {
 	if nfail > 0 {
 		os.Exit(1)
 	}
+}
+
+const modulePrefix = "github.com/birdcage/birdcage/"
+
+// progress prints one line as each leaf test finishes, so a person watching
+// a long stage (the VM's above all) sees life within seconds and a hang as a
+// hang. Parents and Go tests that only host a Ginkgo suite are not leaves;
+// the suite prints a line per spec itself ("[birdcage] spec ...").
+func progress(verdict string, k struct{ pkg, test string }, elapsed float64, notLeaf bool) {
+	if notLeaf {
+		return
+	}
+	fmt.Printf("  %-4s %-28s %-60s %6.1fs\n", verdict, strings.TrimPrefix(k.pkg, modulePrefix), k.test, elapsed)
+}
+
+type expectedTest struct{ pkg, test string }
+
+// readExpected reads `./pkg TestName[/subtest]` lines (blank lines and
+// #-comments ignored) as full package import paths.
+func readExpected(path string) ([]expectedTest, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []expectedTest
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) != 2 || !strings.HasPrefix(f[0], "./") || !strings.HasPrefix(f[1], "Test") {
+			return nil, fmt.Errorf("%s:%d: want \"./package TestName[/subtest]\", got %q", path, i+1, line)
+		}
+		out = append(out, expectedTest{modulePrefix + strings.TrimPrefix(f[0], "./"), f[1]})
+	}
+	return out, nil
 }
