@@ -23,14 +23,15 @@ func seedDatastore(s datastore.Store, n *topo.Network, felix datastore.FelixConf
 			return err
 		}
 	}
-	fabric := false
+	fabric, reflectors := false, false
 	for _, r := range n.Topology.Routers {
 		if r.ASNumber != 0 {
 			fabric = true
 		}
 	}
 	for _, nd := range n.Nodes {
-		doc := datastore.Node{Name: nd.Name, IPv4Address: nd.Address.String(), ASNumber: nd.Spec.ASNumber}
+		doc := datastore.Node{Name: nd.Name, IPv4Address: nd.Address.String(), ASNumber: nd.Spec.ASNumber, RouteReflector: nd.Spec.RouteReflector}
+		reflectors = reflectors || nd.Spec.RouteReflector
 		for _, ifc := range nd.Spec.Interfaces {
 			if ifc.Address6 != "" {
 				doc.IPv6Address = ifc.Address6 // the first IPv6 uplink address
@@ -77,9 +78,9 @@ func seedDatastore(s datastore.Store, n *topo.Network, felix datastore.FelixConf
 			}
 		}
 	}
-	if fabric && bgp.NodeToNodeMeshEnabled == nil {
+	if (fabric || reflectors) && bgp.NodeToNodeMeshEnabled == nil {
 		off := false
-		bgp.NodeToNodeMeshEnabled = &off // nodes peer with their ToRs instead
+		bgp.NodeToNodeMeshEnabled = &off // nodes peer with their ToRs, or their reflectors, instead
 	}
 	if err := s.Put(datastore.KindFelixConfiguration, datastore.SingletonName, felix); err != nil {
 		return err

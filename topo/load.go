@@ -58,8 +58,16 @@ func Builtins() []string {
 	return names
 }
 
-// Resolve takes a built-in name or a YAML path.
+// Resolve takes a built-in name, a YAML path, or a generated spec
+// ("generated:nodes=50,fabric=dualtor,racks=5").
 func Resolve(nameOrPath string) (*Topology, error) {
+	if spec, ok := strings.CutPrefix(nameOrPath, GeneratedPrefix); ok {
+		g, err := ParseGenSpec(spec)
+		if err != nil {
+			return nil, err
+		}
+		return Generate(g)
+	}
 	if strings.ContainsAny(nameOrPath, "/.") {
 		return Load(nameOrPath)
 	}

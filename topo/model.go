@@ -56,6 +56,10 @@ type Node struct {
 	Blocks []string `json:"blocks,omitempty"`
 	// Workloads is how many workloads (pods) the node runs.
 	Workloads int `json:"workloads,omitempty"`
+	// RouteReflector makes the node an iBGP route reflector; when any node
+	// is one, the node-to-node mesh is off unless the BGPConfiguration
+	// says otherwise, and the other nodes peer with the reflectors.
+	RouteReflector bool `json:"routeReflector,omitempty"`
 	// Adopt takes an existing network namespace instead of creating one:
 	// a path (/var/run/netns/x, /proc/PID/ns/net) or "pid:PID" (a kind node
 	// container). An adopted namespace is never deleted, and its interfaces

@@ -70,6 +70,17 @@ func (t *Topology) ValidateFor(f Features) error {
 			add(t.errorf("%s: field cidr: %q is not a network CIDR like 10.244.0.0/16", where, p.CIDR))
 			continue
 		}
+		if p.Name != "" && !namePattern.MatchString(p.Name) {
+			add(t.errorf("%s: field name: use lower-case letters, digits and dashes", where))
+		}
+		if why := insanePodRange(pfx); why != "" {
+			add(t.errorf("%s: field cidr: %s is not a pod range: %s", where, p.CIDR, why))
+		}
+		for other, op := range pools {
+			if op.Overlaps(pfx) {
+				add(t.errorf("%s: field cidr: %s overlaps pool %q (%s)", where, p.CIDR, other, op))
+			}
+		}
 		pools[p.Name] = pfx
 		switch p.IPIPMode {
 		case "", encapNever:
@@ -163,6 +174,7 @@ func (t *Topology) ValidateFor(f Features) error {
 			add(t.errorf("%s: field peer: %q must name %q as its peer too", where, ifc.Peer, key))
 		}
 	}
+	t.validateAddresses(pools, add)
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
@@ -269,4 +281,70 @@ func (t *Topology) NeedsTunnel() bool {
 		}
 	}
 	return false
+}
+
+// insanePodRange says why a pool CIDR cannot hold pods, or "".
+func insanePodRange(p netip.Prefix) string {
+	a := p.Addr()
+	switch {
+	case p.Bits() == 0:
+		return "it is the whole address space"
+	case a.Is4() && p.Bits() < 8:
+		return "an IPv4 pool wider than /8 takes in special-use ranges"
+	case netip.MustParsePrefix("127.0.0.0/8").Overlaps(p), a.IsLoopback():
+		return "it overlaps the loopback range"
+	case netip.MustParsePrefix("169.254.0.0/16").Overlaps(p), netip.MustParsePrefix("fe80::/10").Overlaps(p):
+		return "it overlaps the link-local range (169.254.1.1 is the workloads' gateway)"
+	case netip.MustParsePrefix("224.0.0.0/3").Overlaps(p), netip.MustParsePrefix("ff00::/8").Overlaps(p):
+		return "it overlaps the multicast or reserved range"
+	case netip.MustParsePrefix("0.0.0.0/8").Overlaps(p):
+		return "it overlaps 0.0.0.0/8 (this network)"
+	}
+	return ""
+}
+
+// validateAddresses: every interface, loopback and router-id address is
+// used once in the whole topology, and none lies inside a pool (a pool is
+// for pods; a node or link address inside it would be routed as a pod's).
+func (t *Topology) validateAddresses(pools map[string]netip.Prefix, add func(error)) {
+	type use struct{ where, field string }
+	seen := map[netip.Addr]use{}
+	claim := func(where, field, value string) {
+		if value == "" {
+			return
+		}
+		var a netip.Addr
+		if p, err := netip.ParsePrefix(value); err == nil {
+			a = p.Addr()
+		} else if x, err := netip.ParseAddr(value); err == nil {
+			a = x
+		} else {
+			return // reported where the field is parsed
+		}
+		if prev, dup := seen[a]; dup {
+			add(t.errorf("%s: field %s: %s is already the address of %s (field %s); addresses must be unique", where, field, a, prev.where, prev.field))
+		} else {
+			seen[a] = use{where, field}
+		}
+		for name, p := range pools {
+			if p.Contains(a) {
+				add(t.errorf("%s: field %s: %s lies inside pool %q (%s), which is for pods", where, field, a, name, p))
+			}
+		}
+	}
+	ifaces := func(where string, ifs []Interface) {
+		for _, ifc := range ifs {
+			iw := fmt.Sprintf("%s: interface %q", where, ifc.Name)
+			claim(iw, "address", ifc.Address)
+			claim(iw, "address6", ifc.Address6)
+		}
+	}
+	for _, r := range t.Routers {
+		ifaces(fmt.Sprintf("router %q", r.Name), r.Interfaces)
+	}
+	for _, n := range t.Nodes {
+		where := fmt.Sprintf("node %q", n.Name)
+		claim(where, "loopback", n.Loopback)
+		ifaces(where, n.Interfaces)
+	}
 }

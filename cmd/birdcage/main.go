@@ -97,7 +97,7 @@ func upCmd(jsonOut *bool) *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().StringVarP(&topology, "topology", "t", "noencap", "built-in name ("+strings.Join(topo.Builtins(), ", ")+") or a YAML file")
+	c.Flags().StringVarP(&topology, "topology", "t", "noencap", "built-in name ("+strings.Join(topo.Builtins(), ", ")+"), a YAML file, or generated:nodes=N[,fabric=l2|dualtor][,racks=R][,rr=K][,pool=noencap|ipip][,block=B][,workloads=W]")
 	c.Flags().BoolVar(&keep, "keep", false, "leave the topology up after exit")
 	return c
 }
