@@ -12,7 +12,7 @@ demo:
 	ci/demo
 
 vet:
-	gofmt -l $$(git ls-files '*.go')
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
 	go vet ./...
 
 # Regenerate the committed bpf2go objects (clang, llvm, libbpf-dev).

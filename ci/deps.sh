@@ -4,9 +4,12 @@
 set -euo pipefail
 
 # Debian packages: BIRD 2 and runc for the per-node BIRD containers,
-# iproute2 for `birdcage exec`, QEMU + busybox + kmod + cpio/zstd/xz for the
-# kernel VM runner that gives IPIP scenarios a kernel with ipip.
-BIRDCAGE_DEBS=(bird2 runc iproute2 qemu-system-x86 busybox-static kmod cpio zstd xz-utils ca-certificates)
+# iproute2 for `birdcage exec`, and what the kernel VM runner that gives
+# IPIP scenarios a kernel with ipip needs (BIRDCAGE_VM_DEBS, ci/vm/lib.sh).
+# shellcheck source=vm/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/vm/lib.sh"
+# shellcheck disable=SC2206 # a word list by design
+BIRDCAGE_DEBS=(bird2 runc iproute2 ca-certificates $BIRDCAGE_VM_DEBS)
 
 birdcage_need_go() {
 	if ! command -v go >/dev/null 2>&1; then

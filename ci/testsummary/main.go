@@ -29,7 +29,6 @@ type event struct {
 
 var (
 	skipReason = regexp.MustCompile(`^\s+\S+\.go:\d+: (.*)$`)
-	ginkgoRan  = regexp.MustCompile(`Ran (\d+) of (\d+) Specs`)
 	ginkgoTail = regexp.MustCompile(`(\d+) Passed \| (\d+) Failed \| (\d+) Pending \| (\d+) Skipped`)
 	ansi       = regexp.MustCompile("\x1b\\[[0-9;]*m")
 )
