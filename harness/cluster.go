@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 
 	"net/netip"
 
@@ -48,6 +49,12 @@ type Options struct {
 	// every node's BIRD config (confd.Options.KernelImportFilter); not
 	// Calico's behaviour.
 	KernelImportFilter bool
+	// RaiseNeighbourLimits lets the run raise the host-wide neighbour
+	// table limits (net.ipv{4,6}.neigh.default.gc_thresh2/3) when the
+	// topology needs more entries than they allow, restoring them when the
+	// run ends (or at `birdcage clean`). Off by default: the host's own
+	// settings are not the harness's to change. Also $BIRDCAGE_RAISE_NEIGH_LIMITS=1.
+	RaiseNeighbourLimits bool
 }
 
 // Cluster is one cluster's life: its topology, datastore, and per node a
@@ -69,6 +76,24 @@ type Cluster struct {
 	timelines map[string]*timeline.Monitor
 	stop      context.CancelFunc
 	wg        sync.WaitGroup
+
+	// warnings are about the run's validity (a host limit the topology
+	// exceeds), for the results; neighFullsAtStart is the host's
+	// neighbour-table overflow count when the cluster started.
+	warnings          []string
+	neighFullsAtStart uint64
+}
+
+// Warnings lists what makes this run's figures doubtful (a host-wide limit
+// the emulated topology exceeds), for the log and the results.
+func (c *Cluster) Warnings() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := append([]string(nil), c.warnings...)
+	if n := c.NeighbourTableOverflows(); n > 0 {
+		out = append(out, fmt.Sprintf("the host's shared neighbour table overflowed %d times during this run (ARP/ND resolutions lost): figures may measure the emulator; see %s", n, RaiseNeighbourLimitsEnv))
+	}
+	return out
 }
 
 // Node is one cluster node and the two route programmers on it.
@@ -135,13 +160,28 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 		}
 	}()
 	c := &Cluster{Run: r, opts: opts, log: log.With("run", r.ID)}
-	c.Mark("Start")
+	// Building the programmer (when BIRDCAGE_PROGRAMMER names none) is not
+	// part of the cluster's start.
 	if c.binary, err = programmerBinary(r); err != nil {
 		return nil, err
+	}
+	c.Mark("Start")
+	c.neighFullsAtStart = neighbourTableFulls()
+	warnings, raised, err := checkNeighbourTables(r, t, opts.RaiseNeighbourLimits || os.Getenv(RaiseNeighbourLimitsEnv) == "1")
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range warnings {
+		c.log.Warn(w)
+	}
+	c.warnings = append(c.warnings, warnings...)
+	if raised {
+		c.Mark("NeighbourLimitsRaised")
 	}
 	if c.Net, err = topo.Build(ctx, t, r, topo.Options{}); err != nil {
 		return nil, err
 	}
+	c.Mark("TopologyBuilt")
 	if err := c.startTimelines(); err != nil {
 		return nil, err
 	}

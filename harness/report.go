@@ -126,6 +126,7 @@ func GapTable(rep *probe.Report) string {
 // a probe report.
 func (c *Cluster) Result(name string, rep *probe.Report) ScenarioResult {
 	s := ScenarioResult{Name: name, Topology: c.Net.Topology.Name, Probes: rep, Events: c.Events(), Figures: map[string]float64{}}
+	s.Notes = append(s.Notes, c.Warnings()...)
 	if ev := c.Events(); len(ev) > 0 {
 		s.Duration = monoclock.Ms(monoclock.Now()-ev[0].Mono) / 1000
 	}

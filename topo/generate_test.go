@@ -105,3 +105,21 @@ func TestBadGeneratedSpecs(t *testing.T) {
 		}
 	}
 }
+
+// The neighbour estimate: k(k-1) per switch, two per point-to-point link
+// end pair, two per workload.
+func TestNeighbourEntries(t *testing.T) {
+	ne, _ := Builtin("noencap") // 3 nodes on lan, 2 workloads each
+	if v4, v6 := ne.NeighbourEntries(); v4 != 3*2+3*2*2 || v6 != 0 {
+		t.Errorf("noencap: %d v4, %d v6; want %d, 0", v4, v6, 3*2+3*2*2)
+	}
+	// 40 nodes on one segment: the mesh alone needs 1560, past the kernel's
+	// default gc_thresh3 of 1024.
+	g, err := Generate(GenSpec{Nodes: 40, Workloads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v4, _ := g.NeighbourEntries(); v4 != 40*39+2*40 {
+		t.Errorf("40 nodes: %d, want %d", v4, 40*39+2*40)
+	}
+}

@@ -9,13 +9,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/birdcage/birdcage/internal/nsutil"
+	"github.com/birdcage/birdcage/internal/procfs"
 	"github.com/birdcage/birdcage/internal/run"
 )
 
@@ -420,20 +420,11 @@ func (b *Instance) RSS() (int64, error) {
 	if pid == 0 {
 		return 0, fmt.Errorf("bird %s: %w", b.name, ErrNotRunning)
 	}
-	s, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	n, err := procfs.RSS(pid)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("bird %s: %w", b.name, err)
 	}
-	for _, l := range strings.Split(string(s), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			f := strings.Fields(v)
-			if len(f) > 0 {
-				kb, err := strconv.ParseInt(f[0], 10, 64)
-				return kb * 1024, err
-			}
-		}
-	}
-	return 0, fmt.Errorf("bird %s: no VmRSS for pid %d", b.name, pid)
+	return n, nil
 }
 
 // StartAll starts the instances concurrently (with -R when recovery is

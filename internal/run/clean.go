@@ -36,6 +36,8 @@ type CleanReport struct {
 	Processes  []int    `json:"processes"`
 	Containers []string `json:"containers"`
 	Dirs       []string `json:"dirs"`
+	// Sysctls are host-wide settings put back (key=value).
+	Sysctls []string `json:"sysctls,omitempty"`
 	// Skipped are runs left alone because their owner is alive.
 	Skipped []string `json:"skipped,omitempty"`
 }
@@ -109,7 +111,15 @@ func Clean(opts CleanOptions) (CleanReport, error) {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
 		}
-		// 3. Namespaces, state dir, temp dirs.
+		// 3. Host-wide limits the run raised (opt-in), back to their values.
+		if !opts.DryRun {
+			restored, err := restoreHostSysctls(filepath.Join(StateRoot, id))
+			rep.Sysctls = append(rep.Sysctls, restored...)
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+		// 4. Namespaces, state dir, temp dirs.
 		for _, n := range runs[id] {
 			rep.Namespaces = append(rep.Namespaces, n)
 			if !opts.DryRun {

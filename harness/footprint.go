@@ -1,0 +1,64 @@
+package harness
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/birdcage/birdcage/internal/procfs"
+)
+
+// Footprint is what a running cluster costs the machine in memory: the
+// resident set of every BIRD (nodes and routers), of every programmer, and
+// of this process (probes, timelines, the harness itself).
+type Footprint struct {
+	BIRDBytes, ProgrammerBytes, HarnessBytes int64
+	BIRDs, Programmers                       int
+}
+
+// Total is the sum of the three.
+func (f Footprint) Total() int64 { return f.BIRDBytes + f.ProgrammerBytes + f.HarnessBytes }
+
+// Footprint reads VmRSS of every process the cluster runs.
+func (c *Cluster) Footprint() (Footprint, error) {
+	var f Footprint
+	var err error
+	if f.HarnessBytes, err = procfs.RSS(os.Getpid()); err != nil {
+		return f, err
+	}
+	add := func(pid int, bytes *int64, count *int) error {
+		if pid == 0 {
+			return nil
+		}
+		n, err := procfs.RSS(pid)
+		if err != nil {
+			return err
+		}
+		*bytes += n
+		*count++
+		return nil
+	}
+	for _, n := range c.nodes {
+		if err := add(n.BIRD.Pid(), &f.BIRDBytes, &f.BIRDs); err != nil {
+			return f, fmt.Errorf("node %s bird: %w", n.Name, err)
+		}
+		if err := add(n.Programmer.Pid(), &f.ProgrammerBytes, &f.Programmers); err != nil {
+			return f, fmt.Errorf("node %s programmer: %w", n.Name, err)
+		}
+	}
+	for _, r := range c.routers {
+		if err := add(r.BIRD.Pid(), &f.BIRDBytes, &f.BIRDs); err != nil {
+			return f, fmt.Errorf("router %s bird: %w", r.Name, err)
+		}
+	}
+	return f, nil
+}
+
+// Pid is the programmer's pid, 0 when it is not running.
+func (p *Programmer) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}

@@ -1,0 +1,175 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/birdcage/birdcage/internal/run"
+	"github.com/birdcage/birdcage/internal/testenv"
+	"github.com/birdcage/birdcage/topo"
+)
+
+// ScaleNodesEnv lists the cluster sizes BenchmarkClusterScale runs
+// (default 10,50; 100 and more are opt-in: BIRDCAGE_SCALE_NODES=10,50,100).
+const ScaleNodesEnv = "BIRDCAGE_SCALE_NODES"
+
+func scaleSizes(b *testing.B) []int {
+	v := os.Getenv(ScaleNodesEnv)
+	if v == "" {
+		v = "10,50"
+	}
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			b.Fatalf("%s=%q: want a comma-separated list of node counts, like 10,50,100", ScaleNodesEnv, v)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// BenchmarkClusterScale: a whole cluster — topology, datastore, a
+// programmer and a BIRD container per node — at N nodes, as an iBGP full
+// mesh and with two route reflectors, from Start to converged and stopped:
+//
+//	ms/topology  namespaces, links and addresses built
+//	ms/up        Start returned: every BGP session Established and every
+//	             programmer synced once
+//	ms/routes    every node has a route to every other node's block
+//	ms/down      Stop returned (processes stopped, namespaces deleted)
+//	MB/bird, MB/programmer, MB/harness  resident memory when converged
+//	routes/node  the remote-block routes each node ends with
+//
+// and, in the same run, the same node namespaces built by one `ip` command
+// per operation (ms/ip-up, ms/ip-down) as the yardstick. Run as root with
+// -benchtime=1x; sizes from BIRDCAGE_SCALE_NODES.
+func BenchmarkClusterScale(b *testing.B) {
+	testenv.NeedRoot(b)
+	for _, n := range scaleSizes(b) {
+		for _, shape := range []string{"mesh", "rr=2"} {
+			spec := fmt.Sprintf("nodes=%d", n)
+			if shape != "mesh" {
+				spec += "," + shape
+			}
+			b.Run(spec, func(b *testing.B) {
+				var m scaleMetrics
+				for range b.N {
+					m.add(scaleOnce(b, spec))
+				}
+				m.report(b)
+			})
+		}
+		b.Run(fmt.Sprintf("nodes=%d,iproute2", n), func(b *testing.B) {
+			var up, down time.Duration
+			for range b.N {
+				r, err := run.New()
+				if err != nil {
+					b.Fatal(err)
+				}
+				u, d, err := testenv.IPCommandBaseline(r, n, 1)
+				r.Close()
+				if err != nil {
+					b.Fatal(err)
+				}
+				up, down = up+u, down+d
+			}
+			b.ReportMetric(ms(up)/float64(b.N), "ms/ip-up")
+			b.ReportMetric(ms(down)/float64(b.N), "ms/ip-down")
+		})
+	}
+}
+
+type scaleMetrics struct {
+	n                                  int
+	topology, up, routes, down         time.Duration
+	bird, programmer, harness, perNode float64
+}
+
+func (m *scaleMetrics) add(o scaleMetrics) {
+	m.n++
+	m.topology += o.topology
+	m.up += o.up
+	m.routes += o.routes
+	m.down += o.down
+	m.bird += o.bird
+	m.programmer += o.programmer
+	m.harness += o.harness
+	m.perNode += o.perNode
+}
+
+func (m *scaleMetrics) report(b *testing.B) {
+	k := float64(m.n)
+	b.ReportMetric(ms(m.topology)/k, "ms/topology")
+	b.ReportMetric(ms(m.up)/k, "ms/up")
+	b.ReportMetric(ms(m.routes)/k, "ms/routes")
+	b.ReportMetric(ms(m.down)/k, "ms/down")
+	b.ReportMetric(m.bird/k, "MB/bird")
+	b.ReportMetric(m.programmer/k, "MB/programmer")
+	b.ReportMetric(m.harness/k, "MB/harness")
+	b.ReportMetric(m.perNode/k, "routes/node")
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func scaleOnce(b *testing.B, spec string) scaleMetrics {
+	b.Helper()
+	tp, err := topo.Resolve(topo.GeneratedPrefix + spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	start := time.Now()
+	c, err := Start(ctx, tp, Options{ConvergeTimeout: 8 * time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var m scaleMetrics
+	m.up = time.Since(start)
+	for _, ev := range c.Events() {
+		if ev.Name == "TopologyBuilt" {
+			m.topology = time.Duration(ev.Mono - c.Events()[0].Mono)
+		}
+	}
+	total := 0
+	for _, n := range c.Nodes() {
+		blocks := c.RemoteBlocks(n.Name)
+		if err := poll(ctx, 50*time.Millisecond, func() bool {
+			for _, p := range blocks {
+				if rs, _ := n.Routes(p); len(rs) == 0 {
+					return false
+				}
+			}
+			return true
+		}); err != nil {
+			b.Fatalf("%s: not every remote block routed: %v", n.Name, err)
+		}
+		total += len(blocks)
+	}
+	m.routes = time.Since(start)
+	m.perNode = float64(total) / float64(len(c.Nodes()))
+	f, err := c.Footprint()
+	if err != nil {
+		b.Fatal(err)
+	}
+	m.bird, m.programmer, m.harness = mb(f.BIRDBytes), mb(f.ProgrammerBytes), mb(f.HarnessBytes)
+	for _, w := range c.Warnings() {
+		b.Logf("%s: warning: %s", spec, w)
+	}
+	stop := time.Now()
+	if err := c.Stop(); err != nil {
+		b.Fatal(err)
+	}
+	m.down = time.Since(stop)
+	b.Logf("%s: topology %.0f ms, up %.0f ms, routes %.0f ms, down %.0f ms; RSS bird %.0f MB (%d), programmers %.0f MB (%d), harness %.0f MB",
+		spec, ms(m.topology), ms(m.up), ms(m.routes), ms(m.down), m.bird, f.BIRDs, m.programmer, f.Programmers, m.harness)
+	return m
+}
+
+func mb(n int64) float64 { return float64(n) / (1 << 20) }
