@@ -363,9 +363,9 @@ func enslavePorts(h *netlink.Handle) error {
 	if err != nil {
 		return fmt.Errorf("bridge: %w", err)
 	}
-	links, err := h.LinkList()
+	links, err := nsutil.Links(h)
 	if err != nil {
-		return fmt.Errorf("list links: %w", err)
+		return err
 	}
 	for _, l := range links {
 		if _, ok := l.(*netlink.Veth); !ok {
