@@ -24,6 +24,7 @@ import (
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/run"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -694,9 +695,9 @@ func (n *Node) Routes(dst netip.Prefix) ([]KernelRoute, error) {
 		return nil, err
 	}
 	defer h.Close()
-	links, err := h.LinkList()
+	links, err := nsutil.Links(h)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("node %s: %w", n.Name, err)
 	}
 	names := map[int]string{}
 	for _, l := range links {
@@ -704,9 +705,9 @@ func (n *Node) Routes(dst netip.Prefix) ([]KernelRoute, error) {
 	}
 	var out []KernelRoute
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
-		rs, err := h.RouteListFiltered(fam, &netlink.Route{Table: syscall.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+		rs, err := nsutil.Routes(h, fam, &netlink.Route{Table: syscall.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
 		if err != nil {
-			return nil, fmt.Errorf("node %s: list routes: %w", n.Name, err)
+			return nil, fmt.Errorf("node %s: %w", n.Name, err)
 		}
 		for _, r := range rs {
 			kr := KernelRouteFrom(r, names)

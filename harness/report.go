@@ -15,6 +15,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/internal/nsutil"
 )
 
 // ArtifactsEnv overrides where diagnostics and the results file go.
@@ -206,7 +207,7 @@ func linkDump(n *Node) string {
 		return err.Error()
 	}
 	defer h.Close()
-	links, err := h.LinkList()
+	links, err := nsutil.Links(h)
 	if err != nil {
 		return err.Error()
 	}

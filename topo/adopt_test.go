@@ -106,7 +106,7 @@ func linkNames(t *testing.T, n *Namespace) string {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	links, err := h.LinkList()
+	links, err := nsutil.Links(h)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -363,9 +363,9 @@ func enslavePorts(h *netlink.Handle) error {
 	if err != nil {
 		return fmt.Errorf("bridge: %w", err)
 	}
-	links, err := h.LinkList()
+	links, err := nsutil.Links(h)
 	if err != nil {
-		return fmt.Errorf("list links: %w", err)
+		return err
 	}
 	for _, l := range links {
 		if _, ok := l.(*netlink.Veth); !ok {
@@ -783,6 +783,13 @@ func (n *Network) Workloads() []*Workload {
 func DetectFeatures(r *run.Run) (Features, error) {
 	featuresOnce.Do(func() {
 		name := r.Name("features")
+		// Registered before the namespace exists, and waiting for the
+		// detection to end: a run closed by a signal while this runs
+		// (Ctrl-C as the build starts) must not exit between the
+		// namespace's creation and its deletion and leave it behind.
+		detecting := make(chan struct{})
+		defer close(detecting)
+		r.Defer("netns "+name, func() error { <-detecting; return nsutil.Delete(name) })
 		h, err := nsutil.Create(name)
 		if err != nil {
 			featuresErr = err

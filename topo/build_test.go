@@ -343,7 +343,9 @@ func echo(src, dst *net.UDPConn, to netip.Addr) error {
 func snapshotRootNS(t *testing.T) string {
 	t.Helper()
 	var b strings.Builder
-	links, err := netlink.LinkList()
+	// The root namespace is the machine's: anything else running can
+	// interrupt a dump, so every list goes through nsutil.Dump.
+	links, err := nsutil.Dump("list links", netlink.LinkList)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,20 +356,28 @@ func snapshotRootNS(t *testing.T) string {
 			continue
 		}
 		fmt.Fprintf(&b, "link %s %s mtu=%d flags=%v mac=%s master=%d\n", a.Name, l.Type(), a.MTU, a.Flags, a.HardwareAddr, a.MasterIndex)
-		addrs, _ := netlink.AddrList(l, netlink.FAMILY_ALL)
+		addrs, err := nsutil.Dump("list addresses", func() ([]netlink.Addr, error) { return netlink.AddrList(l, netlink.FAMILY_ALL) })
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, ad := range addrs {
 			fmt.Fprintf(&b, "  addr %s\n", ad.IPNet)
 		}
 	}
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
-		routes, err := netlink.RouteListFiltered(fam, &netlink.Route{Table: 0}, netlink.RT_FILTER_TABLE)
+		routes, err := nsutil.Dump("list routes", func() ([]netlink.Route, error) {
+			return netlink.RouteListFiltered(fam, &netlink.Route{Table: 0}, netlink.RT_FILTER_TABLE)
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range routes {
 			fmt.Fprintf(&b, "route %s\n", r.String())
 		}
-		rules, _ := netlink.RuleList(fam)
+		rules, err := nsutil.Dump("list rules", func() ([]netlink.Rule, error) { return netlink.RuleList(fam) })
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, r := range rules {
 			fmt.Fprintf(&b, "rule %s\n", r.String())
 		}

@@ -237,7 +237,10 @@ func inspect(m *topo.Manifest, name string) (ifaces, routes []string) {
 		return []string{"error: " + err.Error()}, nil
 	}
 	defer h.Close()
-	links, _ := h.LinkList()
+	links, err := nsutil.Links(h)
+	if err != nil {
+		ifaces = append(ifaces, "error: "+err.Error())
+	}
 	names := map[int]string{}
 	for _, l := range links {
 		a := l.Attrs()
@@ -245,7 +248,11 @@ func inspect(m *topo.Manifest, name string) (ifaces, routes []string) {
 		if a.Name == "lo" && a.OperState != netlink.OperUp && len(links) > 1 {
 			continue
 		}
-		addrs, _ := h.AddrList(l, netlink.FAMILY_ALL)
+		addrs, err := nsutil.Addrs(h, l, netlink.FAMILY_ALL)
+		if err != nil {
+			ifaces = append(ifaces, fmt.Sprintf("%s: error: %v", a.Name, err))
+			continue
+		}
 		var as []string
 		for _, ad := range addrs {
 			if ad.IP.IsLinkLocalUnicast() || ad.IP.IsLoopback() {
@@ -259,7 +266,10 @@ func inspect(m *topo.Manifest, name string) (ifaces, routes []string) {
 		}
 		ifaces = append(ifaces, fmt.Sprintf("%-16s %-6s %-5s %s", a.Name, l.Type(), state, strings.Join(as, " ")))
 	}
-	rs, _ := h.RouteList(nil, netlink.FAMILY_ALL)
+	rs, err := nsutil.Routes(h, netlink.FAMILY_ALL, nil, 0)
+	if err != nil {
+		routes = append(routes, "error: "+err.Error())
+	}
 	for _, r := range rs {
 		if r.Dst != nil && r.Dst.IP.IsLinkLocalUnicast() {
 			continue

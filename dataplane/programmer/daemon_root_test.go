@@ -107,7 +107,7 @@ func (nd *node) veth(t testing.TB, name, peer string, addrs ...string) {
 func (nd *node) route(t testing.TB, dst string) string {
 	t.Helper()
 	_, ipn, _ := net.ParseCIDR(dst)
-	rs, err := nd.h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Dst: ipn, Table: 254}, netlink.RT_FILTER_DST|netlink.RT_FILTER_TABLE)
+	rs, err := nsutil.Routes(nd.h, netlink.FAMILY_V4, &netlink.Route{Dst: ipn, Table: 254}, netlink.RT_FILTER_DST|netlink.RT_FILTER_TABLE)
 	if err != nil {
 		t.Fatal(err)
 	}

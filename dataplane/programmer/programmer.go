@@ -14,6 +14,7 @@ import (
 	"github.com/birdcage/birdcage/dataplane/datastore"
 	"github.com/birdcage/birdcage/dataplane/routetable"
 	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -287,7 +288,7 @@ func (d *daemon) uplinks(n datastore.Node) []datastore.Uplink {
 		if p.Addr().Is6() {
 			fam = netlink.FAMILY_V6
 		}
-		addrs, err := d.h.AddrList(nil, fam)
+		addrs, err := nsutil.Addrs(d.h, nil, fam)
 		if err != nil {
 			d.log.Warn("list addresses to find the uplink", "err", err)
 			continue

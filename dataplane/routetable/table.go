@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/birdcage/birdcage/dataplane/route"
+	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -114,9 +115,9 @@ type linkIndex struct {
 }
 
 func (t *Table) readLinks() (linkIndex, error) {
-	ls, err := t.h.LinkList()
+	ls, err := nsutil.Links(t.h)
 	if err != nil {
-		return linkIndex{}, fmt.Errorf("route table: list links: %w", err)
+		return linkIndex{}, fmt.Errorf("route table: %w", err)
 	}
 	li := linkIndex{byName: make(map[string]int, len(ls)), byIdx: make(map[int]string, len(ls))}
 	for _, l := range ls {
@@ -128,22 +129,23 @@ func (t *Table) readLinks() (linkIndex, error) {
 }
 
 func (t *Table) readKernel(links linkIndex) (map[key]KernelRoute, error) {
-	out := make(map[key]KernelRoute, len(t.kernel)+len(t.desired))
 	filter := &netlink.Route{Table: MainTable}
-	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
-		err := t.h.RouteListFilteredIter(fam, filter, netlink.RT_FILTER_TABLE, func(r netlink.Route) bool {
-			k := fromNetlink(r, fam, links)
-			out[k.key()] = k
-			return true
-		})
-		if errors.Is(err, netlink.ErrDumpInterrupted) {
-			return nil, fmt.Errorf("route table: list routes: dump interrupted by a concurrent change: %w", err)
+	// A dump interrupted by a concurrent change (BIRD programming routes
+	// while we resync) is redone from scratch, a bounded number of times.
+	return nsutil.Dump("route table: list routes", func() (map[key]KernelRoute, error) {
+		out := make(map[key]KernelRoute, len(t.kernel)+len(t.desired))
+		for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+			err := t.h.RouteListFilteredIter(fam, filter, netlink.RT_FILTER_TABLE, func(r netlink.Route) bool {
+				k := fromNetlink(r, fam, links)
+				out[k.key()] = k
+				return true
+			})
+			if err != nil {
+				return nil, err
+			}
 		}
-		if err != nil {
-			return nil, fmt.Errorf("route table: list routes: %w", err)
-		}
-	}
-	return out, nil
+		return out, nil
+	})
 }
 
 func fromNetlink(r netlink.Route, family int, links linkIndex) KernelRoute {

@@ -164,7 +164,7 @@ func (l *lab) birdRoutes(n string, family int) map[string]netlink.Route {
 	l.t.Helper()
 	h := l.handle(n)
 	defer h.Close()
-	rs, err := h.RouteListFiltered(family, &netlink.Route{Protocol: config.RTProtBIRD}, netlink.RT_FILTER_PROTOCOL)
+	rs, err := nsutil.Routes(h, family, &netlink.Route{Protocol: config.RTProtBIRD}, netlink.RT_FILTER_PROTOCOL)
 	if err != nil {
 		l.t.Fatalf("routes in %s: %v", n, err)
 	}

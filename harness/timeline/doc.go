@@ -10,7 +10,10 @@
 // read the existing routes) and keeps working while interfaces come and go:
 // IPv4 routes the kernel removes without a notification (device down or
 // deleted) are found by re-reading the tables and recorded as Resync
-// deletes; a failed subscription is re-established the same way.
+// deletes; a failed subscription is re-established the same way. Its dumps
+// go through nsutil.Dump: one that concurrent changes interrupted is redone,
+// never taken as the table (a partial dump would look like deletes) nor
+// reported as an error.
 //
 // Times are when the monitor received the notification, a few microseconds
 // to a millisecond after the kernel acted.

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/netip"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -56,6 +58,7 @@ type Monitor struct {
 	devs     map[int]linkInfo
 	errs     []string
 	changed  chan struct{} // closed and replaced on every recorded event
+	redump   chan struct{} // a subscription's own dump was interrupted: re-read
 
 	stop     chan struct{}
 	finished chan struct{}
@@ -96,6 +99,7 @@ func Start(o Options) (*Monitor, error) {
 		synthDel: map[key]bool{},
 		devs:     map[int]linkInfo{},
 		changed:  make(chan struct{}),
+		redump:   make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		finished: make(chan struct{}),
 	}
@@ -109,10 +113,14 @@ func Start(o Options) (*Monitor, error) {
 	return m, nil
 }
 
-// subscribe starts route and link subscriptions and then reads the route
-// tables. The subscriptions come first so nothing between the dump and the
-// first notification is missed; a notification already reflected in the dump
-// is recognised as a no-op or a replace of an identical route.
+// subscribe starts route and link subscriptions and then reads the links and
+// the route tables. The subscriptions come first so nothing between the dump
+// and the first notification is missed; a notification already reflected in
+// the dump is recognised as a no-op or a replace of an identical route. The
+// monitor makes its dumps itself (nsutil.Dump, which retries a dump that
+// concurrent changes interrupted) rather than asking the link subscription
+// to list existing links: that listing reports an interrupted dump only as an
+// error callback, with no way to redo it.
 func (m *Monitor) subscribe(first bool) (chan netlink.RouteUpdate, chan netlink.LinkUpdate, error) {
 	done := make(chan struct{})
 	routes := make(chan netlink.RouteUpdate, 4096)
@@ -120,7 +128,7 @@ func (m *Monitor) subscribe(first bool) (chan netlink.RouteUpdate, chan netlink.
 	nsh := m.nsh
 	if err := netlink.RouteSubscribeWithOptions(routes, done, netlink.RouteSubscribeOptions{
 		Namespace:         &nsh,
-		ErrorCallback:     m.onError,
+		ErrorCallback:     m.onSubscriptionError,
 		ReceiveBufferSize: 4 << 20,
 	}); err != nil {
 		close(done)
@@ -128,13 +136,16 @@ func (m *Monitor) subscribe(first bool) (chan netlink.RouteUpdate, chan netlink.
 	}
 	if err := netlink.LinkSubscribeWithOptions(links, done, netlink.LinkSubscribeOptions{
 		Namespace:     &nsh,
-		ErrorCallback: m.onError,
-		ListExisting:  true,
+		ErrorCallback: m.onSubscriptionError,
 	}); err != nil {
 		close(done)
 		return nil, nil, fmt.Errorf("subscribe to links: %w", err)
 	}
 	m.subDone = done
+	if err := m.readLinks(); err != nil {
+		close(done)
+		return nil, nil, err
+	}
 	if err := m.readTables(first); err != nil {
 		close(done)
 		return nil, nil, err
@@ -149,8 +160,10 @@ func (m *Monitor) subscribe(first bool) (chan netlink.RouteUpdate, chan netlink.
 func (m *Monitor) readTables(first bool) error {
 	var all []netlink.Route
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
-		rs, err := m.h.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
-		if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+		// An interrupted dump comes back empty or partial; taking it
+		// would turn every route missing from it into a Resync delete.
+		rs, err := nsutil.Routes(m.h, fam, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+		if err != nil {
 			return fmt.Errorf("list routes: %w", err)
 		}
 		all = append(all, rs...)
@@ -183,6 +196,39 @@ func (m *Monitor) readTables(first bool) error {
 	return nil
 }
 
+// readLinks (re)learns every link's name and state, so that a later link
+// notification can tell a device going down from one that was already down.
+func (m *Monitor) readLinks() error {
+	ls, err := nsutil.Links(m.h)
+	if err != nil {
+		return err
+	}
+	devs := make(map[int]linkInfo, len(ls))
+	for _, l := range ls {
+		a := l.Attrs()
+		devs[a.Index] = linkInfo{name: a.Name, up: a.Flags&net.FlagUp != 0}
+	}
+	m.mu.Lock()
+	m.devs = devs
+	m.mu.Unlock()
+	return nil
+}
+
+// onSubscriptionError is the subscriptions' error callback. An interrupted
+// dump is not a lost event: it asks the loop to read everything again (the
+// subscriptions make no dumps of their own today, so this is a guard for
+// when one does). Anything else is recorded.
+func (m *Monitor) onSubscriptionError(err error) {
+	if errors.Is(err, netlink.ErrDumpInterrupted) {
+		select {
+		case m.redump <- struct{}{}:
+		default: // one is already pending
+		}
+		return
+	}
+	m.onError(err)
+}
+
 func (m *Monitor) onError(err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -210,6 +256,12 @@ func (m *Monitor) loop(routes chan netlink.RouteUpdate, links chan netlink.LinkU
 				continue
 			}
 			m.record(monoclock.Now(), u)
+		case <-m.redump:
+			if err := m.readLinks(); err != nil {
+				m.onError(fmt.Errorf("re-read links after an interrupted dump: %w", err))
+			} else if err := m.readTables(false); err != nil {
+				m.onError(fmt.Errorf("re-read routes after an interrupted dump: %w", err))
+			}
 		case u, ok := <-links:
 			if !ok {
 				routes, links = m.restart()
@@ -285,7 +337,7 @@ func (m *Monitor) devNameLocked(idx int) string {
 	if err != nil {
 		return fmt.Sprintf("if%d", idx)
 	}
-	m.devs[idx] = linkInfo{name: l.Attrs().Name, up: l.Attrs().Flags&1 != 0}
+	m.devs[idx] = linkInfo{name: l.Attrs().Name, up: l.Attrs().Flags&net.FlagUp != 0}
 	return l.Attrs().Name
 }
 

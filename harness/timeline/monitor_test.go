@@ -7,10 +7,13 @@ package timeline
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,9 +27,10 @@ import (
 // node is one namespace with two veth pairs whose both ends stay inside it:
 // v0 (10.50.0.1/24) <-> v0p, v1 (10.51.0.1/24) <-> v1p.
 type node struct {
-	mon *Monitor
-	h   *netlink.Handle
-	dev map[string]netlink.Link
+	path string
+	mon  *Monitor
+	h    *netlink.Handle
+	dev  map[string]netlink.Link
 }
 
 func newNode(t *testing.T) *node {
@@ -54,7 +58,7 @@ func newNode(t *testing.T) *node {
 		t.Fatal(err)
 	}
 	r.Defer("netlink handle", func() error { h.Close(); return nil })
-	nd := &node{h: h, dev: map[string]netlink.Link{}}
+	nd := &node{path: n.Path(), h: h, dev: map[string]netlink.Link{}}
 	for i, pair := range [][2]string{{"v0", "v0p"}, {"v1", "v1p"}} {
 		if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: pair[0]}, PeerName: pair[1]}); err != nil {
 			t.Fatalf("add veth %s in %s: %v", pair[0], name, err)
@@ -282,4 +286,138 @@ func TestSurvivesInterfaceChurn(t *testing.T) {
 	if errs := nd.mon.Errors(); len(errs) != 0 {
 		t.Errorf("subscription errors: %v", errs)
 	}
+}
+
+// Under churn (links created and deleted, routes added and removed) the
+// monitor's own dumps get interrupted by the kernel (NLM_F_DUMP_INTR); it must
+// re-dump, never report it as an error nor take a partial dump for the
+// truth, and its view must end equal to the kernel's.
+func TestMonitorUnderChurn(t *testing.T) {
+	nd := newNode(t)
+	nd.mon.Close() // this test starts its own monitors, under churn
+	// 1. Enough links that a link dump takes several netlink messages (the
+	// kernel can flag a dump interrupted only between two of them), and a
+	// veth to churn routes through.
+	for i := range 60 {
+		if err := nd.h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: fmt.Sprintf("s%d", i)}, PeerName: fmt.Sprintf("s%dp", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// 2. Churn: a veth pair made and deleted over and over (each delete
+	// makes every running monitor re-read its tables), and routes via v0
+	// added and deleted.
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var churnErr error
+	var churned atomic.Int64
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ctx.Err() == nil; i++ {
+			if err := nd.h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "cx"}, PeerName: "cxp"}); err != nil {
+				churnErr = fmt.Errorf("churn: add cx: %w", err)
+				return
+			}
+			rt := nd.route(fmt.Sprintf("10.90.%d.0/24", i%200), ProtoFelix, 0, "v0", "10.50.0.2")
+			if err := nd.h.RouteAdd(rt); err != nil {
+				churnErr = fmt.Errorf("churn: add %s: %w", rt.Dst, err)
+				return
+			}
+			l, err := nd.h.LinkByName("cx")
+			if err == nil {
+				err = nd.h.LinkDel(l)
+			}
+			if err != nil {
+				churnErr = fmt.Errorf("churn: delete cx: %w", err)
+				return
+			}
+			if err := nd.h.RouteDel(rt); err != nil {
+				churnErr = fmt.Errorf("churn: delete %s: %w", rt.Dst, err)
+				return
+			}
+			churned.Add(1)
+		}
+	}()
+	defer func() { cancel(); wg.Wait() }()
+
+	// 3. Monitors started one after another while that goes on, each
+	// running through some churn.
+	var mons []*Monitor
+	defer func() {
+		for _, m := range mons {
+			m.Close()
+		}
+	}()
+	for i := range 20 {
+		m, err := Start(Options{Name: fmt.Sprintf("churn-%d", i), Netns: nd.path})
+		if err != nil {
+			t.Fatalf("start monitor %d under churn: %v", i, err)
+		}
+		mons = append(mons, m)
+		c0 := churned.Load()
+		wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err = m.WaitFor(wctx, func(e Event) bool { return e.Resync || churned.Load() > c0+2 })
+		wcancel()
+		if err != nil {
+			t.Fatalf("monitor %d: no churn seen: %v", i, err)
+		}
+	}
+	cancel()
+	wg.Wait()
+	if churnErr != nil {
+		t.Fatal(churnErr)
+	}
+	if churned.Load() < 20 {
+		t.Fatalf("only %d churn rounds: the test did not churn", churned.Load())
+	}
+
+	// 4. Verdict: no monitor reported an error, and each one's routes are
+	// the kernel's once the last notifications are in.
+	kernel := func() map[key]bool {
+		out := map[key]bool{}
+		for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+			rs, err := nsutil.Routes(nd.h, fam, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rs {
+				if r.Flags&unix.RTM_F_CLONED == 0 {
+					out[convert(r, func(int) string { return "" }).key()] = true
+				}
+			}
+		}
+		return out
+	}
+	for _, m := range mons {
+		if errs := m.Errors(); len(errs) != 0 {
+			t.Errorf("monitor %s reported errors under churn: %v", m.Name(), errs)
+		}
+		var diff []string
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			diff = diff[:0]
+			kernel := kernel()
+			have := map[key]bool{}
+			for _, r := range m.Routes() {
+				have[r.key()] = true
+				if !kernel[r.key()] {
+					diff = append(diff, "extra "+r.String())
+				}
+			}
+			for k := range kernel {
+				if !have[k] {
+					diff = append(diff, fmt.Sprintf("missing %v", k))
+				}
+			}
+			if len(diff) == 0 || time.Now().After(deadline) {
+				break
+			}
+			<-time.After(20 * time.Millisecond) // polling interval
+		}
+		if len(diff) != 0 {
+			t.Errorf("monitor %s disagrees with the kernel after the churn: %v", m.Name(), diff)
+		}
+	}
+	t.Logf("%d churn rounds over %d monitors", churned.Load(), len(mons))
 }

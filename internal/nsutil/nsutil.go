@@ -3,6 +3,10 @@
 //
 // Named namespaces live under /var/run/netns like `ip netns add` makes them, so
 // `ip netns exec`, runc (joining by path) and `birdcage clean` all see them.
+//
+// It also owns reading a namespace's tables: Dump (and Links, Routes, Addrs)
+// retries a netlink dump the kernel flagged as interrupted by a concurrent
+// change, so no caller takes a partial table for the truth.
 package nsutil
 
 import (
