@@ -111,9 +111,9 @@ var _ = ReportAfterEach(func(sr SpecReport) {
 	}
 	row := scenarioRow(sr, res)
 	if err := results.Add(row); err != nil {
-		// Too late to fail the spec; the suite still has to say so.
-		fmt.Fprintf(GinkgoWriter, "[birdcage] could not write the row of %q to %s: %v\n", row.Spec, results.Path(), err)
-		fmt.Printf("[birdcage] could not write the row of %q to %s: %v\n", row.Spec, results.Path(), err)
+		// A failure here fails the spec (and so the suite): a run whose
+		// results file lacks a row must not pass.
+		Fail(fmt.Sprintf("could not write the row of %q to %s: %v", row.Spec, results.Path(), err))
 	}
 })
 
