@@ -10,6 +10,8 @@ import (
 	"github.com/onsi/gomega/types"
 
 	"github.com/birdcage/birdcage/dataplane/config"
+	"github.com/birdcage/birdcage/harness/bird"
+	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/probe"
 )
 
@@ -32,20 +34,33 @@ func (o Owner) String() string {
 	return "anyone"
 }
 
-// ClusterRouteMatcher matches a *Node that has a main-table route to exactly
-// a prefix, optionally written by a given owner, via a given device.
+// RouteSource is what the route matchers read: a *Node, or anything else
+// that lists a node's main-table routes to a prefix (and inside it).
+type RouteSource interface {
+	Routes(dst netip.Prefix) ([]KernelRoute, error)
+}
+
+// ClusterRouteMatcher matches a node that has a main-table route to exactly
+// a prefix, optionally written by a given owner, via a given device; in its
+// exclusive form (Only), that route must be the node's only route to the
+// prefix.
 type ClusterRouteMatcher struct {
-	prefix   netip.Prefix
-	owner    Owner
-	device   string
-	protocol int
-	actual   []KernelRoute
-	readErr  error
+	prefix    netip.Prefix
+	owner     Owner
+	device    string
+	protocol  int
+	exclusive bool
+	actual    []KernelRoute
+	readErr   error
 }
 
 // HaveClusterRoute matches a node with a route to prefix:
 //
 //	Expect(c.Node("node-2")).To(HaveClusterRoute(block).ProgrammedBy(ByProgrammer).Via("tunl0"))
+//
+// It passes while another route to the prefix sits beside the one it
+// wants (another protocol or metric); a claim that a route moves to an
+// owner, or that an owner owns it, needs Only.
 func HaveClusterRoute(prefix netip.Prefix) *ClusterRouteMatcher {
 	return &ClusterRouteMatcher{prefix: prefix, protocol: config.DefaultDeviceRouteProtocol}
 }
@@ -56,27 +71,48 @@ func (m *ClusterRouteMatcher) ProgrammedBy(o Owner) *ClusterRouteMatcher { m.own
 // Via requires the route (or every nexthop) to leave through device.
 func (m *ClusterRouteMatcher) Via(device string) *ClusterRouteMatcher { m.device = device; return m }
 
+// Only makes the match exclusive: the node has exactly one route to the
+// prefix (any protocol, any metric) and it is the one described. A route
+// of the old owner left beside the new owner's fails it.
+func (m *ClusterRouteMatcher) Only() *ClusterRouteMatcher { m.exclusive = true; return m }
+
 // WithProgrammerProtocol sets the programmer's protocol when it is not 80.
 func (m *ClusterRouteMatcher) WithProgrammerProtocol(p int) *ClusterRouteMatcher {
 	m.protocol = p
 	return m
 }
 
+// Match reads the node's routes; a read error is an error (so neither To
+// nor NotTo passes on a node whose routes could not be read; Eventually
+// keeps polling and shows it).
 func (m *ClusterRouteMatcher) Match(actual any) (bool, error) {
-	n, ok := actual.(*Node)
+	src, ok := actual.(RouteSource)
 	if !ok {
-		return false, fmt.Errorf("HaveClusterRoute expects a *harness.Node, got %T", actual)
+		return false, fmt.Errorf("HaveClusterRoute expects a *harness.Node (a RouteSource), got %T", actual)
 	}
-	m.actual, m.readErr = n.Routes(m.prefix)
+	m.actual, m.readErr = src.Routes(m.prefix)
 	if m.readErr != nil {
-		return false, nil // keep polling; the message shows the error
+		return false, fmt.Errorf("%s: could not read routes to %s: %w", nodeName(actual), m.prefix, m.readErr)
 	}
-	for _, r := range m.actual {
-		if r.Dst == m.prefix && m.routeMatches(r) {
-			return true, nil
+	return m.matchRoutes(m.actual), nil
+}
+
+// matchRoutes is the verdict on a node's routes to (and inside) the prefix.
+func (m *ClusterRouteMatcher) matchRoutes(rs []KernelRoute) bool {
+	exact, found := 0, false
+	for _, r := range rs {
+		if r.Dst != m.prefix {
+			continue
+		}
+		exact++
+		if m.routeMatches(r) {
+			found = true
 		}
 	}
-	return false, nil
+	if m.exclusive {
+		return found && exact == 1
+	}
+	return found
 }
 
 func (m *ClusterRouteMatcher) routeMatches(r KernelRoute) bool {
@@ -106,6 +142,9 @@ func (m *ClusterRouteMatcher) routeMatches(r KernelRoute) bool {
 
 func (m *ClusterRouteMatcher) want() string {
 	s := fmt.Sprintf("a route to %s programmed by %s", m.prefix, m.owner)
+	if m.exclusive {
+		s = fmt.Sprintf("exactly one route to %s, programmed by %s", m.prefix, m.owner)
+	}
 	if m.device != "" {
 		s += " via " + m.device
 	}
@@ -135,35 +174,135 @@ func (m *ClusterRouteMatcher) NegatedFailureMessage(actual any) string {
 }
 
 func nodeName(actual any) string {
-	if n, ok := actual.(*Node); ok {
+	switch n := actual.(type) {
+	case *Node:
 		return "node " + n.Name
+	case interface{ NodeName() string }:
+		return "node " + n.NodeName()
 	}
 	return fmt.Sprint(actual)
 }
 
 var _ types.GomegaMatcher = (*ClusterRouteMatcher)(nil)
 
-// lossMatcher matches a probe.GapReport or *probe.Report with at most n
-// probes lost.
-type lossMatcher struct{ max int64 }
+// GapMatcher matches probe flows that saw no gap in their sequence.
+type GapMatcher struct {
+	through *probe.Report
+}
 
-// HaveLostAtMost matches a flow (probe.GapReport) or a whole report
-// (*probe.Report) that lost at most n probes.
-func HaveLostAtMost(n int64) types.GomegaMatcher { return &lossMatcher{max: n} }
+// HaveNoGap matches a flow (probe.GapReport) or every flow of a
+// *probe.Report whose probes arrived without a hole, as the BPF tracker
+// at the destination saw them: some probe arrived, the first to arrive was
+// probe 1, no sequence number below the highest one seen is missing, and
+// no send was refused by an error from the network (an ICMP error turned
+// into ECONNREFUSED, EHOSTUNREACH...; EAGAIN, the sender's own socket
+// buffer, is not the network's and is only shown).
+//
+// It does not judge Lost = Sent - Received: after the last arrival the
+// tracker cannot tell a probe in flight from a lost one. Through says
+// which probes the claim covers, so that tail is judged too.
+func HaveNoGap() *GapMatcher { return &GapMatcher{} }
 
-// HaveNoGap matches a flow or report that lost no probe.
-func HaveNoGap() types.GomegaMatcher { return &lossMatcher{max: 0} }
+// Through also requires every probe each flow had sent when snapshot was
+// taken (probes.Report() at the end of the claim's window) to have
+// arrived.
+func (m *GapMatcher) Through(snapshot *probe.Report) *GapMatcher { m.through = snapshot; return m }
 
-func lostOf(actual any) (int64, string, error) {
+// gapProblems is what is wrong with one flow, empty when nothing is; an
+// error when there is nothing to judge (so NotTo cannot pass on it either).
+func (m *GapMatcher) gapProblems(f probe.GapReport) ([]string, error) {
+	var out []string
+	if f.Sent == 0 {
+		return nil, fmt.Errorf("flow %s sent no probe: nothing to judge", f.Flow)
+	}
+	if f.Sent > 0 && f.Received == 0 {
+		out = append(out, fmt.Sprintf("none of %d probes arrived", f.Sent))
+	}
+	// A probe before the first arrival that came later still is counted
+	// late (not told apart from late probes filling holes above): only
+	// more head probes than late ones is surely a gap.
+	if f.Received > 0 && f.FirstSeq > 1 && f.FirstSeq-1 > f.Late {
+		out = append(out, fmt.Sprintf("probes 1..%d never arrived (the first to arrive was %d)", f.FirstSeq-1, f.FirstSeq))
+	}
+	if f.Missing > 0 {
+		out = append(out, fmt.Sprintf("%d probes missing below the highest seen (%d)", f.Missing, f.HighestSeq))
+	}
+	for errno, n := range f.SendErrors {
+		if errno != "EAGAIN" && n > 0 {
+			out = append(out, fmt.Sprintf("%d sends refused with %s", n, errno))
+		}
+	}
+	if m.through != nil {
+		var snap *probe.GapReport
+		for i := range m.through.Flows {
+			if m.through.Flows[i].Flow == f.Flow {
+				snap = &m.through.Flows[i]
+			}
+		}
+		switch {
+		case snap == nil:
+			return nil, fmt.Errorf("flow %s is not in the snapshot given to Through", f.Flow)
+		case snap.Sent == 0:
+			return nil, fmt.Errorf("flow %s had sent nothing when the snapshot was taken: nothing to judge", f.Flow)
+		case f.HighestSeq < snap.Sent:
+			out = append(out, fmt.Sprintf("probes %d..%d, sent before the snapshot, have not arrived", f.HighestSeq+1, snap.Sent))
+		}
+	}
+	return out, nil
+}
+
+func flowsOf(actual any) ([]probe.GapReport, error) {
 	switch a := actual.(type) {
 	case probe.GapReport:
-		return a.Lost, fmt.Sprintf("flow %s lost %d of %d probes (longest gap %.1f ms, %s)", a.Flow, a.Lost, a.Sent, a.LongestGapMs, gapWhere(a.Gap)), nil
+		return []probe.GapReport{a}, nil
 	case *probe.GapReport:
-		return lostOf(*a)
+		if a == nil {
+			return nil, fmt.Errorf("HaveNoGap got a nil *probe.GapReport")
+		}
+		return []probe.GapReport{*a}, nil
 	case *probe.Report:
-		return a.Total.Lost, fmt.Sprintf("%d flows lost %d of %d probes (longest gap %.1f ms on %s)", a.Total.FlowsWithLoss, a.Total.Lost, a.Total.Sent, a.Total.LongestGapMs, a.Total.LongestGapFlow), nil
+		if a == nil || len(a.Flows) == 0 {
+			return nil, fmt.Errorf("HaveNoGap got a report with no flow (nothing to judge)")
+		}
+		return a.Flows, nil
 	}
-	return 0, "", fmt.Errorf("loss matchers expect a probe.GapReport or *probe.Report, got %T", actual)
+	return nil, fmt.Errorf("HaveNoGap expects a probe.GapReport or *probe.Report, got %T", actual)
+}
+
+func (m *GapMatcher) Match(actual any) (bool, error) {
+	flows, err := flowsOf(actual)
+	if err != nil {
+		return false, err
+	}
+	ok := true
+	for _, f := range flows {
+		p, err := m.gapProblems(f)
+		if err != nil {
+			return false, err
+		}
+		ok = ok && len(p) == 0
+	}
+	return ok, nil
+}
+
+func (m *GapMatcher) describe(actual any) string {
+	flows, err := flowsOf(actual)
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, f := range flows {
+		fmt.Fprintf(&b, "\n    flow %s: sent %d, received %d, first %d, highest %d, missing %d, longest gap %.1f ms (%s)", f.Flow, f.Sent, f.Received, f.FirstSeq, f.HighestSeq, f.Missing, f.LongestGapMs, gapWhere(f.Gap))
+		if len(f.SendErrors) > 0 {
+			fmt.Fprintf(&b, ", send errors %v", f.SendErrors)
+		}
+		if p, err := m.gapProblems(f); err != nil {
+			b.WriteString(": " + err.Error())
+		} else if len(p) > 0 {
+			b.WriteString(": " + strings.Join(p, "; "))
+		}
+	}
+	return b.String()
 }
 
 func gapWhere(g probe.Gap) string {
@@ -173,22 +312,24 @@ func gapWhere(g probe.Gap) string {
 	return fmt.Sprintf("began %+.1f ms after %s", g.SinceMarkMs, g.Mark)
 }
 
-func (m *lossMatcher) Match(actual any) (bool, error) {
-	lost, _, err := lostOf(actual)
-	return err == nil && lost <= m.max, err
+func (m *GapMatcher) FailureMessage(actual any) string {
+	return "expected no gap in the probe sequence:" + m.describe(actual)
 }
 
-func (m *lossMatcher) FailureMessage(actual any) string {
-	_, s, _ := lostOf(actual)
-	return fmt.Sprintf("expected at most %d lost probes: %s", m.max, s)
+func (m *GapMatcher) NegatedFailureMessage(actual any) string {
+	return "expected a gap in the probe sequence:" + m.describe(actual)
 }
 
-func (m *lossMatcher) NegatedFailureMessage(actual any) string {
-	_, s, _ := lostOf(actual)
-	return fmt.Sprintf("expected more than %d lost probes: %s", m.max, s)
+var _ types.GomegaMatcher = (*GapMatcher)(nil)
+
+// ExportSource is what BeExportedTo reads: a *Node, or anything else that
+// knows a node's BGP peers and what its BIRD exports to one protocol.
+type ExportSource interface {
+	Peers() []confd.Peer
+	ExportedRoutes(ctx context.Context, protocol string) ([]bird.Route, error)
 }
 
-// ExportMatcher matches a *Node whose BIRD exports a prefix to one BGP peer.
+// ExportMatcher matches a node whose BIRD exports a prefix to one BGP peer.
 type ExportMatcher struct {
 	prefix   netip.Prefix
 	peer     netip.Addr
@@ -201,14 +342,17 @@ type ExportMatcher struct {
 // peer — what the peer would learn from it:
 //
 //	Expect(c.Node("node-1")).NotTo(harness.BeExportedTo(node3Block, node2Addr))
+//
+// A node without a session to peer, or a birdc that fails, is an error:
+// neither To nor NotTo passes (Eventually keeps polling and shows it).
 func BeExportedTo(prefix netip.Prefix, peer netip.Addr) *ExportMatcher {
 	return &ExportMatcher{prefix: prefix, peer: peer}
 }
 
 func (m *ExportMatcher) Match(actual any) (bool, error) {
-	n, ok := actual.(*Node)
+	n, ok := actual.(ExportSource)
 	if !ok {
-		return false, fmt.Errorf("BeExportedTo expects a *harness.Node, got %T", actual)
+		return false, fmt.Errorf("BeExportedTo expects a *harness.Node (an ExportSource), got %T", actual)
 	}
 	m.protocol, m.exported, m.err = "", nil, nil
 	for _, p := range n.Peers() {
@@ -217,14 +361,15 @@ func (m *ExportMatcher) Match(actual any) (bool, error) {
 		}
 	}
 	if m.protocol == "" {
-		return false, fmt.Errorf("node %s has no BGP session to %s (its peers: %v)", n.Name, m.peer, n.Peers())
+		m.err = fmt.Errorf("%s has no BGP session to %s (its peers: %v)", nodeName(actual), m.peer, n.Peers())
+		return false, m.err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	rs, err := n.BIRD.Client().Routes(ctx, "export "+m.protocol)
+	rs, err := n.ExportedRoutes(ctx, m.protocol)
 	if err != nil {
-		m.err = err
-		return false, nil
+		m.err = fmt.Errorf("%s: birdc show route export %s: %w", nodeName(actual), m.protocol, err)
+		return false, m.err
 	}
 	found := false
 	for _, r := range rs {
@@ -238,7 +383,7 @@ func (m *ExportMatcher) Match(actual any) (bool, error) {
 
 func (m *ExportMatcher) describe(actual any) string {
 	if m.err != nil {
-		return fmt.Sprintf("%s: birdc show route export %s: %v", nodeName(actual), m.protocol, m.err)
+		return m.err.Error()
 	}
 	return fmt.Sprintf("%s exports to %s (%s): %v", nodeName(actual), m.peer, m.protocol, m.exported)
 }
@@ -249,4 +394,10 @@ func (m *ExportMatcher) FailureMessage(actual any) string {
 
 func (m *ExportMatcher) NegatedFailureMessage(actual any) string {
 	return fmt.Sprintf("expected %s not to be exported; %s", m.prefix, m.describe(actual))
+}
+
+// ExportedRoutes is what n's BIRD exports to one of its protocols (a BGP
+// session, kernel4, kernel6), with the kernel's refusals flagged.
+func (n *Node) ExportedRoutes(ctx context.Context, protocol string) ([]bird.Route, error) {
+	return n.BIRD.Client().Routes(ctx, "export "+protocol)
 }

@@ -21,28 +21,73 @@ import (
 // ArtifactsEnv overrides where diagnostics and the results file go.
 const ArtifactsEnv = "BIRDCAGE_ARTIFACTS"
 
-// ArtifactsDir is $BIRDCAGE_ARTIFACTS, else ./artifacts.
+// ArtifactsDir is where diagnostics and results files go, the same place
+// whatever the working directory: $BIRDCAGE_ARTIFACTS, else artifacts/ at
+// the root of the birdcage checkout the working directory is in (go test
+// runs a package's tests in the package's directory, the CLI runs wherever
+// it is started), else ./artifacts outside a checkout.
 func ArtifactsDir() string {
 	if d := os.Getenv(ArtifactsEnv); d != "" {
+		if abs, err := filepath.Abs(d); err == nil {
+			return abs
+		}
 		return d
+	}
+	if root, err := moduleRoot(); err == nil {
+		return filepath.Join(root, "artifacts")
 	}
 	d, _ := filepath.Abs("artifacts")
 	return d
 }
 
-// ScenarioResult is one scenario's figures, for the report and for
-// comparing two runs.
+// Verdict is how a scenario's spec ended.
+type Verdict string
+
+const (
+	VerdictPass Verdict = "pass"
+	VerdictFail Verdict = "fail"
+	VerdictSkip Verdict = "skip"
+)
+
+// ScenarioResult is one scenario's row: how its spec ended and the figures
+// it registered, for the report and for comparing two runs. The suite
+// writes exactly one per spec that ran, from the spec's final state (after
+// its cleanup), whether or not the spec got as far as registering figures.
 type ScenarioResult struct {
-	Name     string               `json:"name"`
-	Labels   []string             `json:"labels,omitempty"`
-	Topology string               `json:"topology"`
-	Passed   bool                 `json:"passed"`
-	Duration float64              `json:"durationSeconds"`
-	Figures  map[string]float64   `json:"figures,omitempty"`
-	Notes    []string             `json:"notes,omitempty"`
-	Probes   *probe.Report        `json:"probes,omitempty"`
-	Events   []Event              `json:"events,omitempty"`
-	Restarts map[string][]Restart `json:"restarts,omitempty"`
+	Name string `json:"name"`
+	// Spec is the spec's full text (Name is the scenario's own title when
+	// it registered one, else the same).
+	Spec     string   `json:"spec,omitempty"`
+	Labels   []string `json:"labels,omitempty"`
+	Topology string   `json:"topology"`
+	Verdict  Verdict  `json:"verdict,omitempty"`
+	// Passed is Verdict == pass, kept for older readers.
+	Passed bool `json:"passed"`
+	// Failure is why the spec failed (the assertion's message, and any
+	// later failure such as a teardown's), or why it was skipped.
+	Failure         string `json:"failure,omitempty"`
+	FailureLocation string `json:"failureLocation,omitempty"`
+	// Registered says whether the spec registered its figures before it
+	// ended (false: it failed or skipped first).
+	Registered bool                 `json:"registered"`
+	Duration   float64              `json:"durationSeconds"`
+	Figures    map[string]float64   `json:"figures,omitempty"`
+	Notes      []string             `json:"notes,omitempty"`
+	Probes     *probe.Report        `json:"probes,omitempty"`
+	Events     []Event              `json:"events,omitempty"`
+	Restarts   map[string][]Restart `json:"restarts,omitempty"`
+}
+
+// VerdictOf is the row's verdict, for files written before Verdict
+// existed (only Passed then).
+func (s ScenarioResult) VerdictOf() Verdict {
+	if s.Verdict != "" {
+		return s.Verdict
+	}
+	if s.Passed {
+		return VerdictPass
+	}
+	return VerdictFail
 }
 
 // Results is the run's results file: every scenario's figures as JSON.

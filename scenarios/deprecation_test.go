@@ -49,7 +49,7 @@ var _ = Describe("Deprecation warning for BIRD-programmed IPIP cluster routes", 
 		for _, n := range c.Nodes() {
 			for _, b := range c.RemoteBlocks(n.Name) {
 				Eventually(n).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
-					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice), "guard: BIRD owns the IPIP routes")
+					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice).Only(), "guard: BIRD owns the IPIP routes")
 			}
 		}
 
@@ -120,7 +120,7 @@ var _ = Describe("Deprecation warning for BIRD-programmed IPIP cluster routes", 
 			Expect(string(conf)).NotTo(ContainSubstring("# warning: DEPRECATED"), "%s: the render in which the programmer took IPIP over carries a deprecation warning", n.Name)
 			for _, b := range c.RemoteBlocks(n.Name) {
 				Eventually(n).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
-					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer).Via(topo.TunnelDevice), "guard: the programmer owns the IPIP routes after the switch")
+					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer).Via(topo.TunnelDevice).Only(), "guard: the programmer owns the IPIP routes after the switch")
 			}
 		}
 		switched := map[string][2]int{}

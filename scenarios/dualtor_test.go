@@ -196,7 +196,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp"), func() {
 			Expect(n.Peers()).To(HaveLen(2), "%s peers with one ToR per plane", n.Name)
 			for _, b := range c.RemoteBlocks(n.Name) {
 				Eventually(n).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
-					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer), "guard: the programmer owns no-encap")
+					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer).Only(), "guard: the programmer owns no-encap")
 			}
 		}
 

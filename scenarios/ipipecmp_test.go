@@ -87,7 +87,7 @@ var _ = Describe("IPIP with ECMP on the dual-ToR fabric", Label("dualtor", "ipip
 			for _, n := range c.Nodes() {
 				for _, b := range ipipBlocks[n.Name] {
 					Eventually(n).WithTimeout(60*time.Second).WithPolling(100*time.Millisecond).
-						Should(harness.HaveClusterRoute(b).ProgrammedBy(own.owner).Via(topo.TunnelDevice), "%s programs IPIP block %s on %s", own.owner, b, n.Name)
+						Should(harness.HaveClusterRoute(b).ProgrammedBy(own.owner).Via(topo.TunnelDevice).Only(), "%s programs IPIP block %s on %s", own.owner, b, n.Name)
 				}
 			}
 			// ...and the programmer's is one path to the node's own address,

@@ -83,7 +83,7 @@ var _ = Describe("IPv6 no-encap pools follow the same ownership policy as IPv4",
 			for _, n := range c.Nodes() {
 				for _, b := range c.RemoteBlocks(n.Name) {
 					Eventually(n).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
-						Should(harness.HaveClusterRoute(b).ProgrammedBy(own.owner).Via("eth0"), "%s's route to %s", n.Name, b)
+						Should(harness.HaveClusterRoute(b).ProgrammedBy(own.owner).Via("eth0").Only(), "%s's route to %s", n.Name, b)
 					rs, err := n.Routes(b)
 					Expect(err).NotTo(HaveOccurred())
 					exact := 0

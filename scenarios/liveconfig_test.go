@@ -53,7 +53,7 @@ var _ = Describe("Live programClusterRoutes change", Label("liveconfig", "headli
 			for _, n := range c.Nodes() {
 				for _, b := range c.RemoteBlocks(n.Name) {
 					Eventually(n).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
-						Should(harness.HaveClusterRoute(b).ProgrammedBy(from.owner), "guard: %s owns the routes before the change", from.owner)
+						Should(harness.HaveClusterRoute(b).ProgrammedBy(from.owner).Only(), "guard: %s owns the routes before the change", from.owner)
 				}
 			}
 			probes, err := c.Probes(ctx, harness.ProbeOptions{})
@@ -67,7 +67,7 @@ var _ = Describe("Live programClusterRoutes change", Label("liveconfig", "headli
 			for _, n := range c.Nodes() {
 				for _, b := range c.RemoteBlocks(n.Name) {
 					Eventually(n).WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).
-						Should(harness.HaveClusterRoute(b).ProgrammedBy(to.owner), "after the change")
+						Should(harness.HaveClusterRoute(b).ProgrammedBy(to.owner).Only(), "after the change: the new owner's route, and no other")
 				}
 			}
 			// ...every programmer restarted for the change and synced again...

@@ -13,11 +13,13 @@ package scenarios_test
 // cluster mid-upgrade or with newer CRDs than binaries still agrees with
 // itself.
 //
-// The expectation for every pair is derived from dataplane/config (Resolve and
-// the two accessors), not copied from the design's table; the design's four
-// supported pairs are only a cross-check of that derivation. Each pair is set
-// live on one running cluster, and the observed owner of every remote block
-// (by kernel route protocol and by what BIRD exports to its kernel protocol)
+// The expectation for every pair comes from the design's own tables, written
+// below as literal data (designValues, designSupportedPairs,
+// designDefaults), not from dataplane/config: a wrong default or a wrong
+// value meaning in the code under test must not move the expectation with
+// it. Each pair is set live on one running cluster, and the observed owner of
+// every remote block (by kernel route protocol and by what BIRD exports to its
+// kernel protocol)
 // must match. Double programming is counted as it shows: route events and
 // owner changes in the route timeline, and BIRD's refused kernel writes
 // ("Netlink: File exists") over a window that spans at least two programmer
@@ -50,7 +52,55 @@ import (
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/topo"
+	"golang.org/x/sys/unix"
 )
+
+// The design's tables (§1, "The two configuration fields" and "Who sets
+// the fields"), as literal data. Only the release names (the keys of
+// designDefaults) come from dataplane/config; no value, meaning or default does.
+
+// designClasses is which classes a value names, per §1's value table.
+type designClasses struct{ ipip, noEncap bool }
+
+// designValues: the four values × the two classes.
+var designValues = map[string]designClasses{
+	"Disabled":           {ipip: false, noEncap: false},
+	"EnabledIPIPOnly":    {ipip: true, noEncap: false},
+	"EnabledNoEncapOnly": {ipip: false, noEncap: true},
+	"Enabled":            {ipip: true, noEncap: true},
+}
+
+// designSupportedPairs: §1's four supported combinations, {Felix, BGP}.
+var designSupportedPairs = map[[2]string]string{
+	{"EnabledIPIPOnly", "EnabledNoEncapOnly"}: "the default from v3.33: Felix owns IPIP, BIRD owns no-encap",
+	{"Enabled", "Disabled"}:                   "Felix owns everything",
+	{"Disabled", "Enabled"}:                   "the pre-v3.33 default: BIRD owns everything",
+	{"EnabledNoEncapOnly", "EnabledIPIPOnly"}: "Felix owns no-encap, BIRD owns IPIP",
+}
+
+// designDefaults: what each side takes when its field is unset, per
+// release — and, per the §1 review notes, when it holds a value the
+// component does not know. The keys name the releases the harness runs.
+var designDefaults = map[config.Release]struct{ felix, bgp string }{
+	config.R333:   {felix: "EnabledIPIPOnly", bgp: "EnabledNoEncapOnly"},
+	config.Pre333: {felix: "Disabled", bgp: "Enabled"},
+}
+
+// designProgrammerProtocol is the route programmer's kernel protocol when
+// deviceRouteProtocol is unset (§4: "DeviceRouteProtocol, default 80").
+const designProgrammerProtocol = 80
+
+// designEffective is the value a side acts on for a raw field value: the
+// value itself when the design knows it, else the release default.
+func designEffective(raw string, rel config.Release, felixSide bool) string {
+	if _, ok := designValues[raw]; ok {
+		return raw
+	}
+	if felixSide {
+		return designDefaults[rel].felix
+	}
+	return designDefaults[rel].bgp
+}
 
 // unknownValue is a programClusterRoutes value neither component knows, as a
 // newer CRD could hold.
@@ -58,11 +108,7 @@ const unknownValue = "Sometimes"
 
 // matrixValues are the raw values each field takes in the matrix: the four
 // valid ones, unset and unknown.
-var matrixValues = []string{
-	"",
-	string(config.Disabled), string(config.EnabledIPIPOnly), string(config.EnabledNoEncapOnly), string(config.Enabled),
-	unknownValue,
-}
+var matrixValues = []string{"", "Disabled", "EnabledIPIPOnly", "EnabledNoEncapOnly", "Enabled", unknownValue}
 
 func rawName(raw string) string {
 	if raw == "" {
@@ -112,14 +158,14 @@ func classOf(p topo.Pool) poolClass {
 	return classNoEncap
 }
 
-// expectedOwners derives, from the shared enum alone, who owns each class
-// for a pair of raw field values in release rel.
+// expectedOwners is who owns each class for a pair of raw field values in
+// release rel, by the design's tables.
 func expectedOwners(felixRaw, bgpRaw string, rel config.Release) map[poolClass]classOwner {
-	f := config.Resolve(felixRaw, rel, config.Programmer, nil)
-	b := config.Resolve(bgpRaw, rel, config.BIRD, nil)
+	f := designValues[designEffective(felixRaw, rel, true)]
+	b := designValues[designEffective(bgpRaw, rel, false)]
 	return map[poolClass]classOwner{
-		classIPIP:    ownerOf(f.ProgramIPIPClusterRoutes(), b.ProgramIPIPClusterRoutes()),
-		classNoEncap: ownerOf(f.ProgramNoEncapClusterRoutes(), b.ProgramNoEncapClusterRoutes()),
+		classIPIP:    ownerOf(f.ipip, b.ipip),
+		classNoEncap: ownerOf(f.noEncap, b.noEncap),
 	}
 }
 
@@ -141,9 +187,9 @@ func (v blockView) owner() classOwner {
 	prog, bird := false, v.birdExports
 	for _, r := range v.routes {
 		switch r.Protocol {
-		case config.DefaultDeviceRouteProtocol:
+		case designProgrammerProtocol:
 			prog = true
-		case config.RTProtBIRD:
+		case unix.RTPROT_BIRD:
 			bird = true
 		}
 	}
@@ -219,7 +265,7 @@ func judge(blocks []matrixBlock, views map[*matrixBlock]blockView, classes []poo
 	var problems []string
 	for _, cl := range classes {
 		if got[cl] != expected[cl] {
-			problems = append(problems, fmt.Sprintf("class %s: expected owner %s (derived from config.Resolve), seen %s", cl, expected[cl], got[cl]))
+			problems = append(problems, fmt.Sprintf("class %s: expected owner %s (the design's tables), seen %s", cl, expected[cl], got[cl]))
 		}
 	}
 	for i := range blocks {
@@ -230,9 +276,9 @@ func judge(blocks []matrixBlock, views map[*matrixBlock]blockView, classes []poo
 		rs := views[b].routes
 		switch want := expected[b.class]; want {
 		case ownedByProgrammer, ownedByBIRD:
-			proto := config.DefaultDeviceRouteProtocol
+			proto := designProgrammerProtocol
 			if want == ownedByBIRD {
-				proto = config.RTProtBIRD
+				proto = unix.RTPROT_BIRD
 			}
 			if len(rs) != 1 || rs[0].Protocol != proto {
 				problems = append(problems, fmt.Sprintf("%s: expected exactly one route to %s, by %s; seen %v", b.node.Name, b.cidr, want, rs))
@@ -327,24 +373,19 @@ func runOwnershipMatrix(ctx context.Context, setup matrixSetup) []matrixRow {
 	GinkgoHelper()
 	const rel = config.R333
 
-	// 0. The derivation, cross-checked: of the 16 pairs of valid values,
-	// exactly the design's four complementary pairs leave no class
-	// double-programmed or unprogrammed.
-	designSupported := map[[2]config.ProgramClusterRoutes]bool{
-		{config.EnabledIPIPOnly, config.EnabledNoEncapOnly}: true,
-		{config.Enabled, config.Disabled}:                   true,
-		{config.Disabled, config.Enabled}:                   true,
-		{config.EnabledNoEncapOnly, config.EnabledIPIPOnly}: true,
-	}
-	for _, f := range config.Values {
-		for _, b := range config.Values {
-			exp := expectedOwners(string(f), string(b), rel)
+	// 0. The spec's own data, checked against itself: of the 16 pairs of
+	// the design's values, exactly the four listed as supported leave
+	// every class with one owner.
+	for f := range designValues {
+		for b := range designValues {
+			exp := expectedOwners(f, b, rel)
 			single := (exp[classIPIP] == ownedByProgrammer || exp[classIPIP] == ownedByBIRD) &&
 				(exp[classNoEncap] == ownedByProgrammer || exp[classNoEncap] == ownedByBIRD)
-			Expect(single).To(Equal(designSupported[[2]config.ProgramClusterRoutes{f, b}]),
-				"derived table: Felix=%s BGP=%s gives %v; the design lists it as supported=%v", f, b, exp, designSupported[[2]config.ProgramClusterRoutes{f, b}])
+			_, supported := designSupportedPairs[[2]string{f, b}]
+			Expect(single).To(Equal(supported), "design tables: Felix=%s BGP=%s gives %v; listed as supported: %v", f, b, exp, supported)
 		}
 	}
+	Expect(designSupportedPairs).To(HaveKey([2]string{designDefaults[rel].felix, designDefaults[rel].bgp}), "the %s defaults are a supported pair", rel)
 
 	// 1. A cluster on the release defaults (a supported pair), with every
 	// remote block of every node listed with its class.
@@ -416,8 +457,7 @@ func runOwnershipMatrix(ctx context.Context, setup matrixSetup) []matrixRow {
 		}
 		return a.delivering == b.delivering && a.anyDelivered == b.anyDelivered
 	}
-	felixDefault := string(rel.DefaultProgramClusterRoutes(config.Programmer))
-	bgpDefault := string(rel.DefaultProgramClusterRoutes(config.BIRD))
+	felixDefault, bgpDefault := designDefaults[rel].felix, designDefaults[rel].bgp
 	for _, v := range matrixValues {
 		for _, odd := range []string{"", unknownValue} {
 			a, d := obs[[2]string{odd, v}], obs[[2]string{felixDefault, v}]
@@ -441,42 +481,15 @@ func runMatrixRow(ctx context.Context, c *harness.Cluster, setup matrixSetup, bl
 	pair := fmt.Sprintf("Felix=%s BGP=%s", rawName(felixRaw), rawName(bgpRaw))
 	By(pair)
 
-	// a. The change, both fields as an operator writes them.
-	reconf := map[string]string{}
-	for _, n := range c.Nodes() {
-		reconf[n.Name] = lastReconfiguration(ctx, n)
-	}
-	change, err := c.SetProgramClusterRoutes(ctx, config.ProgramClusterRoutes(felixRaw), config.ProgramClusterRoutes(bgpRaw))
-	Expect(err).NotTo(HaveOccurred())
-
-	// b. Settled: every programmer runs with the effective value and has
-	// synced since the change (a restart when the effective value changed),
-	// and every BIRD took the new config (when the BGP field changed).
-	wantFelix := string(config.Resolve(felixRaw, rel, config.Programmer, nil))
-	for _, n := range c.Nodes() {
-		Eventually(func() string {
-			st, err := n.Programmer.Status()
-			if err != nil {
-				return err.Error()
-			}
-			if !n.Programmer.Synced(change.Mono) {
-				return fmt.Sprintf("not synced since the change (state %s, programClusterRoutes %s)", st.State, st.ProgramClusterRoutes)
-			}
-			return st.ProgramClusterRoutes
-		}).WithContext(ctx).WithTimeout(60*time.Second).WithPolling(100*time.Millisecond).
-			Should(Equal(wantFelix), "%s: %s's programmer runs with the effective value %s (unset and unknown resolve to the default)", pair, n.Name, wantFelix)
-		row.programmerMs = max(row.programmerMs, monoclock.Ms(monoclock.Now()-change.Mono))
-		if bgpRaw != prevBGP {
-			Eventually(func() string { return lastReconfiguration(ctx, n) }).WithContext(ctx).WithTimeout(60*time.Second).
-				WithPolling(100*time.Millisecond).ShouldNot(Equal(reconf[n.Name]), "%s: %s's BIRD reconfigures for the new BGPConfiguration", pair, n.Name)
-			row.birdMs = max(row.birdMs, monoclock.Ms(monoclock.Now()-change.Mono))
-		}
-	}
+	// a-b. The change, and every component acting on it.
+	change, programmerMs, birdMs := setPairLive(ctx, c, felixRaw, bgpRaw, bgpRaw != prevBGP, rel)
+	row.programmerMs, row.birdMs = programmerMs, birdMs
 
 	// c. The observed owner of every class reaches the expected one, with
 	// one route per block where one component owns it and none where
 	// nobody does.
 	var views map[*matrixBlock]blockView
+	var err error
 	Eventually(func() error {
 		views, err = observe(ctx, blocks)
 		if err != nil {
@@ -566,6 +579,45 @@ func runMatrixRow(ctx context.Context, c *harness.Cluster, setup matrixSetup, bl
 	return row
 }
 
+// setPairLive writes both programClusterRoutes fields as an operator does
+// and waits until every programmer runs with the value the design says it
+// acts on (unset and unknown: the release default) and has synced since the
+// change (a restart when that value changed), and, when bgpChanged, every
+// BIRD has taken the new config. It returns the change's event and how long
+// the slowest programmer and BIRD took.
+func setPairLive(ctx context.Context, c *harness.Cluster, felixRaw, bgpRaw string, bgpChanged bool, rel config.Release) (harness.Event, float64, float64) {
+	GinkgoHelper()
+	pair := fmt.Sprintf("Felix=%s BGP=%s", rawName(felixRaw), rawName(bgpRaw))
+	reconf := map[string]string{}
+	for _, n := range c.Nodes() {
+		reconf[n.Name] = lastReconfiguration(ctx, n)
+	}
+	change, err := c.SetProgramClusterRoutes(ctx, config.ProgramClusterRoutes(felixRaw), config.ProgramClusterRoutes(bgpRaw))
+	Expect(err).NotTo(HaveOccurred())
+	var programmerMs, birdMs float64
+	wantFelix := designEffective(felixRaw, rel, true)
+	for _, n := range c.Nodes() {
+		Eventually(func() string {
+			st, err := n.Programmer.Status()
+			if err != nil {
+				return err.Error()
+			}
+			if !n.Programmer.Synced(change.Mono) {
+				return fmt.Sprintf("not synced since the change (state %s, programClusterRoutes %s)", st.State, st.ProgramClusterRoutes)
+			}
+			return st.ProgramClusterRoutes
+		}).WithContext(ctx).WithTimeout(60*time.Second).WithPolling(100*time.Millisecond).
+			Should(Equal(wantFelix), "%s: %s's programmer runs with the effective value %s (unset and unknown resolve to the default)", pair, n.Name, wantFelix)
+		programmerMs = max(programmerMs, monoclock.Ms(monoclock.Now()-change.Mono))
+		if bgpChanged {
+			Eventually(func() string { return lastReconfiguration(ctx, n) }).WithContext(ctx).WithTimeout(60*time.Second).
+				WithPolling(100*time.Millisecond).ShouldNot(Equal(reconf[n.Name]), "%s: %s's BIRD reconfigures for the new BGPConfiguration", pair, n.Name)
+			birdMs = max(birdMs, monoclock.Ms(monoclock.Now()-change.Mono))
+		}
+	}
+	return change, programmerMs, birdMs
+}
+
 func matrixTable(rows []matrixRow, classes []poolClass) string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
@@ -624,7 +676,7 @@ func matrixResult(name string, topology string, rows []matrixRow, classes []pool
 }
 
 var _ = Describe("Ownership matrix, no-encap", Label("noencap", "matrix"), func() {
-	It("gives every field pair the owner the shared enum derives for the no-encap class, unset and unknown acting as the default", func(ctx SpecContext) {
+	It("gives every field pair the owner the design's tables give the no-encap class, unset and unknown acting as the release default", func(ctx SpecContext) {
 		started := time.Now()
 		setup := matrixSetup{topology: topo.NoEncap(3, 1), classes: []poolClass{classNoEncap}, probed: classNoEncap}
 		rows := runOwnershipMatrix(ctx, setup)
@@ -635,7 +687,7 @@ var _ = Describe("Ownership matrix, no-encap", Label("noencap", "matrix"), func(
 })
 
 var _ = Describe("Ownership matrix, mixed IPIP and no-encap pools", Label("ipip", "matrix"), func() {
-	It("gives every field pair the owner the shared enum derives for each class, unset and unknown acting as the default", func(ctx SpecContext) {
+	It("gives every field pair the owner the design's tables give each class, unset and unknown acting as the release default", func(ctx SpecContext) {
 		started := time.Now()
 		// The noencap shape with two pools. Workloads take their addresses
 		// from a node's first block, so the IPIP pool comes first: probes

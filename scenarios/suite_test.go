@@ -79,17 +79,76 @@ func startClusterOn(ctx context.Context, t *topo.Topology, opts harness.Options)
 	return c
 }
 
-// report prints a table for people (go test -v, CI logs) and records the
-// scenario's figures in the results file.
+// registered is the running spec's figures, stored by report and written
+// as its row by the ReportAfterEach below once the spec has ended.
+var registered *harness.ScenarioResult
+
+// report prints a table for people (go test -v, CI logs) and registers the
+// scenario's figures for its row in the results file. It decides nothing:
+// the row's verdict is the spec's final state, written after the spec and
+// its cleanup have run, so a spec may register early and assert after.
 func report(title, table string, res harness.ScenarioResult) {
 	GinkgoHelper()
 	AddReportEntry(title, table)
 	for _, line := range strings.Split(strings.TrimRight("== "+title+"\n"+table, "\n"), "\n") {
 		fmt.Println("[birdcage] " + line)
 	}
-	res.Labels = CurrentSpecReport().Labels()
-	res.Passed = !CurrentSpecReport().Failed()
-	Expect(results.Add(res)).To(Succeed())
+	res.Registered = true
+	registered = &res
+}
+
+var _ = ReportBeforeEach(func(SpecReport) { registered = nil })
+
+// Exactly one row per spec that ran: passed, failed (with the failure and
+// where it happened, teardown failures included) or skipped (with the
+// reason), carrying whatever figures the spec registered, even none. Specs
+// the label filter left out did not run and get no row.
+var _ = ReportAfterEach(func(sr SpecReport) {
+	res := registered
+	registered = nil
+	if sr.NumAttempts == 0 || results == nil {
+		return
+	}
+	row := scenarioRow(sr, res)
+	if err := results.Add(row); err != nil {
+		// A failure here fails the spec (and so the suite): a run whose
+		// results file lacks a row must not pass.
+		Fail(fmt.Sprintf("could not write the row of %q to %s: %v", row.Spec, results.Path(), err))
+	}
+})
+
+// scenarioRow is a spec's row from its final report and the figures it
+// registered (nil: none).
+func scenarioRow(sr SpecReport, res *harness.ScenarioResult) harness.ScenarioResult {
+	var row harness.ScenarioResult
+	if res != nil {
+		row = *res
+	}
+	row.Spec = sr.FullText()
+	if row.Name == "" {
+		row.Name = row.Spec
+	}
+	row.Labels = sr.Labels()
+	if row.Duration == 0 {
+		row.Duration = sr.RunTime.Seconds()
+	}
+	switch {
+	case sr.State.Is(types.SpecStatePassed):
+		row.Verdict = harness.VerdictPass
+	case sr.State.Is(types.SpecStateSkipped | types.SpecStatePending):
+		row.Verdict = harness.VerdictSkip
+		row.Failure = sr.Failure.Message
+	default:
+		row.Verdict = harness.VerdictFail
+		msgs := []string{fmt.Sprintf("[%s in %s] %s", sr.State, sr.Failure.FailureNodeType, sr.Failure.Message)}
+		for _, af := range sr.AdditionalFailures {
+			msgs = append(msgs, fmt.Sprintf("then [%s in %s] %s", af.State, af.Failure.FailureNodeType, af.Failure.Message))
+		}
+		row.Failure = strings.Join(msgs, "\n")
+		row.FailureLocation = sr.Failure.Location.String()
+	}
+	row.Passed = row.Verdict == harness.VerdictPass
+	return row
 }
 
 var nonWord = regexp.MustCompile(`[^A-Za-z0-9]+`)

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -22,11 +23,15 @@ func reportCmd(jsonOut *bool) *cobra.Command {
 	var brief bool
 	c := &cobra.Command{
 		Use:   "report [RESULTS.json...]",
-		Short: "Print the figures of scenario runs (default: every artifacts/results-*.json)",
+		Short: "Print the verdicts and figures of scenario runs (default: every results-*.json in the artifacts directory)",
+		Long: "Print the verdicts and figures of scenario runs. Without arguments it reads every results-*.json in the\n" +
+			"artifacts directory: $" + harness.ArtifactsEnv + ", else artifacts/ at the root of the birdcage checkout\n" +
+			"the working directory is in (where go test ./scenarios writes them), else ./artifacts. It names each file it reads.",
 		RunE: func(_ *cobra.Command, args []string) error {
 			paths := args
 			if len(paths) == 0 {
 				paths, _ = filepath.Glob(filepath.Join(harness.ArtifactsDir(), "results-*.json"))
+				sort.Strings(paths)
 				if len(paths) == 0 {
 					return fmt.Errorf("no results in %s: scenario runs write them (sudo ci/demo, or go test ./scenarios)", harness.ArtifactsDir())
 				}
@@ -59,12 +64,14 @@ func printResults(path string, asJSON, brief bool) error {
 		_, err := os.Stdout.Write(append(b, '\n'))
 		return err
 	}
-	fmt.Printf("== kernel %s: %d scenarios (%s)\n", doc.Kernel, len(doc.Scenarios), path)
+	counts := map[harness.Verdict]int{}
 	for _, s := range doc.Scenarios {
-		verdict := "PASS"
-		if !s.Passed {
-			verdict = "FAIL"
-		}
+		counts[s.VerdictOf()]++
+	}
+	fmt.Printf("== read %s\n== kernel %s: %d scenarios: %d passed, %d failed, %d skipped\n", path, doc.Kernel, len(doc.Scenarios),
+		counts[harness.VerdictPass], counts[harness.VerdictFail], counts[harness.VerdictSkip])
+	for _, s := range doc.Scenarios {
+		verdict := strings.ToUpper(string(s.VerdictOf()))
 		keys := make([]string, 0, len(s.Figures))
 		for k := range s.Figures {
 			keys = append(keys, k)
@@ -75,10 +82,22 @@ func printResults(path string, asJSON, brief bool) error {
 			if s.Probes != nil {
 				line += fmt.Sprintf("  lost %d/%d, longest gap %.0f ms @%d/s", s.Probes.Total.Lost, s.Probes.Total.Sent, s.Probes.Total.LongestGapMs, s.Probes.Rate)
 			}
-			fmt.Println(line)
+			fmt.Println(strings.TrimRight(line, " "))
+			if s.VerdictOf() != harness.VerdictPass {
+				fmt.Println(reason(s, 4, 6))
+			}
 			continue
 		}
 		fmt.Printf("\n%s  %s  [%s]  %.1fs\n", verdict, s.Name, s.Topology, s.Duration)
+		if s.Spec != "" && s.Spec != s.Name {
+			fmt.Printf("  spec: %s\n", s.Spec)
+		}
+		if s.VerdictOf() != harness.VerdictPass {
+			fmt.Println(reason(s, 2, 0))
+		}
+		if !s.Registered && s.Verdict != "" {
+			fmt.Println("  (ended before registering its figures)")
+		}
 		for _, k := range keys {
 			fmt.Printf("  %-32s %g\n", k, s.Figures[k])
 		}
@@ -90,6 +109,33 @@ func printResults(path string, asJSON, brief bool) error {
 		}
 	}
 	return nil
+}
+
+// reason is a failed or skipped row's message and location, indented;
+// maxLines > 0 keeps that many lines of the message.
+func reason(s harness.ScenarioResult, indent, maxLines int) string {
+	pad := strings.Repeat(" ", indent)
+	msg := strings.TrimSpace(s.Failure)
+	if msg == "" {
+		if s.VerdictOf() == harness.VerdictFail {
+			msg = "(no failure message recorded)"
+		} else {
+			msg = "(no reason recorded)"
+		}
+	}
+	lines := strings.Split(msg, "\n")
+	if maxLines > 0 && len(lines) > maxLines {
+		lines = append(lines[:maxLines], fmt.Sprintf("... (%d more lines: birdcage report without --brief)", len(lines)-maxLines))
+	}
+	what := "reason"
+	if s.VerdictOf() == harness.VerdictFail {
+		what = "failure"
+	}
+	out := pad + what + ": " + strings.Join(lines, "\n"+pad+"  ")
+	if s.FailureLocation != "" {
+		out += "\n" + pad + "at " + s.FailureLocation
+	}
+	return out
 }
 
 func runCmd() *cobra.Command {

@@ -46,9 +46,14 @@ type GapReport struct {
 	SendErrors map[string]uint64 `json:"sendErrors,omitempty"`
 	// Received is distinct probes seen by BPF at the destination
 	// workload's interface ingress. Lost = Sent - Received.
-	Received   uint64 `json:"received"`
-	Lost       int64  `json:"lost"`
-	Missing    uint64 `json:"missing"` // sequence numbers never seen below the highest
+	Received uint64 `json:"received"`
+	Lost     int64  `json:"lost"`
+	Missing  uint64 `json:"missing"` // sequence numbers never seen below the highest
+	// FirstSeq and HighestSeq are the first probe that arrived and the
+	// highest one (sequence numbers start at 1): probes before FirstSeq
+	// never arrived; those after HighestSeq are in flight or lost.
+	FirstSeq   uint64 `json:"firstSeq,omitempty"`
+	HighestSeq uint64 `json:"highestSeq,omitempty"`
 	Late       uint64 `json:"late"`
 	Duplicates uint64 `json:"duplicates"`
 
@@ -141,6 +146,8 @@ func (s *Session) flowReport(sd *sender, marks []Mark) (GapReport, error) {
 		Received:           tr.Received,
 		Lost:               int64(sent) - int64(tr.Received),
 		Missing:            tr.Missing,
+		FirstSeq:           tr.FirstSeq,
+		HighestSeq:         tr.HighestSeq,
 		Late:               tr.Late,
 		Duplicates:         tr.Duplicates,
 		SenderLongestGapMs: monoclock.Ms(sd.maxGapNs.Load()),

@@ -1,0 +1,218 @@
+package harness
+
+// The matchers' logic on constructed inputs: each one's pass, fail and
+// error paths, the exclusive route form, and that an error is never a pass
+// for NotTo. (The same matchers against real clusters are in
+// cluster_test.go.)
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/onsi/gomega"
+
+	"github.com/birdcage/birdcage/dataplane/config"
+	"github.com/birdcage/birdcage/harness/bird"
+	"github.com/birdcage/birdcage/harness/confd"
+	"github.com/birdcage/birdcage/harness/probe"
+)
+
+type fakeNode struct {
+	name    string
+	routes  []KernelRoute
+	err     error
+	peers   []confd.Peer
+	exports []bird.Route
+}
+
+func (f *fakeNode) NodeName() string { return f.name }
+func (f *fakeNode) Routes(netip.Prefix) ([]KernelRoute, error) {
+	return f.routes, f.err
+}
+func (f *fakeNode) Peers() []confd.Peer { return f.peers }
+func (f *fakeNode) ExportedRoutes(context.Context, string) ([]bird.Route, error) {
+	return f.exports, f.err
+}
+
+var (
+	block  = netip.MustParsePrefix("10.244.2.0/26")
+	inside = netip.MustParsePrefix("10.244.2.5/32")
+	peerIP = netip.MustParseAddr("172.18.0.12")
+)
+
+func progRoute(dev string) KernelRoute {
+	return KernelRoute{Dst: block, Protocol: config.DefaultDeviceRouteProtocol, Device: dev}
+}
+func birdRoute(dev string, metric int) KernelRoute {
+	return KernelRoute{Dst: block, Protocol: config.RTProtBIRD, Device: dev, Metric: metric}
+}
+
+// match runs m on actual as Expect(...).To and .NotTo would: pass (To
+// passes), fail (NotTo passes), or err (neither).
+func match(t *testing.T, m interface {
+	Match(any) (bool, error)
+}, actual any) string {
+	t.Helper()
+	ok, err := m.Match(actual)
+	switch {
+	case err != nil:
+		return "error"
+	case ok:
+		return "pass"
+	}
+	return "fail"
+}
+
+func TestHaveClusterRoute(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		m      *ClusterRouteMatcher
+		routes []KernelRoute
+		want   string
+	}{
+		{"the programmer's route", HaveClusterRoute(block).ProgrammedBy(ByProgrammer).Via("tunl0"), []KernelRoute{progRoute("tunl0")}, "pass"},
+		{"BIRD's route is not the programmer's", HaveClusterRoute(block).ProgrammedBy(ByProgrammer), []KernelRoute{birdRoute("tunl0", 0)}, "fail"},
+		{"wrong device", HaveClusterRoute(block).ProgrammedBy(ByProgrammer).Via("tunl0"), []KernelRoute{progRoute("eth0")}, "fail"},
+		{"a route inside the prefix is not to it", HaveClusterRoute(block), []KernelRoute{{Dst: inside, Protocol: config.DefaultDeviceRouteProtocol}}, "fail"},
+		{"no route", HaveClusterRoute(block), nil, "fail"},
+		{"old owner's route beside the new: the plain form passes", HaveClusterRoute(block).ProgrammedBy(ByProgrammer),
+			[]KernelRoute{progRoute("tunl0"), birdRoute("tunl0", 32)}, "pass"},
+		{"old owner's route beside the new: Only fails", HaveClusterRoute(block).ProgrammedBy(ByProgrammer).Only(),
+			[]KernelRoute{progRoute("tunl0"), birdRoute("tunl0", 32)}, "fail"},
+		{"two routes by the same owner at two metrics: Only fails", HaveClusterRoute(block).ProgrammedBy(ByBIRD).Only(),
+			[]KernelRoute{birdRoute("eth0", 0), birdRoute("eth0", 32)}, "fail"},
+		{"Only: the one route, by the owner", HaveClusterRoute(block).ProgrammedBy(ByBIRD).Via("tunl0").Only(), []KernelRoute{birdRoute("tunl0", 0)}, "pass"},
+		{"Only: a more specific route inside is not another route to the prefix", HaveClusterRoute(block).ProgrammedBy(ByProgrammer).Only(),
+			[]KernelRoute{progRoute("tunl0"), {Dst: inside, Protocol: 2, Device: "cali1"}}, "pass"},
+		{"Only: the one route is the wrong owner's", HaveClusterRoute(block).ProgrammedBy(ByProgrammer).Only(), []KernelRoute{birdRoute("tunl0", 0)}, "fail"},
+		{"another programmer protocol", HaveClusterRoute(block).ProgrammedBy(ByProgrammer).WithProgrammerProtocol(99),
+			[]KernelRoute{{Dst: block, Protocol: 99}}, "pass"},
+		{"multipath: every nexthop via the device", HaveClusterRoute(block).Via("eth0"),
+			[]KernelRoute{{Dst: block, Protocol: config.RTProtBIRD, Nexthops: []string{"via 1.1.1.1 dev eth0", "via 1.1.1.2 dev eth0"}}}, "pass"},
+		{"multipath: one nexthop elsewhere", HaveClusterRoute(block).Via("eth0"),
+			[]KernelRoute{{Dst: block, Protocol: config.RTProtBIRD, Nexthops: []string{"via 1.1.1.1 dev eth0", "via 1.1.2.1 dev eth1"}}}, "fail"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := &fakeNode{name: "node-2", routes: c.routes}
+			if got := match(t, c.m, n); got != c.want {
+				t.Errorf("%s, want %s: %s", got, c.want, c.m.FailureMessage(n))
+			}
+		})
+	}
+	t.Run("a read error is an error, never a pass for NotTo", func(t *testing.T) {
+		n := &fakeNode{name: "node-2", err: errors.New("netns gone")}
+		m := HaveClusterRoute(block).ProgrammedBy(ByProgrammer).Only()
+		if got := match(t, m, n); got != "error" {
+			t.Errorf("%s, want error", got)
+		}
+		g := gomega.NewGomega(func(msg string, _ ...int) {})
+		if g.Expect(n).NotTo(HaveClusterRoute(block)) {
+			t.Error("NotTo(HaveClusterRoute) passed on a node whose routes could not be read")
+		}
+		if !strings.Contains(m.FailureMessage(n), "netns gone") {
+			t.Errorf("the message hides the error: %s", m.FailureMessage(n))
+		}
+	})
+	t.Run("not a node", func(t *testing.T) {
+		if got := match(t, HaveClusterRoute(block), "node-2"); got != "error" {
+			t.Errorf("%s, want error", got)
+		}
+	})
+	t.Run("the exclusive message names the extra route", func(t *testing.T) {
+		n := &fakeNode{name: "node-2", routes: []KernelRoute{progRoute("tunl0"), birdRoute("tunl0", 32)}}
+		m := HaveClusterRoute(block).ProgrammedBy(ByProgrammer).Only()
+		m.Match(n)
+		msg := m.FailureMessage(n)
+		if !strings.Contains(msg, "exactly one route") || !strings.Contains(msg, "proto bird") {
+			t.Errorf("message: %s", msg)
+		}
+	})
+}
+
+func TestBeExportedTo(t *testing.T) {
+	peers := []confd.Peer{{Protocol: "mesh_node_2", Address: peerIP}}
+	other := netip.MustParsePrefix("10.244.3.0/26")
+	for _, c := range []struct {
+		name string
+		node *fakeNode
+		want string
+	}{
+		{"exported", &fakeNode{peers: peers, exports: []bird.Route{{Prefix: other}, {Prefix: block}}}, "pass"},
+		{"not exported", &fakeNode{peers: peers, exports: []bird.Route{{Prefix: other}}}, "fail"},
+		{"nothing exported", &fakeNode{peers: peers}, "fail"},
+		{"birdc fails: an error, not 'not exported'", &fakeNode{peers: peers, err: errors.New("connect: no such file")}, "error"},
+		{"no session to the peer", &fakeNode{exports: []bird.Route{{Prefix: block}}}, "error"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.node.name = "node-1"
+			m := BeExportedTo(block, peerIP)
+			if got := match(t, m, c.node); got != c.want {
+				t.Errorf("%s, want %s: %s", got, c.want, m.FailureMessage(c.node))
+			}
+		})
+	}
+	t.Run("NotTo fails when birdc fails", func(t *testing.T) {
+		n := &fakeNode{name: "node-1", peers: peers, err: errors.New("BIRD is down")}
+		var failure string
+		g := gomega.NewGomega(func(msg string, _ ...int) { failure = msg })
+		if g.Expect(n).NotTo(BeExportedTo(block, peerIP)) {
+			t.Error("NotTo(BeExportedTo) passed with BIRD unreachable")
+		}
+		if !strings.Contains(failure, "BIRD is down") {
+			t.Errorf("the failure hides birdc's error: %q", failure)
+		}
+	})
+}
+
+func flow(name string, sent, received, first, highest, missing uint64) probe.GapReport {
+	return probe.GapReport{Flow: name, Sent: sent, Received: received, Lost: int64(sent) - int64(received),
+		FirstSeq: first, HighestSeq: highest, Missing: missing}
+}
+
+func TestHaveNoGap(t *testing.T) {
+	snap := &probe.Report{Flows: []probe.GapReport{flow("a->b", 900, 890, 1, 890, 0)}}
+	withErr := flow("a->b", 1000, 1000, 1, 1000, 0)
+	withErr.SendErrors = map[string]uint64{"EHOSTUNREACH": 3}
+	withEAGAIN := flow("a->b", 1000, 1000, 1, 1000, 0)
+	withEAGAIN.SendErrors = map[string]uint64{"EAGAIN": 3}
+	for _, c := range []struct {
+		name string
+		m    *GapMatcher
+		in   any
+		want string
+	}{
+		{"everything arrived", HaveNoGap(), flow("a->b", 1000, 1000, 1, 1000, 0), "pass"},
+		{"a tail in flight is not a gap (Lost > 0)", HaveNoGap(), flow("a->b", 1000, 990, 1, 990, 0), "pass"},
+		{"holes in the sequence", HaveNoGap(), flow("a->b", 1000, 995, 1, 1000, 5), "fail"},
+		{"the first probes never arrived", HaveNoGap(), flow("a->b", 1000, 900, 101, 1000, 0), "fail"},
+		{"nothing arrived", HaveNoGap(), flow("a->b", 1000, 0, 0, 0, 0), "fail"},
+		{"refused sends (the network answered with an error)", HaveNoGap(), withErr, "fail"},
+		{"EAGAIN is the sender's, not a gap", HaveNoGap(), withEAGAIN, "pass"},
+		{"Through: every probe sent by the snapshot arrived", HaveNoGap().Through(snap), flow("a->b", 1000, 950, 1, 950, 0), "pass"},
+		{"Through: the tail after the last arrival began before the snapshot", HaveNoGap().Through(snap), flow("a->b", 1000, 800, 1, 800, 0), "fail"},
+		{"Through: a flow the snapshot lacks", HaveNoGap().Through(snap), flow("c->d", 1000, 1000, 1, 1000, 0), "error"},
+		{"sent nothing: nothing to judge", HaveNoGap(), flow("a->b", 0, 0, 0, 0, 0), "error"},
+		{"a whole report, every flow clean", HaveNoGap(), &probe.Report{Flows: []probe.GapReport{flow("a->b", 10, 10, 1, 10, 0), flow("b->a", 10, 10, 1, 10, 0)}}, "pass"},
+		{"a whole report, one flow with a hole", HaveNoGap(), &probe.Report{Flows: []probe.GapReport{flow("a->b", 10, 10, 1, 10, 0), flow("b->a", 10, 9, 1, 10, 1)}}, "fail"},
+		{"a report without flows", HaveNoGap(), &probe.Report{}, "error"},
+		{"a pointer to a flow", HaveNoGap(), ptr(flow("a->b", 10, 10, 1, 10, 0)), "pass"},
+		{"not a probe report", HaveNoGap(), 42, "error"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := match(t, c.m, c.in); got != c.want {
+				t.Errorf("%s, want %s: %s", got, c.want, c.m.FailureMessage(c.in))
+			}
+		})
+	}
+	t.Run("the message says what the hole is", func(t *testing.T) {
+		msg := HaveNoGap().FailureMessage(flow("a->b", 1000, 995, 1, 1000, 5))
+		if !strings.Contains(msg, "5 probes missing") {
+			t.Errorf("message: %s", msg)
+		}
+	})
+}
+
+func ptr[T any](v T) *T { return &v }

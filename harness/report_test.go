@@ -1,0 +1,54 @@
+package harness
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// ArtifactsDir is the same directory from anywhere in the checkout (go
+// test runs a package's tests in the package's directory; the CLI runs at
+// the root), and $BIRDCAGE_ARTIFACTS wins.
+func TestArtifactsDirFromAnyWorkingDirectory(t *testing.T) {
+	t.Setenv(ArtifactsEnv, "")
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(root, "artifacts")
+	for _, dir := range []string{root, filepath.Join(root, "scenarios"), filepath.Join(root, "harness", "probe")} {
+		t.Chdir(dir)
+		if got := ArtifactsDir(); got != want {
+			t.Errorf("from %s: ArtifactsDir() = %s, want %s", dir, got, want)
+		}
+	}
+	t.Setenv(ArtifactsEnv, "elsewhere")
+	if got, want := ArtifactsDir(), filepath.Join(filepath.Join(root, "harness", "probe"), "elsewhere"); got != want {
+		t.Errorf("with %s=elsewhere: %s, want %s (made absolute)", ArtifactsEnv, got, want)
+	}
+	// Outside a checkout: ./artifacts.
+	t.Setenv(ArtifactsEnv, "")
+	tmp := t.TempDir()
+	t.Chdir(tmp)
+	if _, err := os.Stat(filepath.Join(tmp, "go.mod")); err == nil {
+		t.Fatal("guard: the temp dir has a go.mod")
+	}
+	if got := ArtifactsDir(); got != filepath.Join(tmp, "artifacts") {
+		t.Errorf("outside a checkout: %s, want %s", got, filepath.Join(tmp, "artifacts"))
+	}
+}
+
+func TestVerdictOfOldRows(t *testing.T) {
+	for _, c := range []struct {
+		r    ScenarioResult
+		want Verdict
+	}{
+		{ScenarioResult{Passed: true}, VerdictPass},
+		{ScenarioResult{Passed: false}, VerdictFail},
+		{ScenarioResult{Verdict: VerdictSkip}, VerdictSkip},
+	} {
+		if got := c.r.VerdictOf(); got != c.want {
+			t.Errorf("%+v: %s, want %s", c.r, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,58 @@
+package scenarios_test
+
+// Specs that exist only to test the suite's own machinery (the results
+// rows written by the ReportAfterEach in suite_test.go), run by
+// TestSuiteMachinery in selftest_test.go in a child process. They are
+// registered only when BIRDCAGE_SELFTEST=fail is set, so an ordinary run of
+// the suite, with any label filter, never sees them.
+
+import (
+	"os"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/birdcage/birdcage/harness"
+)
+
+// SelftestEnv, set to "fail", registers the self-test specs.
+const selftestEnv = "BIRDCAGE_SELFTEST"
+
+// The self-test specs' messages, which the rows must carry.
+const (
+	selftestFailMsg     = "selftest: the claim fails on purpose after its figures were registered"
+	selftestEarlyMsg    = "selftest: fails on purpose before registering anything"
+	selftestSkipMsg     = "selftest: skipped on purpose"
+	selftestTeardownMsg = "selftest: teardown fails on purpose"
+)
+
+var _ = func() bool {
+	if os.Getenv(selftestEnv) != "fail" {
+		return false
+	}
+	Describe("Suite machinery self-test", Label("selftest"), func() {
+		figures := func(name string) harness.ScenarioResult {
+			return harness.ScenarioResult{Name: name, Topology: "none", Figures: map[string]float64{"answer": 42}}
+		}
+		It("passes after registering figures (positive control)", func() {
+			report("selftest pass", "figure\n", figures("selftest: passes"))
+			Expect(1).To(Equal(1))
+		})
+		It("registers figures, then its claim fails", func() {
+			report("selftest fail", "figure\n", figures("selftest: registers then fails"))
+			Expect(1).To(Equal(2), selftestFailMsg)
+		})
+		It("fails before registering figures", func() {
+			Expect(1).To(Equal(2), selftestEarlyMsg)
+			report("selftest never reached", "", figures("selftest: never reached"))
+		})
+		It("is skipped", func() {
+			Skip(selftestSkipMsg)
+		})
+		It("passes its body but fails in its teardown", func() {
+			DeferCleanup(func() { Expect(1).To(Equal(2), selftestTeardownMsg) })
+			report("selftest teardown", "figure\n", figures("selftest: teardown fails"))
+		})
+	})
+	return true
+}()
