@@ -42,6 +42,16 @@ type ScenarioResult struct {
 	Probes   *probe.Report        `json:"probes,omitempty"`
 	Events   []Event              `json:"events,omitempty"`
 	Restarts map[string][]Restart `json:"restarts,omitempty"`
+	// Timing is the timing model the scenario ran under: its figures are
+	// functions of it.
+	Timing *TimingModel `json:"timing,omitempty"`
+	// Samples holds figures measured more than once in one scenario (per
+	// node, per flow, per repeat), each as its distribution with every
+	// sample.
+	Samples map[string]Stats `json:"samples,omitempty"`
+	// Sweep is a figure measured as a function of a model knob, with its
+	// fit (sweep scenarios only).
+	Sweep *Sweep `json:"sweep,omitempty"`
 }
 
 // Results is the run's results file: every scenario's figures as JSON.
@@ -125,7 +135,8 @@ func GapTable(rep *probe.Report) string {
 // Result assembles a ScenarioResult from the cluster's events, restarts and
 // a probe report.
 func (c *Cluster) Result(name string, rep *probe.Report) ScenarioResult {
-	s := ScenarioResult{Name: name, Topology: c.Net.Topology.Name, Probes: rep, Events: c.Events(), Figures: map[string]float64{}}
+	timing := c.timing
+	s := ScenarioResult{Name: name, Topology: c.Net.Topology.Name, Probes: rep, Events: c.Events(), Figures: map[string]float64{}, Timing: &timing}
 	if ev := c.Events(); len(ev) > 0 {
 		s.Duration = monoclock.Ms(monoclock.Now()-ev[0].Mono) / 1000
 	}
