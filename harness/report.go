@@ -62,6 +62,8 @@ type Results struct {
 		Started   time.Time        `json:"started"`
 		Kernel    string           `json:"kernel"`
 		Scenarios []ScenarioResult `json:"scenarios"`
+		// Repeats summarises scenarios that ran more than once.
+		Repeats map[string]RepeatSummary `json:"repeats,omitempty"`
 	}
 }
 
@@ -96,6 +98,7 @@ func (r *Results) Add(s ScenarioResult) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.doc.Scenarios = append(r.doc.Scenarios, s)
+	r.doc.Repeats = summarizeRepeats(r.doc.Scenarios)
 	return r.write()
 }
 
