@@ -119,7 +119,7 @@ func (r *Results) write() error {
 func GapTable(rep *probe.Report) string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "flow\tsent\treceived\tlost\tlongest gap ms\tgap began\t")
+	fmt.Fprintln(w, "flow\tsent\treceived\tlost\tlate\tdup\tlongest gap ms\tsender pause in it ms\tgap began\t")
 	flows := append([]probe.GapReport(nil), rep.Flows...)
 	sort.Slice(flows, func(i, j int) bool { return flows[i].Flow < flows[j].Flow })
 	for _, f := range flows {
@@ -127,10 +127,12 @@ func GapTable(rep *probe.Report) string {
 		if f.Gap.Mark != "" && f.Lost > 0 {
 			began = fmt.Sprintf("%+.1f ms after %s", f.Gap.SinceMarkMs, f.Gap.Mark)
 		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%.1f\t%s\t\n", f.Flow, f.Sent, f.Received, f.Lost, f.LongestGapMs, began)
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t%s\t\n", f.Flow, f.Sent, f.Received, f.Lost, f.Late, f.Duplicates,
+			f.LongestGapMs, f.SenderPauseInGapMs, began)
 	}
-	fmt.Fprintf(w, "total (%d flows, %d with loss)\t%d\t%d\t%d\t%.1f\t%s\t\n", rep.Total.Flows, rep.Total.FlowsWithLoss,
-		rep.Total.Sent, rep.Total.Received, rep.Total.Lost, rep.Total.LongestGapMs, rep.Total.LongestGapFlow)
+	fmt.Fprintf(w, "total (%d flows, %d with loss)\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t%s\t\n", rep.Total.Flows, rep.Total.FlowsWithLoss,
+		rep.Total.Sent, rep.Total.Received, rep.Total.Lost, rep.Total.Late, rep.Total.Duplicates, rep.Total.LongestGapMs,
+		rep.Total.SenderPauseInGapMs, rep.Total.LongestGapFlow)
 	w.Flush()
 	return b.String()
 }

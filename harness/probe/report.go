@@ -32,6 +32,11 @@ type Total struct {
 	Lost           int64   `json:"lost"`
 	LongestGapMs   float64 `json:"longestGapMs"`
 	LongestGapFlow string  `json:"longestGapFlow,omitempty"`
+	// Late and Duplicates sum the flows' reordered and duplicated probes;
+	// SenderPauseInGapMs is the longest gap flow's own sender pause.
+	Late               uint64  `json:"late"`
+	Duplicates         uint64  `json:"duplicates"`
+	SenderPauseInGapMs float64 `json:"senderPauseInGapMs"`
 }
 
 // GapReport is what happened to one flow's probes.
@@ -46,9 +51,12 @@ type GapReport struct {
 	SendErrors map[string]uint64 `json:"sendErrors,omitempty"`
 	// Received is distinct probes seen by BPF at the destination
 	// workload's interface ingress. Lost = Sent - Received.
-	Received   uint64 `json:"received"`
-	Lost       int64  `json:"lost"`
-	Missing    uint64 `json:"missing"` // sequence numbers never seen below the highest
+	Received uint64 `json:"received"`
+	Lost     int64  `json:"lost"`
+	Missing  uint64 `json:"missing"` // sequence numbers never seen below the highest
+	// Late counts probes that arrived after a higher sequence number had
+	// (reordered); Duplicates counts probes seen again within 64 sequence
+	// numbers of the highest. Both from the BPF tracker at the destination.
 	Late       uint64 `json:"late"`
 	Duplicates uint64 `json:"duplicates"`
 
@@ -62,6 +70,10 @@ type GapReport struct {
 	// SenderLongestGapMs is the sender's own longest pause between two
 	// sends: a gap this size at the receiver is the sender, not the network.
 	SenderLongestGapMs float64 `json:"senderLongestGapMs"`
+	// SenderPauseInGapMs is the sender's own longest pause inside the
+	// longest gap (pauses over two intervals are recorded): when it is
+	// close to LongestGapMs the gap was the sender stalling, not routing.
+	SenderPauseInGapMs float64 `json:"senderPauseInGapMs"`
 
 	UserSpace UserSpaceCheck `json:"userSpace"`
 	Hops      []HopCount     `json:"hops,omitempty"`
@@ -118,8 +130,10 @@ func (s *Session) report(end int64) (*Report, error) {
 		if g.Lost != 0 {
 			t.FlowsWithLoss++
 		}
+		t.Late += g.Late
+		t.Duplicates += g.Duplicates
 		if g.LongestGapMs > t.LongestGapMs {
-			t.LongestGapMs, t.LongestGapFlow = g.LongestGapMs, g.Flow
+			t.LongestGapMs, t.LongestGapFlow, t.SenderPauseInGapMs = g.LongestGapMs, g.Flow, g.SenderPauseInGapMs
 		}
 	}
 	return rep, nil
@@ -162,6 +176,9 @@ func (s *Session) flowReport(sd *sender, marks []Mark) (GapReport, error) {
 	}
 	g.Gap = gap
 	g.LongestGapMs = monoclock.Ms(gap.EndNs - gap.StartNs)
+	if gap.EndNs > gap.StartNs {
+		g.SenderPauseInGapMs = monoclock.Ms(sd.pauseWithin(gap.StartNs, gap.EndNs))
+	}
 	if len(marks) > 0 && gap.EndNs > gap.StartNs {
 		// The gap is blamed on the latest mark before it began. Its start
 		// is the last probe that arrived, so the outage itself began up to
