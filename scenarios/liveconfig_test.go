@@ -158,6 +158,7 @@ func liveChange(ctx SpecContext, topology string, from, to ownership, timing *ha
 	res.Figures["senderPauseInGapMs"] = rep.Total.SenderPauseInGapMs
 	res.Figures["lateProbes"] = float64(rep.Total.Late)
 	res.Figures["duplicateProbes"] = float64(rep.Total.Duplicates)
+	res.Figures["maxReorderDepth"] = float64(rep.Total.MaxReorderDepth)
 	res.Figures["confdReactMsMax"] = lc.confdReactMs
 	var restarts, toProgram []float64
 	for _, n := range c.Nodes() {

@@ -36,6 +36,7 @@ type Total struct {
 	// SenderPauseInGapMs is the longest gap flow's own sender pause.
 	Late               uint64  `json:"late"`
 	Duplicates         uint64  `json:"duplicates"`
+	MaxReorderDepth    uint64  `json:"maxReorderDepth"`
 	SenderPauseInGapMs float64 `json:"senderPauseInGapMs"`
 }
 
@@ -59,6 +60,9 @@ type GapReport struct {
 	// numbers of the highest. Both from the BPF tracker at the destination.
 	Late       uint64 `json:"late"`
 	Duplicates uint64 `json:"duplicates"`
+	// ReorderDepth is how far behind the highest sequence number the most
+	// out-of-order late probe arrived (0: none reordered).
+	ReorderDepth uint64 `json:"reorderDepth"`
 
 	// LongestGapMs is the longest time without a probe arriving: between
 	// two consecutive arrivals, or from the first send to the first arrival,
@@ -132,6 +136,7 @@ func (s *Session) report(end int64) (*Report, error) {
 		}
 		t.Late += g.Late
 		t.Duplicates += g.Duplicates
+		t.MaxReorderDepth = max(t.MaxReorderDepth, g.ReorderDepth)
 		if g.LongestGapMs > t.LongestGapMs {
 			t.LongestGapMs, t.LongestGapFlow, t.SenderPauseInGapMs = g.LongestGapMs, g.Flow, g.SenderPauseInGapMs
 		}
@@ -157,6 +162,7 @@ func (s *Session) flowReport(sd *sender, marks []Mark) (GapReport, error) {
 		Missing:            tr.Missing,
 		Late:               tr.Late,
 		Duplicates:         tr.Duplicates,
+		ReorderDepth:       tr.MaxLateDepth,
 		SenderLongestGapMs: monoclock.Ms(sd.maxGapNs.Load()),
 	}
 	// The longest gap: between arrivals (BPF), before the first arrival, or
