@@ -45,6 +45,11 @@ type handover struct {
 	BIRDConfigured int64  `json:"birdConfigured"`
 	Programmed     int64  `json:"programmed"`
 	Ordering       string `json:"ordering"`
+	// PredictedWindowMs is, when BIRD tried first, the window the scan
+	// explanation predicts: BIRD writes the route at its first kernel scan
+	// after the delete, scans coming every scan time after its reconfigure.
+	// −1 where it does not apply.
+	PredictedWindowMs float64 `json:"predictedWindowMs"`
 }
 
 func protoOf(o harness.Owner) int {
@@ -89,6 +94,11 @@ func handovers(c *harness.Cluster, from, to harness.Owner, change, end int64) []
 				h.WindowMs = max(h.WindowMs, w.Ms())
 			}
 			h.Ordering = orderingOf(h, to)
+			h.PredictedWindowMs = -1
+			if scan := int64(c.Timing().BIRDScanTime); h.Ordering == birdTriedFirst && scan > 0 {
+				k := (h.OldGone - h.BIRDConfigured + scan - 1) / scan
+				h.PredictedWindowMs = monoclock.Ms(h.BIRDConfigured + k*scan - h.OldGone)
+			}
 			out = append(out, h)
 		}
 	}

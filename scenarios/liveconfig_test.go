@@ -177,6 +177,15 @@ func liveChange(ctx SpecContext, topology string, from, to ownership, timing *ha
 	res.Figures["programmerRestartMsMax"] = res.Samples["programmerRestartMs"].Max
 	res.Figures["programmerToFirstProgramMsMax"] = res.Samples["programmerToFirstProgramMs"].Max
 	res.Figures["longestNoRouteWindowMs"] = res.Samples["noRouteWindowMs"].Max
+	var predErr []float64
+	for _, h := range lc.handovers {
+		if h.PredictedWindowMs >= 0 {
+			predErr = append(predErr, h.WindowMs-h.PredictedWindowMs)
+		}
+	}
+	if len(predErr) > 0 {
+		res.Samples["noRouteWindowMinusScanPredictionMs"] = harness.Summarize(predErr)
+	}
 	for o, n := range orderings(lc.handovers) {
 		res.Figures["handovers: "+o] = float64(n)
 		res.Samples["noRouteWindowMs: "+o] = harness.Summarize(windows(lc.handovers, o))
@@ -192,7 +201,11 @@ func handoverTable(hs []handover) string {
 	var b strings.Builder
 	b.WriteString("\nhandovers (per node and remote block):\n")
 	for _, h := range hs {
-		fmt.Fprintf(&b, "  %s %s: %.1f ms without a route; %s\n", h.Node, h.Block, h.WindowMs, h.Ordering)
+		pred := ""
+		if h.PredictedWindowMs >= 0 {
+			pred = fmt.Sprintf(" (the scan predicts %.1f ms)", h.PredictedWindowMs)
+		}
+		fmt.Fprintf(&b, "  %s %s: %.1f ms without a route%s; %s\n", h.Node, h.Block, h.WindowMs, pred, h.Ordering)
 	}
 	return b.String()
 }
