@@ -216,7 +216,8 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 				if aboveErr == nil && aboveDelays >= 2 {
 					res.Figures["fitAboveReactSlope"], res.Figures["fitAboveReactInterceptMs"] = above.A, above.B
 					res.Figures["fitAboveReactResidualRMSMs"] = above.RMS
-					aboveLine = fmt.Sprintf("fit over the delays past confd's reaction (%.0f ms): gap ≈ %s", react, above)
+					aboveLine = fmt.Sprintf("fit over the delays past confd's reaction (%.0f ms): gap ≈ %.3f·D %+.1f ms (R² %.4f, residual RMS %.1f, max |residual| %.1f)",
+						react, above.A, above.B, above.R2, above.RMS, above.MaxAbsResidual)
 				}
 				res.Notes = append(res.Notes, aboveLine)
 				report(fmt.Sprintf("live change gap vs programmer restart delay on %s (%d delays × %d runs): gap ≈ %.3f·D %+.1f ms, tolerance ±%.3f",
@@ -233,7 +234,7 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 				if aboveErr == nil && aboveDelays >= 2 {
 					aboveSpan := ax[len(ax)-1] - ax[0]
 					Expect(math.Abs(above.A-1)).To(BeNumerically("<=", budget.Ms()/aboveSpan),
-						"past confd's reaction gap ≈ %s: the slope is not 1 within %.3f", above, budget.Ms()/aboveSpan)
+						"past confd's reaction gap ≈ %.3f·D %+.1f ms: the slope is not 1 within %.3f", above.A, above.B, budget.Ms()/aboveSpan)
 				}
 				// A gap at every delay longer than confd's reaction, and
 				// not the sender's doing.
