@@ -5,8 +5,9 @@
 // birdcage's TC counter: attached at one interface and direction, it counts
 // every IPv4/IPv6 packet per flow (saddr, daddr, IP protocol) and, for UDP
 // packets that carry a birdcage probe payload, tracks the probe sequence:
-// received, highest, missing, late, duplicate, first/last arrival and the
-// largest gap between consecutive arrivals.
+// received, highest, missing, late (and how far behind the highest the
+// latest-arriving one was), duplicate, first/last arrival and the largest gap
+// between consecutive arrivals.
 //
 // It never changes a packet and always returns TC_ACT_UNSPEC (== TCX_NEXT),
 // so it is transparent and coexists with other TC programs on the same hook.
@@ -64,6 +65,7 @@ struct probe_track {
 	__u64 max_gap_start_ns; /* arrival that opened the largest gap */
 	__u64 max_gap_end_seq;  /* seq whose arrival closed the largest gap */
 	__u64 window;           /* bit i: highest_seq - i was seen */
+	__u64 max_late_depth;   /* largest highest_seq - seq of a late probe */
 };
 
 struct probe_payload {
@@ -160,6 +162,8 @@ static __always_inline void track_probe(struct __sk_buff *skb, struct flow_key *
 		/* Beyond the window a duplicate cannot be told from a late
 		 * probe; it is counted as late. */
 		t->late++;
+		if (off > t->max_late_depth)
+			t->max_late_depth = off;
 		if (t->missing > 0)
 			t->missing--;
 	}

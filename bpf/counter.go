@@ -327,6 +327,9 @@ type ProbeTrack struct {
 	MaxGapNs      int64  `json:"maxGapNs"`
 	MaxGapStartNs int64  `json:"maxGapStartNs"`
 	MaxGapEndSeq  uint64 `json:"maxGapEndSeq"`
+	// MaxLateDepth is how far behind the highest sequence number the most
+	// out-of-order late probe arrived (0: no reordering).
+	MaxLateDepth uint64 `json:"maxLateDepth"`
 }
 
 func keyOf(k counterFlowKey) FlowKey {
@@ -404,6 +407,7 @@ func trackOf(k FlowKey, v counterProbeTrack) ProbeTrack {
 		MaxGapNs:      int64(v.MaxGapNs),
 		MaxGapStartNs: int64(v.MaxGapStartNs),
 		MaxGapEndSeq:  v.MaxGapEndSeq,
+		MaxLateDepth:  v.MaxLateDepth,
 	}
 }
 

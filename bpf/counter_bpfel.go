@@ -49,6 +49,7 @@ type counterProbeTrack struct {
 	MaxGapStartNs uint64
 	MaxGapEndSeq  uint64
 	Window        uint64
+	MaxLateDepth  uint64
 }
 
 // Names of all BPF objects in the ELF.

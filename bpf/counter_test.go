@@ -269,7 +269,8 @@ func TestGapMissingLateDuplicate(t *testing.T) {
 	if !ok {
 		t.Fatal("no tracker for the probe flow")
 	}
-	want := ProbeTrack{Received: 5, HighestSeq: 6, Missing: 1, Late: 1, Duplicates: 1, LastSeq: 6, MaxGapEndSeq: 5}
+	// 3 arrived 2 behind the highest (5): a reordering of depth 2.
+	want := ProbeTrack{Received: 5, HighestSeq: 6, Missing: 1, Late: 1, Duplicates: 1, LastSeq: 6, MaxGapEndSeq: 5, MaxLateDepth: 2}
 	got := tr
 	got.FlowKey, got.FirstNs, got.LastNs, got.MaxGapNs, got.MaxGapStartNs = FlowKey{}, 0, 0, 0, 0
 	want.FirstSeq = 1
@@ -286,8 +287,8 @@ func TestGapMissingLateDuplicate(t *testing.T) {
 	// 3. A sequence jump beyond the duplicate window resets it cleanly.
 	runFrames(t, c, probe(200), probe(6))
 	tr, _ = track(t, c, v4a, v4b, false)
-	if tr.HighestSeq != 200 || tr.Missing != 1+193-1 || tr.Late != 2 {
-		t.Errorf("after a jump to 200 and a late 6: %+v, want highest 200, missing 193, late 2", tr)
+	if tr.HighestSeq != 200 || tr.Missing != 1+193-1 || tr.Late != 2 || tr.MaxLateDepth != 194 {
+		t.Errorf("after a jump to 200 and a late 6: %+v, want highest 200, missing 193, late 2, late depth 194", tr)
 	}
 }
 

@@ -56,6 +56,10 @@ type Options struct {
 	// run ends (or at `birdcage clean`). Off by default: the host's own
 	// settings are not the harness's to change. Also $BIRDCAGE_RAISE_NEIGH_LIMITS=1.
 	RaiseNeighbourLimits bool
+	// Timing is the timing model (programmer restart profile, confd
+	// latency and concurrency, BIRD scan time); nil: TimingFromEnv(),
+	// which is RealisticTiming() unless the environment says otherwise.
+	Timing *TimingModel
 }
 
 // Cluster is one cluster's life: its topology, datastore, and per node a
@@ -66,6 +70,7 @@ type Cluster struct {
 	Store *datastore.DirStore
 
 	opts    Options
+	timing  TimingModel
 	log     *slog.Logger
 	binary  string
 	nodes   []*Node
@@ -110,6 +115,7 @@ type Node struct {
 	renders  int
 	warnings []string
 	peers    []confd.Peer
+	confd    []ConfdAction
 }
 
 // Router is a BGP-speaking router (a ToR) running BIRD.
@@ -150,6 +156,10 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 	if log == nil {
 		log = slog.Default()
 	}
+	timing, err := resolveTiming(&opts)
+	if err != nil {
+		return nil, err
+	}
 	r, err := run.New()
 	if err != nil {
 		return nil, err
@@ -160,7 +170,8 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 			_ = r.Close()
 		}
 	}()
-	c := &Cluster{Run: r, opts: opts, log: log.With("run", r.ID)}
+	c := &Cluster{Run: r, opts: opts, timing: timing, log: log.With("run", r.ID)}
+	c.log.Info("timing model", "model", timing.String())
 	// Building the programmer (when BIRDCAGE_PROGRAMMER names none) is not
 	// part of the cluster's start.
 	if c.binary, err = programmerBinary(r); err != nil {
@@ -198,7 +209,7 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 	}
 	for _, nd := range c.Net.Nodes {
 		n := &Node{Name: nd.Name, NS: nd, release: opts.Release}
-		if n.Programmer, err = newProgrammer(r, nd.Name, nd.Path, c.binary, c.Store.Dir, opts.Release, c.log); err != nil {
+		if n.Programmer, err = newProgrammer(r, nd.Name, nd.Path, c.binary, c.Store.Dir, opts.Release, timing, c.log); err != nil {
 			return nil, err
 		}
 		if n.BIRD, err = bird.New(r, bird.Options{Name: nd.Name, NetNS: nd.NetNS, Log: c.log}); err != nil {
@@ -300,46 +311,6 @@ func (c *Cluster) render(n *Node, cl *datastore.Cluster) (changed bool, err erro
 	changed = !bytes.Equal(out.Config, n.config)
 	n.config = out.Config
 	return changed, nil
-}
-
-// watchDatastore plays confd: on every datastore change it re-renders each
-// node's BIRD config and, where the text changed, reconfigures BIRD in place.
-func (c *Cluster) watchDatastore(ctx context.Context) error {
-	ch, err := c.Store.Watch(ctx)
-	if err != nil {
-		return err
-	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		for range ch {
-			cl, err := c.Store.Read(ctx)
-			if err != nil {
-				c.log.Warn("confd: datastore unreadable; keeping the last config", "err", err)
-				continue
-			}
-			for _, n := range c.nodes {
-				if !n.BIRD.Running() {
-					continue
-				}
-				changed, err := c.render(n, cl)
-				if err != nil {
-					c.log.Warn("confd: render failed", "node", n.Name, "err", err)
-					continue
-				}
-				if !changed {
-					continue
-				}
-				n.mu.Lock()
-				conf := n.config
-				n.mu.Unlock()
-				if err := n.BIRD.Configure(ctx, conf); err != nil && ctx.Err() == nil {
-					c.log.Warn("confd: birdc configure failed", "node", n.Name, "err", err)
-				}
-			}
-		}
-	}()
-	return nil
 }
 
 // Stop tears the cluster down: processes, containers, namespaces, dirs.

@@ -33,8 +33,24 @@ type Restart struct {
 	// StartMono is when the replacement was started (0: not restarted).
 	StartMono int64 `json:"startMono"`
 	// SyncedMono is the replacement's first completed sync (0: not yet).
-	SyncedMono int64  `json:"syncedMono"`
-	Reason     string `json:"reason"`
+	SyncedMono int64 `json:"syncedMono"`
+	// ProcessStartMono, ProgrammedMono and StartupDelayNs are the
+	// replacement's own account (its status file): when it started, when
+	// its first programming pass began, and the restart profile's delay
+	// it applied. 0 where the binary does not report them.
+	ProcessStartMono int64  `json:"processStartMono,omitempty"`
+	ProgrammedMono   int64  `json:"programmedMono,omitempty"`
+	StartupDelayNs   int64  `json:"startupDelayNs,omitempty"`
+	Reason           string `json:"reason"`
+}
+
+// ToFirstProgram is exit to the replacement's first programming pass
+// (0: unknown).
+func (r Restart) ToFirstProgram() time.Duration {
+	if r.ProgrammedMono == 0 {
+		return 0
+	}
+	return time.Duration(r.ProgrammedMono - r.ExitMono)
 }
 
 // Duration is exit to first sync of the replacement: how long nothing
@@ -57,6 +73,7 @@ type Programmer struct {
 	dir     string
 	log     *slog.Logger
 	release config.Release
+	timing  TimingModel
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd
@@ -66,7 +83,7 @@ type Programmer struct {
 	logFile  *os.File
 }
 
-func newProgrammer(r *run.Run, node, nsPath, binary, storeDir string, rel config.Release, log *slog.Logger) (*Programmer, error) {
+func newProgrammer(r *run.Run, node, nsPath, binary, storeDir string, rel config.Release, timing TimingModel, log *slog.Logger) (*Programmer, error) {
 	dir := r.Path("programmer", node)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -76,7 +93,7 @@ func newProgrammer(r *run.Run, node, nsPath, binary, storeDir string, rel config
 		return nil, err
 	}
 	p := &Programmer{node: node, nsPath: nsPath, binary: binary, store: storeDir, dir: dir, release: rel,
-		log: log.With("programmer", node), logFile: f}
+		timing: timing, log: log.With("programmer", node), logFile: f}
 	r.Defer("programmer "+node, func() error {
 		err := p.Stop(context.Background())
 		f.Close()
@@ -128,6 +145,9 @@ func (p *Programmer) startLocked() error {
 	cmd := exec.Command(p.binary, "--node", p.node, "--datastore", p.store, "--release", string(p.release),
 		"--status", p.StatusPath(), "--log-format", "json")
 	cmd.Stdout, cmd.Stderr = p.logFile, p.logFile
+	// The restart profile goes by environment, which a user's own binary
+	// without the flags ignores (dataplane/programmer's process contract).
+	cmd.Env = append(os.Environ(), p.timing.programmerEnv()...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// The child inherits the network namespace of the thread that forks
 	// it, so start it from a thread inside the node's namespace.
@@ -186,6 +206,9 @@ func (p *Programmer) noteSync() {
 		r := &p.restarts[i]
 		if r.SyncedMono == 0 && r.StartMono != 0 && st.FirstSyncMonotonicNano > r.StartMono {
 			r.SyncedMono = st.FirstSyncMonotonicNano
+			r.ProcessStartMono = st.StartedMonotonicNano
+			r.ProgrammedMono = st.FirstProgramMonotonicNano
+			r.StartupDelayNs = st.StartupDelayNano
 		}
 	}
 }

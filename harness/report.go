@@ -76,6 +76,16 @@ type ScenarioResult struct {
 	Probes     *probe.Report        `json:"probes,omitempty"`
 	Events     []Event              `json:"events,omitempty"`
 	Restarts   map[string][]Restart `json:"restarts,omitempty"`
+	// Timing is the timing model the scenario ran under: its figures are
+	// functions of it.
+	Timing *TimingModel `json:"timing,omitempty"`
+	// Samples holds figures measured more than once in one scenario (per
+	// node, per flow, per repeat), each as its distribution with every
+	// sample.
+	Samples map[string]Stats `json:"samples,omitempty"`
+	// Sweep is a figure measured as a function of a model knob, with its
+	// fit (sweep scenarios only).
+	Sweep *Sweep `json:"sweep,omitempty"`
 }
 
 // VerdictOf is the row's verdict, for files written before Verdict
@@ -98,6 +108,8 @@ type Results struct {
 		Started   time.Time        `json:"started"`
 		Kernel    string           `json:"kernel"`
 		Scenarios []ScenarioResult `json:"scenarios"`
+		// Repeats summarises scenarios that ran more than once.
+		Repeats map[string]RepeatSummary `json:"repeats,omitempty"`
 	}
 }
 
@@ -132,6 +144,7 @@ func (r *Results) Add(s ScenarioResult) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.doc.Scenarios = append(r.doc.Scenarios, s)
+	r.doc.Repeats = summarizeRepeats(r.doc.Scenarios)
 	return r.write()
 }
 
@@ -152,7 +165,7 @@ func (r *Results) write() error {
 func GapTable(rep *probe.Report) string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "flow\tsent\treceived\tlost\tlongest gap ms\tgap began\t")
+	fmt.Fprintln(w, "flow\tsent\treceived\tlost\tlate\tdup\tlongest gap ms\tsender pause in it ms\tgap began\t")
 	flows := append([]probe.GapReport(nil), rep.Flows...)
 	sort.Slice(flows, func(i, j int) bool { return flows[i].Flow < flows[j].Flow })
 	for _, f := range flows {
@@ -160,10 +173,12 @@ func GapTable(rep *probe.Report) string {
 		if f.Gap.Mark != "" && f.Lost > 0 {
 			began = fmt.Sprintf("%+.1f ms after %s", f.Gap.SinceMarkMs, f.Gap.Mark)
 		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%.1f\t%s\t\n", f.Flow, f.Sent, f.Received, f.Lost, f.LongestGapMs, began)
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t%s\t\n", f.Flow, f.Sent, f.Received, f.Lost, f.Late, f.Duplicates,
+			f.LongestGapMs, f.SenderPauseInGapMs, began)
 	}
-	fmt.Fprintf(w, "total (%d flows, %d with loss)\t%d\t%d\t%d\t%.1f\t%s\t\n", rep.Total.Flows, rep.Total.FlowsWithLoss,
-		rep.Total.Sent, rep.Total.Received, rep.Total.Lost, rep.Total.LongestGapMs, rep.Total.LongestGapFlow)
+	fmt.Fprintf(w, "total (%d flows, %d with loss)\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t%s\t\n", rep.Total.Flows, rep.Total.FlowsWithLoss,
+		rep.Total.Sent, rep.Total.Received, rep.Total.Lost, rep.Total.Late, rep.Total.Duplicates, rep.Total.LongestGapMs,
+		rep.Total.SenderPauseInGapMs, rep.Total.LongestGapFlow)
 	w.Flush()
 	return b.String()
 }
@@ -171,7 +186,8 @@ func GapTable(rep *probe.Report) string {
 // Result assembles a ScenarioResult from the cluster's events, restarts and
 // a probe report.
 func (c *Cluster) Result(name string, rep *probe.Report) ScenarioResult {
-	s := ScenarioResult{Name: name, Topology: c.Net.Topology.Name, Probes: rep, Events: c.Events(), Figures: map[string]float64{}}
+	timing := c.timing
+	s := ScenarioResult{Name: name, Topology: c.Net.Topology.Name, Probes: rep, Events: c.Events(), Figures: map[string]float64{}, Timing: &timing}
 	s.Notes = append(s.Notes, c.Warnings()...)
 	if ev := c.Events(); len(ev) > 0 {
 		s.Duration = monoclock.Ms(monoclock.Now()-ev[0].Mono) / 1000

@@ -13,12 +13,31 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/birdcage/birdcage/dataplane/config"
 	"github.com/birdcage/birdcage/dataplane/programmer"
+	"github.com/birdcage/birdcage/internal/monoclock"
 )
 
+// started is the process's start as early as Go lets us read it (package
+// initialisation, after the runtime's): the anchor of the restart profile.
+var started = monoclock.Now()
+
 func main() { os.Exit(run()) }
+
+// durationFromEnv is the default of a duration flag: $name, else 0.
+func durationFromEnv(name string) (time.Duration, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("$%s=%q: want a non-negative Go duration such as 1s or 250ms", name, v)
+	}
+	return d, nil
+}
 
 func run() int {
 	fs := flag.NewFlagSet("birdcage-programmer", flag.ContinueOnError)
@@ -31,6 +50,12 @@ func run() int {
 	tunnel := fs.String("tunnel-device", "tunl0", "IPIP tunnel device")
 	multipath := fs.Bool("noencap-multipath-via-gateways", false,
 		"NOT Felix's behaviour: program indirectly connected no-encap destinations multipath over every uplink gateway")
+	envDelay, errDelay := durationFromEnv(programmer.StartupDelayEnv)
+	envPerRoute, errPerRoute := durationFromEnv(programmer.ResyncDelayPerRouteEnv)
+	startupDelay := fs.Duration("startup-delay", envDelay,
+		"restart profile: do not program before this long after process start (default $"+programmer.StartupDelayEnv+", else 0)")
+	perRoute := fs.Duration("resync-delay-per-route", envPerRoute,
+		"restart profile: add this per desired route, a modelled full datastore resync (default $"+programmer.ResyncDelayPerRouteEnv+", else 0)")
 	if err := fs.Parse(os.Args[1:]); errors.Is(err, flag.ErrHelp) {
 		return programmer.ExitOK
 	} else if err != nil {
@@ -43,6 +68,12 @@ func run() int {
 	}
 	if *node == "" || *dir == "" {
 		return usage("--node and --datastore are required")
+	}
+	if err := errors.Join(errDelay, errPerRoute); err != nil {
+		return usage("%v", err)
+	}
+	if *startupDelay < 0 || *perRoute < 0 {
+		return usage("--startup-delay and --resync-delay-per-route must not be negative")
 	}
 	rel, err := config.ParseRelease(*release)
 	if err != nil {
@@ -69,6 +100,8 @@ func run() int {
 	err = programmer.Run(ctx, programmer.Options{
 		Node: *node, DatastoreDir: *dir, Release: rel, StatusFile: *status, Log: log,
 		TunnelDevice: *tunnel, NoEncapMultipathViaGateways: *multipath,
+		Restart:     programmer.RestartProfile{StartupDelay: *startupDelay, ResyncDelayPerRoute: *perRoute},
+		StartedMono: started,
 	})
 	code := programmer.ExitCode(err)
 	if err != nil && code != programmer.ExitConfigChanged {

@@ -54,8 +54,9 @@ func printResults(path string, asJSON, brief bool) error {
 		return fmt.Errorf("results %q: %w", path, err)
 	}
 	var doc struct {
-		Kernel    string                   `json:"kernel"`
-		Scenarios []harness.ScenarioResult `json:"scenarios"`
+		Kernel    string                           `json:"kernel"`
+		Scenarios []harness.ScenarioResult         `json:"scenarios"`
+		Repeats   map[string]harness.RepeatSummary `json:"repeats"`
 	}
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return fmt.Errorf("results %q: %w", path, err)
@@ -98,6 +99,9 @@ func printResults(path string, asJSON, brief bool) error {
 		if !s.Registered && s.Verdict != "" {
 			fmt.Println("  (ended before registering its figures)")
 		}
+		if s.Timing != nil {
+			fmt.Printf("  timing model: %s\n", s.Timing)
+		}
 		for _, k := range keys {
 			fmt.Printf("  %-32s %g\n", k, s.Figures[k])
 		}
@@ -106,6 +110,29 @@ func printResults(path string, asJSON, brief bool) error {
 		}
 		if s.Probes != nil {
 			fmt.Println(harness.GapTable(s.Probes))
+		}
+		if s.Sweep != nil {
+			fmt.Println(s.Sweep.Table(s.Sweep.Fitted))
+		}
+	}
+	if len(doc.Repeats) > 0 && !brief {
+		names := make([]string, 0, len(doc.Repeats))
+		for n := range doc.Repeats {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		fmt.Printf("\n== scenarios run more than once\n")
+		for _, n := range names {
+			r := doc.Repeats[n]
+			fmt.Printf("\n%s: %d runs, %d passed\n", n, r.Runs, r.Passed)
+			figs := make([]string, 0, len(r.Figures))
+			for f := range r.Figures {
+				figs = append(figs, f)
+			}
+			sort.Strings(figs)
+			for _, f := range figs {
+				fmt.Printf("  %-32s %s\n", f, r.Figures[f])
+			}
 		}
 	}
 	return nil

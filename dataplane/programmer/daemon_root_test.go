@@ -127,11 +127,12 @@ type proc struct {
 	log  *strings.Builder
 }
 
-func (nd *node) start(t testing.TB, bin, dir, status string) *proc {
+func (nd *node) start(t testing.TB, bin, dir, status string, extra ...string) *proc {
 	t.Helper()
 	p := &proc{done: make(chan struct{}), log: &strings.Builder{}}
-	p.cmd = exec.Command("ip", "netns", "exec", nd.name, bin, "--node", "node-1", "--datastore", dir,
-		"--release", "3.33", "--status", status, "--log-format", "json")
+	args := append([]string{"netns", "exec", nd.name, bin, "--node", "node-1", "--datastore", dir,
+		"--release", "3.33", "--status", status, "--log-format", "json"}, extra...)
+	p.cmd = exec.Command("ip", args...)
 	p.cmd.Stderr = p.log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start programmer: %v", err)

@@ -31,6 +31,24 @@
 //	                     NOT Felix's behaviour: program indirectly connected
 //	                     no-encap destinations multipath over every uplink
 //	                     gateway (to evaluate a candidate dual-ToR fix)
+//	--startup-delay D    restart profile, fixed part (Go duration; default
+//	                     $BIRDCAGE_PROGRAMMER_STARTUP_DELAY, else 0)
+//	--resync-delay-per-route D
+//	                     restart profile, per desired route (default
+//	                     $BIRDCAGE_PROGRAMMER_RESYNC_DELAY_PER_ROUTE, else 0)
+//
+// Restart profile: a real Felix spends time between its process start and
+// its first dataplane write (config load, datastore connection, a full
+// resync until it is in sync); this programmer reads a local directory and
+// would otherwise program within milliseconds. With a profile, the first
+// programming pass does not begin before startup-delay + resync-delay-per-
+// route × (desired routes) has passed since the process started (read at
+// package initialisation); datastore reads and route computation happen
+// meanwhile and count towards it. During the delay the status file says
+// state "starting" and nothing is written to the kernel; SIGTERM still stops
+// the process at once. Zero (the default) is the fastest possible restart.
+// A supervisor that wants a profile sets the environment variables, which a
+// binary without the flags ignores; such a binary's restart time is its own.
 //
 // Datastore: the programmer reads FelixConfiguration (programClusterRoutes,
 // deviceRouteProtocol, routeRefreshInterval), IP pools, nodes, block
@@ -58,8 +76,11 @@
 // the same directory) after every sync pass and state change: node,
 // release, pid, state (starting | running | config-changed | stopped),
 // effective ownership, protocol, last sync time in Unix ns and in
-// CLOCK_MONOTONIC ns (comparable across processes on the host), desired and
-// owned route counts, and the cumulative count and last text of sync errors.
+// CLOCK_MONOTONIC ns (comparable across processes on the host); the process
+// start, the restart profile's delay and the start of the first programming
+// pass (startedMonotonicNano, startupDelayNano, firstProgramMonotonicNano;
+// ns); desired and owned route counts, and the cumulative count and last
+// text of sync errors.
 //
 // Logs: structured slog lines; every route added, replaced or deleted is one
 // line with the destination, the route, its class and why.

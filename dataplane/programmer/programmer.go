@@ -39,6 +39,36 @@ type Options struct {
 	// RetryMin and RetryMax bound the backoff after a failed pass
 	// (100ms and 10s when zero).
 	RetryMin, RetryMax time.Duration
+	// Restart profile: the first programming pass does not begin before
+	// StartupDelay + ResyncDelayPerRoute × (desired routes) has passed
+	// since StartedMono. It models what a real Felix does between process
+	// start and its first dataplane write — load its config, connect to
+	// the datastore, take a full snapshot and wait until it is in sync —
+	// which this programmer, reading a local directory, does in
+	// milliseconds. Work done meanwhile (reading the datastore, computing
+	// routes) counts towards the delay, so the process's start-to-first-
+	// program time is max(natural, delay). Zero: no delay (the fastest
+	// possible restart). See RestartProfile.
+	Restart RestartProfile
+	// StartedMono is when the process started (CLOCK_MONOTONIC ns), the
+	// anchor of the restart profile; 0 means when Run is called.
+	StartedMono int64
+}
+
+// RestartProfile is the programmer's modelled start-to-first-program delay.
+type RestartProfile struct {
+	// StartupDelay is the fixed part: process start, config load,
+	// datastore connection.
+	StartupDelay time.Duration
+	// ResyncDelayPerRoute is the part that grows with the cluster: a full
+	// datastore resync, per desired route.
+	ResyncDelayPerRoute time.Duration
+}
+
+// Delay is the profile's start-to-first-program delay for routes desired
+// routes.
+func (p RestartProfile) Delay(routes int) time.Duration {
+	return p.StartupDelay + time.Duration(routes)*p.ResyncDelayPerRoute
 }
 
 // restartKey is what the programmer reads only at start: when it changes,
@@ -102,6 +132,12 @@ func Run(ctx context.Context, o Options) error {
 	if o.RetryMax <= 0 {
 		o.RetryMax = 10 * time.Second
 	}
+	if o.StartedMono == 0 {
+		o.StartedMono = monoclock.Now()
+	}
+	if o.Restart.StartupDelay < 0 || o.Restart.ResyncDelayPerRoute < 0 {
+		return fmt.Errorf("programmer: restart profile %+v: delays must not be negative", o.Restart)
+	}
 	d := &daemon{o: o, log: o.Log.With("node", o.Node)}
 	if fi, err := os.Stat(o.DatastoreDir); err != nil || !fi.IsDir() {
 		return fmt.Errorf("programmer: datastore %s: not a directory (%v)", o.DatastoreDir, err)
@@ -121,7 +157,8 @@ func Run(ctx context.Context, o Options) error {
 		defer h.Close()
 		d.h = h
 	}
-	d.status = Status{Node: o.Node, Release: string(o.Release), PID: os.Getpid(), State: StateStarting}
+	d.status = Status{Node: o.Node, Release: string(o.Release), PID: os.Getpid(), State: StateStarting,
+		StartedMonotonicNano: o.StartedMono}
 	if err := writeStatus(o.StatusFile, d.status); err != nil {
 		return fmt.Errorf("programmer: %w", err)
 	}
@@ -171,7 +208,6 @@ func (d *daemon) run(ctx context.Context) error {
 	d.status.ProgramNoEncapClusterRoutes = owner.ProgramNoEncapClusterRoutes()
 	d.status.ClaimsBIRDTunnelRoutes = policy.ClaimBIRDTunnelRoutes
 	d.status.DeviceRouteProtocol = d.key.DeviceRouteProtocol
-	d.status.State = StateRunning
 	d.log.Info("programmer started", "release", d.o.Release, "programClusterRoutes", owner,
 		"programIPIPClusterRoutes", owner.ProgramIPIPClusterRoutes(),
 		"programNoEncapClusterRoutes", owner.ProgramNoEncapClusterRoutes(),
@@ -194,8 +230,15 @@ func (d *daemon) run(ctx context.Context) error {
 		}
 	}
 
-	// 2. Full resync, then react to changes, refresh timer and retries.
+	// 2. The restart profile: nothing is programmed before it has passed.
 	d.recompute()
+	if err := d.startupDelay(ctx); err != nil {
+		return d.stop()
+	}
+	d.status.State = StateRunning
+
+	// 3. Full resync, then react to changes, refresh timer and retries.
+	d.status.FirstProgramMonotonicNano = monoclock.Now()
 	ok := d.sync(true)
 	refresh := newTimer(d.refresh)
 	retry := newTimer(0)
@@ -260,6 +303,34 @@ func (d *daemon) run(ctx context.Context) error {
 			retry.Reset(backoff)
 			backoff = min(2*backoff, d.o.RetryMax)
 		}
+	}
+}
+
+// startupDelay waits out the restart profile (Options.Restart), measured
+// from the process's start; it returns ctx's error if the process is
+// stopped meanwhile. Datastore changes that arrive meanwhile stay queued on
+// the watch channel and are handled after the first sync.
+func (d *daemon) startupDelay(ctx context.Context) error {
+	delay := d.o.Restart.Delay(d.status.RoutesDesired)
+	d.status.StartupDelayNano = int64(delay)
+	if delay <= 0 {
+		return nil
+	}
+	wait := time.Duration(d.o.StartedMono + int64(delay) - monoclock.Now())
+	d.log.Info("restart profile: first programming pass delayed", "delay", delay.String(),
+		"fixed", d.o.Restart.StartupDelay.String(), "perRoute", d.o.Restart.ResyncDelayPerRoute.String(),
+		"routes", d.status.RoutesDesired, "remaining", wait.String())
+	d.writeStatus()
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 

@@ -16,6 +16,15 @@ const (
 	ExitConfigChanged = 129
 )
 
+// Environment variables the command reads as the defaults of its restart
+// profile flags (--startup-delay, --resync-delay-per-route). A supervisor
+// sets them rather than the flags so that a user's own programmer binary,
+// which may not know the flags, still starts.
+const (
+	StartupDelayEnv        = "BIRDCAGE_PROGRAMMER_STARTUP_DELAY"
+	ResyncDelayPerRouteEnv = "BIRDCAGE_PROGRAMMER_RESYNC_DELAY_PER_ROUTE"
+)
+
 // States written to the status file.
 const (
 	StateStarting      = "starting"
@@ -46,6 +55,13 @@ type Status struct {
 	// the previous process's exit, how long a restart left the node's
 	// routes unattended.
 	FirstSyncMonotonicNano int64 `json:"firstSyncMonotonicNano"`
+	// StartedMonotonicNano is the process's start (the anchor of its
+	// restart profile), StartupDelayNano the profile's delay it applied,
+	// and FirstProgramMonotonicNano the start of its first programming
+	// pass (the earliest a route can have been written).
+	StartedMonotonicNano      int64 `json:"startedMonotonicNano,omitempty"`
+	StartupDelayNano          int64 `json:"startupDelayNano,omitempty"`
+	FirstProgramMonotonicNano int64 `json:"firstProgramMonotonicNano,omitempty"`
 	// LastResync is the end of the last full kernel re-read.
 	LastResyncUnixNano int64 `json:"lastResyncUnixNano"`
 

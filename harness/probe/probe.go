@@ -208,6 +208,7 @@ func Start(ctx context.Context, o Options) (s *Session, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("start probes: %w", err)
 		}
+		sd.pauseNs = 2 * s.interval
 		s.senders = append(s.senders, sd)
 	}
 	s.startNs = monoclock.Now()

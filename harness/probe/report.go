@@ -32,6 +32,12 @@ type Total struct {
 	Lost           int64   `json:"lost"`
 	LongestGapMs   float64 `json:"longestGapMs"`
 	LongestGapFlow string  `json:"longestGapFlow,omitempty"`
+	// Late and Duplicates sum the flows' reordered and duplicated probes;
+	// SenderPauseInGapMs is the longest gap flow's own sender pause.
+	Late               uint64  `json:"late"`
+	Duplicates         uint64  `json:"duplicates"`
+	MaxReorderDepth    uint64  `json:"maxReorderDepth"`
+	SenderPauseInGapMs float64 `json:"senderPauseInGapMs"`
 }
 
 // GapReport is what happened to one flow's probes.
@@ -54,8 +60,14 @@ type GapReport struct {
 	// never arrived; those after HighestSeq are in flight or lost.
 	FirstSeq   uint64 `json:"firstSeq,omitempty"`
 	HighestSeq uint64 `json:"highestSeq,omitempty"`
+	// Late counts probes that arrived after a higher sequence number had
+	// (reordered); Duplicates counts probes seen again within 64 sequence
+	// numbers of the highest. Both from the BPF tracker at the destination.
 	Late       uint64 `json:"late"`
 	Duplicates uint64 `json:"duplicates"`
+	// ReorderDepth is how far behind the highest sequence number the most
+	// out-of-order late probe arrived (0: none reordered).
+	ReorderDepth uint64 `json:"reorderDepth"`
 
 	// LongestGapMs is the longest time without a probe arriving: between
 	// two consecutive arrivals, or from the first send to the first arrival,
@@ -67,6 +79,10 @@ type GapReport struct {
 	// SenderLongestGapMs is the sender's own longest pause between two
 	// sends: a gap this size at the receiver is the sender, not the network.
 	SenderLongestGapMs float64 `json:"senderLongestGapMs"`
+	// SenderPauseInGapMs is the sender's own longest pause inside the
+	// longest gap (pauses over two intervals are recorded): when it is
+	// close to LongestGapMs the gap was the sender stalling, not routing.
+	SenderPauseInGapMs float64 `json:"senderPauseInGapMs"`
 
 	UserSpace UserSpaceCheck `json:"userSpace"`
 	Hops      []HopCount     `json:"hops,omitempty"`
@@ -123,8 +139,11 @@ func (s *Session) report(end int64) (*Report, error) {
 		if g.Lost != 0 {
 			t.FlowsWithLoss++
 		}
+		t.Late += g.Late
+		t.Duplicates += g.Duplicates
+		t.MaxReorderDepth = max(t.MaxReorderDepth, g.ReorderDepth)
 		if g.LongestGapMs > t.LongestGapMs {
-			t.LongestGapMs, t.LongestGapFlow = g.LongestGapMs, g.Flow
+			t.LongestGapMs, t.LongestGapFlow, t.SenderPauseInGapMs = g.LongestGapMs, g.Flow, g.SenderPauseInGapMs
 		}
 	}
 	return rep, nil
@@ -150,6 +169,7 @@ func (s *Session) flowReport(sd *sender, marks []Mark) (GapReport, error) {
 		HighestSeq:         tr.HighestSeq,
 		Late:               tr.Late,
 		Duplicates:         tr.Duplicates,
+		ReorderDepth:       tr.MaxLateDepth,
 		SenderLongestGapMs: monoclock.Ms(sd.maxGapNs.Load()),
 	}
 	// The longest gap: between arrivals (BPF), before the first arrival, or
@@ -169,6 +189,9 @@ func (s *Session) flowReport(sd *sender, marks []Mark) (GapReport, error) {
 	}
 	g.Gap = gap
 	g.LongestGapMs = monoclock.Ms(gap.EndNs - gap.StartNs)
+	if gap.EndNs > gap.StartNs {
+		g.SenderPauseInGapMs = monoclock.Ms(sd.pauseWithin(gap.StartNs, gap.EndNs))
+	}
 	if len(marks) > 0 && gap.EndNs > gap.StartNs {
 		// The gap is blamed on the latest mark before it began. Its start
 		// is the last probe that arrived, so the outage itself began up to

@@ -27,9 +27,18 @@ type sender struct {
 	firstNs   atomic.Int64
 	lastNs    atomic.Int64
 	maxGapNs  atomic.Int64 // largest pause between two successful sends
+	pauseNs   int64        // a pause longer than this is recorded in pauses
 	errMu     sync.Mutex
 	errCounts map[string]uint64
+	pauses    []pause // guarded by errMu; at most maxPauses, the longest kept
 }
+
+// pause is an interval in which the sender sent nothing on a flow (between
+// two successful sends), monotonic ns.
+type pause struct{ from, to int64 }
+
+// maxPauses bounds the pause record; beyond it the shortest are dropped.
+const maxPauses = 1024
 
 func sockaddr(a netip.Addr, port uint16) unix.Sockaddr {
 	if a.Is4() {
@@ -111,10 +120,48 @@ func (sd *sender) send(buf []byte) {
 	sd.sent.Add(1)
 	if last := sd.lastNs.Load(); last == 0 {
 		sd.firstNs.Store(now)
-	} else if g := now - last; g > sd.maxGapNs.Load() {
-		sd.maxGapNs.Store(g)
+	} else {
+		g := now - last
+		if g > sd.maxGapNs.Load() {
+			sd.maxGapNs.Store(g)
+		}
+		if g > sd.pauseNs {
+			sd.recordPause(pause{from: last, to: now})
+		}
 	}
 	sd.lastNs.Store(now)
+}
+
+func (sd *sender) recordPause(p pause) {
+	sd.errMu.Lock()
+	defer sd.errMu.Unlock()
+	if len(sd.pauses) < maxPauses {
+		sd.pauses = append(sd.pauses, p)
+		return
+	}
+	shortest := 0
+	for i, q := range sd.pauses {
+		if q.to-q.from < sd.pauses[shortest].to-sd.pauses[shortest].from {
+			shortest = i
+		}
+	}
+	if p.to-p.from > sd.pauses[shortest].to-sd.pauses[shortest].from {
+		sd.pauses[shortest] = p
+	}
+}
+
+// pauseWithin is the longest time the sender sent nothing on this flow
+// inside [from, to]: the part of a receiver-side gap the sender itself
+// accounts for.
+func (sd *sender) pauseWithin(from, to int64) int64 {
+	sd.errMu.Lock()
+	defer sd.errMu.Unlock()
+	var longest int64
+	for _, p := range sd.pauses {
+		a, b := max(p.from, from), min(p.to, to)
+		longest = max(longest, b-a)
+	}
+	return longest
 }
 
 func (sd *sender) errors() map[string]uint64 {

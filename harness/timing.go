@@ -1,0 +1,262 @@
+package harness
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/birdcage/birdcage/dataplane/programmer"
+	"github.com/birdcage/birdcage/harness/confd"
+)
+
+// TimingModel is how long the components birdcage stands in for take to
+// react, as named knobs. Every figure that depends on them (a live change's
+// gap above all) is a function of this model, not of how fast the harness
+// happens to be, and every ScenarioResult records the model it ran under.
+//
+// The delays are real behaviour of the processes, not sleeps in the
+// harness: the programmer's restart profile is implemented by the
+// programmer process (dataplane/programmer.RestartProfile), and confd's
+// latency by each node's confd goroutine before it renders.
+type TimingModel struct {
+	// Name says where the values came from: "realistic" (the defaults
+	// below), "zero", or either with environment overrides ("+env").
+	Name string
+	// ProgrammerStartupDelay is the fixed part of a programmer restart:
+	// from the new process's start to its first programming pass.
+	ProgrammerStartupDelay time.Duration
+	// ProgrammerResyncPerRoute is added per desired route: the part of a
+	// restart that is a full datastore resync and grows with the cluster.
+	ProgrammerResyncPerRoute time.Duration
+	// ConfdLatency is confd's react-and-render latency per node: from a
+	// datastore change reaching a node's confd to its render and
+	// `birdc configure`.
+	ConfdLatency time.Duration
+	// ConfdConcurrent: one confd per node, each reacting to the datastore
+	// on its own (as in the calico/node container). False plays a single
+	// confd that reconfigures every node's BIRD in turn, so node N lags by
+	// N renders (the harness's behaviour before this model).
+	ConfdConcurrent bool
+	// BIRDScanTime is BIRD's kernel protocol scan time: how long a route
+	// BIRD failed to write (or that someone removed) can stay missing
+	// before BIRD writes it again. It is the renderer's "scan time" and is
+	// rendered into every BIRD config (whole seconds).
+	BIRDScanTime time.Duration
+}
+
+// Sources of the realistic defaults. None of them was measured against a
+// real Felix or confd here; they are estimates, stated so a reader can
+// replace them with figures from their own cluster.
+const (
+	// A Felix restart is a process start (Go binary, config load from
+	// env/file and the datastore), a connection to the datastore (Typha or
+	// the API server) and a full resync: Felix programs nothing until its
+	// calculation graph is in sync with a complete snapshot. On a small
+	// cluster that is on the order of a second (estimate; birdcage's own
+	// programmer, reading a local directory, is back in ~70 ms).
+	RealisticProgrammerStartupDelay = time.Second
+	// The resync part grows with the cluster: estimated at 100 µs per
+	// route (10k routes ≈ 1 s more). It is small on birdcage's 3-node
+	// topologies and is there so a large-cluster restart can be modelled.
+	RealisticProgrammerResyncPerRoute = 100 * time.Microsecond
+	// confd watches the datastore through the same client Felix uses,
+	// renders its templates and runs `birdc configure`; estimated at
+	// 100 ms from the change to the configure (the harness's own render
+	// and configure, 20–60 ms, come on top).
+	RealisticConfdLatency = 100 * time.Millisecond
+)
+
+// Environment knobs; each overrides one field of the model.
+const (
+	TimingEnv          = "BIRDCAGE_TIMING"                  // realistic (default) | zero
+	RestartDelayEnv    = "BIRDCAGE_RESTART_DELAY"           // ProgrammerStartupDelay, e.g. 1s
+	RestartPerRouteEnv = "BIRDCAGE_RESTART_DELAY_PER_ROUTE" // ProgrammerResyncPerRoute, e.g. 100us
+	ConfdLatencyEnv    = "BIRDCAGE_CONFD_LATENCY"           // ConfdLatency, e.g. 100ms
+	ConfdSerialEnv     = "BIRDCAGE_CONFD_SERIAL"            // 1: ConfdConcurrent false
+	ScanTimeEnv        = "BIRDCAGE_BIRD_SCAN_TIME"          // BIRDScanTime, whole seconds, e.g. 2s
+)
+
+// RealisticTiming is the default model: the estimates above, one confd per
+// node, BIRD's scan time as the renderer sets it (Calico's 2 s).
+func RealisticTiming() TimingModel {
+	return TimingModel{
+		Name:                     "realistic",
+		ProgrammerStartupDelay:   RealisticProgrammerStartupDelay,
+		ProgrammerResyncPerRoute: RealisticProgrammerResyncPerRoute,
+		ConfdLatency:             RealisticConfdLatency,
+		ConfdConcurrent:          true,
+		BIRDScanTime:             time.Duration(confd.DefaultTimers.ScanTime) * time.Second,
+	}
+}
+
+// ZeroTiming is the fastest possible case: no modelled delay anywhere, one
+// confd per node. What remains is the processes' own speed.
+func ZeroTiming() TimingModel {
+	m := RealisticTiming()
+	m.Name = "zero"
+	m.ProgrammerStartupDelay, m.ProgrammerResyncPerRoute, m.ConfdLatency = 0, 0, 0
+	return m
+}
+
+// TimingFromEnv is the model a run asked for: $BIRDCAGE_TIMING (realistic
+// or zero) with the per-knob variables applied on top.
+func TimingFromEnv() (TimingModel, error) {
+	var m TimingModel
+	switch v := os.Getenv(TimingEnv); v {
+	case "", "realistic":
+		m = RealisticTiming()
+	case "zero":
+		m = ZeroTiming()
+	default:
+		return m, fmt.Errorf("$%s=%q: valid models are realistic, zero", TimingEnv, v)
+	}
+	env := false
+	for _, k := range []struct {
+		name string
+		dst  *time.Duration
+	}{
+		{RestartDelayEnv, &m.ProgrammerStartupDelay},
+		{RestartPerRouteEnv, &m.ProgrammerResyncPerRoute},
+		{ConfdLatencyEnv, &m.ConfdLatency},
+		{ScanTimeEnv, &m.BIRDScanTime},
+	} {
+		v := os.Getenv(k.name)
+		if v == "" {
+			continue
+		}
+		d, err := parseDelay(v)
+		if err != nil {
+			return m, fmt.Errorf("$%s: %w", k.name, err)
+		}
+		*k.dst, env = d, true
+	}
+	if v := os.Getenv(ConfdSerialEnv); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return m, fmt.Errorf("$%s=%q: want 1 or 0", ConfdSerialEnv, v)
+		}
+		m.ConfdConcurrent, env = !b, true
+	}
+	if env {
+		m.Name += "+env"
+	}
+	return m, m.Validate()
+}
+
+// parseDelay reads a Go duration; a bare "0" is zero.
+func parseDelay(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	if v == "0" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%q: want a non-negative Go duration such as 0, 200ms, 1s", v)
+	}
+	return d, nil
+}
+
+// ParseDelays reads a comma-separated list of delays ("0,200ms,1s,3s").
+func ParseDelays(v string) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, f := range strings.Split(v, ",") {
+		if strings.TrimSpace(f) == "" {
+			continue
+		}
+		d, err := parseDelay(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%q: no delays", v)
+	}
+	return out, nil
+}
+
+// Validate checks the knobs.
+func (m TimingModel) Validate() error {
+	switch {
+	case m.ProgrammerStartupDelay < 0, m.ProgrammerResyncPerRoute < 0, m.ConfdLatency < 0:
+		return fmt.Errorf("timing model %s: delays must not be negative", m)
+	case m.BIRDScanTime < 0 || m.BIRDScanTime%time.Second != 0:
+		return fmt.Errorf("timing model %s: BIRD's scan time is whole seconds (BIRD's unit), got %s", m, m.BIRDScanTime)
+	}
+	return nil
+}
+
+// RestartProfile is the programmer's share of the model.
+func (m TimingModel) RestartProfile() programmer.RestartProfile {
+	return programmer.RestartProfile{StartupDelay: m.ProgrammerStartupDelay, ResyncDelayPerRoute: m.ProgrammerResyncPerRoute}
+}
+
+// programmerEnv is what the supervisor adds to the programmer's
+// environment to give it the restart profile (see dataplane/programmer).
+func (m TimingModel) programmerEnv() []string {
+	return []string{
+		programmer.StartupDelayEnv + "=" + m.ProgrammerStartupDelay.String(),
+		programmer.ResyncDelayPerRouteEnv + "=" + m.ProgrammerResyncPerRoute.String(),
+	}
+}
+
+func (m TimingModel) String() string {
+	c := "one confd per node"
+	if !m.ConfdConcurrent {
+		c = "one confd for all nodes, in turn"
+	}
+	return fmt.Sprintf("%s (programmer restart %s + %s/route, confd %s per node, %s, BIRD scan %s)",
+		m.Name, m.ProgrammerStartupDelay, m.ProgrammerResyncPerRoute, m.ConfdLatency, c, m.BIRDScanTime)
+}
+
+// timingJSON is the model as it appears in results: durations as text
+// ("1s") and in ms, so a reader needs neither Go nor nanoseconds.
+type timingJSON struct {
+	Name                       string  `json:"name"`
+	ProgrammerStartupDelay     string  `json:"programmerStartupDelay"`
+	ProgrammerStartupDelayMs   float64 `json:"programmerStartupDelayMs"`
+	ProgrammerResyncPerRoute   string  `json:"programmerResyncPerRoute"`
+	ProgrammerResyncPerRouteUs float64 `json:"programmerResyncPerRouteUs"`
+	ConfdLatency               string  `json:"confdLatency"`
+	ConfdLatencyMs             float64 `json:"confdLatencyMs"`
+	ConfdConcurrent            bool    `json:"confdConcurrent"`
+	BIRDScanTime               string  `json:"birdScanTime"`
+	BIRDScanTimeMs             float64 `json:"birdScanTimeMs"`
+}
+
+// MarshalJSON writes the model as timingJSON.
+func (m TimingModel) MarshalJSON() ([]byte, error) {
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	return json.Marshal(timingJSON{
+		Name:                   m.Name,
+		ProgrammerStartupDelay: m.ProgrammerStartupDelay.String(), ProgrammerStartupDelayMs: ms(m.ProgrammerStartupDelay),
+		ProgrammerResyncPerRoute: m.ProgrammerResyncPerRoute.String(), ProgrammerResyncPerRouteUs: float64(m.ProgrammerResyncPerRoute) / float64(time.Microsecond),
+		ConfdLatency: m.ConfdLatency.String(), ConfdLatencyMs: ms(m.ConfdLatency),
+		ConfdConcurrent: m.ConfdConcurrent,
+		BIRDScanTime:    m.BIRDScanTime.String(), BIRDScanTimeMs: ms(m.BIRDScanTime),
+	})
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (m *TimingModel) UnmarshalJSON(b []byte) error {
+	var j timingJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	var err error
+	parse := func(s string) time.Duration {
+		if s == "" || err != nil {
+			return 0
+		}
+		var d time.Duration
+		d, err = time.ParseDuration(s)
+		return d
+	}
+	*m = TimingModel{Name: j.Name, ProgrammerStartupDelay: parse(j.ProgrammerStartupDelay),
+		ProgrammerResyncPerRoute: parse(j.ProgrammerResyncPerRoute), ConfdLatency: parse(j.ConfdLatency),
+		ConfdConcurrent: j.ConfdConcurrent, BIRDScanTime: parse(j.BIRDScanTime)}
+	return err
+}
