@@ -30,8 +30,10 @@ const ProgrammerEnv = "BIRDCAGE_PROGRAMMER"
 type Restart struct {
 	ExitCode int   `json:"exitCode"`
 	ExitMono int64 `json:"exitMono"` // CLOCK_MONOTONIC ns
-	// StartMono is when the replacement was started (0: not restarted).
+	// StartMono is when the replacement was started (0: not restarted),
+	// PID the replacement's process id.
 	StartMono int64 `json:"startMono"`
+	PID       int   `json:"pid,omitempty"`
 	// SyncedMono is the replacement's first completed sync (0: not yet).
 	SyncedMono int64 `json:"syncedMono"`
 	// ProcessStartMono, ProgrammedMono and StartupDelayNs are the
@@ -186,10 +188,14 @@ func (p *Programmer) wait(cmd *exec.Cmd, exited chan struct{}) {
 	}
 	rs := Restart{ExitCode: code, ExitMono: now, Reason: reason}
 	p.log.Info("programmer exited; restarting", "code", code, "reason", reason, "err", err)
+	// The start is stamped before the replacement exists: with no restart
+	// delay it can finish its first sync before startLocked returns, and a
+	// stamp taken after would not count that sync as the replacement's.
+	start := monoclock.Now()
 	if err := p.startLocked(); err != nil {
 		p.log.Error("programmer restart failed", "err", err)
 	} else {
-		rs.StartMono = monoclock.Now()
+		rs.StartMono, rs.PID = start, p.cmd.Process.Pid
 	}
 	p.restarts = append(p.restarts, rs)
 }
@@ -204,7 +210,8 @@ func (p *Programmer) noteSync() {
 	defer p.mu.Unlock()
 	for i := range p.restarts {
 		r := &p.restarts[i]
-		if r.SyncedMono == 0 && r.StartMono != 0 && st.FirstSyncMonotonicNano > r.StartMono {
+		// The status is the replacement's own when it carries its pid.
+		if r.SyncedMono == 0 && r.StartMono != 0 && st.PID == r.PID && st.FirstSyncMonotonicNano > r.StartMono {
 			r.SyncedMono = st.FirstSyncMonotonicNano
 			r.ProcessStartMono = st.StartedMonotonicNano
 			r.ProgrammedMono = st.FirstProgramMonotonicNano
