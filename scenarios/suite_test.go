@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -39,7 +40,16 @@ var _ = BeforeEach(func() { testenv.NeedRoot(GinkgoT()) })
 // On failure, before the cluster is torn down, keep everything a person
 // needs to see why, and say where it is.
 var _ = JustAfterEach(func(ctx SpecContext) {
-	if current == nil || !CurrentSpecReport().Failed() {
+	if current == nil {
+		return
+	}
+	// What makes the run's figures doubtful (a host-wide limit the
+	// emulation exceeded), whatever the verdict, for the row and the log.
+	clusterWarnings = current.Warnings()
+	for _, w := range clusterWarnings {
+		fmt.Printf("[birdcage] warning: %s\n", w)
+	}
+	if !CurrentSpecReport().Failed() {
 		return
 	}
 	dir := filepath.Join(harness.ArtifactsDir(), slug(CurrentSpecReport().FullText()))
@@ -97,7 +107,11 @@ func report(title, table string, res harness.ScenarioResult) {
 	registered = &res
 }
 
-var _ = ReportBeforeEach(func(SpecReport) { registered = nil })
+var _ = ReportBeforeEach(func(SpecReport) { registered, clusterWarnings = nil, nil })
+
+// clusterWarnings are the running spec's cluster's warnings, taken before
+// its teardown.
+var clusterWarnings []string
 
 // Exactly one row per spec that ran: passed, failed (with the failure and
 // where it happened, teardown failures included) or skipped (with the
@@ -110,6 +124,12 @@ var _ = ReportAfterEach(func(sr SpecReport) {
 		return
 	}
 	row := scenarioRow(sr, res)
+	for _, w := range clusterWarnings {
+		if !slices.Contains(row.Notes, w) {
+			row.Notes = append(row.Notes, w)
+		}
+	}
+	clusterWarnings = nil
 	if err := results.Add(row); err != nil {
 		// A failure here fails the spec (and so the suite): a run whose
 		// results file lacks a row must not pass.
