@@ -24,10 +24,15 @@ package scenarios_test
 //     the known gap, shown.
 //
 // Multipath hashing: Linux hashes a forwarded packet onto a nexthop by its
-// addresses (fib_multipath_hash_policy 0, the default, left as is). Each
-// pair of workloads is one flow, so the twelve flows are spread over the
-// planes by their address pairs; which flow takes which plane is the
-// kernel's choice and is reported, not asserted.
+// addresses (fib_multipath_hash_policy 0, the default, left as is), with a
+// key that changes from boot to boot. Each pair of workloads is one flow, so
+// the flows are spread over the planes by their address pairs; which flow
+// takes which plane is the kernel's choice and is reported, not asserted.
+// Twelve flows between one workload per node were seen all hashed onto
+// plane B for a whole boot (the same twelve gave 8/4 on another), so the
+// plane spec gives every node two workloads and probes all 48 cross-node
+// pairs: then both planes carry flows unless the hash sends 48 address
+// pairs one way.
 
 import (
 	"context"
@@ -48,12 +53,19 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/topo"
 )
 
 var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp"), func() {
 	It("BIRD-owned no-encap routes have one nexthop per ToR plane, and traffic uses both planes", func(ctx SpecContext) {
-		// 1. 3.33 defaults: BIRD owns the no-encap pool.
-		c := startCluster(ctx, "dualtor", harness.Options{})
+		// 1. 3.33 defaults: BIRD owns the no-encap pool. Two workloads per
+		// node, so enough address pairs exist for the hash to spread.
+		t, err := topo.Builtin("dualtor")
+		Expect(err).NotTo(HaveOccurred())
+		for i := range t.Nodes {
+			t.Nodes[i].Workloads = 2
+		}
+		c := startClusterOn(ctx, t, harness.Options{})
 		f := newFabric(c)
 
 		// 2. Guard: every node has a session to both of its ToRs, and every
@@ -63,9 +75,10 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp"), func() {
 		}
 		f.expectPaths(func(n *harness.Node, _ netip.Prefix) []string { return f.bothPlanes(n.Name) }, harness.ByBIRD, 30*time.Second)
 
-		// 3. Probes both ways between every pair of nodes, at the default
-		// rate, until both planes have carried some.
-		probes, err := c.Probes(ctx, harness.ProbeOptions{})
+		// 3. Probes both ways between every pair of workloads on different
+		// nodes (48 flows, at a fifth of the default rate so the sender
+		// keeps up), until both planes have carried some.
+		probes, err := c.Probes(ctx, harness.ProbeOptions{Flows: crossNodeFlows(c), Rate: max(1, harness.DefaultProbeRate()/5)})
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func() error {
 			rep, err := probes.Report()
@@ -528,4 +541,22 @@ func (f *fabric) routeTable(o harness.Owner) string {
 	}
 	w.Flush()
 	return b.String()
+}
+
+// crossNodeFlows is every ordered pair of workloads on different nodes.
+func crossNodeFlows(c *harness.Cluster) []probe.Flow {
+	var out []probe.Flow
+	for _, a := range c.Net.Nodes {
+		for _, b := range c.Net.Nodes {
+			if a == b {
+				continue
+			}
+			for _, wa := range a.Workloads {
+				for _, wb := range b.Workloads {
+					out = append(out, probe.Flow{Src: harness.Endpoint(wa), Dst: harness.Endpoint(wb)})
+				}
+			}
+		}
+	}
+	return out
 }
