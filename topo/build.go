@@ -129,7 +129,11 @@ func Build(ctx context.Context, t *Topology, r *run.Run, opts Options) (_ *Netwo
 		par = 8
 	}
 	net := &Network{Topology: t, Run: r}
-	r.Defer("network "+t.Name, net.Close)
+	// Guard, not Defer: a run already closing (Ctrl-C during feature
+	// detection) gets no network at all, instead of one its Close never sees.
+	if err := r.Guard("network "+t.Name, net.Close); err != nil {
+		return nil, err
+	}
 	defer func() {
 		if err != nil {
 			_ = net.Close()
@@ -781,35 +785,44 @@ func (n *Network) Workloads() []*Workload {
 // fallback tunl0 (down, unconfigured): the kernel does that, not birdcage,
 // and there is no way to have IPIP without it.
 func DetectFeatures(r *run.Run) (Features, error) {
-	featuresOnce.Do(func() {
-		name := r.Name("features")
-		// Registered before the namespace exists, and waiting for the
-		// detection to end: a run closed by a signal while this runs
-		// (Ctrl-C as the build starts) must not exit between the
-		// namespace's creation and its deletion and leave it behind.
-		detecting := make(chan struct{})
-		defer close(detecting)
-		r.Defer("netns "+name, func() error { <-detecting; return nsutil.Delete(name) })
-		h, err := nsutil.Create(name)
-		if err != nil {
-			featuresErr = err
-			return
-		}
-		defer func() { h.Close(); _ = nsutil.Delete(name) }()
-		nh, err := nsutil.Handle(h)
-		if err != nil {
-			featuresErr = err
-			return
-		}
-		defer nh.Close()
-		_, err = ensureTunl0(nh)
-		detected.IPIP = err == nil
-	})
-	return detected, featuresErr
+	featuresMu.Lock()
+	defer featuresMu.Unlock()
+	if featuresDone {
+		return detected, featuresErr
+	}
+	name := r.Name("features")
+	// Registered before the namespace exists, and waiting for the
+	// detection to end: a run closed by a signal while this runs must not
+	// exit between the namespace's creation and its deletion. A run already
+	// closing makes nothing (and the answer stays unknown for the next).
+	detecting := make(chan struct{})
+	defer close(detecting)
+	if err := r.Guard("netns "+name, func() error { <-detecting; return nsutil.Delete(name) }); err != nil {
+		return Features{}, err
+	}
+	featuresDone = true
+	h, err := nsutil.Create(name)
+	if err != nil {
+		featuresErr = err
+		return detected, err
+	}
+	defer func() { h.Close(); _ = nsutil.Delete(name) }()
+	nh, err := nsutil.Handle(h)
+	if err != nil {
+		featuresErr = err
+		return detected, err
+	}
+	defer nh.Close()
+	_, err = ensureTunl0(nh)
+	detected.IPIP = err == nil
+	return detected, nil
 }
 
+// What the kernel can do does not change while the process lives: detected
+// once.
 var (
-	featuresOnce sync.Once
+	featuresMu   sync.Mutex
+	featuresDone bool
 	detected     Features
 	featuresErr  error
 )

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -64,10 +65,13 @@ func TestBuildBuiltins(t *testing.T) {
 }
 
 // A run killed midway leaves namespaces behind; Clean removes them. A run
-// stopped with SIGTERM or by a panic cleans up after itself.
+// stopped with SIGTERM or by a panic cleans up after itself, also when the
+// SIGTERM comes as the build starts ("sigterm-early": on the first namespace
+// of the run, the feature-detection scratch one), when the run is closing
+// while the build is still making things.
 func TestInterruptedBuildThenClean(t *testing.T) {
 	requireRoot(t)
-	for _, mode := range []string{"sigkill", "sigterm", "panic"} {
+	for _, mode := range []string{"sigkill", "sigterm", "sigterm-early", "panic"} {
 		t.Run(mode, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperInterruptedBuild$", "-test.v")
 			cmd.Env = append(os.Environ(), "BIRDCAGE_TEST_HELPER="+mode)
@@ -91,12 +95,21 @@ func TestInterruptedBuildThenClean(t *testing.T) {
 				t.Fatal("helper did not report its run")
 			}
 			prefix := "bc" + id + "-"
-			// Kill it while the build is under way: as soon as a namespace exists.
-			waitFor(t, 30*time.Second, func() bool { return len(namespacesWith(prefix)) > 0 })
+			// Kill it while the build is under way: as soon as one of the
+			// build's namespaces exists. (The feature-detection scratch
+			// namespace comes and goes before the build starts: killing the
+			// helper on seeing it may find nothing made yet, or made after.)
+			waitFor(t, 30*time.Second, func() bool {
+				ours := namespacesWith(prefix)
+				if mode != "sigterm-early" {
+					ours = slices.DeleteFunc(ours, func(n string) bool { return n == prefix+"features" })
+				}
+				return len(ours) > 0
+			})
 			switch mode {
 			case "sigkill":
 				_ = cmd.Process.Kill()
-			case "sigterm":
+			case "sigterm", "sigterm-early":
 				_ = cmd.Process.Signal(syscall.SIGTERM)
 			}
 			go func() {

@@ -132,24 +132,14 @@ func soak(n int, pkgs []string, label string, par int, timeout string) error {
 		wall := time.Since(t0).Seconds()
 		sum.RunWallSeconds = append(sum.RunWallSeconds, wall)
 		fmt.Printf("soak: run %d/%d took %.0f s; %d failed outcomes so far\n", run, n, wall, tbl.Failures())
+		// Written after every run: a soak stopped early still has its table.
+		if err := writeTables(art, stamp, run, tbl, &sum); err != nil {
+			return err
+		}
 	}
 
 	rows := tbl.Rows()
-	sum.Failures, sum.Tests = tbl.Failures(), rows
-	var full bytes.Buffer
-	header(&full, sum)
-	Format(&full, rows)
-	js, err := json.MarshalIndent(sum, "", "  ")
-	if err != nil {
-		return err
-	}
 	txt := filepath.Join(art, "soak-"+stamp+".txt")
-	if err := os.WriteFile(txt, full.Bytes(), 0o644); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(art, "soak-"+stamp+".json"), append(js, '\n'), 0o644); err != nil {
-		return err
-	}
 
 	// stdout: the failing rows in full, the clean ones counted.
 	var failing []Row
@@ -178,6 +168,24 @@ func soak(n int, pkgs []string, label string, par int, timeout string) error {
 		return failedError{0}
 	}
 	return nil
+}
+
+// writeTables writes the full table after `done` runs to soak-<stamp>.txt
+// and .json.
+func writeTables(art, stamp string, done int, tbl *Table, sum *Summary) error {
+	sum.Runs = done
+	sum.Failures, sum.Tests = tbl.Failures(), tbl.Rows()
+	var full bytes.Buffer
+	header(&full, *sum)
+	Format(&full, sum.Tests)
+	js, err := json.MarshalIndent(sum, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(art, "soak-"+stamp+".txt"), full.Bytes(), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(art, "soak-"+stamp+".json"), append(js, '\n'), 0o644)
 }
 
 func header(w io.Writer, s Summary) {

@@ -41,8 +41,14 @@ type Run struct {
 	mu        sync.Mutex
 	cleanups  []cleanup
 	closeDone chan struct{} // non-nil once Close started; closed when it finished
+	closed    bool          // Close has run every cleanup: a later one runs at once
+	removeDir func() error  // the run dir goes last, after every late cleanup
 	stopSig   func()
 }
+
+// ErrClosed is Guard's answer once the run is closing: nothing new may be
+// created for it.
+var ErrClosed = errors.New("run closed")
 
 type cleanup struct {
 	what string
@@ -72,7 +78,7 @@ func New() (*Run, error) {
 			os.RemoveAll(dir)
 			return nil, fmt.Errorf("record run owner: %w", err)
 		}
-		r.Defer("run dir "+dir, func() error { return os.RemoveAll(dir) })
+		r.removeDir = func() error { return os.RemoveAll(dir) }
 		return r, nil
 	}
 	return nil, errors.New("run id: no free id after 16 tries")
@@ -86,11 +92,35 @@ func (r *Run) Path(elem ...string) string {
 	return filepath.Join(append([]string{r.Dir}, elem...)...)
 }
 
-// Defer registers a cleanup. Cleanups run last-in first-out in Close.
+// Defer registers a cleanup for a resource that exists. Cleanups run
+// last-in first-out in Close. One registered while Close is under way (a
+// signal arrived as something was being made) is run by that Close before it
+// returns; one registered after Close has finished runs at once, so a
+// resource can never outlive its run unnoticed.
 func (r *Run) Defer(what string, fn func() error) {
 	r.mu.Lock()
+	if !r.closed {
+		r.cleanups = append(r.cleanups, cleanup{what: what, fn: fn})
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	if err := fn(); err != nil {
+		slog.Warn("cleanup failed", "what", what, "err", err)
+	}
+}
+
+// Guard registers a cleanup for a resource about to be created, and says
+// whether to go ahead: once Close has started it registers nothing and
+// returns ErrClosed, so nothing new is made for a run on its way out.
+func (r *Run) Guard(what string, fn func() error) error {
+	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.closeDone != nil {
+		return fmt.Errorf("%s: %w", what, ErrClosed)
+	}
 	r.cleanups = append(r.cleanups, cleanup{what: what, fn: fn})
+	return nil
 }
 
 // Close runs every registered cleanup, newest first, and returns all their
@@ -108,18 +138,30 @@ func (r *Run) Close() error {
 	}
 	r.closeDone = make(chan struct{})
 	defer close(r.closeDone)
-	cs := r.cleanups
-	r.cleanups = nil
 	stop := r.stopSig
-	r.mu.Unlock()
-
 	var errs []error
-	for i := len(cs) - 1; i >= 0; i-- {
-		if err := cs[i].fn(); err != nil {
-			slog.Warn("cleanup failed", "what", cs[i].what, "err", err)
-			errs = append(errs, fmt.Errorf("cleanup %s: %w", cs[i].what, err))
+	// Cleanups registered while these run (by code still making things in
+	// another goroutine) are run too, until none are left.
+	for len(r.cleanups) > 0 {
+		cs := r.cleanups
+		r.cleanups = nil
+		r.mu.Unlock()
+		for i := len(cs) - 1; i >= 0; i-- {
+			if err := cs[i].fn(); err != nil {
+				slog.Warn("cleanup failed", "what", cs[i].what, "err", err)
+				errs = append(errs, fmt.Errorf("cleanup %s: %w", cs[i].what, err))
+			}
 		}
+		r.mu.Lock()
 	}
+	if r.removeDir != nil {
+		if err := r.removeDir(); err != nil {
+			errs = append(errs, fmt.Errorf("cleanup run dir %s: %w", r.Dir, err))
+		}
+		r.removeDir = nil
+	}
+	r.closed = true
+	r.mu.Unlock()
 	if stop != nil {
 		stop()
 	}
@@ -158,7 +200,7 @@ func (r *Run) Keep() error {
 		return fmt.Errorf("keep run %s: %w", r.ID, err)
 	}
 	r.mu.Lock()
-	r.cleanups = nil
+	r.cleanups, r.removeDir = nil, nil
 	r.mu.Unlock()
 	return nil
 }
