@@ -47,6 +47,13 @@ type Options struct {
 	Runtime Runtime
 	// Log receives lifecycle events; nil means slog.Default().
 	Log *slog.Logger
+	// Release is the BIRD release to run (FindRelease); the zero value is
+	// the host's BIRD.
+	Release Release
+	// Daemon is the binary to run: "bird" (default) or, for a 1.6 node's
+	// IPv6 half, "bird6". It names the config (bird6.conf) and control
+	// socket (bird6.ctl) too.
+	Daemon string
 }
 
 // Instance is one BIRD daemon of one node (or router) across restarts.
@@ -61,6 +68,8 @@ type Instance struct {
 	rt      Runtime
 	log     *slog.Logger
 	client  *Client
+	rel     Release
+	daemon  string
 
 	mu sync.Mutex
 	c  Container
@@ -84,6 +93,21 @@ func New(r *run.Run, o Options) (*Instance, error) {
 		dir:   r.Path("bird", o.Name),
 		rt:    o.Runtime,
 		log:   o.Log,
+		rel:   o.Release,
+	}
+	if b.rel.Name == "" {
+		b.rel = HostRelease()
+	}
+	switch o.Daemon {
+	case "", "bird":
+		b.daemon = "bird"
+	case "bird6":
+		if !b.rel.Name.TwoDaemons() {
+			return nil, fmt.Errorf("bird instance %q: daemon bird6 exists only in BIRD 1.x, not %s", o.Name, b.rel.Name)
+		}
+		b.daemon = "bird6"
+	default:
+		return nil, fmt.Errorf("bird instance %q: daemon %q: want bird or bird6", o.Name, o.Daemon)
 	}
 	if b.log == nil {
 		b.log = slog.Default()
@@ -92,7 +116,7 @@ func New(r *run.Run, o Options) (*Instance, error) {
 	b.confDir = filepath.Join(b.dir, "etc")
 	b.sockDir = filepath.Join(b.dir, "run")
 	b.logPath = filepath.Join(b.dir, "bird.log")
-	b.client = &Client{Socket: filepath.Join(b.sockDir, SocketFile)}
+	b.client = &Client{Socket: filepath.Join(b.sockDir, b.socketFile())}
 	if len(b.client.Socket) >= maxSocketPath {
 		return nil, fmt.Errorf("bird instance %q: control socket path %s is %d bytes; unix sockets allow %d: use a shorter name", o.Name, b.client.Socket, len(b.client.Socket), maxSocketPath-1)
 	}
@@ -126,8 +150,29 @@ func (b *Instance) Client() *Client { return b.client }
 // LogPath is the file BIRD's stderr (and runc's) is appended to.
 func (b *Instance) LogPath() string { return b.logPath }
 
-// ConfigPath is the host path of the current bird.conf.
-func (b *Instance) ConfigPath() string { return filepath.Join(b.confDir, ConfigFile) }
+// ConfigPath is the host path of the current bird.conf (bird6.conf for
+// 1.6's bird6).
+func (b *Instance) ConfigPath() string { return filepath.Join(b.confDir, b.configFile()) }
+
+// Release is the BIRD release this instance runs.
+func (b *Instance) Release() Release { return b.rel }
+
+// Daemon is the binary this instance runs ("bird" or "bird6").
+func (b *Instance) Daemon() string { return b.daemon }
+
+func (b *Instance) configFile() string {
+	if b.daemon == "bird6" {
+		return "bird6.conf"
+	}
+	return ConfigFile
+}
+
+func (b *Instance) socketFile() string {
+	if b.daemon == "bird6" {
+		return "bird6.ctl"
+	}
+	return SocketFile
+}
 
 // Validate runs `bird -p` (parse only) on conf.
 func Validate(conf []byte) error {
@@ -156,10 +201,10 @@ func Validate(conf []byte) error {
 // WriteConfig validates conf with `bird -p` and, if BIRD accepts it,
 // replaces bird.conf atomically. A rejected config leaves the old file.
 func (b *Instance) WriteConfig(conf []byte) error {
-	if err := Validate(conf); err != nil {
+	if err := b.validate(conf); err != nil {
 		return fmt.Errorf("bird %s: %w", b.name, err)
 	}
-	tmp := filepath.Join(b.confDir, "."+ConfigFile+".tmp")
+	tmp := filepath.Join(b.confDir, "."+b.configFile()+".tmp")
 	if err := os.WriteFile(tmp, conf, 0o644); err != nil {
 		return fmt.Errorf("bird %s: write config: %w", b.name, err)
 	}
@@ -167,6 +212,15 @@ func (b *Instance) WriteConfig(conf []byte) error {
 		return fmt.Errorf("bird %s: write config: %w", b.name, err)
 	}
 	return nil
+}
+
+// validate is `bird -p` of this instance's release and daemon; the host's
+// BIRD keeps the package-level Validate.
+func (b *Instance) validate(conf []byte) error {
+	if b.rel.Rootfs == "" && b.daemon == "bird" {
+		return Validate(conf)
+	}
+	return b.rel.Validate(b.daemon, conf)
 }
 
 // Start starts BIRD and returns once it answers on its control socket.
@@ -193,11 +247,11 @@ func (b *Instance) start(ctx context.Context, recovery bool) error {
 	if _, err := os.Stat(b.ConfigPath()); err != nil {
 		return fmt.Errorf("bird %s: no config: call WriteConfig first: %w", b.name, err)
 	}
-	args := []string{"/usr/sbin/bird", "-f", "-c", "/etc/bird/" + ConfigFile, "-s", "/run/bird/" + SocketFile}
+	args := []string{"/usr/sbin/" + b.daemon, "-f", "-c", "/etc/bird/" + b.configFile(), "-s", "/run/bird/" + b.socketFile()}
 	if recovery {
 		args = append(args, "-R")
 	}
-	mark := fmt.Sprintf("=== birdcage: %s start %s (recovery=%v) container %s\n", time.Now().Format(time.RFC3339Nano), b.name, recovery, b.id)
+	mark := fmt.Sprintf("=== birdcage: %s start %s (recovery=%v) container %s release %s (%s) %s\n", time.Now().Format(time.RFC3339Nano), b.name, recovery, b.id, b.rel.Name, b.rel.Package, b.daemon)
 	if f, err := os.OpenFile(b.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
 		_, _ = f.WriteString(mark)
 		f.Close()
@@ -205,6 +259,7 @@ func (b *Instance) start(ctx context.Context, recovery bool) error {
 	c, err := b.rt.Run(ctx, ContainerSpec{
 		ID: b.id, Hostname: b.name, NetNSPath: nsutil.Path(b.netns),
 		ConfigDir: b.confDir, SocketDir: b.sockDir, Args: args, LogPath: b.logPath,
+		Rootfs: b.rel.Rootfs,
 	})
 	if c != nil {
 		b.c = c
