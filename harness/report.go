@@ -42,6 +42,9 @@ type ScenarioResult struct {
 	Probes   *probe.Report        `json:"probes,omitempty"`
 	Events   []Event              `json:"events,omitempty"`
 	Restarts map[string][]Restart `json:"restarts,omitempty"`
+	// BIRDReleases is the BIRD release each node and router ran at the end
+	// ("3.1 (bird3 3.1.8-0+deb13u1)").
+	BIRDReleases map[string]string `json:"birdReleases,omitempty"`
 }
 
 // Results is the run's results file: every scenario's figures as JSON.
@@ -129,6 +132,7 @@ func (c *Cluster) Result(name string, rep *probe.Report) ScenarioResult {
 	if ev := c.Events(); len(ev) > 0 {
 		s.Duration = monoclock.Ms(monoclock.Now()-ev[0].Mono) / 1000
 	}
+	s.BIRDReleases = c.BIRDReleases()
 	for _, n := range c.nodes {
 		if rs := n.Programmer.Restarts(); len(rs) > 0 {
 			if s.Restarts == nil {

@@ -155,7 +155,11 @@ func (b *Instance) LogPath() string { return b.logPath }
 func (b *Instance) ConfigPath() string { return filepath.Join(b.confDir, b.configFile()) }
 
 // Release is the BIRD release this instance runs.
-func (b *Instance) Release() Release { return b.rel }
+func (b *Instance) Release() Release {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.rel
+}
 
 // Daemon is the binary this instance runs ("bird" or "bird6").
 func (b *Instance) Daemon() string { return b.daemon }
@@ -217,10 +221,11 @@ func (b *Instance) WriteConfig(conf []byte) error {
 // validate is `bird -p` of this instance's release and daemon; the host's
 // BIRD keeps the package-level Validate.
 func (b *Instance) validate(conf []byte) error {
-	if b.rel.Rootfs == "" && b.daemon == "bird" {
+	rel := b.Release()
+	if rel.Rootfs == "" && b.daemon == "bird" {
 		return Validate(conf)
 	}
-	return b.rel.Validate(b.daemon, conf)
+	return rel.Validate(b.daemon, conf)
 }
 
 // Start starts BIRD and returns once it answers on its control socket.

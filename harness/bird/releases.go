@@ -128,3 +128,19 @@ func (r Release) Validate(daemon string, conf []byte) error {
 	}
 	return nil
 }
+
+// SetRelease changes the release the next Start runs (an upgrade of BIRD
+// itself); the instance must not be running, and its daemon must exist in
+// the new release.
+func (b *Instance) SetRelease(r Release) error {
+	if b.Running() {
+		return fmt.Errorf("bird %s: change release to %s: still running", b.name, r.Name)
+	}
+	if b.daemon == "bird6" && !r.Name.TwoDaemons() {
+		return fmt.Errorf("bird %s: change release to %s: no bird6 daemon there", b.name, r.Name)
+	}
+	b.mu.Lock()
+	b.rel = r
+	b.mu.Unlock()
+	return nil
+}
