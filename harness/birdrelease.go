@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 
@@ -10,14 +9,9 @@ import (
 	"github.com/birdcage/birdcage/topo"
 )
 
-// ErrTwoDaemons is wrapped when a node is asked to run BIRD 1.x: 1.x runs
-// IPv4 and IPv6 as two daemons (bird and bird6) with two configs, which
-// harness/bird and harness/confd provide, but a cluster node still runs one
-// BIRD instance, so the harness refuses rather than silently running the
-// IPv4 half only.
-var ErrTwoDaemons = errors.New("the harness runs one BIRD daemon per node; BIRD 1.x needs two (bird and bird6)")
-
-// nodeBIRD resolves the BIRD release a node runs: Options.NodeBIRD[node],
+// nodeBIRD resolves the BIRD release a node runs (on 1.x the node's
+// bird.Instance drives bird and bird6 together, configured with both of
+// confd's configs): Options.NodeBIRD[node],
 // else Options.BIRD, else the default (the host's bird2 2.0). A release that
 // is not prepared wraps bird.ErrReleaseMissing, so a scenario can skip
 // naming it.
@@ -33,9 +27,6 @@ func findNodeBIRD(node, name string) (bird.Release, error) {
 	rel, err := bird.FindRelease(name)
 	if err != nil {
 		return bird.Release{}, fmt.Errorf("node %s: %w", node, err)
-	}
-	if rel.Name.TwoDaemons() {
-		return bird.Release{}, fmt.Errorf("node %s: BIRD %s: %w", node, rel.Name, ErrTwoDaemons)
 	}
 	return rel, nil
 }

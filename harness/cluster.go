@@ -268,7 +268,7 @@ func (c *Cluster) render(n *Node, cl *datastore.Cluster) (changed bool, err erro
 	n.warnings = append(n.warnings, out.Warnings...)
 	n.peers = out.Peers
 	changed = !bytes.Equal(out.Config, n.config)
-	n.config = out.Config
+	n.config = out.Daemons() // 1.x: bird.conf and bird6.conf
 	return changed, nil
 }
 

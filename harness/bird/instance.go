@@ -70,6 +70,9 @@ type Instance struct {
 	client  *Client
 	rel     Release
 	daemon  string
+	run     *run.Run
+	opts    Options
+	six     *Instance // 1.x: the node's bird6, driven with this bird (pair.go)
 
 	mu sync.Mutex
 	c  Container
@@ -94,6 +97,8 @@ func New(r *run.Run, o Options) (*Instance, error) {
 		rt:    o.Runtime,
 		log:   o.Log,
 		rel:   o.Release,
+		run:   r,
+		opts:  o,
 	}
 	if b.rel.Name == "" {
 		b.rel = HostRelease()
@@ -128,6 +133,9 @@ func New(r *run.Run, o Options) (*Instance, error) {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("bird instance %q: %w", o.Name, err)
 		}
+	}
+	if err := b.ensurePair(); err != nil {
+		return nil, err
 	}
 	r.Defer("bird dir "+b.dir, func() error { return os.RemoveAll(b.dir) })
 	r.Defer("bird container "+b.id, func() error {
@@ -204,7 +212,26 @@ func Validate(conf []byte) error {
 
 // WriteConfig validates conf with `bird -p` and, if BIRD accepts it,
 // replaces bird.conf atomically. A rejected config leaves the old file.
+// On 1.x conf carries bird.conf and bird6.conf (release.Bundle); both are
+// validated before either is written.
 func (b *Instance) WriteConfig(conf []byte) error {
+	if six := b.pair(); six != nil {
+		c4, c6, err := b.splitPair(conf)
+		if err != nil {
+			return err
+		}
+		if err := six.validate(c6); err != nil {
+			return fmt.Errorf("bird %s: %w", six.name, err)
+		}
+		if err := b.writeConfig(c4); err != nil {
+			return err
+		}
+		return six.writeConfig(c6)
+	}
+	return b.writeConfig(conf)
+}
+
+func (b *Instance) writeConfig(conf []byte) error {
 	if err := b.validate(conf); err != nil {
 		return fmt.Errorf("bird %s: %w", b.name, err)
 	}
@@ -228,12 +255,13 @@ func (b *Instance) validate(conf []byte) error {
 	return rel.Validate(b.daemon, conf)
 }
 
-// Start starts BIRD and returns once it answers on its control socket.
-func (b *Instance) Start(ctx context.Context) error { return b.start(ctx, false) }
+// Start starts BIRD (on 1.x: bird and bird6) and returns once it answers
+// on its control socket.
+func (b *Instance) Start(ctx context.Context) error { return b.startDaemons(ctx, false) }
 
 // StartRecovery starts BIRD with -R (graceful restart recovery): it holds
 // the kernel routes it finds until its peers have re-sent theirs.
-func (b *Instance) StartRecovery(ctx context.Context) error { return b.start(ctx, true) }
+func (b *Instance) StartRecovery(ctx context.Context) error { return b.startDaemons(ctx, true) }
 
 func (b *Instance) start(ctx context.Context, recovery bool) error {
 	b.mu.Lock()
@@ -328,6 +356,13 @@ func (b *Instance) Container() Container {
 // graceful restart) and waits until BIRD has exited and its container is
 // removed. Kernel routes stay either way (persist).
 func (b *Instance) Stop(ctx context.Context, sig syscall.Signal) error {
+	if six := b.pair(); six != nil && six.Running() {
+		return errors.Join(b.stop(ctx, sig), six.stop(ctx, sig))
+	}
+	return b.stop(ctx, sig)
+}
+
+func (b *Instance) stop(ctx context.Context, sig syscall.Signal) error {
 	if sig != syscall.SIGTERM && sig != syscall.SIGKILL {
 		return fmt.Errorf("bird %s: stop with %v: only SIGTERM and SIGKILL are meaningful", b.name, sig)
 	}
@@ -371,11 +406,28 @@ func (b *Instance) remove(ctx context.Context) error {
 // config BIRD rejects is never written, so the running config and the file
 // stay as they were; the error wraps ErrInvalidConfig and quotes BIRD.
 func (b *Instance) Configure(ctx context.Context, conf []byte) error {
+	if six := b.pair(); six != nil {
+		c4, c6, err := b.splitPair(conf)
+		if err != nil {
+			return err
+		}
+		if err := six.validate(c6); err != nil {
+			return fmt.Errorf("bird %s: %w", six.name, err)
+		}
+		if err := b.configure(ctx, c4); err != nil {
+			return err
+		}
+		return six.configure(ctx, c6)
+	}
+	return b.configure(ctx, conf)
+}
+
+func (b *Instance) configure(ctx context.Context, conf []byte) error {
 	if !b.Running() {
 		return fmt.Errorf("bird %s: configure: %w", b.name, ErrNotRunning)
 	}
 	old, _ := os.ReadFile(b.ConfigPath())
-	if err := b.WriteConfig(conf); err != nil {
+	if err := b.writeConfig(conf); err != nil {
 		return err
 	}
 	r, err := b.client.Run(ctx, "configure")
@@ -419,6 +471,16 @@ func (b *Instance) waitReconfigured(ctx context.Context) error {
 // when none are named) is Established. The error lists the ones that are
 // not, with their state and last error.
 func (b *Instance) WaitEstablished(ctx context.Context, protocols ...string) error {
+	if six := b.pair(); six != nil && len(protocols) == 0 {
+		if err := b.waitEstablished(ctx); err != nil {
+			return err
+		}
+		return six.waitEstablished(ctx)
+	}
+	return b.waitEstablished(ctx, protocols...)
+}
+
+func (b *Instance) waitEstablished(ctx context.Context, protocols ...string) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	var last string
@@ -474,8 +536,19 @@ func notEstablished(ps []Protocol, want []string) []string {
 	return pending
 }
 
-// RSS is BIRD's resident set size in bytes (VmRSS).
+// RSS is BIRD's resident set size in bytes (VmRSS); on 1.x bird's plus
+// bird6's.
 func (b *Instance) RSS() (int64, error) {
+	n, err := b.rss()
+	if six := b.pair(); six != nil && err == nil {
+		var m int64
+		m, err = six.rss()
+		n += m
+	}
+	return n, err
+}
+
+func (b *Instance) rss() (int64, error) {
 	pid := b.Pid()
 	if pid == 0 {
 		return 0, fmt.Errorf("bird %s: %w", b.name, ErrNotRunning)
@@ -505,7 +578,7 @@ func StartAll(ctx context.Context, recovery bool, insts ...*Instance) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = b.start(ctx, recovery)
+			errs[i] = b.startDaemons(ctx, recovery)
 		}()
 	}
 	wg.Wait()

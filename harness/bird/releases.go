@@ -142,5 +142,5 @@ func (b *Instance) SetRelease(r Release) error {
 	b.mu.Lock()
 	b.rel = r
 	b.mu.Unlock()
-	return nil
+	return b.ensurePair()
 }

@@ -5,6 +5,8 @@ import (
 	_ "embed"
 	"net/netip"
 	"text/template"
+
+	"github.com/birdcage/birdcage/harness/bird/release"
 )
 
 //go:embed bird16.conf.tmpl
@@ -46,4 +48,14 @@ func renderTwoDaemons(v view) (conf4, conf6 []byte, err error) {
 		*fam.out = buf.Bytes()
 	}
 	return conf4, conf6, nil
+}
+
+// Daemons is what the node's BIRD is configured with: Config for 2.x and
+// 3.x; for 1.x both daemons' configs joined (release.Bundle), which
+// harness/bird splits between bird and bird6.
+func (r Rendered) Daemons() []byte {
+	if r.BIRD.TwoDaemons() {
+		return release.Bundle(r.Config, r.Config6)
+	}
+	return r.Config
 }

@@ -96,3 +96,25 @@ func (n Name) DefaultKernelMetric() int {
 
 // MsTimeFormat reports whether `timeformat ... iso long ms` parses (not on 1.x).
 func (n Name) MsTimeFormat() bool { return n.Major() != 1 }
+
+// bundleSep joins a 1.x node's two configs into the one byte string a
+// node's BIRD is handed (a BIRD comment line, unlikely in a config).
+const bundleSep = "\n# ---- birdcage: bird6.conf follows (BIRD 1.x runs one daemon per address family) ----\n"
+
+// Bundle joins BIRD 1.x's bird.conf and bird6.conf into what a two-daemon
+// node's BIRD is configured with (harness/bird splits it again).
+func Bundle(conf4, conf6 []byte) []byte {
+	out := append([]byte(nil), conf4...)
+	out = append(out, bundleSep...)
+	return append(out, conf6...)
+}
+
+// Split undoes Bundle; ok is false when b is a single config.
+func Split(b []byte) (conf4, conf6 []byte, ok bool) {
+	s := string(b)
+	i := strings.Index(s, bundleSep)
+	if i < 0 {
+		return b, nil, false
+	}
+	return []byte(s[:i]), []byte(s[i+len(bundleSep):]), true
+}
