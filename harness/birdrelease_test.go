@@ -92,35 +92,45 @@ func TestClusterPerBIRDRelease(t *testing.T) {
 }
 
 // UpgradeNode with UpgradeOptions.BIRD replaces BIRD's release with the
-// programmer: node-2 moves from the host's 2.0 to 3.1, its new BIRD is 3.1
-// (and says so), the others stay on 2.0, and traffic flows afterwards.
+// programmer: node-2 moves from 2.0 to 3.1 (upstream 2 to 3), and from 1.6
+// to 2.0 (the fork-retirement path: bird + bird6 become one daemon with
+// channels); its new BIRD is that release (and says so), the others stay,
+// and traffic flows afterwards.
 func TestUpgradeNodeBIRDRelease(t *testing.T) {
-	testenv.NeedRoot(t)
-	bird.NeedRelease(t, string(release.BIRD31))
-	c := startOrSkip(t, "noencap", Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	n2 := c.Nodes()[1]
-	if v := birdVersion(ctx, t, n2.BIRD); !strings.HasPrefix(v, "BIRD 2.0") {
-		t.Fatalf("guard: %s starts on %q, want the default 2.0", n2.Name, v)
+	for _, tc := range []struct{ from, to release.Name }{{release.BIRD20, release.BIRD31}, {release.BIRD16, release.BIRD20}} {
+		t.Run(string(tc.from)+"-"+string(tc.to), func(t *testing.T) {
+			testenv.NeedRoot(t)
+			bird.NeedRelease(t, string(tc.from))
+			bird.NeedRelease(t, string(tc.to))
+			c := startOrSkip(t, "noencap", Options{BIRD: string(tc.from)})
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			n2 := c.Nodes()[1]
+			if v := birdVersion(ctx, t, n2.BIRD); !strings.HasPrefix(v, "BIRD "+string(tc.from)+".") {
+				t.Fatalf("guard: %s starts on %q, want %s", n2.Name, v, tc.from)
+			}
+			if err := c.UpgradeNode(ctx, n2.Name, config.R333, UpgradeOptions{BIRD: string(tc.to)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.WaitConverged(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if v := birdVersion(ctx, t, n2.BIRD); !strings.HasPrefix(v, "BIRD "+string(tc.to)+".") {
+				t.Fatalf("after the upgrade %s answers %q, want BIRD %s", n2.Name, v, tc.to)
+			}
+			if six := n2.BIRD.Pair(); (six != nil) != tc.to.TwoDaemons() {
+				t.Fatalf("after the upgrade to %s, bird6 driven=%v", tc.to, six != nil)
+			}
+			for _, n := range c.Nodes() {
+				want := tc.from
+				if n == n2 {
+					want = tc.to
+				}
+				if got := c.BIRDReleases()[n.Name]; !strings.HasPrefix(got, string(want)+" (") {
+					t.Errorf("%s recorded on BIRD %q, want %s", n.Name, got, want)
+				}
+			}
+			flowsWithoutLoss(ctx, t, c)
+		})
 	}
-	if err := c.UpgradeNode(ctx, n2.Name, config.R333, UpgradeOptions{BIRD: "3.1"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitConverged(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if v := birdVersion(ctx, t, n2.BIRD); !strings.HasPrefix(v, "BIRD 3.1.") {
-		t.Fatalf("after the upgrade %s answers %q, want BIRD 3.1", n2.Name, v)
-	}
-	for _, n := range c.Nodes() {
-		want := release.BIRD20
-		if n == n2 {
-			want = release.BIRD31
-		}
-		if got := c.BIRDReleases()[n.Name]; !strings.HasPrefix(got, string(want)+" (") {
-			t.Errorf("%s recorded on BIRD %q, want %s", n.Name, got, want)
-		}
-	}
-	flowsWithoutLoss(ctx, t, c)
 }
