@@ -60,6 +60,10 @@ type Options struct {
 	// latency and concurrency, BIRD scan time); nil: TimingFromEnv(),
 	// which is RealisticTiming() unless the environment says otherwise.
 	Timing *TimingModel
+	// BIRD is the BIRD release every node runs ("" is the host's bird2,
+	// 2.0); NodeBIRD overrides it per node (harness/birdrelease.go).
+	BIRD     string
+	NodeBIRD map[string]string
 }
 
 // Cluster is one cluster's life: its topology, datastore, and per node a
@@ -207,12 +211,19 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 	if err != nil {
 		return nil, err
 	}
+	if err := checkNodeBIRD(opts, c.Net); err != nil {
+		return nil, err
+	}
 	for _, nd := range c.Net.Nodes {
 		n := &Node{Name: nd.Name, NS: nd, release: opts.Release}
+		birdRel, err := nodeBIRD(opts, nd.Name)
+		if err != nil {
+			return nil, err
+		}
 		if n.Programmer, err = newProgrammer(r, nd.Name, nd.Path, c.binary, c.Store.Dir, opts.Release, timing, c.log); err != nil {
 			return nil, err
 		}
-		if n.BIRD, err = bird.New(r, bird.Options{Name: nd.Name, NetNS: nd.NetNS, Log: c.log}); err != nil {
+		if n.BIRD, err = bird.New(r, bird.Options{Name: nd.Name, NetNS: nd.NetNS, Log: c.log, Release: birdRel}); err != nil {
 			return nil, err
 		}
 		c.nodes = append(c.nodes, n)
@@ -301,7 +312,7 @@ func (c *Cluster) render(n *Node, cl *datastore.Cluster) (changed bool, err erro
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	out, err := confd.Render(cl, n.Name, n.release, confd.Options{Log: c.log.With("confd", n.Name), Timers: c.opts.Timers,
-		KernelImportFilter: c.opts.KernelImportFilter})
+		KernelImportFilter: c.opts.KernelImportFilter, BIRD: n.BIRD.Release().Name})
 	if err != nil {
 		return false, err
 	}
@@ -309,7 +320,7 @@ func (c *Cluster) render(n *Node, cl *datastore.Cluster) (changed bool, err erro
 	n.warnings = append(n.warnings, out.Warnings...)
 	n.peers = out.Peers
 	changed = !bytes.Equal(out.Config, n.config)
-	n.config = out.Config
+	n.config = out.Daemons() // 1.x: bird.conf and bird6.conf
 	return changed, nil
 }
 
@@ -425,6 +436,9 @@ type UpgradeOptions struct {
 	// to BIRD in the real node container) or SIGTERM (BIRD sends Cease, so
 	// peers withdraw its routes at once).
 	Signal syscall.Signal
+	// BIRD, when set, replaces BIRD's release too (a BIRD upgrade, e.g.
+	// "2.0" to "3.1"); empty keeps the node's release.
+	BIRD string
 }
 
 // UpgradeNode replaces a node's programmer and BIRD with those of release
@@ -443,6 +457,11 @@ func (c *Cluster) UpgradeNode(ctx context.Context, name string, to config.Releas
 		}
 	}
 	c.Mark(fmt.Sprintf("BIRD(%s) exited", name))
+	if o.BIRD != "" {
+		if err := c.upgradeBIRD(n, o.BIRD); err != nil {
+			return fmt.Errorf("upgrade %s: %w", name, err)
+		}
+	}
 	if err := n.Programmer.Stop(ctx); err != nil {
 		return fmt.Errorf("upgrade %s: %w", name, err)
 	}

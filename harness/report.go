@@ -86,6 +86,9 @@ type ScenarioResult struct {
 	// Sweep is a figure measured as a function of a model knob, with its
 	// fit (sweep scenarios only).
 	Sweep *Sweep `json:"sweep,omitempty"`
+	// BIRDReleases is the BIRD release each node and router ran at the end
+	// ("3.1 (bird3 3.1.8-0+deb13u1)").
+	BIRDReleases map[string]string `json:"birdReleases,omitempty"`
 }
 
 // VerdictOf is the row's verdict, for files written before Verdict
@@ -192,6 +195,7 @@ func (c *Cluster) Result(name string, rep *probe.Report) ScenarioResult {
 	if ev := c.Events(); len(ev) > 0 {
 		s.Duration = monoclock.Ms(monoclock.Now()-ev[0].Mono) / 1000
 	}
+	s.BIRDReleases = c.BIRDReleases()
 	for _, n := range c.nodes {
 		if rs := n.Programmer.Restarts(); len(rs) > 0 {
 			if s.Restarts == nil {

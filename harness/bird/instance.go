@@ -47,6 +47,13 @@ type Options struct {
 	Runtime Runtime
 	// Log receives lifecycle events; nil means slog.Default().
 	Log *slog.Logger
+	// Release is the BIRD release to run (FindRelease); the zero value is
+	// the host's BIRD.
+	Release Release
+	// Daemon is the binary to run: "bird" (default) or, for a 1.6 node's
+	// IPv6 half, "bird6". It names the config (bird6.conf) and control
+	// socket (bird6.ctl) too.
+	Daemon string
 }
 
 // Instance is one BIRD daemon of one node (or router) across restarts.
@@ -61,6 +68,11 @@ type Instance struct {
 	rt      Runtime
 	log     *slog.Logger
 	client  *Client
+	rel     Release
+	daemon  string
+	run     *run.Run
+	opts    Options
+	six     *Instance // 1.x: the node's bird6, driven with this bird (pair.go)
 
 	mu sync.Mutex
 	c  Container
@@ -84,6 +96,23 @@ func New(r *run.Run, o Options) (*Instance, error) {
 		dir:   r.Path("bird", o.Name),
 		rt:    o.Runtime,
 		log:   o.Log,
+		rel:   o.Release,
+		run:   r,
+		opts:  o,
+	}
+	if b.rel.Name == "" {
+		b.rel = HostRelease()
+	}
+	switch o.Daemon {
+	case "", "bird":
+		b.daemon = "bird"
+	case "bird6":
+		if !b.rel.Name.TwoDaemons() {
+			return nil, fmt.Errorf("bird instance %q: daemon bird6 exists only in BIRD 1.x, not %s", o.Name, b.rel.Name)
+		}
+		b.daemon = "bird6"
+	default:
+		return nil, fmt.Errorf("bird instance %q: daemon %q: want bird or bird6", o.Name, o.Daemon)
 	}
 	if b.log == nil {
 		b.log = slog.Default()
@@ -92,7 +121,7 @@ func New(r *run.Run, o Options) (*Instance, error) {
 	b.confDir = filepath.Join(b.dir, "etc")
 	b.sockDir = filepath.Join(b.dir, "run")
 	b.logPath = filepath.Join(b.dir, "bird.log")
-	b.client = &Client{Socket: filepath.Join(b.sockDir, SocketFile)}
+	b.client = &Client{Socket: filepath.Join(b.sockDir, b.socketFile())}
 	if len(b.client.Socket) >= maxSocketPath {
 		return nil, fmt.Errorf("bird instance %q: control socket path %s is %d bytes; unix sockets allow %d: use a shorter name", o.Name, b.client.Socket, len(b.client.Socket), maxSocketPath-1)
 	}
@@ -104,6 +133,9 @@ func New(r *run.Run, o Options) (*Instance, error) {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("bird instance %q: %w", o.Name, err)
 		}
+	}
+	if err := b.ensurePair(); err != nil {
+		return nil, err
 	}
 	r.Defer("bird dir "+b.dir, func() error { return os.RemoveAll(b.dir) })
 	r.Defer("bird container "+b.id, func() error {
@@ -126,8 +158,33 @@ func (b *Instance) Client() *Client { return b.client }
 // LogPath is the file BIRD's stderr (and runc's) is appended to.
 func (b *Instance) LogPath() string { return b.logPath }
 
-// ConfigPath is the host path of the current bird.conf.
-func (b *Instance) ConfigPath() string { return filepath.Join(b.confDir, ConfigFile) }
+// ConfigPath is the host path of the current bird.conf (bird6.conf for
+// 1.6's bird6).
+func (b *Instance) ConfigPath() string { return filepath.Join(b.confDir, b.configFile()) }
+
+// Release is the BIRD release this instance runs.
+func (b *Instance) Release() Release {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.rel
+}
+
+// Daemon is the binary this instance runs ("bird" or "bird6").
+func (b *Instance) Daemon() string { return b.daemon }
+
+func (b *Instance) configFile() string {
+	if b.daemon == "bird6" {
+		return "bird6.conf"
+	}
+	return ConfigFile
+}
+
+func (b *Instance) socketFile() string {
+	if b.daemon == "bird6" {
+		return "bird6.ctl"
+	}
+	return SocketFile
+}
 
 // Validate runs `bird -p` (parse only) on conf.
 func Validate(conf []byte) error {
@@ -155,11 +212,30 @@ func Validate(conf []byte) error {
 
 // WriteConfig validates conf with `bird -p` and, if BIRD accepts it,
 // replaces bird.conf atomically. A rejected config leaves the old file.
+// On 1.x conf carries bird.conf and bird6.conf (release.Bundle); both are
+// validated before either is written.
 func (b *Instance) WriteConfig(conf []byte) error {
-	if err := Validate(conf); err != nil {
+	if six := b.pair(); six != nil {
+		c4, c6, err := b.splitPair(conf)
+		if err != nil {
+			return err
+		}
+		if err := six.validate(c6); err != nil {
+			return fmt.Errorf("bird %s: %w", six.name, err)
+		}
+		if err := b.writeConfig(c4); err != nil {
+			return err
+		}
+		return six.writeConfig(c6)
+	}
+	return b.writeConfig(conf)
+}
+
+func (b *Instance) writeConfig(conf []byte) error {
+	if err := b.validate(conf); err != nil {
 		return fmt.Errorf("bird %s: %w", b.name, err)
 	}
-	tmp := filepath.Join(b.confDir, "."+ConfigFile+".tmp")
+	tmp := filepath.Join(b.confDir, "."+b.configFile()+".tmp")
 	if err := os.WriteFile(tmp, conf, 0o644); err != nil {
 		return fmt.Errorf("bird %s: write config: %w", b.name, err)
 	}
@@ -169,12 +245,23 @@ func (b *Instance) WriteConfig(conf []byte) error {
 	return nil
 }
 
-// Start starts BIRD and returns once it answers on its control socket.
-func (b *Instance) Start(ctx context.Context) error { return b.start(ctx, false) }
+// validate is `bird -p` of this instance's release and daemon; the host's
+// BIRD keeps the package-level Validate.
+func (b *Instance) validate(conf []byte) error {
+	rel := b.Release()
+	if rel.Rootfs == "" && b.daemon == "bird" {
+		return Validate(conf)
+	}
+	return rel.Validate(b.daemon, conf)
+}
+
+// Start starts BIRD (on 1.x: bird and bird6) and returns once it answers
+// on its control socket.
+func (b *Instance) Start(ctx context.Context) error { return b.startDaemons(ctx, false) }
 
 // StartRecovery starts BIRD with -R (graceful restart recovery): it holds
 // the kernel routes it finds until its peers have re-sent theirs.
-func (b *Instance) StartRecovery(ctx context.Context) error { return b.start(ctx, true) }
+func (b *Instance) StartRecovery(ctx context.Context) error { return b.startDaemons(ctx, true) }
 
 func (b *Instance) start(ctx context.Context, recovery bool) error {
 	b.mu.Lock()
@@ -193,11 +280,11 @@ func (b *Instance) start(ctx context.Context, recovery bool) error {
 	if _, err := os.Stat(b.ConfigPath()); err != nil {
 		return fmt.Errorf("bird %s: no config: call WriteConfig first: %w", b.name, err)
 	}
-	args := []string{"/usr/sbin/bird", "-f", "-c", "/etc/bird/" + ConfigFile, "-s", "/run/bird/" + SocketFile}
+	args := []string{"/usr/sbin/" + b.daemon, "-f", "-c", "/etc/bird/" + b.configFile(), "-s", "/run/bird/" + b.socketFile()}
 	if recovery {
 		args = append(args, "-R")
 	}
-	mark := fmt.Sprintf("=== birdcage: %s start %s (recovery=%v) container %s\n", time.Now().Format(time.RFC3339Nano), b.name, recovery, b.id)
+	mark := fmt.Sprintf("=== birdcage: %s start %s (recovery=%v) container %s release %s (%s) %s\n", time.Now().Format(time.RFC3339Nano), b.name, recovery, b.id, b.rel.Name, b.rel.Package, b.daemon)
 	if f, err := os.OpenFile(b.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
 		_, _ = f.WriteString(mark)
 		f.Close()
@@ -205,6 +292,7 @@ func (b *Instance) start(ctx context.Context, recovery bool) error {
 	c, err := b.rt.Run(ctx, ContainerSpec{
 		ID: b.id, Hostname: b.name, NetNSPath: nsutil.Path(b.netns),
 		ConfigDir: b.confDir, SocketDir: b.sockDir, Args: args, LogPath: b.logPath,
+		Rootfs: b.rel.Rootfs,
 	})
 	if c != nil {
 		b.c = c
@@ -268,6 +356,13 @@ func (b *Instance) Container() Container {
 // graceful restart) and waits until BIRD has exited and its container is
 // removed. Kernel routes stay either way (persist).
 func (b *Instance) Stop(ctx context.Context, sig syscall.Signal) error {
+	if six := b.pair(); six != nil && six.Running() {
+		return errors.Join(b.stop(ctx, sig), six.stop(ctx, sig))
+	}
+	return b.stop(ctx, sig)
+}
+
+func (b *Instance) stop(ctx context.Context, sig syscall.Signal) error {
 	if sig != syscall.SIGTERM && sig != syscall.SIGKILL {
 		return fmt.Errorf("bird %s: stop with %v: only SIGTERM and SIGKILL are meaningful", b.name, sig)
 	}
@@ -311,11 +406,28 @@ func (b *Instance) remove(ctx context.Context) error {
 // config BIRD rejects is never written, so the running config and the file
 // stay as they were; the error wraps ErrInvalidConfig and quotes BIRD.
 func (b *Instance) Configure(ctx context.Context, conf []byte) error {
+	if six := b.pair(); six != nil {
+		c4, c6, err := b.splitPair(conf)
+		if err != nil {
+			return err
+		}
+		if err := six.validate(c6); err != nil {
+			return fmt.Errorf("bird %s: %w", six.name, err)
+		}
+		if err := b.configure(ctx, c4); err != nil {
+			return err
+		}
+		return six.configure(ctx, c6)
+	}
+	return b.configure(ctx, conf)
+}
+
+func (b *Instance) configure(ctx context.Context, conf []byte) error {
 	if !b.Running() {
 		return fmt.Errorf("bird %s: configure: %w", b.name, ErrNotRunning)
 	}
 	old, _ := os.ReadFile(b.ConfigPath())
-	if err := b.WriteConfig(conf); err != nil {
+	if err := b.writeConfig(conf); err != nil {
 		return err
 	}
 	r, err := b.client.Run(ctx, "configure")
@@ -359,6 +471,16 @@ func (b *Instance) waitReconfigured(ctx context.Context) error {
 // when none are named) is Established. The error lists the ones that are
 // not, with their state and last error.
 func (b *Instance) WaitEstablished(ctx context.Context, protocols ...string) error {
+	if six := b.pair(); six != nil && len(protocols) == 0 {
+		if err := b.waitEstablished(ctx); err != nil {
+			return err
+		}
+		return six.waitEstablished(ctx)
+	}
+	return b.waitEstablished(ctx, protocols...)
+}
+
+func (b *Instance) waitEstablished(ctx context.Context, protocols ...string) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	var last string
@@ -414,8 +536,19 @@ func notEstablished(ps []Protocol, want []string) []string {
 	return pending
 }
 
-// RSS is BIRD's resident set size in bytes (VmRSS).
+// RSS is BIRD's resident set size in bytes (VmRSS); on 1.x bird's plus
+// bird6's.
 func (b *Instance) RSS() (int64, error) {
+	n, err := b.rss()
+	if six := b.pair(); six != nil && err == nil {
+		var m int64
+		m, err = six.rss()
+		n += m
+	}
+	return n, err
+}
+
+func (b *Instance) rss() (int64, error) {
 	pid := b.Pid()
 	if pid == 0 {
 		return 0, fmt.Errorf("bird %s: %w", b.name, ErrNotRunning)
@@ -436,7 +569,7 @@ func StartAll(ctx context.Context, recovery bool, insts ...*Instance) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = b.start(ctx, recovery)
+			errs[i] = b.startDaemons(ctx, recovery)
 		}()
 	}
 	wg.Wait()

@@ -77,7 +77,7 @@ func (r *Runc) skeleton() (string, error) {
 // Spec builds the OCI config for a BIRD container.
 func (r *Runc) Spec(s ContainerSpec, rootfs string) *specs.Spec {
 	caps := append([]string(nil), Capabilities...)
-	return &specs.Spec{
+	spec := &specs.Spec{
 		Version:  "1.0.2", // what Debian's runc 1.1.5 reports
 		Hostname: s.Hostname,
 		Root:     &specs.Root{Path: rootfs, Readonly: true},
@@ -124,6 +124,10 @@ func (r *Runc) Spec(s ContainerSpec, rootfs string) *specs.Spec {
 			},
 		},
 	}
+	if s.Rootfs != "" {
+		spec.Mounts = releaseMounts(spec.Mounts)
+	}
+	return spec
 }
 
 // Run implements Runtime: it writes the bundle and starts `runc run` in the
@@ -143,9 +147,12 @@ func (r *Runc) Run(ctx context.Context, s ContainerSpec) (Container, error) {
 	if err := os.MkdirAll(r.StateRoot, 0o700); err != nil {
 		return nil, fmt.Errorf("runc state root: %w", err)
 	}
-	rootfs, err := r.skeleton()
-	if err != nil {
-		return nil, err
+	rootfs := s.Rootfs
+	if rootfs == "" {
+		var err error
+		if rootfs, err = r.skeleton(); err != nil {
+			return nil, err
+		}
 	}
 	bundle := filepath.Join(r.BundleRoot, s.ID)
 	if err := os.MkdirAll(bundle, 0o755); err != nil {

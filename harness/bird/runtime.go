@@ -33,6 +33,10 @@ type ContainerSpec struct {
 	Args []string
 	// LogPath is the host file the process's stdout and stderr append to.
 	LogPath string
+	// Rootfs is a BIRD release's root filesystem (ci/bird-releases), used
+	// read-only as the container's root in place of the skeleton with the
+	// host's /usr and /etc; empty means the host's BIRD.
+	Rootfs string
 }
 
 // Container is one running (or exited) container.

@@ -1,4 +1,4 @@
-// Package confd is birdcage's confd equivalent: it renders one node's BIRD 2
+// Package confd is birdcage's confd equivalent: it renders one node's BIRD
 // configuration from the cluster datastore, the way Calico's confd renders
 // bird.cfg and bird_ipam.cfg from its templates, and it renders the plain
 // eBGP configuration of a router (a ToR) that is not a cluster node.
@@ -9,6 +9,13 @@
 // programmer share one enum, one default table and one unknown-value rule.
 // Both address families are rendered into one BIRD 2 instance from that one
 // policy, keyed on each pool's ipipMode, never on its IP version.
+//
+// Per BIRD release (Options.BIRD): 2.x and 3.x get one config with a
+// channel per family (bird.conf.tmpl), 1.x two configs for two daemons,
+// bird and bird6 (bird16.conf.tmpl), as Calico's node software runs them.
+// Where a release cannot express the policy (BIRD-programmed IPIP tunnel
+// routes need a filter-settable onlink: not in 1.6, not in 3.1) the render
+// is refused with ErrNotExpressible naming the release and why.
 //
 // It writes text only: running BIRD is harness/bird's job, and it must not
 // know about namespaces, containers or scenarios.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/birdcage/birdcage/dataplane/config"
 	"github.com/birdcage/birdcage/dataplane/datastore"
+	"github.com/birdcage/birdcage/harness/bird/release"
 )
 
 // TunnelDevice is the IPIP device BIRD sends tunnel routes out of, as
@@ -39,7 +40,15 @@ type Options struct {
 	// a next hop) out of BIRD's table, while its local workload routes
 	// (no next hop) are still learned.
 	KernelImportFilter bool
+	// BIRD is the BIRD release to render for ("" is release.Default, 2.0):
+	// 2.x and 3.x get one config with a channel per address family, 1.x
+	// one config per daemon (Rendered.Config for bird, Config6 for bird6).
+	BIRD release.Name
 }
+
+// ErrNotExpressible is wrapped when the BIRD release cannot express what
+// the datastore asks of it (BIRD-programmed IPIP routes on 1.6 and 3.1).
+var ErrNotExpressible = errors.New("not expressible in this BIRD release")
 
 // Timers are BIRD's protocol timers, in seconds. birdcage's defaults are
 // lower than BIRD's so sessions come up in 2–3 s instead of 4–7 s and a
@@ -80,9 +89,15 @@ func (t Timers) withDefaults() Timers {
 
 // Rendered is one node's BIRD configuration and what the render decided.
 type Rendered struct {
-	// Config is bird.conf: one BIRD 2 instance with IPv4 and IPv6
-	// channels, rendered from one ownership policy.
+	// Config is bird.conf: one BIRD 2 or 3 instance with IPv4 and IPv6
+	// channels, rendered from one ownership policy; for BIRD 1.x it is the
+	// IPv4 daemon's (bird) config.
 	Config []byte
+	// Config6 is BIRD 1.x's bird6.conf, the IPv6 daemon's config from the
+	// same policy; nil for 2.x and 3.x.
+	Config6 []byte
+	// BIRD is the release rendered for.
+	BIRD release.Name
 	// Warnings holds the lines also logged during this render; the
 	// deprecation warning appears once in every render in which BIRD
 	// programs at least one IPIP pool's routes.
@@ -175,6 +190,10 @@ func Render(c *datastore.Cluster, node string, rel config.Release, opts Options)
 	if _, err := config.ParseRelease(string(rel)); err != nil {
 		return Rendered{}, fmt.Errorf("render node %q: %w", node, err)
 	}
+	br, err := release.Parse(string(opts.BIRD))
+	if err != nil {
+		return Rendered{}, fmt.Errorf("render node %q: %w", node, err)
+	}
 	self, ok := c.Node(node)
 	if !ok {
 		return Rendered{}, fmt.Errorf("render node %q: %w (nodes: %s)", node, ErrUnknownNode, nodeNames(c))
@@ -207,6 +226,10 @@ func Render(c *datastore.Cluster, node string, rel config.Release, opts Options)
 		IsReflector:        self.RouteReflector,
 		MeshOn:             c.BGP.MeshEnabled(),
 		BGPEnabled:         c.BGP.Enabled(),
+		BIRD:               string(br),
+	}
+	if br != release.Default {
+		v.BIRDNote = string(br)
 	}
 	switch {
 	case v.Raw == "":
@@ -268,6 +291,11 @@ func Render(c *datastore.Cluster, node string, rel config.Release, opts Options)
 		v.Pools = append(v.Pools, pv)
 	}
 
+	if ok, why := br.TunnelRoutes(); !ok && len(ipipBIRD) > 0 {
+		return Rendered{}, fmt.Errorf("render node %q for BIRD %s: BGPConfiguration.programClusterRoutes %s gives BIRD the cluster routes of IPIP pool(s) %s: %w: %s",
+			node, br, v.RawNote, strings.Join(ipipBIRD, ", "), ErrNotExpressible, why)
+	}
+
 	// Own blocks: a blackhole each, exported as the aggregate.
 	for _, b := range c.Blocks {
 		if b.Node != self.Name {
@@ -313,11 +341,18 @@ func Render(c *datastore.Cluster, node string, rel config.Release, opts Options)
 	}
 	v.Warnings = warnings
 
+	if br.TwoDaemons() {
+		c4, c6, err := renderTwoDaemons(v)
+		if err != nil {
+			return Rendered{}, fmt.Errorf("render node %q: %w", node, err)
+		}
+		return Rendered{Config: c4, Config6: c6, BIRD: br, Warnings: warnings, Policy: pol, Peers: out}, nil
+	}
 	var buf bytes.Buffer
 	if err := nodeTemplate.Execute(&buf, v); err != nil {
 		return Rendered{}, fmt.Errorf("render node %q: %w", node, err)
 	}
-	return Rendered{Config: buf.Bytes(), Warnings: warnings, Policy: pol, Peers: out}, nil
+	return Rendered{Config: buf.Bytes(), BIRD: br, Warnings: warnings, Policy: pol, Peers: out}, nil
 }
 
 // sessions lists the node's BGP sessions: the full iBGP mesh, or
@@ -531,6 +566,12 @@ type view struct {
 	Blocks, Blocks4, Blocks6               []string
 	Peers                                  []peerView
 	Warnings                               []string
+	// BIRD is the BIRD release; BIRDNote is set (to it) when it is not the
+	// default, so default renders stay byte-identical.
+	BIRD, BIRDNote string
+	// 1.x only: the daemon (bird or bird6), its family and the family's
+	// unspecified address.
+	Daemon, Family, Unspecified string
 }
 
 type poolView struct {
