@@ -245,7 +245,10 @@ func detachSupervisor() error {
 	}
 	if m.Error != "" {
 		<-exited
-		return fmt.Errorf("%s (supervisor log: %s)", m.Error, m.Log)
+		// The run is gone; so goes its log, after its tail is shown.
+		tail, _ := os.ReadFile(m.Log)
+		_ = os.Remove(m.Log)
+		return fmt.Errorf("%s\nthe supervisor's log ended:\n%s", m.Error, lastLines(string(tail), 15))
 	}
 	fmt.Println(upBanner(*m.Info, m.Log))
 	return nil
