@@ -311,7 +311,7 @@ func TestLiveClusterCLI(t *testing.T) {
 // probes run, the gap table read, node-2's timeline, down. Needs ipip (the
 // VM: go test -exec ci/vm/run).
 func TestLiveClusterCLIUpgradeIPIP(t *testing.T) {
-	s := newCLISession(t)
+	testenv.NeedRoot(t)
 	r, err := run.New()
 	if err != nil {
 		t.Fatal(err)
@@ -324,6 +324,7 @@ func TestLiveClusterCLIUpgradeIPIP(t *testing.T) {
 	if !f.IPIP {
 		testenv.Missing(t, testenv.IPIP, "the IPIP upgrade through the CLI needs tunl0")
 	}
+	s := newCLISession(t)
 	id := s.up("-t", "ipip", "--release", "pre-3.33")
 	probe := s.start("probing", "probe", "--for", "6s", "--run", id)
 	probe.await(t, 3*time.Minute)
