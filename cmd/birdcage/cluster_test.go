@@ -295,7 +295,7 @@ func TestLiveClusterCLI(t *testing.T) {
 	if err != nil {
 		t.Fatalf("upgrade: %v", err)
 	}
-	for _, want := range []string{"UpgradeNode(node-2→3.33)", "BIRD(node-2) exited", "UpgradeNode(node-2) programmer synced", "BIRD(node-2) sessions Established"} {
+	for _, want := range []string{"UpgradeNode(node-2→3.33)", "BIRD(node-2) exited", "UpgradeNode(node-2) programmer synced", "BIRD(node-2) sessions Established", "(old BIRD got SIGTERM;"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("upgrade's output does not say %q", want)
 		}
@@ -332,7 +332,7 @@ func TestLiveClusterCLIUpgradeIPIP(t *testing.T) {
 	if err != nil {
 		t.Fatalf("upgrade: %v", err)
 	}
-	for _, want := range []string{"UpgradeNode(node-2→3.33)", "UpgradeNode(node-2) programmer synced", "node-2 upgraded pre-3.33 → 3.33"} {
+	for _, want := range []string{"UpgradeNode(node-2→3.33)", "UpgradeNode(node-2) programmer synced", "node-2 upgraded pre-3.33 → 3.33 (old BIRD got SIGKILL"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("upgrade's output does not say %q", want)
 		}

@@ -259,6 +259,13 @@ func parseSignal(s string) (syscall.Signal, error) {
 	return 0, fmt.Errorf("signal %q: valid signals are KILL (default) and TERM", s)
 }
 
+func signalName(sig syscall.Signal) string {
+	if sig == syscall.SIGTERM {
+		return "SIGTERM"
+	}
+	return "SIGKILL"
+}
+
 // Info is what `info` returns (and `up --detach` prints).
 type Info struct {
 	Run      string   `json:"run"`

@@ -84,7 +84,7 @@ func (s *Server) upgrade(ctx context.Context, req Request, o *out, wait time.Dur
 	if err != nil {
 		return err
 	}
-	o.text("%s upgraded %s → %s (old BIRD got SIG%s; new BIRD started with -R)", n.Name, from, n.Release(), strings.ToUpper(strings.TrimPrefix(sig.String(), "SIG")))
+	o.text("%s upgraded %s → %s (old BIRD got %s; new BIRD started with -R)", n.Name, from, n.Release(), signalName(sig))
 	return nil
 }
 
