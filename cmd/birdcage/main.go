@@ -36,8 +36,9 @@ func main() {
 	}
 	var jsonOut bool
 	root.PersistentFlags().BoolVar(&jsonOut, "json", false, "machine-readable output")
-	root.AddCommand(upCmd(&jsonOut), downCmd(), statusCmd(&jsonOut), routesCmd(&jsonOut), execCmd(), cleanCmd(&jsonOut), featuresCmd(&jsonOut))
+	root.AddCommand(clusterUp(upCmd(&jsonOut)), clusterDown(downCmd()), statusCmd(&jsonOut), clusterRoutes(routesCmd(&jsonOut), &jsonOut), execCmd(), cleanCmd(&jsonOut), featuresCmd(&jsonOut))
 	root.AddCommand(extraCommands(&jsonOut)...)
+	root.AddCommand(clusterCommands(&jsonOut)...)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "birdcage:", err)
 		os.Exit(1)

@@ -1,0 +1,299 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/birdcage/birdcage/dataplane/config"
+	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/internal/monoclock"
+)
+
+// actionContext is the context of an action that changes the cluster: it
+// does not end when the client goes away (a half-done upgrade would leave
+// the cluster in a state no scenario describes), only after wait.
+func actionContext(ctx context.Context, wait time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), wait)
+}
+
+// poll checks cond every 10 ms until it holds or ctx ends.
+func poll(ctx context.Context, what string, cond func() bool) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// settle waits for the nodes' BIRDs to have every session Established and
+// then for the whole cluster to be converged, reporting when each node's
+// sessions were seen up.
+func (s *Server) settle(ctx context.Context, o *out, nodes ...*harness.Node) error {
+	for _, n := range nodes {
+		if !n.BIRD.Running() {
+			continue
+		}
+		if err := n.BIRD.WaitEstablished(ctx); err != nil {
+			return fmt.Errorf("BIRD on %s: %w", n.Name, err)
+		}
+		o.event(monoclock.Now(), "BIRD(%s) sessions Established (seen)", n.Name)
+	}
+	if err := s.c.WaitConverged(ctx); err != nil {
+		return err
+	}
+	o.event(monoclock.Now(), "cluster converged (seen: every BIRD Established, every programmer synced)")
+	return nil
+}
+
+func (s *Server) upgrade(ctx context.Context, req Request, o *out, wait time.Duration) error {
+	n, err := s.node(req.Node)
+	if err != nil {
+		return err
+	}
+	if req.To == "" {
+		return fmt.Errorf("upgrade %s: say --to RELEASE (%s)", n.Name, releases())
+	}
+	rel, err := config.ParseRelease(req.To)
+	if err != nil {
+		return err
+	}
+	sig, err := parseSignal(req.Signal)
+	if err != nil {
+		return err
+	}
+	s.act.Lock()
+	defer s.act.Unlock()
+	actx, cancel := actionContext(ctx, wait)
+	defer cancel()
+	from := n.Release()
+	err = s.withEvents(o, func() error {
+		if err := s.c.UpgradeNode(actx, n.Name, rel, harness.UpgradeOptions{Signal: sig}); err != nil {
+			return err
+		}
+		return s.settle(actx, o, n)
+	})
+	if err != nil {
+		return err
+	}
+	o.text("%s upgraded %s → %s (old BIRD got %s; new BIRD started with -R)", n.Name, from, n.Release(), signalName(sig))
+	return nil
+}
+
+func releases() string {
+	var rs []string
+	for _, r := range config.Releases {
+		rs = append(rs, string(r))
+	}
+	return strings.Join(rs, ", ")
+}
+
+func (s *Server) set(ctx context.Context, req Request, o *out, wait time.Duration) error {
+	st := req.Settings
+	s.act.Lock()
+	defer s.act.Unlock()
+	actx, cancel := actionContext(ctx, wait)
+	defer cancel()
+	cl, err := s.c.Store.Read(actx)
+	if err != nil {
+		return err
+	}
+	f, b := cl.Felix, cl.BGP
+	if err := st.Apply(&f, &b); err != nil {
+		return err
+	}
+	nodes := s.c.Nodes()
+	renders := map[string]int{}
+	restarts := map[string]int{}
+	confd := map[string]int{}
+	for _, n := range nodes {
+		renders[n.Name], restarts[n.Name], confd[n.Name] = n.Renders(), len(n.Programmer.Restarts()), len(n.ConfdActions())
+	}
+	var mark int64
+	err = s.withEvents(o, func() error {
+		if st.OnlyProgramClusterRoutes() {
+			e, err := s.c.SetProgramClusterRoutes(actx, config.ProgramClusterRoutes(f.ProgramClusterRoutes), config.ProgramClusterRoutes(b.ProgramClusterRoutes))
+			mark = e.Mono
+			return err
+		}
+		mark = monoclock.Now()
+		if len(st.BGP) > 0 {
+			if err := s.c.SetBGPConfig(b); err != nil {
+				return err
+			}
+		}
+		if len(st.Felix) > 0 {
+			return s.c.SetFelixConfig(f)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// The change has landed once every programmer runs with the new
+	// effective value and has synced since, and every running BIRD's confd
+	// has rendered the new documents.
+	for _, n := range nodes {
+		want := string(config.Resolve(f.ProgramClusterRoutes, n.Release(), config.Programmer, nil))
+		if err := poll(actx, n.Name+"'s programmer on programClusterRoutes="+want, func() bool {
+			ps, err := n.Programmer.Status()
+			return err == nil && ps.ProgramClusterRoutes == want && ps.LastSyncMonotonicNano > mark && n.Programmer.Synced(mark)
+		}); err != nil {
+			return err
+		}
+		if n.BIRD.Running() {
+			if err := poll(actx, n.Name+"'s confd to render the change", func() bool { return n.Renders() > renders[n.Name] }); err != nil {
+				return err
+			}
+		}
+	}
+	var evs []timed
+	for _, n := range nodes {
+		for _, r := range n.Programmer.Restarts()[restarts[n.Name]:] {
+			evs = append(evs, timed{r.ExitMono, fmt.Sprintf("programmer(%s) exited %d (%s)", n.Name, r.ExitCode, r.Reason)})
+			if r.StartMono != 0 {
+				evs = append(evs, timed{r.StartMono, fmt.Sprintf("programmer(%s) restarted", n.Name)})
+			}
+			if r.SyncedMono != 0 {
+				evs = append(evs, timed{r.SyncedMono, fmt.Sprintf("programmer(%s) first sync: node unattended %.0f ms (exit → first sync)", n.Name, monoclock.Ms(r.SyncedMono-r.ExitMono))})
+			}
+		}
+		for _, a := range n.ConfdActions()[confd[n.Name]:] {
+			what := "birdc configure done"
+			if a.Error != "" {
+				what = "birdc configure FAILED: " + a.Error
+			}
+			evs = append(evs, timed{a.ConfiguredMono, fmt.Sprintf("confd(%s) %s, %.0f ms after the change", n.Name, what, monoclock.Ms(a.ConfiguredMono-mark))})
+		}
+	}
+	emitSorted(o, evs)
+	if err := s.settle(actx, o); err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		ps, _ := n.Programmer.Status()
+		o.text("  %s (%s): programmer programClusterRoutes=%s (IPIP %v, no-encap %v); BIRD programClusterRoutes=%s",
+			n.Name, n.Release(), ps.ProgramClusterRoutes, ps.ProgramIPIPClusterRoutes, ps.ProgramNoEncapClusterRoutes,
+			config.Resolve(b.ProgramClusterRoutes, n.Release(), config.BIRD, nil))
+	}
+	return nil
+}
+
+func (s *Server) bird(ctx context.Context, req Request, o *out, wait time.Duration) error {
+	n, err := s.node(req.Node)
+	if err != nil {
+		return err
+	}
+	s.act.Lock()
+	defer s.act.Unlock()
+	actx, cancel := actionContext(ctx, wait)
+	defer cancel()
+	switch req.Action {
+	case "kill":
+		sig, err := parseSignal(req.Signal)
+		if err != nil {
+			return err
+		}
+		if !n.BIRD.Running() {
+			return fmt.Errorf("BIRD on %s is not running (birdcage bird %s start)", n.Name, n.Name)
+		}
+		return s.withEvents(o, func() error { return s.c.KillBIRD(actx, n.Name, sig) })
+	case "start":
+		if n.BIRD.Running() {
+			return fmt.Errorf("BIRD on %s is already running (birdcage bird %s kill first)", n.Name, n.Name)
+		}
+		return s.withEvents(o, func() error {
+			if err := s.c.StartBIRD(actx, n.Name, req.Recovery); err != nil {
+				return err
+			}
+			return s.settle(actx, o, n)
+		})
+	}
+	return fmt.Errorf("bird %s %q: valid actions are kill and start", n.Name, req.Action)
+}
+
+func (s *Server) probeVerb(ctx context.Context, req Request, o *out) error {
+	dur := 10 * time.Second
+	if req.For != "" {
+		d, err := time.ParseDuration(req.For)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("--for %q: want a positive duration such as 10s", req.For)
+		}
+		dur = d
+	}
+	if req.Rate < 0 {
+		return fmt.Errorf("--rate %d: want probes per second per flow (> 0)", req.Rate)
+	}
+	if !s.probe.TryLock() {
+		return fmt.Errorf("a probe session is already running on run %s (one at a time: the sessions' flows would share addresses)", s.c.Run.ID)
+	}
+	defer s.probe.Unlock()
+	sess, err := s.c.Probes(ctx, harness.ProbeOptions{Rate: req.Rate, MayNotFlow: true})
+	if err != nil {
+		return err
+	}
+	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = sess.WaitFlowing(fctx)
+	cancel()
+	if err != nil {
+		_ = sess.Close()
+		return fmt.Errorf("probes never flowed (a gap table of no traffic proves nothing): %w", err)
+	}
+	rate := req.Rate
+	if rate == 0 {
+		rate = harness.DefaultProbeRate()
+	}
+	flows := len(s.c.EveryNodePair())
+	o.event(monoclock.Now(), "probing %d flows (every node pair, both ways) at %d/s each for %s", flows, rate, dur)
+	err = s.withEvents(o, func() error {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		end := time.After(dur)
+		for {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-end:
+				return nil
+			case <-t.C:
+				rep, err := sess.Report()
+				if err != nil {
+					return err
+				}
+				l := Line{Kind: KindLive, Mono: monoclock.Now(), Summary: summary(rep)}
+				if req.Live {
+					l.Text = harness.GapTable(rep) + "(running: lost includes probes in flight)\n"
+				}
+				o.line(l)
+			}
+		}
+	})
+	if err != nil {
+		_ = sess.Close()
+		return err
+	}
+	rep, err := sess.Stop()
+	if err != nil {
+		return err
+	}
+	b, _ := json.Marshal(rep)
+	o.line(Line{Kind: KindReport, Mono: monoclock.Now(), Text: harness.GapTable(rep), Summary: summary(rep), Data: b})
+	return nil
+}
+
+func summary(rep *probe.Report) string {
+	t := rep.Total
+	line := fmt.Sprintf("%d flows at %d/s: sent %d, received %d, lost %d (%d flows with loss), longest gap %.1f ms", t.Flows, rep.Rate, t.Sent, t.Received, t.Lost, t.FlowsWithLoss, t.LongestGapMs)
+	if t.LongestGapFlow != "" {
+		line += " on " + t.LongestGapFlow
+	}
+	return line
+}
