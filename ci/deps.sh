@@ -48,6 +48,12 @@ birdcage_install_debs() {
 		apt-get update -qq
 		apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 	fi
+	# Other BIRD releases (1.6, 2.17, 3.1) as container root filesystems from
+	# Debian's packages, cached; without them the per-release tests skip,
+	# naming the release.
+	if [ -x ci/bird-releases ] && ! ci/bird-releases >/dev/null; then
+		echo "birdcage: ci/bird-releases could not prepare every BIRD release; the per-release tests will skip, naming it" >&2
+	fi
 	# The bird2 package may start a BIRD in the host's own namespace on
 	# machines with systemd; birdcage never wants that one.
 	if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet bird 2>/dev/null; then
