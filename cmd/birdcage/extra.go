@@ -16,11 +16,12 @@ import (
 
 // extraCommands are the commands that drive or read whole scenario runs.
 func extraCommands(jsonOut *bool) []*cobra.Command {
-	return []*cobra.Command{reportCmd(jsonOut), runCmd()}
+	return []*cobra.Command{reportCmd(jsonOut), runCmd(), compareCmd(jsonOut)}
 }
 
 func reportCmd(jsonOut *bool) *cobra.Command {
-	var brief bool
+	var brief, markdown bool
+	var htmlOut string
 	c := &cobra.Command{
 		Use:   "report [RESULTS.json...]",
 		Short: "Print the verdicts and figures of scenario runs (default: every results-*.json in the artifacts directory)",
@@ -36,6 +37,9 @@ func reportCmd(jsonOut *bool) *cobra.Command {
 					return fmt.Errorf("no results in %s: scenario runs write them (sudo ci/demo, or go test ./scenarios)", harness.ArtifactsDir())
 				}
 			}
+			if htmlOut != "" || markdown {
+				return writeReports(paths, htmlOut, markdown)
+			}
 			for _, p := range paths {
 				if err := printResults(p, *jsonOut, brief); err != nil {
 					return err
@@ -45,6 +49,8 @@ func reportCmd(jsonOut *bool) *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&brief, "brief", false, "one line per scenario")
+	c.Flags().StringVarP(&htmlOut, "output", "o", "", "write one self-contained HTML report (charts of delivery, route owners and events per scenario) to this file")
+	c.Flags().BoolVar(&markdown, "markdown", false, "print a Markdown summary (appended to $GITHUB_STEP_SUMMARY too when it is set)")
 	return c
 }
 
