@@ -95,6 +95,7 @@ func report(title, table string, res harness.ScenarioResult) {
 	}
 	res.Registered = true
 	registered = &res
+	addFigureEntries(res)
 }
 
 var _ = ReportBeforeEach(func(SpecReport) { registered = nil })
