@@ -72,8 +72,10 @@ func startClusterOn(ctx context.Context, t *topo.Topology, opts harness.Options)
 	}
 	Expect(err).NotTo(HaveOccurred(), "start cluster on topology %s", name)
 	current = c
+	progressCluster.Store(c)
 	DeferCleanup(func() {
 		current = nil
+		progressCluster.Store(nil)
 		Expect(c.Stop()).To(Succeed(), "tear down cluster")
 	})
 	return c

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -174,24 +173,26 @@ func reason(s harness.ScenarioResult, indent, maxLines int) string {
 func runCmd() *cobra.Command {
 	var label string
 	c := &cobra.Command{
-		Use:   "run",
-		Short: "Run scenarios (go test ./scenarios with a Ginkgo label filter) from a birdcage checkout",
-		Args:  cobra.NoArgs,
-		RunE: func(_ *cobra.Command, _ []string) error {
+		Use:   "run [LABEL-FILTER]",
+		Short: "Run scenarios (go test ./scenarios with a Ginkgo label filter) from a birdcage checkout, with progress and a summary",
+		Long: "Run scenarios from the root of a birdcage checkout. On a terminal it shows the running spec, its elapsed\n" +
+			"time and probes sent / lost so far on one line (the suite's full output goes to artifacts/run.log); not on\n" +
+			"a terminal it prints the suite's lines as they come. It ends with a summary table and writes the HTML\n" +
+			"report (artifacts/report.html), printing its path.",
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				label = args[0]
+			}
 			if err := needRoot(); err != nil {
 				return err
 			}
 			if _, err := os.Stat("scenarios"); err != nil {
 				return fmt.Errorf("run from the root of a birdcage checkout (no ./scenarios here); or use ci/demo")
 			}
-			cmd := exec.Command("go", "test", "-count=1", "-v", "./scenarios", "-args", "-ginkgo.label-filter="+label)
-			cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-			if err := cmd.Run(); err != nil {
-				return fmt.Errorf("scenarios failed: %w (diagnostics: %s)", err, harness.ArtifactsDir())
-			}
-			return nil
+			return runScenarios(label)
 		},
 	}
-	c.Flags().StringVarP(&label, "label", "l", "headline", "Ginkgo label filter (headline, ipip, noencap, upgrade, ...)")
+	c.Flags().StringVarP(&label, "label", "l", "headline", "Ginkgo label filter (headline, ipip, noencap, upgrade, ...); the argument wins")
 	return c
 }
