@@ -85,7 +85,10 @@ type Report struct {
 
 // ScenarioDiff is one scenario on both sides.
 type ScenarioDiff struct {
-	Name        string                    `json:"name"`
+	Name string `json:"name"`
+	// BaseIndex and NewIndex locate the scenario in each file's list.
+	BaseIndex   int                       `json:"baseIndex"`
+	NewIndex    int                       `json:"newIndex"`
 	BaseVerdict harness.Verdict           `json:"baseVerdict"`
 	NewVerdict  harness.Verdict           `json:"newVerdict"`
 	Figures     []FigureDiff              `json:"figures"`
@@ -134,14 +137,14 @@ func Compare(baseName string, base *harness.ResultsFile, newName string, nw *har
 		name string
 		i    int
 	}
-	index := func(rs []harness.ScenarioResult) (map[key]harness.ScenarioResult, []key) {
+	index := func(rs []harness.ScenarioResult) (map[key]int, []key) {
 		seen := map[string]int{}
-		m := map[key]harness.ScenarioResult{}
+		m := map[key]int{}
 		var order []key
-		for _, s := range rs {
+		for i, s := range rs {
 			k := key{s.Name, seen[s.Name]}
 			seen[s.Name]++
-			m[k] = s
+			m[k] = i
 			order = append(order, k)
 		}
 		return m, order
@@ -160,13 +163,13 @@ func Compare(baseName string, base *harness.ResultsFile, newName string, nw *har
 		}
 	}
 	for _, k := range norder {
-		b, ok := bm[k]
+		bi, ok := bm[k]
 		if !ok {
 			r.OnlyInNew = append(r.OnlyInNew, label(k))
 			continue
 		}
-		d := compareScenario(b, nm[k], o)
-		d.Name = label(k)
+		d := compareScenario(base.Scenarios[bi], nw.Scenarios[nm[k]], o)
+		d.Name, d.BaseIndex, d.NewIndex = label(k), bi, nm[k]
 		if d.Regression {
 			r.Regressions++
 		}

@@ -3,7 +3,9 @@ package htmlreport
 import (
 	"fmt"
 	"io"
+	"math"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/birdcage/birdcage/harness"
@@ -77,14 +79,6 @@ func RenderCompare(w io.Writer, base, nw Run, r *compare.Report) error {
 	b.WriteString(`</div><div>`)
 	runHeader(&b, nw)
 	b.WriteString(`</div></div>`)
-	find := func(f *harness.ResultsFile, name string) (harness.ScenarioResult, bool) {
-		for _, s := range f.Scenarios {
-			if s.Name == name {
-				return s, true
-			}
-		}
-		return harness.ScenarioResult{}, false
-	}
 	for i, d := range r.Scenarios {
 		mark := `<span class="badge pass">ok</span>`
 		if d.Regression {
@@ -99,8 +93,7 @@ func RenderCompare(w io.Writer, base, nw Run, r *compare.Report) error {
 			b.WriteString("</ul>")
 		}
 		compareTable(&b, d)
-		bs, _ := find(base.File, d.Name)
-		ns, _ := find(nw.File, d.Name)
+		bs, ns := base.File.Scenarios[d.BaseIndex], nw.File.Scenarios[d.NewIndex]
 		b.WriteString(`<div class="sides"><div>`)
 		scenario(&b, bs, fmt.Sprintf("pair-%d-base", i))
 		b.WriteString(`</div><div>`)
@@ -133,11 +126,14 @@ func row(b *strings.Builder, name string, f compare.FigureDiff) {
 		if !ok {
 			return "–"
 		}
-		return fmt.Sprintf("%g", v)
+		return num(v)
 	}
 	delta := ""
 	if f.HasBase && f.HasNew {
-		delta = fmt.Sprintf("%+g", f.Delta)
+		delta = num(f.Delta)
+		if f.Delta > 0 {
+			delta = "+" + delta
+		}
 	}
 	fmt.Fprintf(b, "<tr%s><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>", cls, esc(name), side(f.Base, f.HasBase), side(f.New, f.HasNew), delta, mark)
 }
@@ -284,7 +280,7 @@ func figures(b *strings.Builder, s harness.ScenarioResult) {
 		v, ok := s.Figures[k]
 		val := "–"
 		if ok {
-			val = fmt.Sprintf("%g", v)
+			val = num(v)
 		}
 		dist, plot := "", ""
 		if st, ok := s.Samples[k]; ok && st.N > 0 {
@@ -384,3 +380,12 @@ svg.dist .range{stroke:#888}svg.dist .box{fill:#cfe0f7;stroke:#2f6fdb}svg.dist .
 .pair{border-top:2px solid #999;margin-top:18px}.reasons li{color:#c62828;font-weight:600}
 nav.toc ol{margin:4px 0 8px}pre.sweep{font-size:12px;background:#f7f7f7;padding:6px}
 `
+
+// num prints a figure for people: whole numbers from 1000 up, else four
+// significant digits (901.0, 12.81, 0.9987).
+func num(v float64) string {
+	if math.Abs(v) >= 1000 || v == math.Trunc(v) {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'g', 4, 64)
+}
