@@ -7,6 +7,7 @@ package scenarios_test
 import (
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,32 +25,26 @@ var progressCluster atomic.Pointer[harness.Cluster]
 
 var progressOn = os.Getenv(progressEnv) == "1"
 
-var _ = BeforeEach(func() {
-	if progressOn {
-		fmt.Printf("[birdcage] progress start %s\n", CurrentSpecReport().FullText())
-	}
-})
+var startProgressTicker sync.Once
 
-var _ = BeforeSuite(func() {
+var _ = BeforeEach(func() {
 	if !progressOn {
 		return
 	}
-	stop := make(chan struct{})
-	DeferCleanup(func() { close(stop) })
-	go func() {
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			if c := progressCluster.Load(); c != nil {
-				if sent, lost, flows := c.ProbeProgress(); flows > 0 {
-					fmt.Printf("[birdcage] progress probes sent=%d lost=%d flows=%d\n", sent, lost, flows)
-				}
+	fmt.Printf("[birdcage] progress start %s\n", CurrentSpecReport().FullText())
+	// The suite has one BeforeSuite (suite_test.go); the ticker starts with
+	// the first spec and ends with the process.
+	startProgressTicker.Do(func() { go progressTicker() })
+})
+
+func progressTicker() {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for range tick.C {
+		if c := progressCluster.Load(); c != nil {
+			if sent, lost, flows := c.ProbeProgress(); flows > 0 {
+				fmt.Printf("[birdcage] progress probes sent=%d lost=%d flows=%d\n", sent, lost, flows)
 			}
 		}
-	}()
-})
+	}
+}
