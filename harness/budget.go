@@ -63,6 +63,9 @@ type BudgetViolation struct {
 }
 
 func (v BudgetViolation) String() string {
+	if v.Got < 0 {
+		return fmt.Sprintf("flow %s: %s cannot be judged: the results predate disruption counts", v.Flow, v.Limit)
+	}
 	return fmt.Sprintf("flow %s: %s %g over the budget's %g", v.Flow, v.Limit, v.Got, v.Want)
 }
 
