@@ -226,16 +226,7 @@ func scenario(b *strings.Builder, s harness.ScenarioResult, id string) {
 		fmt.Fprintf(b, `<h4>Sweep over %s</h4><pre class="sweep">%s</pre>`, esc(s.Sweep.Knob), esc(s.Sweep.Table(s.Sweep.Fitted)))
 	}
 	if len(s.Restarts) > 0 {
-		b.WriteString(`<h4>Programmer restarts</h4><ul class="restarts">`)
-		nodes := make([]string, 0, len(s.Restarts))
-		for n := range s.Restarts {
-			nodes = append(nodes, n)
-		}
-		sort.Strings(nodes)
-		for _, n := range nodes {
-			fmt.Fprintf(b, "<li>%s: %s</li>", esc(n), esc(fmt.Sprintf("%+v", s.Restarts[n])))
-		}
-		b.WriteString("</ul>")
+		restarts(b, s)
 	}
 	for _, n := range s.Notes {
 		fmt.Fprintf(b, `<p class="note">note: %s</p>`, esc(n))
@@ -388,4 +379,30 @@ func num(v float64) string {
 		return strconv.FormatFloat(v, 'f', 0, 64)
 	}
 	return strconv.FormatFloat(v, 'g', 4, 64)
+}
+
+// restarts tabulates the programmer restarts on the chart's clock.
+func restarts(b *strings.Builder, s harness.ScenarioResult) {
+	w, _ := scenarioWindow(s)
+	after := func(t, from int64) string {
+		if t == 0 {
+			return "–"
+		}
+		return fmtMs(float64(t-from) / 1e6)
+	}
+	b.WriteString(`<h4>Programmer restarts</h4><table class="restarts"><tr><th>node</th><th>reason</th><th>exit code</th><th>exited at ms</th>` +
+		`<th>restarted after ms</th><th>first programming pass after ms</th><th>first sync after ms</th><th>modelled startup delay ms</th></tr>`)
+	nodes := make([]string, 0, len(s.Restarts))
+	for n := range s.Restarts {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	for _, n := range nodes {
+		for _, r := range s.Restarts[n] {
+			fmt.Fprintf(b, `<tr data-restart="%s"><td>%s</td><td>%s</td><td class="num">%d</td><td class="num">%s</td><td class="num">%s</td><td class="num">%s</td><td class="num">%s</td><td class="num">%s</td></tr>`,
+				esc(n), esc(n), esc(r.Reason), r.ExitCode, fmtMs(w.ms(r.ExitMono)), after(r.StartMono, r.ExitMono), after(r.ProgrammedMono, r.ExitMono),
+				after(r.SyncedMono, r.ExitMono), fmtMs(float64(r.StartupDelayNs)/1e6))
+		}
+	}
+	b.WriteString("</table>")
 }
