@@ -367,7 +367,7 @@ span.deliv-full{background:#58b368}span.deliv-part{background:#e9c46a}span.deliv
 .event line{stroke:#222;stroke-width:1;stroke-dasharray:4 3}.event circle{fill:#222}svg.chart .event text{fill:#fff;font-size:10px;text-anchor:middle;font-weight:700}
 ol.events{columns:2;font-size:12px;margin:4px 0 8px;color:#333}ol.events .t{display:inline-block;min-width:80px;color:#666;font-variant-numeric:tabular-nums}
 svg.dist .range{stroke:#888}svg.dist .box{fill:#cfe0f7;stroke:#2f6fdb}svg.dist .median{stroke:#2f6fdb;stroke-width:2}svg.dist .sample{fill:#c62828;opacity:.7}
-.sides{display:grid;grid-template-columns:1fr 1fr;gap:12px}.sides>div{min-width:0}
+.sides{display:grid;grid-template-columns:1fr 1fr;gap:12px}.sides>div{min-width:0;overflow-x:auto}.sides table{font-size:12px}
 .pair{border-top:2px solid #999;margin-top:18px}.reasons li{color:#c62828;font-weight:600}
 nav.toc ol{margin:4px 0 8px}pre.sweep{font-size:12px;background:#f7f7f7;padding:6px}
 `
