@@ -334,7 +334,7 @@ func flowTable(b *strings.Builder, s harness.ScenarioResult) {
 func legend(b *strings.Builder) {
 	b.WriteString(`<p class="legend">Charts: one clock for everything (CLOCK_MONOTONIC, ms since the first probe). Flows: ` +
 		`<span class="sw deliv-full"></span> all probes delivered <span class="sw deliv-part"></span> some lost ` +
-		`<span class="sw deliv-none"></span> nothing delivered (a hole) <span class="sw gap"></span> longest gap (BPF). ` +
+		`<span class="sw deliv-none"></span> nothing delivered (a hole) <span class="sw lane-bg"></span> the sender sent nothing (a sender stall, not the network) <span class="sw gap"></span> longest gap (BPF). ` +
 		`Route lanes (node, cluster prefix): <span class="sw own-programmer"></span> programmer ` +
 		`<span class="sw own-bird"></span> BIRD <span class="sw own-other"></span> other protocol ` +
 		`<span class="sw own-none"></span> no route. Numbered lines: harness events (listed under each chart).</p>` + "\n")
@@ -363,7 +363,7 @@ svg.chart .axis{fill:#666}svg.chart .grid{stroke:#e6e6e6;stroke-width:1}
 .lane-bg{fill:#f2f2f2}.deliv-full{fill:#58b368}.deliv-part{fill:#e9c46a}.deliv-none{fill:#d62728}
 .gap{fill:none;stroke:#111;stroke-width:1.5;stroke-dasharray:3 2}span.gap{background:#fff;border:2px dashed #111}
 .own-programmer{fill:#2f6fdb;background:#2f6fdb}.own-bird{fill:#e08a1e;background:#e08a1e}.own-other{fill:#8a5fbf;background:#8a5fbf}.own-none{fill:#d62728;background:#d62728}
-span.deliv-full{background:#58b368}span.deliv-part{background:#e9c46a}span.deliv-none{background:#d62728}
+span.lane-bg{background:#f2f2f2}span.deliv-full{background:#58b368}span.deliv-part{background:#e9c46a}span.deliv-none{background:#d62728}
 .event line{stroke:#222;stroke-width:1;stroke-dasharray:4 3}.event circle{fill:#222}svg.chart .event text{fill:#fff;font-size:10px;text-anchor:middle;font-weight:700}
 ol.events{columns:2;font-size:12px;margin:4px 0 8px;color:#333}ol.events .t{display:inline-block;min-width:80px;color:#666;font-variant-numeric:tabular-nums}
 svg.dist .range{stroke:#888}svg.dist .box{fill:#cfe0f7;stroke:#2f6fdb}svg.dist .median{stroke:#2f6fdb;stroke-width:2}svg.dist .sample{fill:#c62828;opacity:.7}

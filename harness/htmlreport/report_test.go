@@ -23,7 +23,10 @@ import (
 )
 
 // recorded is a real run's results file (see testdata/results/README.md at the root).
-const recorded = "../../testdata/results/liveconfig-noencap.json"
+const (
+	recorded        = "../../testdata/results/liveconfig-noencap.json"
+	recordedUpgrade = "../../testdata/results/upgrade-ipip-vm.json"
+)
 
 func renderRecorded(t *testing.T) (*harness.ResultsFile, string) {
 	t.Helper()
@@ -169,18 +172,28 @@ func TestReportInChromium(t *testing.T) {
 	if lines := chromium(t, bin, ctl, filepath.Join(dir, "control.png")); len(lines) == 0 || !strings.Contains(strings.Join(lines, "\n"), "birdcage-console-control") {
 		t.Fatalf("the console check did not see the control page's console.error: %q", lines)
 	}
-	_, page := renderRecorded(t)
 	art := harness.ArtifactsDir()
 	if err := os.MkdirAll(art, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	html := filepath.Join(art, "report-liveconfig-noencap.html")
-	if err := os.WriteFile(html, []byte(page), 0o644); err != nil {
-		t.Fatal(err)
+	// The liveconfig recording, and the upgrade handover recorded in the VM.
+	for name, path := range map[string]string{"liveconfig-noencap": recorded, "upgrade-ipip-vm": recordedUpgrade} {
+		f, err := harness.ReadResults(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := Render(&b, "birdcage handover report: "+filepath.Base(path), []Run{{Name: filepath.Base(path), File: f}}); err != nil {
+			t.Fatal(err)
+		}
+		html := filepath.Join(art, "report-"+name+".html")
+		if err := os.WriteFile(html, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		shot := filepath.Join(art, "report-"+name+".png")
+		if lines := chromium(t, bin, html, shot); len(lines) > 0 {
+			t.Errorf("console messages while rendering %s:\n%s", html, strings.Join(lines, "\n"))
+		}
+		t.Logf("report %s, screenshot %s", html, shot)
 	}
-	shot := filepath.Join(art, "report-liveconfig-noencap.png")
-	if lines := chromium(t, bin, html, shot); len(lines) > 0 {
-		t.Errorf("console messages while rendering the report:\n%s", strings.Join(lines, "\n"))
-	}
-	t.Logf("report %s, screenshot %s", html, shot)
 }
