@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/nsutil"
 )
@@ -89,6 +90,13 @@ type ScenarioResult struct {
 	// BIRDReleases is the BIRD release each node and router ran at the end
 	// ("3.1 (bird3 3.1.8-0+deb13u1)").
 	BIRDReleases map[string]string `json:"birdReleases,omitempty"`
+	// RouteEvents is each node's route timeline of cluster routes (inside
+	// the topology's pools, main table), for the report's swimlanes;
+	// absent in files written before it existed.
+	RouteEvents map[string][]timeline.Event `json:"routeEvents,omitempty"`
+	// Budget is the disruption budget the scenario holds itself to, if
+	// any; `birdcage compare` judges it per flow.
+	Budget *Budget `json:"budget,omitempty"`
 }
 
 // VerdictOf is the row's verdict, for files written before Verdict
@@ -107,13 +115,7 @@ func (s ScenarioResult) VerdictOf() Verdict {
 type Results struct {
 	path string
 	mu   sync.Mutex
-	doc  struct {
-		Started   time.Time        `json:"started"`
-		Kernel    string           `json:"kernel"`
-		Scenarios []ScenarioResult `json:"scenarios"`
-		// Repeats summarises scenarios that ran more than once.
-		Repeats map[string]RepeatSummary `json:"repeats,omitempty"`
-	}
+	doc  ResultsFile
 }
 
 // ResultsPath is where a scenario run on this kernel writes its results:
@@ -133,6 +135,7 @@ func OpenResults(path string) (*Results, error) {
 	}
 	r := &Results{path: path}
 	r.doc.Started = time.Now()
+	r.doc.Env = CurrentRunEnv()
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		r.doc.Kernel = strings.TrimSpace(string(b))
 	}
@@ -192,6 +195,9 @@ func (c *Cluster) Result(name string, rep *probe.Report) ScenarioResult {
 	timing := c.timing
 	s := ScenarioResult{Name: name, Topology: c.Net.Topology.Name, Probes: rep, Events: c.Events(), Figures: map[string]float64{}, Timing: &timing}
 	s.Notes = append(s.Notes, c.Warnings()...)
+	var routeNotes []string
+	s.RouteEvents, routeNotes = c.clusterRouteEvents()
+	s.Notes = append(s.Notes, routeNotes...)
 	if ev := c.Events(); len(ev) > 0 {
 		s.Duration = monoclock.Ms(monoclock.Now()-ev[0].Mono) / 1000
 	}

@@ -82,8 +82,10 @@ func startClusterOn(ctx context.Context, t *topo.Topology, opts harness.Options)
 	}
 	Expect(err).NotTo(HaveOccurred(), "start cluster on topology %s", name)
 	current = c
+	progressCluster.Store(c)
 	DeferCleanup(func() {
 		current = nil
+		progressCluster.Store(nil)
 		Expect(c.Stop()).To(Succeed(), "tear down cluster")
 	})
 	return c
@@ -105,6 +107,7 @@ func report(title, table string, res harness.ScenarioResult) {
 	}
 	res.Registered = true
 	registered = &res
+	addFigureEntries(res)
 }
 
 var _ = ReportBeforeEach(func(SpecReport) { registered, clusterWarnings = nil, nil })

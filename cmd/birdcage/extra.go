@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -16,11 +15,12 @@ import (
 
 // extraCommands are the commands that drive or read whole scenario runs.
 func extraCommands(jsonOut *bool) []*cobra.Command {
-	return []*cobra.Command{reportCmd(jsonOut), runCmd()}
+	return []*cobra.Command{reportCmd(jsonOut), runCmd(), compareCmd(jsonOut)}
 }
 
 func reportCmd(jsonOut *bool) *cobra.Command {
-	var brief bool
+	var brief, markdown bool
+	var htmlOut string
 	c := &cobra.Command{
 		Use:   "report [RESULTS.json...]",
 		Short: "Print the verdicts and figures of scenario runs (default: every results-*.json in the artifacts directory)",
@@ -36,6 +36,9 @@ func reportCmd(jsonOut *bool) *cobra.Command {
 					return fmt.Errorf("no results in %s: scenario runs write them (sudo ci/demo, or go test ./scenarios)", harness.ArtifactsDir())
 				}
 			}
+			if htmlOut != "" || markdown {
+				return writeReports(paths, htmlOut, markdown)
+			}
 			for _, p := range paths {
 				if err := printResults(p, *jsonOut, brief); err != nil {
 					return err
@@ -45,6 +48,8 @@ func reportCmd(jsonOut *bool) *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&brief, "brief", false, "one line per scenario")
+	c.Flags().StringVarP(&htmlOut, "output", "o", "", "write one self-contained HTML report (charts of delivery, route owners and events per scenario) to this file")
+	c.Flags().BoolVar(&markdown, "markdown", false, "print a Markdown summary (appended to $GITHUB_STEP_SUMMARY too when it is set)")
 	return c
 }
 
@@ -168,24 +173,26 @@ func reason(s harness.ScenarioResult, indent, maxLines int) string {
 func runCmd() *cobra.Command {
 	var label string
 	c := &cobra.Command{
-		Use:   "run",
-		Short: "Run scenarios (go test ./scenarios with a Ginkgo label filter) from a birdcage checkout",
-		Args:  cobra.NoArgs,
-		RunE: func(_ *cobra.Command, _ []string) error {
+		Use:   "run [LABEL-FILTER]",
+		Short: "Run scenarios (go test ./scenarios with a Ginkgo label filter) from a birdcage checkout, with progress and a summary",
+		Long: "Run scenarios from the root of a birdcage checkout. On a terminal it shows the running spec, its elapsed\n" +
+			"time and probes sent / lost so far on one line (the suite's full output goes to artifacts/run.log); not on\n" +
+			"a terminal it prints the suite's lines as they come. It ends with a summary table and writes the HTML\n" +
+			"report (artifacts/report.html), printing its path.",
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				label = args[0]
+			}
 			if err := needRoot(); err != nil {
 				return err
 			}
 			if _, err := os.Stat("scenarios"); err != nil {
 				return fmt.Errorf("run from the root of a birdcage checkout (no ./scenarios here); or use ci/demo")
 			}
-			cmd := exec.Command("go", "test", "-count=1", "-v", "./scenarios", "-args", "-ginkgo.label-filter="+label)
-			cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-			if err := cmd.Run(); err != nil {
-				return fmt.Errorf("scenarios failed: %w (diagnostics: %s)", err, harness.ArtifactsDir())
-			}
-			return nil
+			return runScenarios(label)
 		},
 	}
-	c.Flags().StringVarP(&label, "label", "l", "headline", "Ginkgo label filter (headline, ipip, noencap, upgrade, ...)")
+	c.Flags().StringVarP(&label, "label", "l", "headline", "Ginkgo label filter (headline, ipip, noencap, upgrade, ...); the argument wins")
 	return c
 }

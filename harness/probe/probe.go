@@ -212,6 +212,9 @@ func Start(ctx context.Context, o Options) (s *Session, err error) {
 		s.senders = append(s.senders, sd)
 	}
 	s.startNs = monoclock.Now()
+	for _, sd := range s.senders {
+		sd.bins.startNs = s.startNs
+	}
 	go s.sendLoop()
 	go func() {
 		select {

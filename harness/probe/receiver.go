@@ -32,6 +32,8 @@ type userTrack struct {
 	lastNs       int64
 	maxGapNs     int64
 	maxLatencyNs int64
+	seen         seqBitmap // sequence numbers seen, for Delivery
+	distinct     uint64
 }
 
 func listen(ep Endpoint, port uint16) (*receiver, error) {
@@ -82,6 +84,9 @@ func (r *receiver) loop() {
 			t.maxGapNs = now - t.lastNs
 		}
 		t.received++
+		if t.seen.set(seq) {
+			t.distinct++
+		}
 		t.lastNs = now
 		t.highest = max(t.highest, seq)
 		t.maxLatencyNs = max(t.maxLatencyNs, now-sent)
@@ -96,6 +101,17 @@ func (r *receiver) track(src netip.Addr) userTrack {
 		return *t
 	}
 	return userTrack{}
+}
+
+// seen is a copy of the sequence numbers seen from src and their count.
+func (r *receiver) seen(src netip.Addr) (seqBitmap, uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := r.flows[src]
+	if t == nil {
+		return nil, 0
+	}
+	return append(seqBitmap(nil), t.seen...), t.distinct
 }
 
 func (r *receiver) close() error {

@@ -86,6 +86,15 @@ type GapReport struct {
 
 	UserSpace UserSpaceCheck `json:"userSpace"`
 	Hops      []HopCount     `json:"hops,omitempty"`
+
+	// Delivery is the flow's probes per bin of send time (holes are
+	// outages), and Disruptions the runs of consecutive lost probes (the
+	// first maxDisruptions; DisruptionCount counts them all). Both from
+	// the receiving socket's sequence numbers (delivery.go); absent in
+	// results written before they existed.
+	Delivery        *Delivery    `json:"delivery,omitempty"`
+	Disruptions     []Disruption `json:"disruptions,omitempty"`
+	DisruptionCount int          `json:"disruptionCount"`
 }
 
 // Gap locates a flow's longest gap.
@@ -211,6 +220,14 @@ func (s *Session) flowReport(sd *sender, marks []Mark) (GapReport, error) {
 		LongestGapMs: monoclock.Ms(ut.maxGapNs),
 		MaxLatencyMs: monoclock.Ms(ut.maxLatencyNs),
 	}
+
+	seen, distinct := s.receivers[recvKey(f.Dst)].seen(f.Src.Addr)
+	sd.errMu.Lock()
+	bins := sd.bins
+	bins.first = append([]uint64(nil), sd.bins.first...)
+	sd.errMu.Unlock()
+	g.Delivery = delivery(&bins, seen, distinct)
+	g.Disruptions, g.DisruptionCount = disruptions(&bins, seen)
 
 	for i, h := range s.opts.Hops {
 		c := s.hopCtrs[i]

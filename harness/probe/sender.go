@@ -30,7 +30,8 @@ type sender struct {
 	pauseNs   int64        // a pause longer than this is recorded in pauses
 	errMu     sync.Mutex
 	errCounts map[string]uint64
-	pauses    []pause // guarded by errMu; at most maxPauses, the longest kept
+	pauses    []pause  // guarded by errMu; at most maxPauses, the longest kept
+	bins      sendBins // guarded by errMu; when each sequence number was sent
 }
 
 // pause is an interval in which the sender sent nothing on a flow (between
@@ -118,6 +119,9 @@ func (sd *sender) send(buf []byte) {
 	// sequence at the receiver is always a probe lost after leaving.
 	sd.seq++
 	sd.sent.Add(1)
+	sd.errMu.Lock()
+	sd.bins.record(sd.seq, now)
+	sd.errMu.Unlock()
 	if last := sd.lastNs.Load(); last == 0 {
 		sd.firstNs.Store(now)
 	} else {

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/compare"
+)
+
+// Exit statuses of `birdcage compare`.
+const (
+	exitRegression = 1
+	exitBadInput   = 2
+)
+
+func compareCmd(jsonOut *bool) *cobra.Command {
+	th := compare.DefaultThresholds()
+	var budgetFile, htmlOut string
+	var maxGapPerFlow time.Duration
+	var allowedDisruptions int
+	var maxLost int64
+	c := &cobra.Command{
+		Use:   "compare BASE.json NEW.json",
+		Short: "Compare two runs' results (release A, release B): exit 1 on any regression past the thresholds",
+		Long: "Compare two results files scenario by scenario (matched by name) and figure by figure, and per probe\n" +
+			"flow where both have probe reports. A figure regresses when it got worse by more than every threshold\n" +
+			"of its kind (gap figures: --max-gap-increase; loss figures: --max-lost-increase; any figure with a\n" +
+			"non-zero base: --max-ratio when given). A scenario that passed in BASE and fails in NEW regresses.\n" +
+			"A budget (--budget FILE, or the flags below, else the scenario's own) judges every flow of NEW.\n" +
+			"Exit status: 0 no regression, 1 a regression, 2 bad input.",
+		Args: cobra.ExactArgs(2),
+		Run: func(cmd *cobra.Command, args []string) {
+			var budgets *compare.Budgets
+			if budgetFile != "" {
+				b, err := compare.ReadBudgets(budgetFile)
+				if err != nil {
+					badInput(err)
+				}
+				budgets = b
+			}
+			flagBudget := harness.Budget{}
+			if cmd.Flags().Changed("max-gap-per-flow") {
+				ms := float64(maxGapPerFlow) / float64(time.Millisecond)
+				flagBudget.MaxGapMs = &ms
+			}
+			if cmd.Flags().Changed("allowed-disruptions") {
+				flagBudget.AllowedDisruptions = &allowedDisruptions
+			}
+			if cmd.Flags().Changed("max-lost") {
+				flagBudget.MaxLost = &maxLost
+			}
+			if !flagBudget.IsZero() {
+				if budgets == nil {
+					budgets = &compare.Budgets{}
+				}
+				// Flags override the file's default for every scenario.
+				budgets.Default = budgets.Default.Merge(flagBudget)
+				for n, b := range budgets.Scenarios {
+					budgets.Scenarios[n] = b.Merge(flagBudget)
+				}
+			}
+			if th.MaxRatio != 0 && th.MaxRatio <= 1 {
+				badInput(fmt.Errorf("--max-ratio %g: want a ratio above 1 (1.5 = new may be 1.5× base), or 0 for none", th.MaxRatio))
+			}
+			base, err := harness.ReadResults(args[0])
+			if err != nil {
+				badInput(err)
+			}
+			nw, err := harness.ReadResults(args[1])
+			if err != nil {
+				badInput(err)
+			}
+			if budgets != nil {
+				if unknown := budgets.UnknownScenarios(nw); len(unknown) > 0 {
+					badInput(fmt.Errorf("budget %s: scenarios %q are not in %s", budgetFile, unknown, args[1]))
+				}
+			}
+			r := compare.Compare(args[0], base, args[1], nw, compare.Options{Thresholds: th, Budgets: budgets})
+			if *jsonOut {
+				b, _ := json.MarshalIndent(r, "", "  ")
+				fmt.Println(string(b))
+			} else {
+				fmt.Print(r.Text())
+			}
+			if htmlOut != "" {
+				if err := writeCompareHTML(htmlOut, args[0], base, args[1], nw, r); err != nil {
+					fmt.Fprintln(os.Stderr, "birdcage compare:", err)
+					os.Exit(exitBadInput)
+				}
+				fmt.Fprintf(os.Stderr, "side-by-side report: %s\n", htmlOut)
+			}
+			if r.Regressions > 0 {
+				os.Exit(exitRegression)
+			}
+		},
+	}
+	f := c.Flags()
+	f.DurationVar(&th.MaxGapIncrease, "max-gap-increase", th.MaxGapIncrease, "how much longer a gap (figure or per flow) may get; negative: not judged")
+	f.Int64Var(&th.MaxLostIncrease, "max-lost-increase", th.MaxLostIncrease, "how many more probes may be lost (figure or per flow); negative: not judged")
+	f.Float64Var(&th.MaxRatio, "max-ratio", 0, "how many times its base any figure may become (e.g. 1.5); 0: not judged")
+	f.StringVar(&budgetFile, "budget", "", "budget file (YAML: default and per-scenario maxGapMs, allowedDisruptions, maxLost), judged per flow of NEW")
+	f.DurationVar(&maxGapPerFlow, "max-gap-per-flow", 0, "budget: longest gap any flow of NEW may have")
+	f.IntVar(&allowedDisruptions, "allowed-disruptions", 0, "budget: distinct gaps (runs of lost probes) any flow of NEW may have")
+	f.Int64Var(&maxLost, "max-lost", 0, "budget: probes any flow of NEW may lose")
+	f.StringVar(&htmlOut, "html", "", "also write the two runs side by side as one self-contained HTML file")
+	return c
+}
+
+func badInput(err error) {
+	fmt.Fprintln(os.Stderr, "birdcage compare:", err)
+	os.Exit(exitBadInput)
+}

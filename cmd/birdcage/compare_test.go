@@ -1,0 +1,164 @@
+package main
+
+// Holds `birdcage compare` and `birdcage report` in place as CI uses them:
+// two recorded results files (testdata/results at the root: a real native
+// run, and the same run with one flow's gap made worse) give exit 0 when
+// identical and exit 1 naming the regression when worse; bad input exits 2
+// naming the file and field; a budget judges every flow; --html and
+// --markdown write their files.
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const (
+	recorded  = "../../testdata/results/liveconfig-noencap.json"
+	worseGap  = "../../testdata/results/liveconfig-noencap-worse-gap.json"
+	worseFlow = "node-1-w0->node-2-w0" // the flow worse-gap.json changed (README)
+)
+
+var birdcageBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "birdcage-cli-test")
+	if err != nil {
+		panic(err)
+	}
+	birdcageBin = filepath.Join(dir, "birdcage")
+	if out, err := exec.Command("go", "build", "-o", birdcageBin, ".").CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		panic("build birdcage: " + err.Error() + "\n" + string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// cli runs birdcage and returns its output and exit status.
+func cli(t *testing.T, env []string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(birdcageBin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return string(out), 0
+	case errors.As(err, &ee):
+		return string(out), ee.ExitCode()
+	}
+	t.Fatalf("birdcage %v: %v", args, err)
+	return "", -1
+}
+
+func TestCompareIdenticalRuns(t *testing.T) {
+	out, code := cli(t, nil, "compare", recorded, recorded)
+	if code != 0 {
+		t.Fatalf("identical runs: exit %d, want 0\n%s", code, out)
+	}
+	if !strings.Contains(out, "regressed") || strings.Contains(out, "REGRESSION") {
+		t.Errorf("identical runs should compare with no regression:\n%s", out)
+	}
+	// Guard: the comparison compared something.
+	if strings.Contains(out, " 0 scenarios compared") {
+		t.Errorf("nothing compared:\n%s", out)
+	}
+}
+
+func TestCompareWorseGap(t *testing.T) {
+	out, code := cli(t, nil, "compare", recorded, worseGap)
+	if code != 1 {
+		t.Fatalf("worse gap: exit %d, want 1\n%s", code, out)
+	}
+	for _, want := range []string{"REGRESSION", "longestProbeGapMs", "flow " + worseFlow + " longest gap ms"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// A looser threshold lets the same change through.
+	if out, code := cli(t, nil, "compare", "--max-gap-increase", "10s", recorded, worseGap); code != 0 {
+		t.Errorf("with --max-gap-increase 10s: exit %d, want 0\n%s", code, out)
+	}
+	html := filepath.Join(t.TempDir(), "compare.html")
+	if out, code := cli(t, nil, "compare", "--html", html, recorded, worseGap); code != 1 {
+		t.Errorf("with --html: exit %d, want 1\n%s", code, out)
+	}
+	b, err := os.ReadFile(html)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), `class="scenario"`); n < 4 || !strings.Contains(string(b), "REGRESSION") {
+		t.Errorf("side-by-side page has %d scenario panels (want both sides of each) or no REGRESSION", n)
+	}
+}
+
+func TestCompareBadInput(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"scenarios":[{"name":"x","figures":{"lostProbes":"many"}}]}`), 0o644)
+	notResults := filepath.Join(dir, "other.json")
+	os.WriteFile(notResults, []byte(`{"hello":1}`), 0o644)
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"compare", recorded, bad}, []string{bad, "scenarios.figures"}},
+		{[]string{"compare", notResults, recorded}, []string{notResults, "field scenarios"}},
+		{[]string{"compare", recorded, filepath.Join(dir, "missing.json")}, []string{"missing.json"}},
+		{[]string{"compare", "--max-ratio", "0.5", recorded, recorded}, []string{"--max-ratio"}},
+	} {
+		out, code := cli(t, nil, tc.args...)
+		if code != 2 {
+			t.Errorf("%v: exit %d, want 2\n%s", tc.args, code, out)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: error lacks %q: %s", tc.args, w, out)
+			}
+		}
+	}
+}
+
+func TestCompareBudget(t *testing.T) {
+	// The live change loses probes on every flow: a budget allowing no
+	// disruption fails the identical run, one allowing a few passes it.
+	out, code := cli(t, nil, "compare", "--allowed-disruptions", "0", recorded, recorded)
+	if code != 1 || !strings.Contains(out, "over budget: flow") || !strings.Contains(out, "allowedDisruptions") {
+		t.Errorf("--allowed-disruptions 0: exit %d, want 1 naming the flows over budget\n%s", code, out)
+	}
+	budget := filepath.Join(t.TempDir(), "budget.yaml")
+	os.WriteFile(budget, []byte("default:\n  maxGapMs: 100000\n  allowedDisruptions: 1000\n"), 0o644)
+	if out, code := cli(t, nil, "compare", "--budget", budget, recorded, recorded); code != 0 || !strings.Contains(out, "within budget") {
+		t.Errorf("generous budget: exit %d, want 0 and within budget\n%s", code, out)
+	}
+	os.WriteFile(budget, []byte("default:\n  maxGap: 1\n"), 0o644)
+	if out, code := cli(t, nil, "compare", "--budget", budget, recorded, recorded); code != 2 || !strings.Contains(out, budget) {
+		t.Errorf("bad budget file: exit %d, want 2 naming it\n%s", code, out)
+	}
+}
+
+func TestReportHTMLAndMarkdown(t *testing.T) {
+	dir := t.TempDir()
+	html := filepath.Join(dir, "report.html")
+	summary := filepath.Join(dir, "summary.md")
+	os.WriteFile(summary, []byte("earlier step\n"), 0o644)
+	out, code := cli(t, []string{"GITHUB_STEP_SUMMARY=" + summary}, "report", recorded, "-o", html, "--markdown")
+	if code != 0 {
+		t.Fatalf("report: exit %d\n%s", code, out)
+	}
+	if !strings.Contains(out, "| verdict | scenario |") || !strings.Contains(out, "HTML report: "+html) {
+		t.Errorf("report output lacks the Markdown table or the report's path:\n%s", out)
+	}
+	md, _ := os.ReadFile(summary)
+	if !strings.HasPrefix(string(md), "earlier step\n") || !strings.Contains(string(md), "| verdict | scenario |") {
+		t.Errorf("$GITHUB_STEP_SUMMARY not appended to:\n%s", md)
+	}
+	if b, err := os.ReadFile(html); err != nil || !strings.Contains(string(b), "<svg") {
+		t.Errorf("HTML report not written (%v)", err)
+	}
+}

@@ -1,0 +1,128 @@
+package compare
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+)
+
+// Text renders the comparison for people: per scenario its verdicts, every
+// figure as base / new / delta with REGRESSION where it is one, the flows
+// whose gap or loss moved, the budget, then the scenarios on one side only
+// and the count of regressions.
+func (r *Report) Text() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "BASE %s (%s)\nNEW  %s (%s)\n", r.Base, r.BaseEnv, r.New, r.NewEnv)
+	fmt.Fprintf(&b, "thresholds: %s\n", r.Thresholds)
+	for _, e := range r.EnvDiffers {
+		fmt.Fprintf(&b, "warning: the runs differ in %s: figures may not be comparable\n", e)
+	}
+	for _, s := range r.Scenarios {
+		mark := "ok        "
+		if s.Regression {
+			mark = "REGRESSION"
+		}
+		fmt.Fprintf(&b, "\n%s  %s  [%s → %s]\n", mark, s.Name, s.BaseVerdict, s.NewVerdict)
+		for _, why := range s.Reasons {
+			fmt.Fprintf(&b, "  ! %s\n", why)
+		}
+		for _, rm := range s.Remarks {
+			fmt.Fprintf(&b, "  note: %s\n", rm)
+		}
+		if len(s.Figures) > 0 {
+			w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(w, "  figure\tbase\tnew\tdelta\t")
+			for _, f := range s.Figures {
+				fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", f.Name, side(f.Base, f.HasBase), side(f.New, f.HasNew), delta(f), regMark(f.Regression))
+			}
+			w.Flush()
+		}
+		if len(s.Flows) > 0 {
+			w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(w, "  flow\tgap ms base\tnew\tdelta\t\tlost base\tnew\tdelta\t\tdisruptions base→new\t")
+			for _, f := range s.Flows {
+				dis := "-"
+				if f.DisruptionsMeasured {
+					dis = fmt.Sprintf("%d → %d", f.BaseDisruptions, f.NewDisruptions)
+				}
+				fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", f.Flow,
+					side(f.Gap.Base, true), side(f.Gap.New, true), delta(f.Gap), regMark(f.Gap.Regression),
+					side(f.Lost.Base, true), side(f.Lost.New, true), delta(f.Lost), regMark(f.Lost.Regression), dis)
+			}
+			w.Flush()
+		}
+		if s.Budget != nil {
+			verdict := "within budget"
+			if len(s.OverBudget) > 0 {
+				verdict = fmt.Sprintf("OVER BUDGET on %d limits", len(s.OverBudget))
+			}
+			fmt.Fprintf(&b, "  budget: %s: %s\n", s.Budget, verdict)
+		}
+	}
+	if len(r.OnlyInBase) > 0 {
+		fmt.Fprintf(&b, "\nonly in BASE (%d):\n", len(r.OnlyInBase))
+		for _, n := range r.OnlyInBase {
+			fmt.Fprintf(&b, "  %s\n", n)
+		}
+	}
+	if len(r.OnlyInNew) > 0 {
+		fmt.Fprintf(&b, "\nonly in NEW (%d):\n", len(r.OnlyInNew))
+		for _, n := range r.OnlyInNew {
+			fmt.Fprintf(&b, "  %s\n", n)
+		}
+	}
+	fmt.Fprintf(&b, "\n%d scenarios compared, %d regressed", len(r.Scenarios), r.Regressions)
+	if r.Regressions > 0 {
+		var names []string
+		for _, s := range r.Scenarios {
+			if s.Regression {
+				names = append(names, s.Name)
+			}
+		}
+		fmt.Fprintf(&b, ": %s", strings.Join(names, "; "))
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+func (t Thresholds) String() string {
+	var parts []string
+	if t.MaxGapIncrease >= 0 {
+		parts = append(parts, "gap +"+t.MaxGapIncrease.String())
+	} else {
+		parts = append(parts, "gap not judged")
+	}
+	if t.MaxLostIncrease >= 0 {
+		parts = append(parts, fmt.Sprintf("lost +%d", t.MaxLostIncrease))
+	} else {
+		parts = append(parts, "lost not judged")
+	}
+	if t.MaxRatio > 0 {
+		parts = append(parts, fmt.Sprintf("ratio ×%g", t.MaxRatio))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func side(v float64, ok bool) string {
+	if !ok {
+		return "-"
+	}
+	return fmtNum(v)
+}
+
+func delta(f FigureDiff) string {
+	if !f.HasBase || !f.HasNew {
+		return ""
+	}
+	if f.Delta == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%+g", round(f.Delta))
+}
+
+func regMark(r bool) string {
+	if r {
+		return "REGRESSION"
+	}
+	return ""
+}
