@@ -9,7 +9,9 @@ set -euo pipefail
 # shellcheck source=vm/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/vm/lib.sh"
 # shellcheck disable=SC2206 # a word list by design
-BIRDCAGE_DEBS=(bird2 runc iproute2 ca-certificates $BIRDCAGE_VM_DEBS)
+# chromium: the HTML report's test opens the report headless and checks the
+# console (and saves a screenshot).
+BIRDCAGE_DEBS=(bird2 runc iproute2 ca-certificates chromium $BIRDCAGE_VM_DEBS)
 
 birdcage_need_go() {
 	if ! command -v go >/dev/null 2>&1; then
