@@ -20,6 +20,7 @@ import (
 	"github.com/birdcage/birdcage/dataplane/config"
 	"github.com/birdcage/birdcage/dataplane/datastore"
 	"github.com/birdcage/birdcage/harness/bird"
+	"github.com/birdcage/birdcage/harness/bird/release"
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/timeline"
@@ -311,8 +312,12 @@ func (c *Cluster) renderBIRD(n *Node, cl *datastore.Cluster) error {
 func (c *Cluster) render(n *Node, cl *datastore.Cluster) (changed bool, err error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	var birdRelease release.Name // "": the host's bird2
+	if n.BIRD != nil {
+		birdRelease = n.BIRD.Release().Name
+	}
 	out, err := confd.Render(cl, n.Name, n.release, confd.Options{Log: c.log.With("confd", n.Name), Timers: c.opts.Timers,
-		KernelImportFilter: c.opts.KernelImportFilter, BIRD: n.BIRD.Release().Name})
+		KernelImportFilter: c.opts.KernelImportFilter, BIRD: birdRelease})
 	if err != nil {
 		return false, err
 	}
