@@ -364,7 +364,7 @@ func (f *fabric) paths(n *harness.Node, b netip.Prefix, o harness.Owner) []strin
 	}
 	for _, r := range rs {
 		if r.Dst != b || (o == harness.ByBIRD && r.Protocol != config.RTProtBIRD) ||
-			(o == harness.ByProgrammer && r.Protocol != config.DefaultDeviceRouteProtocol) {
+			(o == harness.ByProgrammer && r.Protocol != designProgrammerProtocol) {
 			continue
 		}
 		return routePaths(r)

@@ -60,7 +60,7 @@ var _ = Describe("IPIP with ECMP on the dual-ToR fabric", Label("dualtor", "ipip
 				BGP:   datastore.BGPConfiguration{ProgramClusterRoutes: string(own.bgp)},
 			})
 			pool := netip.MustParsePrefix(ipipECMPPool.CIDR)
-			proto := config.DefaultDeviceRouteProtocol
+			proto := designProgrammerProtocol
 			if own.owner == harness.ByBIRD {
 				proto = config.RTProtBIRD
 			}
