@@ -186,28 +186,12 @@ func (b *Instance) socketFile() string {
 	return SocketFile
 }
 
-// Validate runs `bird -p` (parse only) on conf.
+// Validate runs the host BIRD's `bird -p` (parse only) on conf.
 func Validate(conf []byte) error {
-	birdBin, err := exec.LookPath("bird")
-	if err != nil {
+	if _, err := exec.LookPath("/usr/sbin/bird"); err != nil {
 		return fmt.Errorf("validate config: %w (Debian package bird2)", err)
 	}
-	f, err := os.CreateTemp("", "birdcage-validate-*.conf")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(conf); err != nil {
-		f.Close()
-		return err
-	}
-	f.Close()
-	out, err := exec.Command(birdBin, "-p", "-c", f.Name()).CombinedOutput()
-	if err != nil {
-		msg := strings.TrimSpace(strings.ReplaceAll(string(out), f.Name(), "bird.conf"))
-		return fmt.Errorf("%w: %s", ErrInvalidConfig, msg)
-	}
-	return nil
+	return HostRelease().Validate("bird", conf)
 }
 
 // WriteConfig validates conf with `bird -p` and, if BIRD accepts it,
@@ -245,15 +229,8 @@ func (b *Instance) writeConfig(conf []byte) error {
 	return nil
 }
 
-// validate is `bird -p` of this instance's release and daemon; the host's
-// BIRD keeps the package-level Validate.
-func (b *Instance) validate(conf []byte) error {
-	rel := b.Release()
-	if rel.Rootfs == "" && b.daemon == "bird" {
-		return Validate(conf)
-	}
-	return rel.Validate(b.daemon, conf)
-}
+// validate is `bird -p` of this instance's release and daemon.
+func (b *Instance) validate(conf []byte) error { return b.Release().Validate(b.daemon, conf) }
 
 // Start starts BIRD (on 1.x: bird and bird6) and returns once it answers
 // on its control socket.
