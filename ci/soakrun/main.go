@@ -4,6 +4,8 @@
 //
 //	ci/soak [-n N] [-p P] [PACKAGES...]         go test -json -count=1 PACKAGES, N times
 //	ci/soak [-n N] -l LABEL-FILTER [PACKAGES...] the Ginkgo scenarios (default ./scenarios) with that label filter
+//	ci/soak -exec ci/vm/run -l ipip ...          the same inside the VM (go test -exec)
+//	ci/soak -lock /tmp/birdcage-heavy.lock ...   hold that flock for each run, not for the whole soak
 //
 // Go tests are read from `go test -json`; a Ginkgo suite's specs from a
 // --ginkgo.json-report per run, so each flaky spec is named on its own. The
@@ -25,6 +27,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -34,6 +37,7 @@ type Summary struct {
 	Runs        int       `json:"runs"`
 	Packages    []string  `json:"packages"`
 	LabelFilter string    `json:"labelFilter,omitempty"`
+	Exec        string    `json:"exec,omitempty"`
 	// RunWallSeconds is each run's wall time, all its go test invocations.
 	RunWallSeconds []float64 `json:"runWallSeconds"`
 	Failures       int       `json:"failures"`
@@ -45,8 +49,10 @@ func main() {
 	label := flag.String("l", "", "Ginkgo label filter: soak the scenario specs that match (packages default to ./scenarios)")
 	par := flag.Int("p", 0, "go test -p (packages in parallel); 0 = go's default")
 	timeout := flag.String("timeout", "", "go test -timeout per run (go's default when empty)")
+	execCmd := flag.String("exec", "", "go test -exec: run the test binaries under this program (ci/vm/run for the VM)")
+	lock := flag.String("lock", "", "flock this file for each run (released between runs, so other heavy work can interleave)")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: ci/soak [-n N] [-p P] [-timeout D] [PACKAGES... | -l LABEL-FILTER [PACKAGES...]]")
+		fmt.Fprintln(os.Stderr, "usage: ci/soak [-n N] [-p P] [-timeout D] [-exec CMD] [-lock FILE] [PACKAGES... | -l LABEL-FILTER [PACKAGES...]]")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -63,7 +69,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "soak: -n must be at least 1")
 		os.Exit(2)
 	}
-	if err := soak(*n, pkgs, *label, *par, *timeout); err != nil {
+	if err := soak(*n, pkgs, *label, *par, *timeout, *execCmd, *lock); err != nil {
 		fmt.Fprintln(os.Stderr, "soak:", err)
 		var fe failedError
 		if errors.As(err, &fe) {
@@ -82,7 +88,7 @@ func (e failedError) Error() string {
 	return fmt.Sprintf("%d failed outcomes", e.n)
 }
 
-func soak(n int, pkgs []string, label string, par int, timeout string) error {
+func soak(n int, pkgs []string, label string, par int, timeout, execCmd, lock string) error {
 	plain, suites, err := splitSuites(pkgs)
 	if err != nil {
 		return err
@@ -107,10 +113,26 @@ func soak(n int, pkgs []string, label string, par int, timeout string) error {
 	if timeout != "" {
 		base = append(base, "-timeout="+timeout)
 	}
+	if execCmd != "" {
+		abs, err := filepath.Abs(execCmd)
+		if err != nil {
+			return err
+		}
+		base = append(base, "-exec", abs)
+		// The per-run report files are written by the test binary; in the VM
+		// only the directories ci/vm/run is told about are writable.
+		if os.Getenv("BIRDCAGE_VM_WRITABLE") == "" {
+			os.Setenv("BIRDCAGE_VM_WRITABLE", art)
+		}
+	}
 
 	tbl := NewTable()
-	sum := Summary{Started: started, Runs: n, Packages: pkgs, LabelFilter: label}
+	sum := Summary{Started: started, Runs: n, Packages: pkgs, LabelFilter: label, Exec: execCmd}
 	for run := 1; run <= n; run++ {
+		unlock, err := flockFile(lock)
+		if err != nil {
+			return err
+		}
 		t0 := time.Now()
 		// Plain packages in one go test; each Ginkgo suite in its own, with
 		// its own report file (-args applies to every package of a go test).
@@ -130,6 +152,7 @@ func soak(n int, pkgs []string, label string, par int, timeout string) error {
 			}
 		}
 		wall := time.Since(t0).Seconds()
+		unlock()
 		sum.RunWallSeconds = append(sum.RunWallSeconds, wall)
 		fmt.Printf("soak: run %d/%d took %.0f s; %d failed outcomes so far\n", run, n, wall, tbl.Failures())
 		// Written after every run: a soak stopped early still has its table.
@@ -170,6 +193,23 @@ func soak(n int, pkgs []string, label string, par int, timeout string) error {
 	return nil
 }
 
+// flockFile takes an exclusive flock on path (none when path is empty) and
+// returns its release.
+func flockFile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
+	if err != nil {
+		return nil, fmt.Errorf("-lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("-lock %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil
+}
+
 // writeTables writes the full table after `done` runs to soak-<stamp>.txt
 // and .json.
 func writeTables(art, stamp string, done int, tbl *Table, sum *Summary) error {
@@ -192,6 +232,9 @@ func header(w io.Writer, s Summary) {
 	what := strings.Join(s.Packages, " ")
 	if s.LabelFilter != "" {
 		what += " (label filter " + s.LabelFilter + ")"
+	}
+	if s.Exec != "" {
+		what += " under " + s.Exec
 	}
 	var total, worst float64
 	for _, x := range s.RunWallSeconds {
