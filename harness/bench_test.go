@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -27,9 +26,7 @@ func BenchmarkClusterStartStop(b *testing.B) {
 				start := time.Now()
 				c, err := Start(ctx, tp, Options{})
 				cancel()
-				if errors.Is(err, topo.ErrNoIPIP) {
-					testenv.Missing(b, testenv.IPIP, "topology ipip needs tunl0")
-				}
+				testenv.SkipIfMissing(b, err, "topology ipip")
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -2,7 +2,6 @@ package scenarios_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -77,9 +76,7 @@ func startClusterOn(ctx context.Context, t *topo.Topology, opts harness.Options)
 	GinkgoHelper()
 	name := t.Name
 	c, err := harness.Start(ctx, t, opts)
-	if errors.Is(err, topo.ErrNoIPIP) {
-		testenv.Missing(GinkgoT(), testenv.IPIP, fmt.Sprintf("topology %s needs tunl0; run under ci/vm/run", name))
-	}
+	testenv.SkipIfMissing(GinkgoT(), err, "topology "+name)
 	Expect(err).NotTo(HaveOccurred(), "start cluster on topology %s", name)
 	current = c
 	progressCluster.Store(c)

@@ -2,7 +2,6 @@ package topo
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -40,12 +39,9 @@ func BenchmarkBuildTeardown(b *testing.B) {
 				}
 				start := time.Now()
 				_, err = Build(context.Background(), tp, r, Options{})
-				if errors.Is(err, ErrNoIPIP) {
-					r.Close()
-					testenv.Missing(b, testenv.IPIP, "topology "+c.name+" needs tunl0; run under ci/vm/run")
-				}
 				if err != nil {
 					r.Close()
+					testenv.SkipIfMissing(b, err, "topology "+c.name)
 					b.Fatal(err)
 				}
 				mid := time.Now()

@@ -11,7 +11,14 @@ import (
 // ErrNoIPIP is returned (wrapped) when a topology needs tunl0 and the kernel
 // has no ipip. Tests skip on it; the VM runner (ci/vm/run) provides a kernel
 // that has it.
-var ErrNoIPIP = errors.New("the kernel has no ipip (tunl0): run under ci/vm/run, or on a kernel with the ipip module")
+var ErrNoIPIP error = missingFeature{"ipip", "the kernel has no ipip (tunl0): run under ci/vm/run, or on a kernel with the ipip module"}
+
+// missingFeature is an error that names the host feature that was missing
+// (testenv.FeatureError), so tests skip on it by name.
+type missingFeature struct{ feature, msg string }
+
+func (e missingFeature) Error() string          { return e.msg }
+func (e missingFeature) MissingFeature() string { return e.feature }
 
 // Features is what the kernel can do, as far as a topology cares.
 type Features struct {

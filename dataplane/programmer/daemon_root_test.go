@@ -25,6 +25,7 @@ import (
 	"github.com/birdcage/birdcage/dataplane/programmer"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/run"
+	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/vishvananda/netlink"
 )
 
@@ -48,34 +49,17 @@ type node struct {
 	name string
 	h    *netlink.Handle
 	r    *run.Run
+	ns   *testenv.NetNS
 }
 
 func newNode(t testing.TB) *node {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates a network namespace and runs the programmer in it")
-	}
-	r, err := run.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r.Close() })
-	name := r.Name("prog")
-	n, err := nsutil.Create(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Defer("netns "+name, func() error { n.Close(); return nsutil.Delete(name) })
-	h, err := nsutil.Handle(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Defer("netlink handle", func() error { h.Close(); return nil })
-	nd := &node{name: name, h: h, r: r}
+	n := testenv.NewNetNS(t, "prog")
+	nd := &node{name: n.Name, h: n.Handle, r: n.Run, ns: n}
 	nd.veth(t, "eth0", "eth0p", "10.0.1.11/24")
 	nd.veth(t, "cali1", "cali1p")
-	if l, err := h.LinkByName("tunl0"); err == nil && l.Type() == "ipip" {
-		_ = h.LinkSetUp(l)
+	if l, err := nd.h.LinkByName("tunl0"); err == nil && l.Type() == "ipip" {
+		_ = nd.h.LinkSetUp(l)
 	} else {
 		nd.veth(t, "tunl0", "tunl0p") // stand-in where the kernel has no ipip
 	}
@@ -84,22 +68,7 @@ func newNode(t testing.TB) *node {
 
 func (nd *node) veth(t testing.TB, name, peer string, addrs ...string) {
 	t.Helper()
-	if err := nd.h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: peer}); err != nil {
-		t.Fatalf("add veth %s: %v", name, err)
-	}
-	for _, d := range []string{name, peer} {
-		l, _ := nd.h.LinkByName(d)
-		if err := nd.h.LinkSetUp(l); err != nil {
-			t.Fatal(err)
-		}
-	}
-	l, _ := nd.h.LinkByName(name)
-	for _, a := range addrs {
-		ad, _ := netlink.ParseAddr(a)
-		if err := nd.h.AddrAdd(l, ad); err != nil {
-			t.Fatal(err)
-		}
-	}
+	nd.ns.Veth(t, name, peer, addrs...)
 }
 
 // route returns "proto P via GW dev D" for the main-table route to dst at

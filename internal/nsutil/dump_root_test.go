@@ -15,14 +15,13 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/birdcage/birdcage/internal/nsutil"
-	"github.com/birdcage/birdcage/internal/run"
+	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 )
@@ -30,40 +29,9 @@ import (
 // churnNS is a fresh namespace with a veth pair d0/d0p inside it.
 func churnNS(t *testing.T) (ns.NetNS, *netlink.Handle, netlink.Link) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs a network namespace: run as root")
-	}
-	r, err := run.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := r.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	name := r.Name("dump")
-	n, err := nsutil.Create(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Defer("netns "+name, func() error { n.Close(); return nsutil.Delete(name) })
-	h, err := nsutil.Handle(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Defer("netlink handle", func() error { h.Close(); return nil })
-	if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "d0"}, PeerName: "d0p"}); err != nil {
-		t.Fatal(err)
-	}
-	d0, err := h.LinkByName("d0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.LinkSetUp(d0); err != nil {
-		t.Fatal(err)
-	}
-	return n, h, d0
+	n := testenv.NewNetNS(t, "dump")
+	d0 := n.Veth(t, "d0", "d0p")
+	return n.NS, n.Handle, d0
 }
 
 // provoke runs churn on its own handle in n while dumping in a loop: plain

@@ -5,6 +5,7 @@
 package testenv
 
 import (
+	"errors"
 	"os"
 	"slices"
 	"strings"
@@ -46,5 +47,24 @@ func NeedRoot(t TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		Missing(t, Root, "needs root for network namespaces and netlink (sudo go test ...)")
+	}
+}
+
+// FeatureError is implemented by errors that mean "this machine lacks a
+// feature" (topo.ErrNoIPIP: the kernel has no ipip), so tests can map any
+// of them to Missing in one place.
+type FeatureError interface {
+	error
+	MissingFeature() string
+}
+
+// SkipIfMissing calls Missing when err (or an error it wraps) is a
+// FeatureError, naming what needed the feature; other errors, and nil, are
+// left to the caller.
+func SkipIfMissing(t TB, err error, what string) {
+	t.Helper()
+	var fe FeatureError
+	if errors.As(err, &fe) {
+		Missing(t, fe.MissingFeature(), what+": "+err.Error())
 	}
 }
