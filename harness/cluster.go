@@ -24,6 +24,7 @@ import (
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/run"
@@ -632,59 +633,9 @@ func (c *Cluster) RemoveNode(ctx context.Context, name string) error {
 	return errors.Join(errs...)
 }
 
-// KernelRoute is one main-table route in a node, as birdcage reports it.
-type KernelRoute struct {
-	Dst      netip.Prefix `json:"dst"`
-	Protocol int          `json:"protocol"`
-	Metric   int          `json:"metric"`
-	Device   string       `json:"device,omitempty"`
-	Gateway  string       `json:"gateway,omitempty"`
-	Nexthops []string     `json:"nexthops,omitempty"` // "via GW dev IF" per path
-	OnLink   bool         `json:"onlink,omitempty"`
-	Type     string       `json:"type,omitempty"` // "blackhole" etc.
-}
-
-func (r KernelRoute) String() string {
-	s := r.Dst.String()
-	if r.Dst.Bits() == 0 {
-		s = "default"
-	}
-	if r.Type != "" {
-		s = r.Type + " " + s
-	}
-	if r.Gateway != "" {
-		s += " via " + r.Gateway
-	}
-	if r.Device != "" {
-		s += " dev " + r.Device
-	}
-	for _, nh := range r.Nexthops {
-		s += " nexthop " + nh
-	}
-	s += fmt.Sprintf(" proto %s metric %d", protoName(r.Protocol), r.Metric)
-	if r.OnLink {
-		s += " onlink"
-	}
-	return s
-}
-
-func protoName(p int) string {
-	switch p {
-	case 2:
-		return "kernel"
-	case 3:
-		return "boot"
-	case 4:
-		return "static"
-	case config.RTProtBIRD:
-		return "bird"
-	}
-	return fmt.Sprint(p)
-}
-
 // Routes reads a node's main-table routes (both families) to destinations
 // inside dst (the zero prefix means all).
-func (n *Node) Routes(dst netip.Prefix) ([]KernelRoute, error) {
+func (n *Node) Routes(dst netip.Prefix) ([]kroute.Route, error) {
 	h, err := n.NS.Handle()
 	if err != nil {
 		return nil, err
@@ -698,14 +649,14 @@ func (n *Node) Routes(dst netip.Prefix) ([]KernelRoute, error) {
 	for _, l := range links {
 		names[l.Attrs().Index] = l.Attrs().Name
 	}
-	var out []KernelRoute
+	var out []kroute.Route
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
 		rs, err := nsutil.Routes(h, fam, &netlink.Route{Table: syscall.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
 		if err != nil {
 			return nil, fmt.Errorf("node %s: %w", n.Name, err)
 		}
 		for _, r := range rs {
-			kr := KernelRouteFrom(r, names)
+			kr := kroute.FromNetlink(r, kroute.DevNames(names))
 			if !kr.Dst.IsValid() {
 				continue
 			}
@@ -716,31 +667,6 @@ func (n *Node) Routes(dst netip.Prefix) ([]KernelRoute, error) {
 		}
 	}
 	return out, nil
-}
-
-// KernelRouteFrom converts a netlink route; names maps ifindex to name.
-func KernelRouteFrom(r netlink.Route, names map[int]string) KernelRoute {
-	kr := KernelRoute{Protocol: int(r.Protocol), Metric: r.Priority, Device: names[r.LinkIndex], OnLink: r.Flags&int(netlink.FLAG_ONLINK) != 0}
-	if r.Dst != nil {
-		if a, ok := netip.AddrFromSlice(r.Dst.IP); ok {
-			ones, _ := r.Dst.Mask.Size()
-			kr.Dst = netip.PrefixFrom(a.Unmap(), ones)
-		}
-	} else if r.Family == netlink.FAMILY_V6 {
-		kr.Dst = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
-	} else {
-		kr.Dst = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
-	}
-	if r.Gw != nil {
-		kr.Gateway = r.Gw.String()
-	}
-	if r.Type == syscall.RTN_BLACKHOLE {
-		kr.Type = "blackhole"
-	}
-	for _, nh := range r.MultiPath {
-		kr.Nexthops = append(kr.Nexthops, fmt.Sprintf("via %s dev %s", nh.Gw, names[nh.LinkIndex]))
-	}
-	return kr
 }
 
 // RemoteBlocks lists the blocks of every other node.
@@ -759,3 +685,13 @@ func (c *Cluster) RemoteBlocks(node string) []netip.Prefix {
 
 // Dir is the run's state dir (datastore, BIRD dirs, programmer logs).
 func (c *Cluster) Dir() string { return c.Run.Dir }
+
+// ProgrammerProtocol is the route protocol the cluster's programmers write
+// with: FelixConfiguration.deviceRouteProtocol, or Calico's default when it
+// is unset (or the datastore cannot be read).
+func (c *Cluster) ProgrammerProtocol(ctx context.Context) kroute.Protocol {
+	if cl, err := c.Store.Read(ctx); err == nil && cl.Felix.DeviceRouteProtocol != 0 {
+		return kroute.Protocol(cl.Felix.DeviceRouteProtocol)
+	}
+	return kroute.ProtoCalicoDefault
+}

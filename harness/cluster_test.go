@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/birdcage/birdcage/dataplane/config"
 	"github.com/birdcage/birdcage/dataplane/datastore"
+	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/birdcage/birdcage/topo"
@@ -27,9 +27,7 @@ func startOrSkip(t *testing.T, name string, opts Options) *Cluster {
 	defer cancel()
 	start := time.Now()
 	c, err := Start(ctx, tp, opts)
-	if errors.Is(err, topo.ErrNoIPIP) {
-		testenv.Missing(t, testenv.IPIP, "topology "+name+" needs tunl0; run under ci/vm/run")
-	}
+	testenv.SkipIfMissing(t, err, "topology "+name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,10 +103,10 @@ func TestDualToRRoutesAreMultipath(t *testing.T) {
 	for _, n := range c.Nodes() {
 		for _, b := range c.RemoteBlocks(n.Name) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			var rs []KernelRoute
+			var rs []kroute.Route
 			err := poll(ctx, 50*time.Millisecond, func() bool {
 				rs, _ = n.Routes(b)
-				return len(rs) == 1 && rs[0].Protocol == config.RTProtBIRD && len(rs[0].Nexthops) == 2
+				return len(rs) == 1 && rs[0].Protocol == kroute.ProtoBIRD && len(rs[0].NextHops) == 2
 			})
 			cancel()
 			if err != nil {

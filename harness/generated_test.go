@@ -2,11 +2,10 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
-	"github.com/birdcage/birdcage/dataplane/config"
+	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -23,9 +22,7 @@ func startGenerated(t *testing.T, spec string, opts Options) *Cluster {
 	defer cancel()
 	start := time.Now()
 	c, err := Start(ctx, tp, opts)
-	if errors.Is(err, topo.ErrNoIPIP) {
-		testenv.Missing(t, testenv.IPIP, spec+" needs tunl0; run under ci/vm/run")
-	}
+	testenv.SkipIfMissing(t, err, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,13 +52,13 @@ func TestGeneratedClustersConvergeAndCarryProbes(t *testing.T) {
 			}
 			for _, n := range c.Nodes() {
 				for _, b := range c.RemoteBlocks(n.Name) {
-					var rs []KernelRoute
+					var rs []kroute.Route
 					err := poll(ctx, 50*time.Millisecond, func() bool {
 						rs, _ = n.Routes(b)
-						if len(rs) != 1 || rs[0].Protocol != config.RTProtBIRD {
+						if len(rs) != 1 || rs[0].Protocol != kroute.ProtoBIRD {
 							return false
 						}
-						return planes == 1 || len(rs[0].Nexthops) == planes
+						return planes == 1 || len(rs[0].NextHops) == planes
 					})
 					if err != nil {
 						t.Errorf("%s: want one proto bird route to %s with %d nexthop(s), have %v", n.Name, b, planes, rs)

@@ -9,10 +9,10 @@ import (
 
 	"github.com/onsi/gomega/types"
 
-	"github.com/birdcage/birdcage/dataplane/config"
 	"github.com/birdcage/birdcage/harness/bird"
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/internal/kroute"
 )
 
 // Owner is who wrote a kernel route, told by its protocol.
@@ -27,9 +27,9 @@ const (
 func (o Owner) String() string {
 	switch o {
 	case ByProgrammer:
-		return "the programmer (proto 80)"
+		return "the programmer"
 	case ByBIRD:
-		return "BIRD (proto bird)"
+		return "BIRD"
 	}
 	return "anyone"
 }
@@ -37,7 +37,7 @@ func (o Owner) String() string {
 // RouteSource is what the route matchers read: a *Node, or anything else
 // that lists a node's main-table routes to a prefix (and inside it).
 type RouteSource interface {
-	Routes(dst netip.Prefix) ([]KernelRoute, error)
+	Routes(dst netip.Prefix) ([]kroute.Route, error)
 }
 
 // ClusterRouteMatcher matches a node that has a main-table route to exactly
@@ -48,13 +48,14 @@ type ClusterRouteMatcher struct {
 	prefix    netip.Prefix
 	owner     Owner
 	device    string
-	protocol  int
+	protocol  kroute.Protocol
 	exclusive bool
-	actual    []KernelRoute
+	actual    []kroute.Route
 	readErr   error
 }
 
-// HaveClusterRoute matches a node with a route to prefix:
+// HaveClusterRoute matches a node with a route that forwards to prefix (a
+// blackhole, unreachable or prohibit route is no cluster route):
 //
 //	Expect(c.Node("node-2")).To(HaveClusterRoute(block).ProgrammedBy(ByProgrammer).Via("tunl0"))
 //
@@ -62,7 +63,7 @@ type ClusterRouteMatcher struct {
 // wants (another protocol or metric); a claim that a route moves to an
 // owner, or that an owner owns it, needs Only.
 func HaveClusterRoute(prefix netip.Prefix) *ClusterRouteMatcher {
-	return &ClusterRouteMatcher{prefix: prefix, protocol: config.DefaultDeviceRouteProtocol}
+	return &ClusterRouteMatcher{prefix: prefix, protocol: kroute.ProtoCalicoDefault}
 }
 
 // ProgrammedBy requires the route's protocol to be the owner's.
@@ -76,8 +77,10 @@ func (m *ClusterRouteMatcher) Via(device string) *ClusterRouteMatcher { m.device
 // of the old owner left beside the new owner's fails it.
 func (m *ClusterRouteMatcher) Only() *ClusterRouteMatcher { m.exclusive = true; return m }
 
-// WithProgrammerProtocol sets the programmer's protocol when it is not 80.
-func (m *ClusterRouteMatcher) WithProgrammerProtocol(p int) *ClusterRouteMatcher {
+// WithProgrammerProtocol says which protocol ProgrammedBy(ByProgrammer)
+// means: the cluster's deviceRouteProtocol, when the scenario set one
+// (Calico's default, kroute.ProtoCalicoDefault, otherwise).
+func (m *ClusterRouteMatcher) WithProgrammerProtocol(p kroute.Protocol) *ClusterRouteMatcher {
 	m.protocol = p
 	return m
 }
@@ -98,7 +101,7 @@ func (m *ClusterRouteMatcher) Match(actual any) (bool, error) {
 }
 
 // matchRoutes is the verdict on a node's routes to (and inside) the prefix.
-func (m *ClusterRouteMatcher) matchRoutes(rs []KernelRoute) bool {
+func (m *ClusterRouteMatcher) matchRoutes(rs []kroute.Route) bool {
 	exact, found := 0, false
 	for _, r := range rs {
 		if r.Dst != m.prefix {
@@ -115,35 +118,46 @@ func (m *ClusterRouteMatcher) matchRoutes(rs []KernelRoute) bool {
 	return found
 }
 
-func (m *ClusterRouteMatcher) routeMatches(r KernelRoute) bool {
+func (m *ClusterRouteMatcher) routeMatches(r kroute.Route) bool {
+	if !r.Forwards() {
+		return false
+	}
 	switch m.owner {
 	case ByProgrammer:
 		if r.Protocol != m.protocol {
 			return false
 		}
 	case ByBIRD:
-		if r.Protocol != config.RTProtBIRD {
+		if r.Protocol != kroute.ProtoBIRD {
 			return false
 		}
 	}
 	if m.device == "" {
 		return true
 	}
-	if len(r.Nexthops) > 0 {
-		for _, nh := range r.Nexthops {
-			if !strings.HasSuffix(nh, " dev "+m.device) {
-				return false
-			}
-		}
-		return true
+	devs := r.Devices()
+	if len(devs) == 0 {
+		return false
 	}
-	return r.Device == m.device
+	for _, d := range devs {
+		if d != m.device {
+			return false
+		}
+	}
+	return true
 }
 
 func (m *ClusterRouteMatcher) want() string {
-	s := fmt.Sprintf("a route to %s programmed by %s", m.prefix, m.owner)
+	by := m.owner.String()
+	switch m.owner {
+	case ByProgrammer:
+		by += fmt.Sprintf(" (proto %s)", m.protocol)
+	case ByBIRD:
+		by += fmt.Sprintf(" (proto %s)", kroute.ProtoBIRD)
+	}
+	s := fmt.Sprintf("a forwarding route to %s programmed by %s", m.prefix, by)
 	if m.exclusive {
-		s = fmt.Sprintf("exactly one route to %s, programmed by %s", m.prefix, m.owner)
+		s = fmt.Sprintf("exactly one route to %s, forwarding, programmed by %s", m.prefix, by)
 	}
 	if m.device != "" {
 		s += " via " + m.device

@@ -14,22 +14,22 @@ import (
 
 	"github.com/onsi/gomega"
 
-	"github.com/birdcage/birdcage/dataplane/config"
 	"github.com/birdcage/birdcage/harness/bird"
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/internal/kroute"
 )
 
 type fakeNode struct {
 	name    string
-	routes  []KernelRoute
+	routes  []kroute.Route
 	err     error
 	peers   []confd.Peer
 	exports []bird.Route
 }
 
 func (f *fakeNode) NodeName() string { return f.name }
-func (f *fakeNode) Routes(netip.Prefix) ([]KernelRoute, error) {
+func (f *fakeNode) Routes(netip.Prefix) ([]kroute.Route, error) {
 	return f.routes, f.err
 }
 func (f *fakeNode) Peers() []confd.Peer { return f.peers }
@@ -43,11 +43,28 @@ var (
 	peerIP = netip.MustParseAddr("172.18.0.12")
 )
 
-func progRoute(dev string) KernelRoute {
-	return KernelRoute{Dst: block, Protocol: config.DefaultDeviceRouteProtocol, Device: dev}
+// Calico's default deviceRouteProtocol, 80, and BIRD's RTPROT_BIRD, 12,
+// as numbers: the matcher must agree with the kernel's and Calico's, not
+// with a constant of its own.
+const (
+	calicoProto kroute.Protocol = 80
+	birdProto   kroute.Protocol = 12
+)
+
+func dev(d string) []kroute.NextHop { return []kroute.NextHop{{Device: d}} }
+
+func progRoute(d string) kroute.Route {
+	return kroute.Route{Dst: block, Type: kroute.Unicast, Protocol: calicoProto, NextHops: dev(d)}
 }
-func birdRoute(dev string, metric int) KernelRoute {
-	return KernelRoute{Dst: block, Protocol: config.RTProtBIRD, Device: dev, Metric: metric}
+func birdRoute(d string, metric int) kroute.Route {
+	return kroute.Route{Dst: block, Type: kroute.Unicast, Protocol: birdProto, NextHops: dev(d), Metric: metric}
+}
+func multipath(devs ...string) kroute.Route {
+	r := kroute.Route{Dst: block, Type: kroute.Unicast, Protocol: birdProto}
+	for i, d := range devs {
+		r.NextHops = append(r.NextHops, kroute.NextHop{Gateway: netip.AddrFrom4([4]byte{1, 1, byte(i), 1}), Device: d, Weight: 1})
+	}
+	return r
 }
 
 // match runs m on actual as Expect(...).To and .NotTo would: pass (To
@@ -70,30 +87,40 @@ func TestHaveClusterRoute(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		m      *ClusterRouteMatcher
-		routes []KernelRoute
+		routes []kroute.Route
 		want   string
 	}{
-		{"the programmer's route", HaveClusterRoute(block).ProgrammedBy(ByProgrammer).Via("tunl0"), []KernelRoute{progRoute("tunl0")}, "pass"},
-		{"BIRD's route is not the programmer's", HaveClusterRoute(block).ProgrammedBy(ByProgrammer), []KernelRoute{birdRoute("tunl0", 0)}, "fail"},
-		{"wrong device", HaveClusterRoute(block).ProgrammedBy(ByProgrammer).Via("tunl0"), []KernelRoute{progRoute("eth0")}, "fail"},
-		{"a route inside the prefix is not to it", HaveClusterRoute(block), []KernelRoute{{Dst: inside, Protocol: config.DefaultDeviceRouteProtocol}}, "fail"},
+		{"the programmer's route", HaveClusterRoute(block).ProgrammedBy(ByProgrammer).Via("tunl0"), []kroute.Route{progRoute("tunl0")}, "pass"},
+		{"BIRD's route is not the programmer's", HaveClusterRoute(block).ProgrammedBy(ByProgrammer), []kroute.Route{birdRoute("tunl0", 0)}, "fail"},
+		{"wrong device", HaveClusterRoute(block).ProgrammedBy(ByProgrammer).Via("tunl0"), []kroute.Route{progRoute("eth0")}, "fail"},
+		{"a route inside the prefix is not to it", HaveClusterRoute(block), []kroute.Route{{Dst: inside, Type: kroute.Unicast, Protocol: calicoProto}}, "fail"},
 		{"no route", HaveClusterRoute(block), nil, "fail"},
 		{"old owner's route beside the new: the plain form passes", HaveClusterRoute(block).ProgrammedBy(ByProgrammer),
-			[]KernelRoute{progRoute("tunl0"), birdRoute("tunl0", 32)}, "pass"},
+			[]kroute.Route{progRoute("tunl0"), birdRoute("tunl0", 32)}, "pass"},
 		{"old owner's route beside the new: Only fails", HaveClusterRoute(block).ProgrammedBy(ByProgrammer).Only(),
-			[]KernelRoute{progRoute("tunl0"), birdRoute("tunl0", 32)}, "fail"},
+			[]kroute.Route{progRoute("tunl0"), birdRoute("tunl0", 32)}, "fail"},
 		{"two routes by the same owner at two metrics: Only fails", HaveClusterRoute(block).ProgrammedBy(ByBIRD).Only(),
-			[]KernelRoute{birdRoute("eth0", 0), birdRoute("eth0", 32)}, "fail"},
-		{"Only: the one route, by the owner", HaveClusterRoute(block).ProgrammedBy(ByBIRD).Via("tunl0").Only(), []KernelRoute{birdRoute("tunl0", 0)}, "pass"},
+			[]kroute.Route{birdRoute("eth0", 0), birdRoute("eth0", 32)}, "fail"},
+		{"Only: the one route, by the owner", HaveClusterRoute(block).ProgrammedBy(ByBIRD).Via("tunl0").Only(), []kroute.Route{birdRoute("tunl0", 0)}, "pass"},
 		{"Only: a more specific route inside is not another route to the prefix", HaveClusterRoute(block).ProgrammedBy(ByProgrammer).Only(),
-			[]KernelRoute{progRoute("tunl0"), {Dst: inside, Protocol: 2, Device: "cali1"}}, "pass"},
-		{"Only: the one route is the wrong owner's", HaveClusterRoute(block).ProgrammedBy(ByProgrammer).Only(), []KernelRoute{birdRoute("tunl0", 0)}, "fail"},
+			[]kroute.Route{progRoute("tunl0"), {Dst: inside, Type: kroute.Unicast, Protocol: 2, NextHops: dev("cali1")}}, "pass"},
+		{"Only: the one route is the wrong owner's", HaveClusterRoute(block).ProgrammedBy(ByProgrammer).Only(), []kroute.Route{birdRoute("tunl0", 0)}, "fail"},
 		{"another programmer protocol", HaveClusterRoute(block).ProgrammedBy(ByProgrammer).WithProgrammerProtocol(99),
-			[]KernelRoute{{Dst: block, Protocol: 99}}, "pass"},
+			[]kroute.Route{{Dst: block, Type: kroute.Unicast, Protocol: 99, NextHops: dev("eth0")}}, "pass"},
+		{"another programmer protocol: 80 is not the programmer's then", HaveClusterRoute(block).ProgrammedBy(ByProgrammer).WithProgrammerProtocol(99),
+			[]kroute.Route{progRoute("eth0")}, "fail"},
 		{"multipath: every nexthop via the device", HaveClusterRoute(block).Via("eth0"),
-			[]KernelRoute{{Dst: block, Protocol: config.RTProtBIRD, Nexthops: []string{"via 1.1.1.1 dev eth0", "via 1.1.1.2 dev eth0"}}}, "pass"},
+			[]kroute.Route{multipath("eth0", "eth0")}, "pass"},
 		{"multipath: one nexthop elsewhere", HaveClusterRoute(block).Via("eth0"),
-			[]KernelRoute{{Dst: block, Protocol: config.RTProtBIRD, Nexthops: []string{"via 1.1.1.1 dev eth0", "via 1.1.2.1 dev eth1"}}}, "fail"},
+			[]kroute.Route{multipath("eth0", "eth1")}, "fail"},
+		{"a device named like the wanted one's suffix is another device", HaveClusterRoute(block).Via("eth0"),
+			[]kroute.Route{multipath("veth0", "veth0")}, "fail"},
+		{"a blackhole to the prefix is no cluster route", HaveClusterRoute(block),
+			[]kroute.Route{{Dst: block, Protocol: birdProto, Type: kroute.Blackhole}}, "fail"},
+		{"an unreachable route by the programmer is no cluster route", HaveClusterRoute(block).ProgrammedBy(ByProgrammer),
+			[]kroute.Route{{Dst: block, Protocol: calicoProto, Type: kroute.Unreachable, NextHops: dev("lo")}}, "fail"},
+		{"a device route (no gateway) counts", HaveClusterRoute(block).ProgrammedBy(ByProgrammer).Via("eth0"),
+			[]kroute.Route{progRoute("eth0")}, "pass"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			n := &fakeNode{name: "node-2", routes: c.routes}
@@ -122,7 +149,7 @@ func TestHaveClusterRoute(t *testing.T) {
 		}
 	})
 	t.Run("the exclusive message names the extra route", func(t *testing.T) {
-		n := &fakeNode{name: "node-2", routes: []KernelRoute{progRoute("tunl0"), birdRoute("tunl0", 32)}}
+		n := &fakeNode{name: "node-2", routes: []kroute.Route{progRoute("tunl0"), birdRoute("tunl0", 32)}}
 		m := HaveClusterRoute(block).ProgrammedBy(ByProgrammer).Only()
 		m.Match(n)
 		msg := m.FailureMessage(n)

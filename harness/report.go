@@ -77,6 +77,10 @@ type ScenarioResult struct {
 	Probes     *probe.Report        `json:"probes,omitempty"`
 	Events     []Event              `json:"events,omitempty"`
 	Restarts   map[string][]Restart `json:"restarts,omitempty"`
+	// ProgrammerProtocol is the route protocol the programmers wrote with
+	// (FelixConfiguration.deviceRouteProtocol, Calico's default when unset):
+	// what the report calls "the programmer's" in the route timeline.
+	ProgrammerProtocol int `json:"programmerProtocol,omitempty"`
 	// Timing is the timing model the scenario ran under: its figures are
 	// functions of it.
 	Timing *TimingModel `json:"timing,omitempty"`
@@ -202,6 +206,7 @@ func (c *Cluster) Result(name string, rep *probe.Report) ScenarioResult {
 		s.Duration = monoclock.Ms(monoclock.Now()-ev[0].Mono) / 1000
 	}
 	s.BIRDReleases = c.BIRDReleases()
+	s.ProgrammerProtocol = int(c.ProgrammerProtocol(context.Background()))
 	for _, n := range c.nodes {
 		if rs := n.Programmer.Restarts(); len(rs) > 0 {
 			if s.Restarts == nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/internal/kroute"
 )
 
 // ResultsFile is the results file as written (Results) and as read back by
@@ -127,7 +128,7 @@ func (c *Cluster) clusterRouteEvents() (map[string][]timeline.Event, []string) {
 		var evs []timeline.Event
 		total := 0
 		for _, e := range m.Events() {
-			if e.Route.Table != timeline.MainTable || !in(e.Route.Dst) {
+			if e.Route.Table != kroute.MainTable || !in(e.Route.Dst) {
 				continue
 			}
 			total++

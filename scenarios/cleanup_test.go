@@ -44,6 +44,7 @@ import (
 	"github.com/birdcage/birdcage/dataplane/datastore"
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -155,8 +156,8 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 			// 6. Fixtures the rule must never take: another protocol via
 			// tunl0, and BIRD's protocol on another device. Both sit inside
 			// the IPIP pool, undesired, like the strays.
-			Expect(addFixtureRoute(node2, fixtureStaticViaTunnel, node3.Address.Addr(), topo.TunnelDevice, syscall.RTPROT_STATIC)).To(Succeed())
-			Expect(addFixtureRoute(node2, fixtureBIRDViaUplink, netip.MustParseAddr("10.10.1.1"), "eth0", config.RTProtBIRD)).To(Succeed())
+			Expect(addFixtureRoute(node2, fixtureStaticViaTunnel, node3.Address.Addr(), topo.TunnelDevice, kroute.ProtoStatic)).To(Succeed())
+			Expect(addFixtureRoute(node2, fixtureBIRDViaUplink, netip.MustParseAddr("10.10.1.1"), "eth0", kroute.ProtoBIRD)).To(Succeed())
 			fixturesAt := c.Mark("fixtures installed")
 
 			// 7. The migration, in a way that BIRD does not come back.
@@ -189,7 +190,7 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 			// only the spec's safety net), or left alone.
 			if tc.claims {
 				for _, s := range strays {
-					Eventually(func() []harness.KernelRoute { return birdRoutesTo(node2, []netip.Prefix{s.dst}) }).
+					Eventually(func() []kroute.Route { return birdRoutesTo(node2, []netip.Prefix{s.dst}) }).
 						WithTimeout(3*time.Minute).WithPolling(50*time.Millisecond).Should(BeEmpty(),
 						"the %s stray %s: node-2's programmer owns IPIP and should have removed BIRD's route", s.kind, s.dst)
 				}
@@ -216,10 +217,10 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 			// 10. What the rule must never take, over the whole window.
 			tl := c.Timeline(node2.Name)
 			Expect(node2.Routes(fixtureStaticViaTunnel)).To(ContainElement(SatisfyAll(
-				HaveField("Dst", fixtureStaticViaTunnel), HaveField("Protocol", syscall.RTPROT_STATIC), HaveField("Device", topo.TunnelDevice))),
+				HaveField("Dst", fixtureStaticViaTunnel), HaveField("Protocol", kroute.ProtoStatic), HaveField("Devices()", ConsistOf(topo.TunnelDevice)))),
 				"the proto static route via tunl0 is not the programmer's and must stay")
 			Expect(node2.Routes(fixtureBIRDViaUplink)).To(ContainElement(SatisfyAll(
-				HaveField("Dst", fixtureBIRDViaUplink), HaveField("Protocol", config.RTProtBIRD), HaveField("Device", "eth0"))),
+				HaveField("Dst", fixtureBIRDViaUplink), HaveField("Protocol", kroute.ProtoBIRD), HaveField("Devices()", ConsistOf("eth0")))),
 				"the proto bird route on eth0 is outside the rule (tunl0 only) and must stay")
 			for _, p := range []netip.Prefix{fixtureStaticViaTunnel, fixtureBIRDViaUplink} {
 				Expect(deletesOf(tl, p, fixturesAt.Mono, end.Mono)).To(BeEmpty(), "fixture %s was deleted at some point", p)
@@ -329,7 +330,7 @@ func strayDsts(ss []stray) []netip.Prefix {
 
 // addFixtureRoute installs a route in a node's main table the way another
 // component would: dst via gw out of dev with protocol proto, metric 0.
-func addFixtureRoute(n *harness.Node, dst netip.Prefix, gw netip.Addr, dev string, proto int) error {
+func addFixtureRoute(n *harness.Node, dst netip.Prefix, gw netip.Addr, dev string, proto kroute.Protocol) error {
 	h, err := n.NS.Handle()
 	if err != nil {
 		return err
@@ -388,7 +389,7 @@ func deletesOf(m *timeline.Monitor, p netip.Prefix, from, to int64) []timeline.E
 // from (a delete of a proto bird route, or its replacement by another).
 func firstBIRDDelete(m *timeline.Monitor, p netip.Prefix, from int64) (int64, bool) {
 	for _, e := range m.EventsFor(p, from, 0) {
-		if e.Kind == timeline.Delete && e.Route.Protocol == timeline.ProtoBIRD {
+		if e.Kind == timeline.Delete && e.Route.Protocol == kroute.ProtoBIRD {
 			return e.At, true
 		}
 	}

@@ -53,6 +53,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -363,7 +364,7 @@ func (f *fabric) paths(n *harness.Node, b netip.Prefix, o harness.Owner) []strin
 		return []string{"error: " + err.Error()}
 	}
 	for _, r := range rs {
-		if r.Dst != b || (o == harness.ByBIRD && r.Protocol != config.RTProtBIRD) ||
+		if r.Dst != b || (o == harness.ByBIRD && r.Protocol != kroute.ProtoBIRD) ||
 			(o == harness.ByProgrammer && r.Protocol != designProgrammerProtocol) {
 			continue
 		}
@@ -373,16 +374,14 @@ func (f *fabric) paths(n *harness.Node, b netip.Prefix, o harness.Owner) []strin
 }
 
 // routePaths is a kernel route's nexthops as "via GW dev IF", sorted.
-func routePaths(r harness.KernelRoute) []string {
-	if len(r.Nexthops) > 0 {
-		out := slices.Clone(r.Nexthops)
-		sort.Strings(out)
-		return out
+func routePaths(r kroute.Route) []string {
+	var out []string
+	for _, h := range r.NextHops {
+		h.Weight = 0
+		out = append(out, h.String())
 	}
-	if r.Gateway != "" {
-		return []string{"via " + r.Gateway + " dev " + r.Device}
-	}
-	return []string{"dev " + r.Device}
+	sort.Strings(out)
+	return out
 }
 
 // expectPaths waits until every node's route to every remote block, by
@@ -415,7 +414,7 @@ func (f *fabric) fallbackTimes(want func(*harness.Node, netip.Prefix) []string, 
 				continue
 			}
 			for _, e := range tl.EventsFor(b, failedAt, 0) {
-				if e.Kind != timeline.Delete && e.Route.Protocol == timeline.ProtoBIRD && slices.Equal(timelinePaths(e.Route), exp) {
+				if e.Kind != timeline.Delete && e.Route.Protocol == kroute.ProtoBIRD && slices.Equal(timelinePaths(e.Route), exp) {
 					perNode[n.Name] = max(perNode[n.Name], float64(e.At-failedAt)/1e6)
 					break
 				}
@@ -426,9 +425,9 @@ func (f *fabric) fallbackTimes(want func(*harness.Node, netip.Prefix) []string, 
 }
 
 // timelinePaths is a timeline route's nexthops as "via GW dev IF", sorted.
-func timelinePaths(r timeline.Route) []string {
+func timelinePaths(r kroute.Route) []string {
 	var out []string
-	for _, nh := range r.Nexthops {
+	for _, nh := range r.NextHops {
 		out = append(out, "via "+nh.Gateway.String()+" dev "+nh.Device)
 	}
 	sort.Strings(out)

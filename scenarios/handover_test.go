@@ -10,6 +10,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 )
 
@@ -52,11 +53,11 @@ type handover struct {
 	PredictedWindowMs float64 `json:"predictedWindowMs"`
 }
 
-func protoOf(o harness.Owner) int {
+func protoOf(o harness.Owner) kroute.Protocol {
 	if o == harness.ByBIRD {
-		return timeline.ProtoBIRD
+		return kroute.ProtoBIRD
 	}
-	return timeline.ProtoFelix
+	return designProgrammerProtocol
 }
 
 // handovers reads, for every node and remote block, how the route moved

@@ -37,11 +37,10 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/birdcage/birdcage/dataplane/config"
 	"github.com/birdcage/birdcage/dataplane/datastore"
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/probe"
-	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -62,7 +61,7 @@ var _ = Describe("IPIP with ECMP on the dual-ToR fabric", Label("dualtor", "ipip
 			pool := netip.MustParsePrefix(ipipECMPPool.CIDR)
 			proto := designProgrammerProtocol
 			if own.owner == harness.ByBIRD {
-				proto = config.RTProtBIRD
+				proto = kroute.ProtoBIRD
 			}
 
 			// 2. Guards: the probes are between IPIP workloads, every node
@@ -96,19 +95,19 @@ var _ = Describe("IPIP with ECMP on the dual-ToR fabric", Label("dualtor", "ipip
 				for _, n := range c.Nodes() {
 					for _, b := range ipipBlocks[n.Name] {
 						r := ipipRoute(n, b, proto)
-						want := harness.KernelRoute{Dst: b, Protocol: proto, Metric: r.Metric, Device: topo.TunnelDevice,
-							Gateway: nodeAddrOfBlock(c, b).String(), OnLink: true}
-						Expect(r).To(Equal(want), "%s: the programmer's route to %s is `via <node> dev tunl0 onlink`: expected %s, seen %s", n.Name, b, want, r)
+						want := []kroute.NextHop{{Gateway: nodeAddrOfBlock(c, b), Device: topo.TunnelDevice, Onlink: true}}
+						Expect(r).To(SatisfyAll(HaveField("Dst", b), HaveField("Protocol", proto), HaveField("Type", kroute.Unicast), HaveField("NextHops", Equal(want))),
+							"%s: the programmer's route to %s is `via <node> dev tunl0 onlink`: expected %v, seen %s", n.Name, b, want, r)
 					}
 				}
 			}
 
 			// 4. The shape, from the route timeline (it keeps each nexthop's
 			// flags): paths, gateways, onlink.
-			shapes := map[string]timeline.Route{}
+			shapes := map[string]kroute.Route{}
 			for _, n := range c.Nodes() {
 				for _, b := range ipipBlocks[n.Name] {
-					var r timeline.Route
+					var r kroute.Route
 					Eventually(func() bool {
 						var ok bool
 						r, ok = timelineRoute(c, n.Name, b, proto)
@@ -146,14 +145,14 @@ var _ = Describe("IPIP with ECMP on the dual-ToR fabric", Label("dualtor", "ipip
 			var multipath, singlePath, onlinkPaths, paths, viaToR, viaNode int
 			tors := torAddrs(c)
 			for _, r := range shapes {
-				if len(r.Nexthops) > 1 {
+				if len(r.NextHops) > 1 {
 					multipath++
 				} else {
 					singlePath++
 				}
-				for _, nh := range r.Nexthops {
+				for _, nh := range r.NextHops {
 					paths++
-					if containsStr(nh.Flags, "onlink") || (len(r.Nexthops) == 1 && containsStr(r.Flags, "onlink")) {
+					if nh.Onlink {
 						onlinkPaths++
 					}
 					if tors[nh.Gateway] {
@@ -200,25 +199,25 @@ var _ = Describe("IPIP with ECMP on the dual-ToR fabric", Label("dualtor", "ipip
 })
 
 // ipipRoute is n's route to b with protocol proto (zero when none).
-func ipipRoute(n *harness.Node, b netip.Prefix, proto int) harness.KernelRoute {
+func ipipRoute(n *harness.Node, b netip.Prefix, proto kroute.Protocol) kroute.Route {
 	rs, _ := n.Routes(b)
 	for _, r := range rs {
 		if r.Dst == b && r.Protocol == proto {
 			return r
 		}
 	}
-	return harness.KernelRoute{}
+	return kroute.Route{}
 }
 
 // timelineRoute is the route to b with protocol proto that node's route
 // timeline holds now.
-func timelineRoute(c *harness.Cluster, node string, b netip.Prefix, proto int) (timeline.Route, bool) {
+func timelineRoute(c *harness.Cluster, node string, b netip.Prefix, proto kroute.Protocol) (kroute.Route, bool) {
 	for _, r := range c.Timeline(node).Routes() {
-		if r.Table == timeline.MainTable && r.Dst == b && r.Protocol == proto {
+		if r.Table == kroute.MainTable && r.Dst == b && r.Protocol == proto {
 			return r, true
 		}
 	}
-	return timeline.Route{}, false
+	return kroute.Route{}, false
 }
 
 // nodeAddrOfBlock is the address of the node a block is affine to.
@@ -303,7 +302,7 @@ func birdRefusedIPIP(ctx SpecContext, c *harness.Cluster, pool netip.Prefix) int
 }
 
 // shapeTable lists every node's route to every remote IPIP block.
-func shapeTable(shapes map[string]timeline.Route) string {
+func shapeTable(shapes map[string]kroute.Route) string {
 	keys := make([]string, 0, len(shapes))
 	for k := range shapes {
 		keys = append(keys, k)

@@ -50,6 +50,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/topo"
 	"golang.org/x/sys/unix"
@@ -88,7 +89,7 @@ var designDefaults = map[config.Release]struct{ felix, bgp string }{
 
 // designProgrammerProtocol is the route programmer's kernel protocol when
 // deviceRouteProtocol is unset (§4: "DeviceRouteProtocol, default 80").
-const designProgrammerProtocol = 80
+const designProgrammerProtocol kroute.Protocol = 80
 
 // designEffective is the value a side acts on for a raw field value: the
 // value itself when the design knows it, else the release default.
@@ -178,9 +179,9 @@ type matrixBlock struct {
 
 // blockView is what one node shows for one remote block.
 type blockView struct {
-	routes      []harness.KernelRoute // exactly to the block
-	birdExports bool                  // BIRD's kernel protocol exports it (written or refused)
-	birdRefused bool                  // ...and the kernel refused BIRD's write
+	routes      []kroute.Route // exactly to the block
+	birdExports bool           // BIRD's kernel protocol exports it (written or refused)
+	birdRefused bool           // ...and the kernel refused BIRD's write
 }
 
 func (v blockView) owner() classOwner {

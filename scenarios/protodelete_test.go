@@ -45,6 +45,7 @@ import (
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -67,7 +68,7 @@ var _ = Describe("Protocol-matched delete", Label("ipip", "protodelete"), func()
 				Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer).Via(topo.TunnelDevice).Only())
 		}
 		Expect(c.WaitConverged(ctx)).To(Succeed())
-		Eventually(func() []harness.KernelRoute { return birdRoutesTo(node2, c.RemoteBlocks(node2.Name)) }).
+		Eventually(func() []kroute.Route { return birdRoutesTo(node2, c.RemoteBlocks(node2.Name)) }).
 			WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).Should(BeEmpty(), "node-2's new BIRD finished recovery and reconciled")
 		Eventually(func() bool { return learnedOverBGP(ctx, node2, block) }).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).
 			Should(BeTrue(), "guard: node-2's new BIRD must learn node-3's block over BGP, or there is nothing for it to withdraw")
@@ -150,7 +151,7 @@ var _ = Describe("Protocol-matched delete", Label("ipip", "protodelete"), func()
 		Expect(flowBetween(rep, wl2, wl3)).To(harness.HaveNoGap().Through(endRep), "node-2 lost probes to node-3 after node-3's block was withdrawn")
 		Expect(tl2.NoRouteWindows(block, withdrawn.Mono, end.Mono)).To(BeEmpty(), "node-2 had no route to %s after the withdrawal", block)
 		Expect(deletesOf(tl2, block, withdrawn.Mono, end.Mono)).To(BeEmpty(), "node-2's route to %s was deleted after the withdrawal", block)
-		Expect(flaps.Owners).To(Equal([]int{timeline.ProtoFelix}), "node-2's route to %s should stay the programmer's (proto 80) throughout; owners seen %v", block, flaps.Owners)
+		Expect(flaps.Owners).To(Equal([]kroute.Protocol{designProgrammerProtocol}), "node-2's route to %s should stay the programmer's (proto 80) throughout; owners seen %v", block, flaps.Owners)
 		Expect(node2).To(harness.HaveClusterRoute(block).ProgrammedBy(harness.ByProgrammer).Via(topo.TunnelDevice).Only())
 	})
 })
@@ -201,7 +202,7 @@ func deleteAsBIRD(n *harness.Node, p netip.Prefix, metric int) error {
 		Dst:      &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())},
 		Table:    syscall.RT_TABLE_MAIN,
 		Priority: metric,
-		Protocol: netlink.RouteProtocol(config.RTProtBIRD),
+		Protocol: netlink.RouteProtocol(kroute.ProtoBIRD),
 		Scope:    netlink.SCOPE_NOWHERE,
 	})
 }

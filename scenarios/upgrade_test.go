@@ -14,6 +14,7 @@ package scenarios_test
 // once. Both are measured and reported for every pair and direction.
 
 import (
+	"fmt"
 	"net/netip"
 	"syscall"
 	"time"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/birdcage/birdcage/dataplane/config"
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -61,7 +63,7 @@ var _ = Describe("Upgrade handover on IPIP, node by node", Label("ipip", "upgrad
 			// are back, so its recovery and reconciliation ran), with no
 			// `proto bird` route to another node's block left behind.
 			Expect(c.WaitConverged(ctx)).To(Succeed())
-			Eventually(func() []harness.KernelRoute { return birdRoutesTo(upgraded, remote) }).
+			Eventually(func() []kroute.Route { return birdRoutesTo(upgraded, remote) }).
 				WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(BeEmpty())
 			end := c.Mark("converged after upgrade")
 			// Every probe sent up to here is inside the claim's window;
@@ -103,15 +105,15 @@ var _ = Describe("Upgrade handover on IPIP, node by node", Label("ipip", "upgrad
 })
 
 // birdRoutesTo lists n's `proto bird` routes to any of the blocks.
-func birdRoutesTo(n *harness.Node, blocks []netip.Prefix) []harness.KernelRoute {
-	var out []harness.KernelRoute
+func birdRoutesTo(n *harness.Node, blocks []netip.Prefix) []kroute.Route {
+	var out []kroute.Route
 	for _, b := range blocks {
 		rs, err := n.Routes(b)
 		if err != nil {
-			return []harness.KernelRoute{{Dst: b, Type: "error: " + err.Error()}}
+			Fail(fmt.Sprintf("node %s: read routes to %s: %v", n.Name, b, err))
 		}
 		for _, r := range rs {
-			if r.Protocol == config.RTProtBIRD {
+			if r.Protocol == kroute.ProtoBIRD {
 				out = append(out, r)
 			}
 		}

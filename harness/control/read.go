@@ -8,34 +8,25 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/birdcage/birdcage/dataplane/config"
-	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/bird"
 	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 )
 
 // ownerName names a route protocol as the owner of a prefix.
-func (s *Server) ownerName(proto int) string {
-	dev := config.DefaultDeviceRouteProtocol
-	if cl, err := s.c.Store.Read(context.Background()); err == nil && cl.Felix.DeviceRouteProtocol != 0 {
-		dev = cl.Felix.DeviceRouteProtocol
-	}
+func (s *Server) ownerName(proto kroute.Protocol) string {
 	switch proto {
-	case 0:
+	case kroute.ProtoUnspec:
 		return "none"
-	case dev:
-		return fmt.Sprintf("programmer (proto %d)", proto)
-	case timeline.ProtoBIRD:
+	case s.c.ProgrammerProtocol(context.Background()):
+		return fmt.Sprintf("programmer (proto %s)", proto)
+	case kroute.ProtoBIRD:
 		return "BIRD (proto bird)"
-	case timeline.ProtoKernel:
-		return "kernel (proto kernel)"
-	case timeline.ProtoBoot:
-		return "boot (proto boot)"
-	case timeline.ProtoStatic:
-		return "static (proto static)"
+	case kroute.ProtoKernel, kroute.ProtoBoot, kroute.ProtoStatic:
+		return fmt.Sprintf("%s (proto %s)", proto, proto)
 	}
-	return fmt.Sprintf("proto %d", proto)
+	return fmt.Sprintf("proto %s", proto)
 }
 
 // pools are the cluster's IP pools, the prefixes cluster routes are in.
@@ -100,10 +91,10 @@ func (s *Server) timeline(req Request, o *out) error {
 			return false
 		}
 	}
-	present := map[netip.Prefix]map[int]timeline.Route{}
-	owner := map[netip.Prefix]int{}
-	ownerOf := func(d netip.Prefix) int {
-		best, proto := -1, 0
+	present := map[netip.Prefix]map[int]kroute.Route{}
+	owner := map[netip.Prefix]kroute.Protocol{}
+	ownerOf := func(d netip.Prefix) kroute.Protocol {
+		best, proto := -1, kroute.ProtoUnspec
 		for metric, r := range present[d] {
 			if r.Forwards() && (best < 0 || metric < best) {
 				best, proto = metric, r.Protocol
@@ -115,12 +106,12 @@ func (s *Server) timeline(req Request, o *out) error {
 	prefixes := map[netip.Prefix]bool{}
 	for _, e := range m.Events() {
 		r := e.Route
-		if r.Table != timeline.MainTable || !filter(r.Dst) {
+		if r.Table != kroute.MainTable || !filter(r.Dst) {
 			continue
 		}
 		prefixes[r.Dst] = true
 		if present[r.Dst] == nil {
-			present[r.Dst] = map[int]timeline.Route{}
+			present[r.Dst] = map[int]kroute.Route{}
 		}
 		if e.Kind == timeline.Delete {
 			delete(present[r.Dst], r.Metric)
@@ -224,17 +215,17 @@ func (s *Server) routes(req Request, o *out) error {
 	if err != nil {
 		return err
 	}
-	groups := map[int][]harness.KernelRoute{}
+	groups := map[kroute.Protocol][]kroute.Route{}
 	for _, r := range rs {
 		groups[r.Protocol] = append(groups[r.Protocol], r)
 	}
-	protos := make([]int, 0, len(groups))
+	protos := make([]kroute.Protocol, 0, len(groups))
 	for p := range groups {
 		protos = append(protos, p)
 	}
-	rank := func(p int) int {
+	rank := func(p kroute.Protocol) int {
 		switch s.ownerName(p) {
-		case s.ownerName(timeline.ProtoBIRD):
+		case s.ownerName(kroute.ProtoBIRD):
 			return 1
 		}
 		if strings.HasPrefix(s.ownerName(p), "programmer") {
@@ -250,7 +241,7 @@ func (s *Server) routes(req Request, o *out) error {
 	})
 	pools := s.pools()
 	o.text("%s (%s): %d main-table routes by owner; * = inside a cluster pool", n.Name, n.Release(), len(rs))
-	data := map[string][]harness.KernelRoute{}
+	data := map[string][]kroute.Route{}
 	for _, p := range protos {
 		name := s.ownerName(p)
 		data[name] = groups[p]

@@ -8,27 +8,26 @@ import (
 	"net/netip"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/internal/kroute"
 )
 
-func route(dst string, proto, metric, typ int) timeline.Route {
-	return timeline.Route{Family: 4, Table: timeline.MainTable, Dst: netip.MustParsePrefix(dst), Protocol: proto, Metric: metric, Type: typ}
+func route(dst string, proto kroute.Protocol, metric int, typ kroute.Type) kroute.Route {
+	return kroute.Route{Family: 4, Table: kroute.MainTable, Dst: netip.MustParsePrefix(dst), Protocol: proto, Metric: metric, Type: typ}
 }
 
 func TestLanes(t *testing.T) {
-	u := unix.RTN_UNICAST
+	u := kroute.Unicast
 	block := "10.244.2.0/26"
 	evs := map[string][]timeline.Event{"node-1": {
-		{At: 100, Kind: timeline.Add, Existing: true, Route: route(block, timeline.ProtoBIRD, 0, u)},
-		{At: 100, Kind: timeline.Add, Existing: true, Route: route("10.244.1.0/26", timeline.ProtoBIRD, 0, unix.RTN_BLACKHOLE)},
-		{At: 100, Kind: timeline.Add, Existing: true, Route: route("10.244.1.5/32", timeline.ProtoBoot, 0, u)},
-		{At: 200, Kind: timeline.Delete, Route: route(block, timeline.ProtoBIRD, 0, u)},
-		{At: 250, Kind: timeline.Add, Route: route(block, timeline.ProtoFelix, 0, u)},
-		{At: 300, Kind: timeline.Add, Route: route(block, timeline.ProtoStatic, 10, u)}, // higher metric: not used
+		{At: 100, Kind: timeline.Add, Existing: true, Route: route(block, kroute.ProtoBIRD, 0, u)},
+		{At: 100, Kind: timeline.Add, Existing: true, Route: route("10.244.1.0/26", kroute.ProtoBIRD, 0, kroute.Blackhole)},
+		{At: 100, Kind: timeline.Add, Existing: true, Route: route("10.244.1.5/32", kroute.ProtoBoot, 0, u)},
+		{At: 200, Kind: timeline.Delete, Route: route(block, kroute.ProtoBIRD, 0, u)},
+		{At: 250, Kind: timeline.Add, Route: route(block, kroute.ProtoCalicoDefault, 0, u)},
+		{At: 300, Kind: timeline.Add, Route: route(block, kroute.ProtoStatic, 10, u)}, // higher metric: not used
 	}}
-	lanes := Lanes(evs, 400)
+	lanes := Lanes(evs, 400, 0)
 	if len(lanes) != 1 || lanes[0].Prefix.String() != block {
 		t.Fatalf("want one lane for %s (no blackhole, no host route), got %+v", block, lanes)
 	}
@@ -41,5 +40,22 @@ func TestLanes(t *testing.T) {
 		if got[i].From != want[i].From || got[i].To != want[i].To || got[i].Owner != want[i].Owner {
 			t.Errorf("span %d: %+v, want %+v", i, got[i], want[i])
 		}
+	}
+}
+
+// A cluster whose deviceRouteProtocol is not Calico's default: its routes
+// are the programmer's, and proto 80 is another protocol's.
+func TestLanesNonDefaultProgrammerProtocol(t *testing.T) {
+	block := "10.244.2.0/26"
+	evs := map[string][]timeline.Event{"node-1": {
+		{At: 100, Kind: timeline.Add, Existing: true, Route: route(block, 99, 0, kroute.Unicast)},
+		{At: 200, Kind: timeline.Add, Route: route(block, kroute.ProtoCalicoDefault, 0, kroute.Unicast)},
+	}}
+	lanes := Lanes(evs, 300, 99)
+	if len(lanes) != 1 || len(lanes[0].Spans) != 2 {
+		t.Fatalf("want one lane with two spans, got %+v", lanes)
+	}
+	if got := lanes[0].Spans; got[0].Owner != OwnerProgrammer || got[1].Owner != OwnerOther {
+		t.Errorf("owners %s, %s; want programmer (proto 99), then other (proto 80)", got[0].Owner, got[1].Owner)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"testing"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/testenv"
 )
 
@@ -89,7 +90,7 @@ func TestReportContent(t *testing.T) {
 		if len(s.RouteEvents) == 0 {
 			t.Errorf("scenario %q: the recording has no route events", s.Name)
 		}
-		lanes += len(Lanes(s.RouteEvents, s.Probes.EndNs))
+		lanes += len(Lanes(s.RouteEvents, s.Probes.EndNs, kroute.Protocol(s.ProgrammerProtocol)))
 	}
 	// The handover loses probes somewhere: the holes must be drawn.
 	if withLoss == 0 {

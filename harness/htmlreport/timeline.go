@@ -10,6 +10,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/internal/kroute"
 )
 
 // Owner is who programmed the route a node forwards a cluster prefix by.
@@ -22,12 +23,17 @@ const (
 	OwnerNone       Owner = "none"
 )
 
-// OwnerOf names the owner of a route by its protocol.
-func OwnerOf(r timeline.Route) Owner {
+// OwnerOf names the owner of a route by its protocol; programmer is the
+// route programmer's (the cluster's deviceRouteProtocol; 0 means Calico's
+// default).
+func OwnerOf(r kroute.Route, programmer kroute.Protocol) Owner {
+	if programmer == 0 {
+		programmer = kroute.ProtoCalicoDefault
+	}
 	switch r.Protocol {
-	case timeline.ProtoFelix:
+	case programmer:
 		return OwnerProgrammer
-	case timeline.ProtoBIRD:
+	case kroute.ProtoBIRD:
 		return OwnerBIRD
 	}
 	return OwnerOther
@@ -52,7 +58,7 @@ type Lane struct {
 // its forwarding route with the lowest metric (the one the kernel uses);
 // host routes (a workload's /32, /128) and prefixes that never had a
 // forwarding route (a node's own block's blackhole) get no lane.
-func Lanes(events map[string][]timeline.Event, end int64) []Lane {
+func Lanes(events map[string][]timeline.Event, end int64, programmer kroute.Protocol) []Lane {
 	nodes := make([]string, 0, len(events))
 	for n := range events {
 		nodes = append(nodes, n)
@@ -80,7 +86,7 @@ func Lanes(events map[string][]timeline.Event, end int64) []Lane {
 			return a.Addr().Less(b.Addr()) || (a.Addr() == b.Addr() && a.Bits() < b.Bits())
 		})
 		for _, p := range prefixes {
-			if l, ok := lane(node, p, byPrefix[p], end); ok {
+			if l, ok := lane(node, p, byPrefix[p], end, programmer); ok {
 				out = append(out, l)
 			}
 		}
@@ -88,14 +94,14 @@ func Lanes(events map[string][]timeline.Event, end int64) []Lane {
 	return out
 }
 
-func lane(node string, p netip.Prefix, evs []timeline.Event, end int64) (Lane, bool) {
+func lane(node string, p netip.Prefix, evs []timeline.Event, end int64, programmer kroute.Protocol) (Lane, bool) {
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].At < evs[j].At })
 	type rkey struct{ metric, tos int }
-	state := map[rkey]timeline.Route{}
+	state := map[rkey]kroute.Route{}
 	l := Lane{Node: node, Prefix: p}
 	forwarded := false
 	current := func() (Owner, string) {
-		best, found := timeline.Route{}, false
+		best, found := kroute.Route{}, false
 		for _, r := range state {
 			if !r.Forwards() {
 				continue
@@ -107,10 +113,10 @@ func lane(node string, p netip.Prefix, evs []timeline.Event, end int64) (Lane, b
 		if !found {
 			return OwnerNone, ""
 		}
-		return OwnerOf(best), best.String()
+		return OwnerOf(best, programmer), best.String()
 	}
 	for i, e := range evs {
-		k := rkey{e.Route.Metric, e.Route.Tos}
+		k := rkey{e.Route.Metric, e.Route.TOS}
 		if e.Kind == timeline.Delete {
 			delete(state, k)
 		} else {
@@ -207,7 +213,7 @@ func chartSVG(s harness.ScenarioResult, id string) string {
 		t = min(max(t, w.from), w.to)
 		return labelWidth + float64(t-w.from)/float64(w.to-w.from)*plotWidth
 	}
-	lanes := Lanes(s.RouteEvents, w.to)
+	lanes := Lanes(s.RouteEvents, w.to, kroute.Protocol(s.ProgrammerProtocol))
 	flows := 0
 	if s.Probes != nil {
 		flows = len(s.Probes.Flows)

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -22,9 +23,9 @@ import (
 // Event is one change of one route, stamped with CLOCK_MONOTONIC nanoseconds
 // (internal/monoclock) when the monitor received it.
 type Event struct {
-	At    int64 `json:"at"`
-	Kind  Kind  `json:"kind"`
-	Route Route `json:"route"`
+	At    int64        `json:"at"`
+	Kind  Kind         `json:"kind"`
+	Route kroute.Route `json:"route"`
 	// Existing marks the routes found when the monitor started (Kind Add,
 	// At = start): the state before anything was observed, not a change.
 	Existing bool `json:"existing,omitempty"`
@@ -53,7 +54,7 @@ type Monitor struct {
 
 	mu       sync.Mutex
 	events   []Event
-	state    map[key]Route
+	state    map[key]kroute.Route
 	synthDel map[key]bool // deletes seen by resync whose notification may still come
 	devs     map[int]linkInfo
 	errs     []string
@@ -95,7 +96,7 @@ func Start(o Options) (*Monitor, error) {
 	}
 	m := &Monitor{
 		name: o.Name, path: o.Netns, nsh: nsh, h: h,
-		state:    map[key]Route{},
+		state:    map[key]kroute.Route{},
 		synthDel: map[key]bool{},
 		devs:     map[int]linkInfo{},
 		changed:  make(chan struct{}),
@@ -176,10 +177,10 @@ func (m *Monitor) readTables(first bool) error {
 	}
 	seen := map[key]bool{}
 	for _, nr := range all {
-		r := convert(nr, m.devNameLocked)
-		seen[r.key()] = true
+		r := kroute.FromNetlink(nr, m.devNameLocked)
+		seen[keyOf(r)] = true
 		if first {
-			m.state[r.key()] = r
+			m.state[keyOf(r)] = r
 			m.events = append(m.events, Event{At: now, Kind: Add, Route: r, Existing: true})
 		}
 	}
@@ -347,8 +348,8 @@ func (m *Monitor) record(at int64, u netlink.RouteUpdate) {
 	if u.Route.Flags&unix.RTM_F_CLONED != 0 {
 		return // route cache entries, not routes
 	}
-	r := convert(u.Route, m.devNameLocked)
-	k := r.key()
+	r := kroute.FromNetlink(u.Route, m.devNameLocked)
+	k := keyOf(r)
 	ev := Event{At: at, Route: r, NlFlags: u.NlFlags}
 	switch u.Type {
 	case unix.RTM_NEWROUTE:
@@ -417,7 +418,7 @@ func (m *Monitor) EventsFor(p netip.Prefix, from, to int64) []Event {
 	}
 	var out []Event
 	for _, e := range m.Events() {
-		if !e.Existing && e.Route.Table == MainTable && e.Route.Dst == p && e.At >= from && e.At <= to {
+		if !e.Existing && e.Route.Table == kroute.MainTable && e.Route.Dst == p && e.At >= from && e.At <= to {
 			out = append(out, e)
 		}
 	}
@@ -448,9 +449,9 @@ func (m *Monitor) WaitFor(ctx context.Context, match func(Event) bool) (Event, e
 
 // Routes returns the routes present now (as far as the monitor has seen),
 // sorted by table, prefix and metric.
-func (m *Monitor) Routes() []Route {
+func (m *Monitor) Routes() []kroute.Route {
 	m.mu.Lock()
-	out := make([]Route, 0, len(m.state))
+	out := make([]kroute.Route, 0, len(m.state))
 	for _, r := range m.state {
 		out = append(out, r)
 	}
@@ -472,11 +473,11 @@ func (m *Monitor) Routes() []Route {
 }
 
 // RoutesByProtocol returns the main table's routes present now, grouped by
-// protocol (e.g. ProtoBIRD, ProtoFelix).
-func (m *Monitor) RoutesByProtocol() map[int][]Route {
-	out := map[int][]Route{}
+// protocol (e.g. kroute.ProtoBIRD, kroute.ProtoCalicoDefault).
+func (m *Monitor) RoutesByProtocol() map[kroute.Protocol][]kroute.Route {
+	out := map[kroute.Protocol][]kroute.Route{}
 	for _, r := range m.Routes() {
-		if r.Table == MainTable {
+		if r.Table == kroute.MainTable {
 			out[r.Protocol] = append(out[r.Protocol], r)
 		}
 	}

@@ -10,16 +10,16 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/nsutil"
-	"github.com/birdcage/birdcage/internal/run"
+	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -35,58 +35,26 @@ type node struct {
 
 func newNode(t *testing.T) *node {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("creating network namespaces needs root; run with sudo")
-	}
-	r, err := run.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := r.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	name := r.Name("tl")
-	n, err := nsutil.Create(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Defer("netns "+name, func() error { n.Close(); return nsutil.Delete(name) })
-	h, err := nsutil.Handle(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Defer("netlink handle", func() error { h.Close(); return nil })
-	nd := &node{path: n.Path(), h: h, dev: map[string]netlink.Link{}}
-	for i, pair := range [][2]string{{"v0", "v0p"}, {"v1", "v1p"}} {
-		if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: pair[0]}, PeerName: pair[1]}); err != nil {
-			t.Fatalf("add veth %s in %s: %v", pair[0], name, err)
-		}
-		for _, d := range pair {
-			l, err := h.LinkByName(d)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := h.LinkSetUp(l); err != nil {
-				t.Fatal(err)
-			}
-			nd.dev[d] = l
-		}
-		a, _ := netlink.ParseAddr([]string{"10.50.0.1/24", "10.51.0.1/24"}[i])
-		if err := h.AddrAdd(nd.dev[pair[0]], a); err != nil {
+	n := testenv.NewNetNS(t, "tl")
+	nd := &node{path: n.NS.Path(), h: n.Handle, dev: map[string]netlink.Link{}}
+	for _, v := range []struct{ name, peer, addr string }{{"v0", "v0p", "10.50.0.1/24"}, {"v1", "v1p", "10.51.0.1/24"}} {
+		nd.dev[v.name] = n.Veth(t, v.name, v.peer, v.addr)
+		l, err := n.Handle.LinkByName(v.peer)
+		if err != nil {
 			t.Fatal(err)
 		}
+		nd.dev[v.peer] = l
 	}
-	nd.mon, err = Start(Options{Name: "tl", Netns: n.Path()})
+	var err error
+	nd.mon, err = Start(Options{Name: "tl", Netns: n.NS.Path()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Defer("route timeline", nd.mon.Close)
+	n.Run.Defer("route timeline", nd.mon.Close)
 	return nd
 }
 
-func (nd *node) route(dst string, proto, metric int, dev, gw string) *netlink.Route {
+func (nd *node) route(dst string, proto kroute.Protocol, metric int, dev, gw string) *netlink.Route {
 	_, ipn, _ := net.ParseCIDR(dst)
 	return &netlink.Route{
 		Dst:       ipn,
@@ -94,7 +62,7 @@ func (nd *node) route(dst string, proto, metric int, dev, gw string) *netlink.Ro
 		LinkIndex: nd.dev[dev].Attrs().Index,
 		Protocol:  netlink.RouteProtocol(proto),
 		Priority:  metric,
-		Table:     MainTable,
+		Table:     kroute.MainTable,
 	}
 }
 
@@ -109,7 +77,7 @@ func (nd *node) waitEvent(t *testing.T, what string, match func(Event) bool) Eve
 	return e
 }
 
-func is(kind Kind, p netip.Prefix, proto int) func(Event) bool {
+func is(kind Kind, p netip.Prefix, proto kroute.Protocol) func(Event) bool {
 	return func(e Event) bool {
 		return !e.Existing && e.Kind == kind && e.Route.Dst == p && e.Route.Protocol == proto
 	}
@@ -122,14 +90,14 @@ func TestReplaceIsOneEventDeleteAddIsAWindow(t *testing.T) {
 
 	// 1. BIRD's route (proto 12, metric 0), then the programmer's replace
 	// (proto 80, same metric): one operation in the kernel.
-	if err := nd.h.RouteAdd(nd.route("10.60.0.0/24", ProtoBIRD, 0, "v0", "10.50.0.2")); err != nil {
+	if err := nd.h.RouteAdd(nd.route("10.60.0.0/24", kroute.ProtoBIRD, 0, "v0", "10.50.0.2")); err != nil {
 		t.Fatal(err)
 	}
-	added := nd.waitEvent(t, "proto bird add", is(Add, p, ProtoBIRD))
-	if err := nd.h.RouteReplace(nd.route("10.60.0.0/24", ProtoFelix, 0, "v0", "10.50.0.2")); err != nil {
+	added := nd.waitEvent(t, "proto bird add", is(Add, p, kroute.ProtoBIRD))
+	if err := nd.h.RouteReplace(nd.route("10.60.0.0/24", kroute.ProtoCalicoDefault, 0, "v0", "10.50.0.2")); err != nil {
 		t.Fatal(err)
 	}
-	replaced := nd.waitEvent(t, "proto 80 replace", is(Replace, p, ProtoFelix))
+	replaced := nd.waitEvent(t, "proto 80 replace", is(Replace, p, kroute.ProtoCalicoDefault))
 
 	evs := nd.mon.EventsFor(p, t0, 0)
 	if len(evs) != 2 || evs[0].Kind != Add || evs[1].Kind != Replace {
@@ -141,25 +109,25 @@ func TestReplaceIsOneEventDeleteAddIsAWindow(t *testing.T) {
 	if w := nd.mon.NoRouteWindows(p, added.At, monoclock.Now()); len(w) != 0 {
 		t.Errorf("a replace left windows with no route to %s: %+v", p, w)
 	}
-	if f := nd.mon.Flaps(p, t0, 0); f.Changes() != 2 || f.OwnerChanges != 2 || !slices.Equal(f.Owners, []int{0, ProtoBIRD, ProtoFelix}) {
+	if f := nd.mon.Flaps(p, t0, 0); f.Changes() != 2 || f.OwnerChanges != 2 || !slices.Equal(f.Owners, []kroute.Protocol{0, kroute.ProtoBIRD, kroute.ProtoCalicoDefault}) {
 		t.Errorf("flaps = %+v, want 2 changes, owners none -> bird(12) -> 80", f)
 	}
 	got := replaced.Route
-	if got.Metric != 0 || got.Table != MainTable || !slices.Equal(got.Devices(), []string{"v0"}) ||
+	if got.Metric != 0 || got.Table != kroute.MainTable || !slices.Equal(got.Devices(), []string{"v0"}) ||
 		!slices.Equal(got.Gateways(), []netip.Addr{netip.MustParseAddr("10.50.0.2")}) {
 		t.Errorf("replace recorded as %s, want 10.60.0.0/24 via 10.50.0.2 dev v0 proto 80 metric 0", got)
 	}
 
 	// 2. Delete + add: two events, and a window with no route between them.
 	t1 := monoclock.Now()
-	if err := nd.h.RouteDel(nd.route("10.60.0.0/24", ProtoFelix, 0, "v0", "10.50.0.2")); err != nil {
+	if err := nd.h.RouteDel(nd.route("10.60.0.0/24", kroute.ProtoCalicoDefault, 0, "v0", "10.50.0.2")); err != nil {
 		t.Fatal(err)
 	}
-	del := nd.waitEvent(t, "delete", is(Delete, p, ProtoFelix))
-	if err := nd.h.RouteAdd(nd.route("10.60.0.0/24", ProtoBIRD, 0, "v0", "10.50.0.2")); err != nil {
+	del := nd.waitEvent(t, "delete", is(Delete, p, kroute.ProtoCalicoDefault))
+	if err := nd.h.RouteAdd(nd.route("10.60.0.0/24", kroute.ProtoBIRD, 0, "v0", "10.50.0.2")); err != nil {
 		t.Fatal(err)
 	}
-	readd := nd.waitEvent(t, "re-add", func(e Event) bool { return is(Add, p, ProtoBIRD)(e) && e.At > del.At })
+	readd := nd.waitEvent(t, "re-add", func(e Event) bool { return is(Add, p, kroute.ProtoBIRD)(e) && e.At > del.At })
 
 	if evs := nd.mon.EventsFor(p, t1, 0); len(evs) != 2 || evs[0].Kind != Delete || evs[1].Kind != Add {
 		t.Fatalf("delete + add: events %v, want [delete, add]", evs)
@@ -175,14 +143,14 @@ func TestReplaceIsOneEventDeleteAddIsAWindow(t *testing.T) {
 
 	// 3. Routes by protocol now.
 	byProto := nd.mon.RoutesByProtocol()
-	if rs := byProto[ProtoBIRD]; len(rs) != 1 || rs[0].Dst != p {
+	if rs := byProto[kroute.ProtoBIRD]; len(rs) != 1 || rs[0].Dst != p {
 		t.Errorf("proto bird routes now: %v, want just %s", rs, p)
 	}
-	if rs := byProto[ProtoFelix]; len(rs) != 0 {
+	if rs := byProto[kroute.ProtoCalicoDefault]; len(rs) != 0 {
 		t.Errorf("proto 80 routes now: %v, want none", rs)
 	}
-	if len(byProto[ProtoKernel]) < 2 {
-		t.Errorf("kernel routes now: %v, want the two connected /24s", byProto[ProtoKernel])
+	if len(byProto[kroute.ProtoKernel]) < 2 {
+		t.Errorf("kernel routes now: %v, want the two connected /24s", byProto[kroute.ProtoKernel])
 	}
 }
 
@@ -192,22 +160,22 @@ func TestMetricsAreDifferentRoutes(t *testing.T) {
 	nd := newNode(t)
 	p := netip.MustParsePrefix("10.61.0.0/24")
 	t0 := monoclock.Now()
-	if err := nd.h.RouteAdd(nd.route("10.61.0.0/24", ProtoBIRD, 32, "v0", "10.50.0.2")); err != nil {
+	if err := nd.h.RouteAdd(nd.route("10.61.0.0/24", kroute.ProtoBIRD, 32, "v0", "10.50.0.2")); err != nil {
 		t.Fatal(err)
 	}
-	nd.waitEvent(t, "bird at 32", is(Add, p, ProtoBIRD))
-	if err := nd.h.RouteReplace(nd.route("10.61.0.0/24", ProtoFelix, 0, "v0", "10.50.0.2")); err != nil {
+	nd.waitEvent(t, "bird at 32", is(Add, p, kroute.ProtoBIRD))
+	if err := nd.h.RouteReplace(nd.route("10.61.0.0/24", kroute.ProtoCalicoDefault, 0, "v0", "10.50.0.2")); err != nil {
 		t.Fatal(err)
 	}
-	nd.waitEvent(t, "felix at 0 (an add, not a replace)", is(Add, p, ProtoFelix))
-	if err := nd.h.RouteDel(nd.route("10.61.0.0/24", ProtoBIRD, 32, "v0", "10.50.0.2")); err != nil {
+	nd.waitEvent(t, "felix at 0 (an add, not a replace)", is(Add, p, kroute.ProtoCalicoDefault))
+	if err := nd.h.RouteDel(nd.route("10.61.0.0/24", kroute.ProtoBIRD, 32, "v0", "10.50.0.2")); err != nil {
 		t.Fatal(err)
 	}
-	del := nd.waitEvent(t, "bird delete", is(Delete, p, ProtoBIRD))
+	del := nd.waitEvent(t, "bird delete", is(Delete, p, kroute.ProtoBIRD))
 	if w := nd.mon.NoRouteWindows(p, nd.mon.EventsFor(p, t0, 0)[0].At+1, del.At+1); len(w) != 0 {
 		t.Errorf("windows %+v, want none: proto 80 at metric 0 stayed", w)
 	}
-	if f := nd.mon.Flaps(p, t0, 0); f.OwnerChanges != 2 || !slices.Equal(f.Owners, []int{0, ProtoBIRD, ProtoFelix}) {
+	if f := nd.mon.Flaps(p, t0, 0); f.OwnerChanges != 2 || !slices.Equal(f.Owners, []kroute.Protocol{0, kroute.ProtoBIRD, kroute.ProtoCalicoDefault}) {
 		t.Errorf("flaps %+v: want owner none -> bird -> 80 (metric 0 wins), and no change on the bird delete", f)
 	}
 }
@@ -219,7 +187,7 @@ func TestMultipathOnlinkBlackhole(t *testing.T) {
 	p := netip.MustParsePrefix("10.70.0.0/24")
 	_, ipn, _ := net.ParseCIDR(p.String())
 	mp := &netlink.Route{
-		Dst: ipn, Protocol: ProtoBIRD, Table: MainTable,
+		Dst: ipn, Protocol: netlink.RouteProtocol(kroute.ProtoBIRD), Table: kroute.MainTable,
 		MultiPath: []*netlink.NexthopInfo{
 			{LinkIndex: nd.dev["v0"].Attrs().Index, Gw: net.ParseIP("192.0.2.1"), Flags: int(netlink.FLAG_ONLINK)},
 			{LinkIndex: nd.dev["v1"].Attrs().Index, Gw: net.ParseIP("192.0.2.2"), Flags: int(netlink.FLAG_ONLINK)},
@@ -228,17 +196,17 @@ func TestMultipathOnlinkBlackhole(t *testing.T) {
 	if err := nd.h.RouteAdd(mp); err != nil {
 		t.Fatal(err)
 	}
-	e := nd.waitEvent(t, "multipath add", is(Add, p, ProtoBIRD))
+	e := nd.waitEvent(t, "multipath add", is(Add, p, kroute.ProtoBIRD))
 	if !slices.Equal(e.Route.Devices(), []string{"v0", "v1"}) || len(e.Route.Gateways()) != 2 || !e.Route.Onlink() {
 		t.Errorf("multipath route recorded as %s, want two onlink nexthops via v0 and v1", e.Route)
 	}
 	t.Logf("recorded: %s", e.Route)
 
-	bh := &netlink.Route{Dst: ipn, Type: unix.RTN_BLACKHOLE, Protocol: ProtoStatic, Table: MainTable}
+	bh := &netlink.Route{Dst: ipn, Type: unix.RTN_BLACKHOLE, Protocol: netlink.RouteProtocol(kroute.ProtoStatic), Table: kroute.MainTable}
 	if err := nd.h.RouteReplace(bh); err != nil {
 		t.Fatal(err)
 	}
-	e = nd.waitEvent(t, "blackhole replace", is(Replace, p, ProtoStatic))
+	e = nd.waitEvent(t, "blackhole replace", is(Replace, p, kroute.ProtoStatic))
 	if w := nd.mon.NoRouteWindows(p, e.At, 0); len(w) != 1 || !w[0].Open || w[0].From != e.At {
 		t.Errorf("after a blackhole replace: windows %+v, want one open window from %d", w, e.At)
 	}
@@ -249,16 +217,16 @@ func TestMultipathOnlinkBlackhole(t *testing.T) {
 func TestSurvivesInterfaceChurn(t *testing.T) {
 	nd := newNode(t)
 	p := netip.MustParsePrefix("10.80.0.0/24")
-	if err := nd.h.RouteAdd(nd.route(p.String(), ProtoFelix, 0, "v1", "10.51.0.2")); err != nil {
+	if err := nd.h.RouteAdd(nd.route(p.String(), kroute.ProtoCalicoDefault, 0, "v1", "10.51.0.2")); err != nil {
 		t.Fatal(err)
 	}
-	nd.waitEvent(t, "route via v1", is(Add, p, ProtoFelix))
+	nd.waitEvent(t, "route via v1", is(Add, p, kroute.ProtoCalicoDefault))
 
 	// 1. v1 goes away (and with it, silently, the route).
 	if err := nd.h.LinkDel(nd.dev["v1"]); err != nil {
 		t.Fatal(err)
 	}
-	gone := nd.waitEvent(t, "route removed with v1", is(Delete, p, ProtoFelix))
+	gone := nd.waitEvent(t, "route removed with v1", is(Delete, p, kroute.ProtoCalicoDefault))
 	t.Logf("route removal seen as resync=%v", gone.Resync)
 
 	// 2. New interfaces and routes are still recorded.
@@ -273,10 +241,10 @@ func TestSurvivesInterfaceChurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	nd.dev["v9"] = l
-	if err := nd.h.RouteAdd(nd.route(p.String(), ProtoBIRD, 0, "v9", "")); err != nil {
+	if err := nd.h.RouteAdd(nd.route(p.String(), kroute.ProtoBIRD, 0, "v9", "")); err != nil {
 		t.Fatal(err)
 	}
-	back := nd.waitEvent(t, "route via new v9", is(Add, p, ProtoBIRD))
+	back := nd.waitEvent(t, "route via new v9", is(Add, p, kroute.ProtoBIRD))
 	if !slices.Equal(back.Route.Devices(), []string{"v9"}) {
 		t.Errorf("new route recorded with devices %v, want [v9]", back.Route.Devices())
 	}
@@ -319,7 +287,7 @@ func TestMonitorUnderChurn(t *testing.T) {
 				churnErr = fmt.Errorf("churn: add cx: %w", err)
 				return
 			}
-			rt := nd.route(fmt.Sprintf("10.90.%d.0/24", i%200), ProtoFelix, 0, "v0", "10.50.0.2")
+			rt := nd.route(fmt.Sprintf("10.90.%d.0/24", i%200), kroute.ProtoCalicoDefault, 0, "v0", "10.50.0.2")
 			if err := nd.h.RouteAdd(rt); err != nil {
 				churnErr = fmt.Errorf("churn: add %s: %w", rt.Dst, err)
 				return
@@ -383,7 +351,7 @@ func TestMonitorUnderChurn(t *testing.T) {
 			}
 			for _, r := range rs {
 				if r.Flags&unix.RTM_F_CLONED == 0 {
-					out[convert(r, func(int) string { return "" }).key()] = true
+					out[keyOf(kroute.FromNetlink(r, func(int) string { return "" }))] = true
 				}
 			}
 		}
@@ -400,8 +368,8 @@ func TestMonitorUnderChurn(t *testing.T) {
 			kernel := kernel()
 			have := map[key]bool{}
 			for _, r := range m.Routes() {
-				have[r.key()] = true
-				if !kernel[r.key()] {
+				have[keyOf(r)] = true
+				if !kernel[keyOf(r)] {
 					diff = append(diff, "extra "+r.String())
 				}
 			}

@@ -3,6 +3,7 @@ package timeline
 import (
 	"net/netip"
 
+	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 )
 
@@ -32,18 +33,18 @@ func (w Window) Ms() float64 { return monoclock.Ms(w.Duration()) }
 // replay walks the events for p in the main table in order and calls visit
 // with the time and the forwarding routes present after each event (Existing
 // routes count as present from the start).
-func (m *Monitor) replay(p netip.Prefix, visit func(at int64, present map[key]Route)) {
+func (m *Monitor) replay(p netip.Prefix, visit func(at int64, present map[key]kroute.Route)) {
 	p = p.Masked()
-	present := map[key]Route{}
+	present := map[key]kroute.Route{}
 	for _, e := range m.Events() {
 		r := e.Route
-		if r.Table != MainTable || r.Dst != p {
+		if r.Table != kroute.MainTable || r.Dst != p {
 			continue
 		}
 		if e.Kind == Delete || !r.Forwards() {
-			delete(present, r.key())
+			delete(present, keyOf(r))
 		} else {
-			present[r.key()] = r
+			present[keyOf(r)] = r
 		}
 		visit(e.At, present)
 	}
@@ -74,7 +75,7 @@ func (m *Monitor) NoRouteWindows(p netip.Prefix, from, to int64) []Window {
 			out = append(out, Window{From: a, To: b})
 		}
 	}
-	m.replay(p, func(at int64, present map[key]Route) {
+	m.replay(p, func(at int64, present map[key]kroute.Route) {
 		now := len(present) == 0
 		switch {
 		case missing && !now: // the route came (back)
@@ -110,7 +111,7 @@ type Flaps struct {
 	OwnerChanges int `json:"ownerChanges"`
 	// Owners is the owner sequence, starting with the owner at the window's
 	// start.
-	Owners []int `json:"owners"`
+	Owners []kroute.Protocol `json:"owners"`
 }
 
 // Changes is the number of route events for the prefix in the window.
@@ -123,7 +124,7 @@ func (m *Monitor) Flaps(p netip.Prefix, from, to int64) Flaps {
 		to = monoclock.Now()
 	}
 	f := Flaps{Prefix: p.Masked()}
-	owner, started := 0, false
+	owner, started := kroute.ProtoUnspec, false
 	for _, e := range m.EventsFor(p, from, to) {
 		switch e.Kind {
 		case Add:
@@ -134,7 +135,7 @@ func (m *Monitor) Flaps(p netip.Prefix, from, to int64) Flaps {
 			f.Deletes++
 		}
 	}
-	m.replay(p, func(at int64, present map[key]Route) {
+	m.replay(p, func(at int64, present map[key]kroute.Route) {
 		if at > to {
 			return
 		}
@@ -154,13 +155,13 @@ func (m *Monitor) Flaps(p netip.Prefix, from, to int64) Flaps {
 		}
 	})
 	if !started {
-		f.Owners = []int{owner}
+		f.Owners = []kroute.Protocol{owner}
 	}
 	return f
 }
 
-func ownerOf(present map[key]Route) int {
-	best, proto := -1, 0
+func ownerOf(present map[key]kroute.Route) kroute.Protocol {
+	best, proto := -1, kroute.ProtoUnspec
 	for _, r := range present {
 		if best < 0 || r.Metric < best {
 			best, proto = r.Metric, r.Protocol
