@@ -23,6 +23,7 @@ import (
 	"github.com/birdcage/birdcage/harness/bird/release"
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/supervisor"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
@@ -112,7 +113,7 @@ func (c *Cluster) Warnings() []string {
 type Node struct {
 	Name       string
 	NS         *topo.NodeNS
-	Programmer *Programmer
+	Programmer *supervisor.Programmer
 	BIRD       *bird.Instance
 
 	mu       sync.Mutex
@@ -222,7 +223,8 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 		if err != nil {
 			return nil, err
 		}
-		if n.Programmer, err = newProgrammer(r, nd.Name, nd.Path, c.binary, c.Store.Dir, opts.Release, timing, c.log); err != nil {
+		if n.Programmer, err = supervisor.New(r, supervisor.Config{Node: nd.Name, Netns: nd.Path, Binary: c.binary,
+			Store: c.Store.Dir, Release: opts.Release, Env: timing.programmerEnv(), Log: c.log}); err != nil {
 			return nil, err
 		}
 		if n.BIRD, err = bird.New(r, bird.Options{Name: nd.Name, NetNS: nd.NetNS, Log: c.log, Release: birdRel}); err != nil {

@@ -52,13 +52,3 @@ func (c *Cluster) Footprint() (Footprint, error) {
 	}
 	return f, nil
 }
-
-// Pid is the programmer's pid, 0 when it is not running.
-func (p *Programmer) Pid() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil || p.cmd.Process == nil {
-		return 0
-	}
-	return p.cmd.Process.Pid
-}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/supervisor"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/nsutil"
@@ -70,13 +71,13 @@ type ScenarioResult struct {
 	FailureLocation string `json:"failureLocation,omitempty"`
 	// Registered says whether the spec registered its figures before it
 	// ended (false: it failed or skipped first).
-	Registered bool                 `json:"registered"`
-	Duration   float64              `json:"durationSeconds"`
-	Figures    map[string]float64   `json:"figures,omitempty"`
-	Notes      []string             `json:"notes,omitempty"`
-	Probes     *probe.Report        `json:"probes,omitempty"`
-	Events     []Event              `json:"events,omitempty"`
-	Restarts   map[string][]Restart `json:"restarts,omitempty"`
+	Registered bool                            `json:"registered"`
+	Duration   float64                         `json:"durationSeconds"`
+	Figures    map[string]float64              `json:"figures,omitempty"`
+	Notes      []string                        `json:"notes,omitempty"`
+	Probes     *probe.Report                   `json:"probes,omitempty"`
+	Events     []Event                         `json:"events,omitempty"`
+	Restarts   map[string][]supervisor.Restart `json:"restarts,omitempty"`
 	// ProgrammerProtocol is the route protocol the programmers wrote with
 	// (FelixConfiguration.deviceRouteProtocol, Calico's default when unset):
 	// what the report calls "the programmer's" in the route timeline.
@@ -210,7 +211,7 @@ func (c *Cluster) Result(name string, rep *probe.Report) ScenarioResult {
 	for _, n := range c.nodes {
 		if rs := n.Programmer.Restarts(); len(rs) > 0 {
 			if s.Restarts == nil {
-				s.Restarts = map[string][]Restart{}
+				s.Restarts = map[string][]supervisor.Restart{}
 			}
 			s.Restarts[n.Name] = rs
 		}

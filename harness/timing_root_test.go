@@ -8,10 +8,12 @@ package harness
 
 import (
 	"context"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/birdcage/birdcage/dataplane/datastore"
+	"github.com/birdcage/birdcage/harness/supervisor"
 	"github.com/birdcage/birdcage/internal/monoclock"
 )
 
@@ -25,16 +27,21 @@ import (
 // when the machine is shared, so 15 ms.
 const restartTolerance = 15 * time.Millisecond
 
-func crashAndWaitRestart(t *testing.T, c *Cluster) Restart {
+func crashAndWaitRestart(t *testing.T, c *Cluster) supervisor.Restart {
 	t.Helper()
 	n := c.Nodes()[0]
 	before := len(n.Programmer.Restarts())
-	if err := n.Programmer.Crash(); err != nil {
+	// A crash is an exit the supervisor did not ask for.
+	pid := n.Programmer.Pid()
+	if pid <= 0 {
+		t.Fatalf("%s's programmer is not running", n.Name)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var r Restart
+	var r supervisor.Restart
 	if err := poll(ctx, 5*time.Millisecond, func() bool {
 		rs := n.Programmer.Restarts()
 		if len(rs) <= before || rs[before].SyncedMono == 0 {

@@ -43,6 +43,7 @@ import (
 	"github.com/birdcage/birdcage/dataplane/config"
 	"github.com/birdcage/birdcage/dataplane/datastore"
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/supervisor"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/topo"
@@ -177,7 +178,7 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 			case absentKilledNotRestarted:
 				migrated, err = c.SetProgramClusterRoutes(ctx, config.EnabledIPIPOnly, config.EnabledNoEncapOnly)
 				Expect(err).NotTo(HaveOccurred())
-				Eventually(func() []harness.Restart { return syncedRestarts(node2) }).WithTimeout(30*time.Second).
+				Eventually(func() []supervisor.Restart { return syncedRestarts(node2) }).WithTimeout(30*time.Second).
 					WithPolling(50*time.Millisecond).ShouldNot(BeEmpty(), "node-2's programmer restarts for the ownership change")
 			}
 			Expect(node2.Programmer.Release()).To(Equal(tc.release))

@@ -36,6 +36,7 @@ import (
 	"github.com/birdcage/birdcage/dataplane/datastore"
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/supervisor"
 )
 
 type ownership struct {
@@ -136,7 +137,7 @@ func liveChange(ctx SpecContext, topology string, from, to ownership, timing *ha
 	}
 	// ...every programmer restarted for the change and synced again...
 	for _, n := range c.Nodes() {
-		Eventually(func() []harness.Restart { return syncedRestarts(n) }).WithTimeout(30*time.Second).
+		Eventually(func() []supervisor.Restart { return syncedRestarts(n) }).WithTimeout(30*time.Second).
 			WithPolling(50*time.Millisecond).ShouldNot(BeEmpty(), "%s's programmer restarts when its configuration changes", n.Name)
 	}
 	Expect(c.WaitConverged(ctx)).To(Succeed())
@@ -222,10 +223,10 @@ func repeated() MustPassRepeatedly {
 
 // syncedRestarts lists the programmer's config-change restarts whose
 // replacement has synced.
-func syncedRestarts(n *harness.Node) []harness.Restart {
-	var out []harness.Restart
+func syncedRestarts(n *harness.Node) []supervisor.Restart {
+	var out []supervisor.Restart
 	for _, r := range n.Programmer.Restarts() {
-		if r.Reason == "config changed" && r.SyncedMono != 0 {
+		if r.Reason == supervisor.ReasonConfigChanged && r.SyncedMono != 0 {
 			out = append(out, r)
 		}
 	}

@@ -400,7 +400,7 @@ func restarts(b *strings.Builder, s harness.ScenarioResult) {
 	for _, n := range nodes {
 		for _, r := range s.Restarts[n] {
 			fmt.Fprintf(b, `<tr data-restart="%s"><td>%s</td><td>%s</td><td class="num">%d</td><td class="num">%s</td><td class="num">%s</td><td class="num">%s</td><td class="num">%s</td><td class="num">%s</td></tr>`,
-				esc(n), esc(n), esc(r.Reason), r.ExitCode, fmtMs(w.ms(r.ExitMono)), after(r.StartMono, r.ExitMono), after(r.ProgrammedMono, r.ExitMono),
+				esc(n), esc(n), esc(string(r.Reason)), r.ExitCode, fmtMs(w.ms(r.ExitMono)), after(r.StartMono, r.ExitMono), after(r.ProgrammedMono, r.ExitMono),
 				after(r.SyncedMono, r.ExitMono), fmtMs(float64(r.StartupDelayNs)/1e6))
 		}
 	}
