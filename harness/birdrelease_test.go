@@ -109,7 +109,7 @@ func TestUpgradeNodeBIRDRelease(t *testing.T) {
 			if v := birdVersion(ctx, t, n2.BIRD); !strings.HasPrefix(v, "BIRD "+string(tc.from)+".") {
 				t.Fatalf("guard: %s starts on %q, want %s", n2.Name, v, tc.from)
 			}
-			if err := c.UpgradeNode(ctx, n2.Name, config.R333, UpgradeOptions{BIRD: string(tc.to)}); err != nil {
+			if _, err := c.UpgradeNode(ctx, n2.Name, config.R333, UpgradeOptions{BIRD: string(tc.to)}); err != nil {
 				t.Fatal(err)
 			}
 			if err := c.WaitConverged(ctx); err != nil {

@@ -122,7 +122,7 @@ func TestUpgradeNodeEndState(t *testing.T) {
 	c := startOrSkip(t, "ipip", Options{Release: config.Pre333})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := c.UpgradeNode(ctx, "node-2", config.R333, UpgradeOptions{}); err != nil {
+	if _, err := c.UpgradeNode(ctx, "node-2", config.R333, UpgradeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.WaitConverged(ctx); err != nil {

@@ -147,7 +147,10 @@ func (m *ClusterRouteMatcher) routeMatches(r kroute.Route) bool {
 	return true
 }
 
-func (m *ClusterRouteMatcher) want() string {
+func (m *ClusterRouteMatcher) want() string { return m.wantTo(m.prefix.String()) }
+
+// wantTo describes the route wanted to dst (a prefix, or words for many).
+func (m *ClusterRouteMatcher) wantTo(dst string) string {
 	by := m.owner.String()
 	switch m.owner {
 	case ByProgrammer:
@@ -155,9 +158,9 @@ func (m *ClusterRouteMatcher) want() string {
 	case ByBIRD:
 		by += fmt.Sprintf(" (proto %s)", kroute.ProtoBIRD)
 	}
-	s := fmt.Sprintf("a forwarding route to %s programmed by %s", m.prefix, by)
+	s := fmt.Sprintf("a forwarding route to %s programmed by %s", dst, by)
 	if m.exclusive {
-		s = fmt.Sprintf("exactly one route to %s, forwarding, programmed by %s", m.prefix, by)
+		s = fmt.Sprintf("exactly one route to %s, forwarding, programmed by %s", dst, by)
 	}
 	if m.device != "" {
 		s += " via " + m.device
@@ -415,3 +418,88 @@ func (m *ExportMatcher) NegatedFailureMessage(actual any) string {
 func (n *Node) ExportedRoutes(ctx context.Context, protocol string) ([]bird.Route, error) {
 	return n.BIRD.Client().Routes(ctx, "export "+protocol)
 }
+
+// RemoteBlockRoutesMatcher matches a *Cluster on which every node has the
+// described route to every other node's blocks: the check scenarios make
+// before and after every change.
+type RemoteBlockRoutesMatcher struct {
+	route    ClusterRouteMatcher // the template (prefix unset)
+	checked  int
+	failures []string
+}
+
+// HaveRemoteBlockRoutes matches a cluster where, for every node and every
+// block of every other node, the node has a route as described (the same
+// builder as HaveClusterRoute):
+//
+//	Eventually(c).Should(harness.HaveRemoteBlockRoutes().ProgrammedBy(harness.ByProgrammer).Only())
+//
+// A cluster with no remote block at all is an error, not a pass.
+func HaveRemoteBlockRoutes() *RemoteBlockRoutesMatcher {
+	return &RemoteBlockRoutesMatcher{route: ClusterRouteMatcher{protocol: kroute.ProtoCalicoDefault}}
+}
+
+// ProgrammedBy requires every route's protocol to be the owner's.
+func (m *RemoteBlockRoutesMatcher) ProgrammedBy(o Owner) *RemoteBlockRoutesMatcher {
+	m.route.owner = o
+	return m
+}
+
+// Via requires every route to leave through device.
+func (m *RemoteBlockRoutesMatcher) Via(device string) *RemoteBlockRoutesMatcher {
+	m.route.device = device
+	return m
+}
+
+// Only makes every match exclusive (ClusterRouteMatcher.Only).
+func (m *RemoteBlockRoutesMatcher) Only() *RemoteBlockRoutesMatcher {
+	m.route.exclusive = true
+	return m
+}
+
+// WithProgrammerProtocol is ClusterRouteMatcher.WithProgrammerProtocol.
+func (m *RemoteBlockRoutesMatcher) WithProgrammerProtocol(p kroute.Protocol) *RemoteBlockRoutesMatcher {
+	m.route.protocol = p
+	return m
+}
+
+// Match checks every (node, remote block) pair; a node whose routes cannot
+// be read is an error.
+func (m *RemoteBlockRoutesMatcher) Match(actual any) (bool, error) {
+	c, ok := actual.(*Cluster)
+	if !ok {
+		return false, fmt.Errorf("HaveRemoteBlockRoutes expects a *harness.Cluster, got %T", actual)
+	}
+	m.checked, m.failures = 0, nil
+	for _, n := range c.Nodes() {
+		for _, b := range c.RemoteBlocks(n.Name) {
+			one := m.route
+			one.prefix = b
+			ok, err := one.Match(n)
+			if err != nil {
+				return false, err
+			}
+			m.checked++
+			if !ok {
+				m.failures = append(m.failures, fmt.Sprintf("node %s: %s", n.Name, one.seen()))
+			}
+		}
+	}
+	if m.checked == 0 {
+		return false, fmt.Errorf("HaveRemoteBlockRoutes: the cluster has no node with a remote block; nothing to check")
+	}
+	return len(m.failures) == 0, nil
+}
+
+func (m *RemoteBlockRoutesMatcher) want() string { return m.route.wantTo("each remote block") }
+
+func (m *RemoteBlockRoutesMatcher) FailureMessage(any) string {
+	return fmt.Sprintf("expected every node to have %s; %d of %d (node, block) pairs do not:\n  %s",
+		m.want(), len(m.failures), m.checked, strings.Join(m.failures, "\n  "))
+}
+
+func (m *RemoteBlockRoutesMatcher) NegatedFailureMessage(any) string {
+	return fmt.Sprintf("expected some node not to have %s; all %d (node, block) pairs do", m.want(), m.checked)
+}
+
+var _ types.GomegaMatcher = (*RemoteBlockRoutesMatcher)(nil)

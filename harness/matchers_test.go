@@ -243,3 +243,14 @@ func TestHaveNoGap(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// The cluster-wide form on a real cluster is exercised by every scenario;
+// here, its refusal to pass on nothing and on a non-cluster.
+func TestHaveRemoteBlockRoutesRefusesNothing(t *testing.T) {
+	if ok, err := HaveRemoteBlockRoutes().Match(&Cluster{}); ok || err == nil {
+		t.Errorf("a cluster with no nodes: ok=%v err=%v, want an error", ok, err)
+	}
+	if ok, err := HaveRemoteBlockRoutes().Match("cluster"); ok || err == nil {
+		t.Errorf("not a cluster: ok=%v err=%v, want an error", ok, err)
+	}
+}

@@ -123,13 +123,13 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 
 			// 2. Guard: BIRD really programs them, or a removal proves nothing.
 			for _, b := range remote {
-				Eventually(node2).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+				Eventually(node2).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
 					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice), "guard before node-2 goes down")
 			}
 
 			// 3. node-2 goes down the way a deleted pod does: BIRD SIGKILLed,
 			// its routes persisting in the kernel.
-			Expect(c.KillBIRD(ctx, node2.Name, syscall.SIGKILL)).To(Succeed())
+			act(c.KillBIRD(ctx, node2.Name, syscall.SIGKILL))
 
 			// 4. While it is down, three destinations stop being wanted.
 			node3, node4 := c.Net.Nodes[2], c.Net.Nodes[3]
@@ -140,9 +140,9 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 				{"pool deleted", blockOf(c.Net.Nodes[0], strayPoolName)},
 				{"pool deleted", blockOf(node3, strayPoolName)},
 			}
-			Expect(c.ReleaseBlock(strays[0].dst)).To(Succeed())
-			Expect(c.RemoveNode(ctx, node4.Name)).To(Succeed())
-			Expect(c.DeletePool(strayPoolName)).To(Succeed())
+			act(c.ReleaseBlock(ctx, strays[0].dst))
+			act(c.RemoveNode(ctx, node4.Name))
+			act(c.DeletePool(ctx, strayPoolName))
 			// Still wanted afterwards: node-1's block, and node-3's
 			// workload, now in no block, by a /32 of its own.
 			node1Block := blockOf(c.Net.Nodes[0], "ipip-pool")
@@ -165,20 +165,18 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 			var migrated harness.Event
 			switch tc.absence {
 			case absentBGPDisabled:
-				Expect(c.DisableBGP(ctx)).To(Succeed())
-				migrated = c.Mark("migration begins")
-				Expect(c.UpgradeNode(ctx, node2.Name, tc.release, harness.UpgradeOptions{})).To(Succeed())
+				act(c.DisableBGP(ctx))
+				migrated = act(c.UpgradeNode(ctx, node2.Name, tc.release, harness.UpgradeOptions{}))
 			case absentRecoveryNeverCompletes:
 				for _, peer := range []string{"node-1", "node-3"} { // node-4 is gone
-					Expect(c.KillBIRD(ctx, peer, syscall.SIGKILL)).To(Succeed())
+					act(c.KillBIRD(ctx, peer, syscall.SIGKILL))
 				}
-				migrated = c.Mark("migration begins")
-				Expect(c.UpgradeNode(ctx, node2.Name, tc.release, harness.UpgradeOptions{})).To(Succeed())
+				migrated = act(c.UpgradeNode(ctx, node2.Name, tc.release, harness.UpgradeOptions{}))
 				Expect(node2.BIRD.Running()).To(BeTrue(), "guard: the new BIRD must run (in recovery)")
 			case absentKilledNotRestarted:
 				migrated, err = c.SetProgramClusterRoutes(ctx, config.EnabledIPIPOnly, config.EnabledNoEncapOnly)
 				Expect(err).NotTo(HaveOccurred())
-				Eventually(func() []supervisor.Restart { return syncedRestarts(node2) }).WithTimeout(30*time.Second).
+				Eventually(func() []supervisor.Restart { return syncedRestarts(node2) }).WithTimeout(scaled(30*time.Second)).
 					WithPolling(50*time.Millisecond).ShouldNot(BeEmpty(), "node-2's programmer restarts for the ownership change")
 			}
 			Expect(node2.Programmer.Release()).To(Equal(tc.release))
@@ -192,7 +190,7 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 			if tc.claims {
 				for _, s := range strays {
 					Eventually(func() []kroute.Route { return birdRoutesTo(node2, []netip.Prefix{s.dst}) }).
-						WithTimeout(3*time.Minute).WithPolling(50*time.Millisecond).Should(BeEmpty(),
+						WithTimeout(scaled(3*time.Minute)).WithPolling(50*time.Millisecond).Should(BeEmpty(),
 						"the %s stray %s: node-2's programmer owns IPIP and should have removed BIRD's route", s.kind, s.dst)
 				}
 			}
@@ -202,10 +200,10 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 			if tc.owns {
 				wantOwner = harness.ByProgrammer
 			}
-			Eventually(node2).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+			Eventually(node2).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
 				Should(harness.HaveClusterRoute(node1Block).ProgrammedBy(wantOwner).Via(topo.TunnelDevice), "node-1's block is still wanted")
 			if tc.owns {
-				Eventually(node2).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+				Eventually(node2).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
 					Should(harness.HaveClusterRoute(node3Workload).ProgrammedBy(harness.ByProgrammer).Via(topo.TunnelDevice),
 						"node-3's workload lost its block; the programmer routes it by a /32")
 			}
@@ -370,7 +368,7 @@ func waitFullResyncs(node *harness.Node, n int) int {
 			seen++
 		}
 		return seen
-	}).WithTimeout(2*time.Minute).WithPolling(100*time.Millisecond).Should(BeNumerically(">=", n),
+	}).WithTimeout(scaled(2*time.Minute)).WithPolling(100*time.Millisecond).Should(BeNumerically(">=", n),
 		"%s's programmer should resync the kernel every routeRefreshInterval", node.Name)
 	return seen
 }

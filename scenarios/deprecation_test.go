@@ -46,12 +46,8 @@ var _ = Describe("Deprecation warning for BIRD-programmed IPIP cluster routes", 
 		})
 		// Guard: BIRD really programs the IPIP routes, so the warning is
 		// about a real state.
-		for _, n := range c.Nodes() {
-			for _, b := range c.RemoteBlocks(n.Name) {
-				Eventually(n).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
-					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice).Only(), "guard: BIRD owns the IPIP routes")
-			}
-		}
+		Eventually(c).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+			Should(harness.HaveRemoteBlockRoutes().ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice).Only(), "guard: BIRD owns the IPIP routes")
 
 		// 2. The start render warned, naming the pool.
 		pools := []string{deprecationPool}
@@ -72,17 +68,18 @@ var _ = Describe("Deprecation warning for BIRD-programmed IPIP cluster routes", 
 				}
 				b := cl.BGP
 				b.ProgramClusterRoutes = string(config.EnabledIPIPOnly)
-				return c.SetBGPConfig(b)
+				_, err = c.SetBGPConfig(ctx, b)
+				return err
 			}},
 			{"a workload document rewritten unchanged (the BIRD config text does not change)", func() error {
 				return deprecationRewriteWorkload(ctx, c)
 			}},
 			{"a second IPIP pool added", func() error {
 				pools = append(pools, deprecationExtraPool)
-				c.Mark("add IP pool " + deprecationExtraPool)
-				return c.Store.Put(datastore.KindIPPool, deprecationExtraPool, datastore.IPPool{
+				_, err := c.PutIPPool(ctx, deprecationExtraPool, datastore.IPPool{
 					Name: deprecationExtraPool, CIDR: deprecationExtraCIDR, IPIPMode: datastore.EncapAlways, VXLANMode: datastore.EncapNever,
 				})
+				return err
 			}},
 		}
 		for _, step := range while {
@@ -113,16 +110,14 @@ var _ = Describe("Deprecation warning for BIRD-programmed IPIP cluster routes", 
 			Eventually(func() (string, error) {
 				b, err := os.ReadFile(n.BIRD.ConfigPath())
 				return string(b), err
-			}).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).Should(ContainSubstring(policy),
+			}).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).Should(ContainSubstring(policy),
 				"guard: %s's BIRD runs a config rendered after the switch", n.Name)
 			conf, err := os.ReadFile(n.BIRD.ConfigPath())
 			Expect(err).NotTo(HaveOccurred())
 			Expect(string(conf)).NotTo(ContainSubstring("# warning: DEPRECATED"), "%s: the render in which the programmer took IPIP over carries a deprecation warning", n.Name)
-			for _, b := range c.RemoteBlocks(n.Name) {
-				Eventually(n).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
-					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer).Via(topo.TunnelDevice).Only(), "guard: the programmer owns the IPIP routes after the switch")
-			}
 		}
+		Eventually(c).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+			Should(harness.HaveRemoteBlockRoutes().ProgrammedBy(harness.ByProgrammer).Via(topo.TunnelDevice).Only(), "guard: the programmer owns the IPIP routes after the switch")
 		switched := map[string][2]int{}
 		for _, n := range c.Nodes() {
 			r, w := deprecationCounts(n)
@@ -139,9 +134,10 @@ var _ = Describe("Deprecation warning for BIRD-programmed IPIP cluster routes", 
 				if err != nil {
 					return err
 				}
-				return c.SetBGPConfig(cl.BGP)
+				_, err = c.SetBGPConfig(ctx, cl.BGP)
+				return err
 			}},
-			{"the second IPIP pool deleted", func() error { return c.DeletePool(deprecationExtraPool) }},
+			{"the second IPIP pool deleted", func() error { _, err := c.DeletePool(ctx, deprecationExtraPool); return err }},
 		}
 		for _, step := range after {
 			before := deprecationRendersOf(c)
@@ -205,7 +201,7 @@ func deprecationRendersOf(c *harness.Cluster) map[string]int {
 func deprecationWaitRendered(c *harness.Cluster, before map[string]int, what string) {
 	GinkgoHelper()
 	for _, n := range c.Nodes() {
-		Eventually(n.Renders).WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).
+		Eventually(n.Renders).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
 			Should(BeNumerically(">", before[n.Name]), "confd should re-render %s after %s", n.Name, what)
 	}
 }
@@ -247,7 +243,6 @@ func deprecationRewriteWorkload(ctx context.Context, c *harness.Cluster) error {
 	if len(cl.Workloads) == 0 {
 		return fmt.Errorf("the datastore has no workload to rewrite")
 	}
-	wl := cl.Workloads[0]
-	c.Mark("rewrite workload " + wl.Name)
-	return c.Store.Put(datastore.KindWorkload, wl.Name, wl)
+	_, err = c.PutWorkload(ctx, cl.Workloads[0])
+	return err
 }

@@ -169,7 +169,7 @@ var _ = Describe("Double programming judged per component", Label("noencap", "ip
 					return fmt.Errorf("%s: want BIRD tries %v and programmer tries %v for every remote block:\n  %s", state, bird, programmer, strings.Join(wrong, "\n  "))
 				}
 				return nil
-			}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+			}).WithContext(ctx).WithTimeout(scaled(30 * time.Second)).WithPolling(200 * time.Millisecond).Should(Succeed())
 			return got
 		}
 
@@ -225,7 +225,7 @@ var _ = Describe("Double programming judged per component", Label("noencap", "ip
 		setPairLive(ctx, c, "Enabled", "Disabled", true, rel)
 		prog := expectAll("Enabled / Disabled", from, false, true)
 		for _, b := range blocks {
-			Eventually(b.node).WithContext(ctx).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).
+			Eventually(b.node).WithContext(ctx).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
 				Should(harness.HaveClusterRoute(b.cidr).ProgrammedBy(harness.ByProgrammer).Only(), "control: the programmer alone programs %s on %s", b.cidr, b.node.Name)
 		}
 		row("Enabled/Disabled", prog)

@@ -87,7 +87,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp"), func() {
 				return err
 			}
 			return f.bothPlanesCarry(rep)
-		}).WithTimeout(20*time.Second).WithPolling(100*time.Millisecond).Should(Succeed(),
+		}).WithTimeout(scaled(20*time.Second)).WithPolling(100*time.Millisecond).Should(Succeed(),
 			"the multipath routes spread the flows over both planes")
 		rep, err := probes.Stop()
 		Expect(err).NotTo(HaveOccurred())
@@ -143,7 +143,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp"), func() {
 			c.Mark("routes fell back to one plane")
 
 			// 5. Every flow delivers again.
-			Eventually(flowsDelivering(probes)).WithTimeout(failure.fallbackTimeout).WithPolling(50*time.Millisecond).Should(Succeed(),
+			Eventually(flowsDelivering(probes)).WithTimeout(scaled(failure.fallbackTimeout)).WithPolling(50*time.Millisecond).Should(Succeed(),
 				"every flow recovers over the surviving plane")
 			rep, err := probes.Stop()
 			Expect(err).NotTo(HaveOccurred())
@@ -175,9 +175,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp"), func() {
 		Entry("its BIRD is SIGTERMed (Cease: peers withdraw at once)", torFailure{
 			name: "BIRD SIGTERM",
 			do: func(ctx context.Context, c *harness.Cluster, tor string) harness.Event {
-				e := c.Mark("SIGTERM BIRD(" + tor + ")")
-				Expect(c.Router(tor).BIRD.Stop(ctx, syscall.SIGTERM)).To(Succeed())
-				return e
+				return act(c.StopRouterBIRD(ctx, tor, syscall.SIGTERM))
 			},
 			fallbackTimeout: 30 * time.Second,
 			note:            "BIRD on the ToR stopped with SIGTERM: it sends a Cease to every peer, so the nodes and the other plane-A ToR withdraw its paths at once",
@@ -185,9 +183,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp"), func() {
 		Entry("its links go down with nothing telling BGP (peers wait for the hold timer)", Label("slow"), torFailure{
 			name: "links down",
 			do: func(ctx context.Context, c *harness.Cluster, tor string) harness.Event {
-				e, err := c.FailRouterLinks(tor)
-				Expect(err).NotTo(HaveOccurred())
-				return e
+				return act(c.FailRouterLinks(ctx, tor))
 			},
 			// BIRD's default hold time is 240 s and birdcage has no BFD: a
 			// silent failure is noticed when the hold timer expires.
@@ -206,18 +202,16 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp"), func() {
 
 		// 2. Guard: BGP is up on both planes (the fabric still offers two
 		// paths), and every remote block has the programmer's route.
+		Eventually(c).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+			Should(harness.HaveRemoteBlockRoutes().ProgrammedBy(harness.ByProgrammer).Only(), "guard: the programmer owns no-encap")
 		for _, n := range c.Nodes() {
 			Expect(n.Peers()).To(HaveLen(2), "%s peers with one ToR per plane", n.Name)
-			for _, b := range c.RemoteBlocks(n.Name) {
-				Eventually(n).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
-					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer).Only(), "guard: the programmer owns no-encap")
-			}
 		}
 
 		// 3. Probes flow (a positive control: the single path works).
 		probes, err := c.Probes(ctx, harness.ProbeOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(flowsDelivering(probes)).WithTimeout(10 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
+		Eventually(flowsDelivering(probes)).WithTimeout(scaled(10 * time.Second)).WithPolling(50 * time.Millisecond).Should(Succeed())
 		rep, err := probes.Stop()
 		Expect(err).NotTo(HaveOccurred())
 
@@ -391,7 +385,7 @@ func (f *fabric) expectPaths(want func(*harness.Node, netip.Prefix) []string, o 
 	for _, n := range f.c.Nodes() {
 		for _, b := range f.c.RemoteBlocks(n.Name) {
 			exp := want(n, b)
-			Eventually(func() []string { return f.paths(n, b, o) }).WithTimeout(timeout).WithPolling(20*time.Millisecond).
+			Eventually(func() []string { return f.paths(n, b, o) }).WithTimeout(scaled(timeout)).WithPolling(20*time.Millisecond).
 				Should(Equal(exp), "%s's route to %s (node %s's block) by %s: expected nexthops %v", n.Name, b, f.owner[b], o, exp)
 		}
 	}

@@ -85,7 +85,7 @@ var _ = Describe("IPIP with ECMP on the dual-ToR fabric", Label("dualtor", "ipip
 			// filter runs per path, so each merged nexthop is dev tunl0)...
 			for _, n := range c.Nodes() {
 				for _, b := range ipipBlocks[n.Name] {
-					Eventually(n).WithTimeout(60*time.Second).WithPolling(100*time.Millisecond).
+					Eventually(n).WithTimeout(scaled(60*time.Second)).WithPolling(100*time.Millisecond).
 						Should(harness.HaveClusterRoute(b).ProgrammedBy(own.owner).Via(topo.TunnelDevice).Only(), "%s programs IPIP block %s on %s", own.owner, b, n.Name)
 				}
 			}
@@ -112,7 +112,7 @@ var _ = Describe("IPIP with ECMP on the dual-ToR fabric", Label("dualtor", "ipip
 						var ok bool
 						r, ok = timelineRoute(c, n.Name, b, proto)
 						return ok
-					}).WithTimeout(10*time.Second).WithPolling(50*time.Millisecond).Should(BeTrue(), "the route timeline of %s shows the route to %s", n.Name, b)
+					}).WithTimeout(scaled(10*time.Second)).WithPolling(50*time.Millisecond).Should(BeTrue(), "the route timeline of %s shows the route to %s", n.Name, b)
 					shapes[n.Name+" "+b.String()] = r
 				}
 			}
@@ -136,7 +136,7 @@ var _ = Describe("IPIP with ECMP on the dual-ToR fabric", Label("dualtor", "ipip
 					}
 				}
 				return nil
-			}).WithTimeout(120 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+			}).WithTimeout(scaled(120 * time.Second)).WithPolling(100 * time.Millisecond).Should(Succeed())
 			rep, err := s.Stop()
 			Expect(err).NotTo(HaveOccurred())
 

@@ -82,7 +82,7 @@ var _ = Describe("IPv6 no-encap pools follow the same ownership policy as IPv4",
 			// by the no-encap owner via the uplink; exactly one route each.
 			for _, n := range c.Nodes() {
 				for _, b := range c.RemoteBlocks(n.Name) {
-					Eventually(n).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+					Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
 						Should(harness.HaveClusterRoute(b).ProgrammedBy(own.owner).Via("eth0").Only(), "%s's route to %s", n.Name, b)
 					rs, err := n.Routes(b)
 					Expect(err).NotTo(HaveOccurred())
@@ -108,7 +108,7 @@ var _ = Describe("IPv6 no-encap pools follow the same ownership policy as IPv4",
 			flows := append(probe.AllPairs(eps6...), c.EveryNodePair()...)
 			probes, err := c.Probes(ctx, harness.ProbeOptions{Flows: flows, Rate: min(200, harness.DefaultProbeRate())})
 			Expect(err).NotTo(HaveOccurred(), "IPv6 and IPv4 probes flow between every pair of workloads")
-			Eventually(flowsDelivering(probes)).WithTimeout(30 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
+			Eventually(flowsDelivering(probes)).WithTimeout(scaled(30 * time.Second)).WithPolling(50 * time.Millisecond).Should(Succeed())
 			rep, err := probes.Stop()
 			Expect(err).NotTo(HaveOccurred())
 			for _, f := range rep.Flows {

@@ -115,12 +115,8 @@ func liveChange(ctx SpecContext, topology string, from, to ownership, timing *ha
 		BGP:    datastore.BGPConfiguration{ProgramClusterRoutes: string(from.bgp)},
 		Timing: timing,
 	})
-	for _, n := range c.Nodes() {
-		for _, b := range c.RemoteBlocks(n.Name) {
-			Eventually(n).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
-				Should(harness.HaveClusterRoute(b).ProgrammedBy(from.owner).Only(), "guard: %s owns the routes before the change", from.owner)
-		}
-	}
+	Eventually(c).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+		Should(harness.HaveRemoteBlockRoutes().ProgrammedBy(from.owner).Only(), "guard: %s owns the routes before the change", from.owner)
 	probes, err := c.Probes(ctx, harness.ProbeOptions{})
 	Expect(err).NotTo(HaveOccurred())
 
@@ -129,20 +125,16 @@ func liveChange(ctx SpecContext, topology string, from, to ownership, timing *ha
 	Expect(err).NotTo(HaveOccurred())
 
 	// 3. Every remote block ends with the new owner...
-	for _, n := range c.Nodes() {
-		for _, b := range c.RemoteBlocks(n.Name) {
-			Eventually(n).WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).
-				Should(harness.HaveClusterRoute(b).ProgrammedBy(to.owner).Only(), "after the change: the new owner's route, and no other")
-		}
-	}
+	Eventually(c).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
+		Should(harness.HaveRemoteBlockRoutes().ProgrammedBy(to.owner).Only(), "after the change: the new owner's route, and no other")
 	// ...every programmer restarted for the change and synced again...
 	for _, n := range c.Nodes() {
-		Eventually(func() []supervisor.Restart { return syncedRestarts(n) }).WithTimeout(30*time.Second).
+		Eventually(func() []supervisor.Restart { return syncedRestarts(n) }).WithTimeout(scaled(30*time.Second)).
 			WithPolling(50*time.Millisecond).ShouldNot(BeEmpty(), "%s's programmer restarts when its configuration changes", n.Name)
 	}
 	Expect(c.WaitConverged(ctx)).To(Succeed())
 	// ...and every flow delivers again.
-	Eventually(flowsDelivering(probes)).WithTimeout(30 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
+	Eventually(flowsDelivering(probes)).WithTimeout(scaled(30 * time.Second)).WithPolling(50 * time.Millisecond).Should(Succeed())
 	end := c.Mark("converged after the change")
 
 	rep, err := probes.Stop()

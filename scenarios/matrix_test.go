@@ -431,7 +431,7 @@ func runOwnershipMatrix(ctx context.Context, setup matrixSetup) []matrixRow {
 			}
 		}
 		return nil
-	}).WithContext(ctx).WithTimeout(60*time.Second).WithPolling(100*time.Millisecond).Should(Succeed(), "guard: the release defaults own every class before the matrix")
+	}).WithContext(ctx).WithTimeout(scaled(60*time.Second)).WithPolling(100*time.Millisecond).Should(Succeed(), "guard: the release defaults own every class before the matrix")
 	probes, err := c.Probes(ctx, harness.ProbeOptions{Rate: min(200, harness.DefaultProbeRate())})
 	Expect(err).NotTo(HaveOccurred(), "guard: probes flow on the release defaults")
 
@@ -497,7 +497,7 @@ func runMatrixRow(ctx context.Context, c *harness.Cluster, setup matrixSetup, bl
 			return err
 		}
 		return judge(blocks, views, setup.classes, row.expected)
-	}).WithContext(ctx).WithTimeout(30*time.Second).WithPolling(150*time.Millisecond).Should(Succeed(), pair)
+	}).WithContext(ctx).WithTimeout(scaled(30*time.Second)).WithPolling(150*time.Millisecond).Should(Succeed(), pair)
 	settled := monoclock.Now()
 	row.settleMs = monoclock.Ms(settled - change.Mono)
 
@@ -528,7 +528,7 @@ func runMatrixRow(ctx context.Context, c *harness.Cluster, setup matrixSetup, bl
 				resyncs[n.Name]++
 			}
 			return resyncs[n.Name]
-		}).WithContext(ctx).WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).
+		}).WithContext(ctx).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
 			Should(BeNumerically(">=", 2), "%s: two programmer resyncs on %s", pair, n.Name)
 	}
 	for _, n := range c.Nodes() {
@@ -536,7 +536,7 @@ func runMatrixRow(ctx context.Context, c *harness.Cluster, setup matrixSetup, bl
 			continue
 		}
 		Eventually(func() int { k, _ := countRefusals(n, logFrom[n.Name]); return k }).WithContext(ctx).
-			WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).Should(BeNumerically(">=", 2*contested[n.Name]),
+			WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).Should(BeNumerically(">=", 2*contested[n.Name]),
 			"%s: %s's BIRD keeps trying to write the %d double-programmed prefixes (two scans' worth of refused writes)", pair, n.Name, contested[n.Name])
 	}
 	end := c.Mark(pair + ": window end")
@@ -607,11 +607,11 @@ func setPairLive(ctx context.Context, c *harness.Cluster, felixRaw, bgpRaw strin
 				return fmt.Sprintf("not synced since the change (state %s, programClusterRoutes %s)", st.State, st.ProgramClusterRoutes)
 			}
 			return st.ProgramClusterRoutes
-		}).WithContext(ctx).WithTimeout(60*time.Second).WithPolling(100*time.Millisecond).
+		}).WithContext(ctx).WithTimeout(scaled(60*time.Second)).WithPolling(100*time.Millisecond).
 			Should(Equal(wantFelix), "%s: %s's programmer runs with the effective value %s (unset and unknown resolve to the default)", pair, n.Name, wantFelix)
 		programmerMs = max(programmerMs, monoclock.Ms(monoclock.Now()-change.Mono))
 		if bgpChanged {
-			Eventually(func() string { return lastReconfiguration(ctx, n) }).WithContext(ctx).WithTimeout(60*time.Second).
+			Eventually(func() string { return lastReconfiguration(ctx, n) }).WithContext(ctx).WithTimeout(scaled(60*time.Second)).
 				WithPolling(100*time.Millisecond).ShouldNot(Equal(reconf[n.Name]), "%s: %s's BIRD reconfigures for the new BGPConfiguration", pair, n.Name)
 			birdMs = max(birdMs, monoclock.Ms(monoclock.Now()-change.Mono))
 		}

@@ -37,12 +37,8 @@ var _ = Describe("No deprecation warning while BIRD programs only no-encap pools
 			Felix:   datastore.FelixConfiguration{ProgramClusterRoutes: "Disabled"},
 			BGP:     datastore.BGPConfiguration{ProgramClusterRoutes: "Enabled"},
 		})
-		for _, n := range c.Nodes() {
-			for _, b := range c.RemoteBlocks(n.Name) {
-				Eventually(n).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
-					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Only(), "guard: BIRD programs the no-encap routes")
-			}
-		}
+		Eventually(c).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+			Should(harness.HaveRemoteBlockRoutes().ProgrammedBy(harness.ByBIRD).Only(), "guard: BIRD programs the no-encap routes")
 		var table strings.Builder
 		expectNoWarnings := func(step string) {
 			GinkgoHelper()
@@ -74,15 +70,15 @@ var _ = Describe("No deprecation warning while BIRD programs only no-encap pools
 		})
 		expectNoWarnings("BGP EnabledNoEncapOnly, only a no-encap pool")
 		step("an IPIP pool added", func() error {
-			c.Mark("add IP pool " + noDeprecationIPIPPool)
-			return c.Store.Put(datastore.KindIPPool, noDeprecationIPIPPool, datastore.IPPool{
+			_, err := c.PutIPPool(ctx, noDeprecationIPIPPool, datastore.IPPool{
 				Name: noDeprecationIPIPPool, CIDR: deprecationExtraCIDR, IPIPMode: datastore.EncapAlways, VXLANMode: datastore.EncapNever,
 			})
+			return err
 		})
 		expectNoWarnings("BGP EnabledNoEncapOnly beside an IPIP pool")
 		// Guard: the pool reached BIRD's config (its kernel filter rejects it).
 		for _, n := range c.Nodes() {
-			Eventually(func() (string, error) { return birdConfig(n) }).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+			Eventually(func() (string, error) { return birdConfig(n) }).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
 				Should(ContainSubstring(deprecationExtraCIDR), "guard: %s's BIRD config knows the IPIP pool", n.Name)
 		}
 

@@ -81,7 +81,7 @@ var _ = Describe("iBGP re-advertisement with the programmer owning IPIP", Label(
 		// that block.
 		owner := "node-4"
 		remaining := readvertWithout(c, owner)
-		Expect(c.KillBIRD(ctx, owner, syscall.SIGTERM)).To(Succeed())
+		act(c.KillBIRD(ctx, owner, syscall.SIGTERM))
 		withdrawn := readvertWithdrawnBlocks(c, owner)
 		readvertGuardWithdrawn(ctx, c, owner, remaining, withdrawn)
 		for _, n := range remaining {
@@ -133,7 +133,7 @@ var _ = Describe("iBGP re-advertisement with the programmer owning no-encap (kno
 		// while every programmer keeps its route to it.
 		owner := "node-3"
 		remaining := readvertWithout(c, owner)
-		Expect(c.KillBIRD(ctx, owner, syscall.SIGTERM)).To(Succeed())
+		act(c.KillBIRD(ctx, owner, syscall.SIGTERM))
 		withdrawn := readvertWithdrawnBlocks(c, owner)
 		readvertGuardWithdrawn(ctx, c, owner, remaining, withdrawn)
 
@@ -144,7 +144,7 @@ var _ = Describe("iBGP re-advertisement with the programmer owning no-encap (kno
 			var err error
 			after, err = readvertCount(ctx, c, remaining)
 			return after.readvertised, err
-		}).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).ShouldNot(BeEmpty(),
+		}).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).ShouldNot(BeEmpty(),
 			"known gap closed: with the programmer owning no-encap, no node exported another node's block to an iBGP peer after %s withdrew it. "+
 				"Update the design's §5 (\"Felix-programmed no-encap cluster routes and BGP re-advertisement\") and turn this spec into a claim", owner)
 		for _, r := range after.readvertised {
@@ -196,7 +196,7 @@ var _ = Describe("eBGP re-advertisement with the programmer owning no-encap", La
 		// 3. node-3 withdraws its block; the programmers keep their routes.
 		owner := "node-3"
 		remaining := readvertWithout(c, owner)
-		Expect(c.KillBIRD(ctx, owner, syscall.SIGTERM)).To(Succeed())
+		act(c.KillBIRD(ctx, owner, syscall.SIGTERM))
 		withdrawn := readvertWithdrawnBlocks(c, owner)
 		for _, n := range remaining {
 			Expect(n.BIRD.WaitEstablished(ctx)).To(Succeed(), "guard: %s's ToR sessions stay Established", n.Name)
@@ -219,7 +219,7 @@ var _ = Describe("eBGP re-advertisement with the programmer owning no-encap", La
 				}
 			}
 			return fromKernel, err
-		}).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).ShouldNot(BeEmpty(),
+		}).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).ShouldNot(BeEmpty(),
 			"after %s withdrew its block, expected some node to export the programmer's route to it to its ToRs (eBGP peers are outside the iBGP reject by decision); exports seen: %v", owner, after.readvertised)
 
 		res := c.Result("re-advertisement to eBGP peers, programmer owns no-encap (dualtor)", nil)
@@ -256,7 +256,7 @@ var _ = Describe("Candidate fix for re-advertisement: a kernel import filter on 
 			for _, wl := range nd.Workloads {
 				host := netip.PrefixFrom(wl.IPv4, 32)
 				Eventually(func() []bird.Route { return readvertBIRDRoutes(ctx, n, host) }).
-					WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).
+					WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
 					Should(ContainElement(HaveField("Protocol", readvertKernelProto)),
 						"%s's BIRD should still learn its local workload route %s from the kernel", n.Name, host)
 			}
@@ -265,7 +265,7 @@ var _ = Describe("Candidate fix for re-advertisement: a kernel import filter on 
 		// 3. The withdrawal that exposes the gap without the filter.
 		owner := "node-3"
 		remaining := readvertWithout(c, owner)
-		Expect(c.KillBIRD(ctx, owner, syscall.SIGTERM)).To(Succeed())
+		act(c.KillBIRD(ctx, owner, syscall.SIGTERM))
 		withdrawn := readvertWithdrawnBlocks(c, owner)
 		for _, n := range remaining {
 			for _, b := range withdrawn {
@@ -273,7 +273,7 @@ var _ = Describe("Candidate fix for re-advertisement: a kernel import filter on 
 				// The owner's advertisement is gone and, with the
 				// filter, nothing took its place in BIRD's table.
 				Eventually(func() []bird.Route { return readvertBIRDRoutes(ctx, n, b) }).
-					WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).Should(BeEmpty(),
+					WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).Should(BeEmpty(),
 					"%s's BIRD should hold no route to %s once its owner withdrew it and the filter keeps the programmer's out", n.Name, b)
 			}
 		}
@@ -319,7 +319,7 @@ func readvertMatrix(ctx context.Context, c *harness.Cluster, nodes []*harness.No
 	for _, n := range nodes {
 		for _, p := range readvertLivePeers(c, nodes, n) {
 			for _, b := range readvertOwnBlocks(c, n.Name) {
-				Eventually(n).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).
+				Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
 					Should(harness.BeExportedTo(b, p.Address), "positive control: %s exports its own block %s to %s", n.Name, b, p.Address)
 			}
 			if !negate {
@@ -425,7 +425,7 @@ func readvertGuardOwnership(c *harness.Cluster, owner harness.Owner, device stri
 			if device != "" {
 				m = m.Via(device)
 			}
-			Eventually(n).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).Should(m, "guard: %s owns the cluster routes", owner)
+			Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).Should(m, "guard: %s owns the cluster routes", owner)
 		}
 	}
 }
@@ -453,7 +453,7 @@ func readvertGuardSettled(ctx context.Context, c *harness.Cluster, mesh bool) {
 			}
 			for _, b := range other.Blocks {
 				Eventually(func() []bird.Route { return readvertBIRDRoutes(ctx, n, b.CIDR) }).
-					WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).
+					WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
 					Should(ContainElement(SatisfyAll(HaveField("Primary", true), HaveField("Protocol", want))),
 						"guard: %s's best route to %s should be %s before the steady state is read", n.Name, b.CIDR, what)
 			}
@@ -485,7 +485,7 @@ func readvertGuardWithdrawn(ctx context.Context, c *harness.Cluster, owner strin
 		for _, b := range blocks {
 			Expect(n).To(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer), "guard: the programmer keeps its route to %s", b)
 			Eventually(func() []bird.Route { return readvertBIRDRoutes(ctx, n, b) }).
-				WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).Should(SatisfyAll(
+				WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).Should(SatisfyAll(
 				ContainElement(SatisfyAll(HaveField("Protocol", readvertKernelProto), HaveField("Attrs", HaveKeyWithValue("Kernel.source", readvertProgrammerProto)))),
 				Not(ContainElement(HaveField("Protocol", fromOwner))),
 			), "guard: %s's BIRD should hold the programmer's route to %s and no longer %s's own advertisement (%s)", n.Name, b, owner, fromOwner)
@@ -521,7 +521,7 @@ func readvertLearned(ctx context.Context, c *harness.Cluster, rs []readvertiseme
 		}
 		sort.Strings(out)
 		return out
-	}).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).ShouldNot(BeEmpty(),
+	}).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).ShouldNot(BeEmpty(),
 		"no peer holds a block re-advertised to it from the node that exported it (exports: %v)", rs)
 	return out
 }

@@ -3,11 +3,14 @@ package scenarios_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	"github.com/onsi/ginkgo/v2/types"
@@ -30,9 +33,33 @@ var (
 
 var _ = BeforeSuite(func() {
 	var err error
+	timeoutScale, err = parseTimeoutScale(os.Getenv(TimeoutScaleEnv))
+	Expect(err).NotTo(HaveOccurred())
 	results, err = harness.OpenResults(harness.ResultsPath())
 	Expect(err).NotTo(HaveOccurred())
 })
+
+// TimeoutScaleEnv stretches every scenario's waiting limits (the time an
+// Eventually may take before the spec fails) on a slow machine, e.g. 3
+// under QEMU without KVM. It changes no verdict: a claim that holds holds
+// sooner; a claim that does not still fails, later.
+const TimeoutScaleEnv = "BIRDCAGE_TIMEOUT_SCALE"
+
+var timeoutScale = 1.0
+
+func parseTimeoutScale(v string) (float64, error) {
+	if v == "" {
+		return 1, nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 1 || f > 20 {
+		return 0, fmt.Errorf("%s=%q: want a number from 1 to 20 (how many times longer scenarios may wait)", TimeoutScaleEnv, v)
+	}
+	return f, nil
+}
+
+// scaled is a scenario's waiting limit on this machine.
+func scaled(d time.Duration) time.Duration { return time.Duration(float64(d) * timeoutScale) }
 
 var _ = BeforeEach(func() { testenv.NeedRoot(GinkgoT()) })
 
@@ -86,6 +113,14 @@ func startClusterOn(ctx context.Context, t *topo.Topology, opts harness.Options)
 		Expect(c.Stop()).To(Succeed(), "tear down cluster")
 	})
 	return c
+}
+
+// act asserts that a cluster action succeeded and returns the event it
+// marked: act(c.UpgradeNode(ctx, "node-2", config.R333, harness.UpgradeOptions{})).
+func act(e harness.Event, err error) harness.Event {
+	GinkgoHelper()
+	Expect(err).NotTo(HaveOccurred(), "cluster action %s", e.Name)
+	return e
 }
 
 // registered is the running spec's figures, stored by report and written

@@ -40,7 +40,7 @@ var _ = Describe("Upgrade handover on IPIP, node by node", Label("ipip", "upgrad
 			// 2. Guard: BIRD really programs every remote block via tunl0
 			// before the upgrade, or "no loss" would prove nothing.
 			for _, b := range remote {
-				Eventually(upgraded).WithTimeout(30 * time.Second).WithPolling(50 * time.Millisecond).
+				Eventually(upgraded).WithTimeout(scaled(30 * time.Second)).WithPolling(50 * time.Millisecond).
 					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice))
 			}
 
@@ -50,13 +50,12 @@ var _ = Describe("Upgrade handover on IPIP, node by node", Label("ipip", "upgrad
 			Expect(err).NotTo(HaveOccurred())
 
 			// 4. Upgrade node-2 to 3.33, the old BIRD going with sig.
-			begin := c.Mark("upgrade begins")
-			Expect(c.UpgradeNode(ctx, upgraded.Name, config.R333, harness.UpgradeOptions{Signal: sig})).To(Succeed())
+			begin := act(c.UpgradeNode(ctx, upgraded.Name, config.R333, harness.UpgradeOptions{Signal: sig}))
 
 			// 5. Its IPIP cluster routes move to the programmer: its route,
 			// and no other beside it...
 			for _, b := range remote {
-				Eventually(upgraded).WithTimeout(30 * time.Second).WithPolling(20 * time.Millisecond).
+				Eventually(upgraded).WithTimeout(scaled(30 * time.Second)).WithPolling(20 * time.Millisecond).
 					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer).Via(topo.TunnelDevice).Only())
 			}
 			// ...and the cluster converges again (the new BIRD's sessions
@@ -64,7 +63,7 @@ var _ = Describe("Upgrade handover on IPIP, node by node", Label("ipip", "upgrad
 			// `proto bird` route to another node's block left behind.
 			Expect(c.WaitConverged(ctx)).To(Succeed())
 			Eventually(func() []kroute.Route { return birdRoutesTo(upgraded, remote) }).
-				WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(BeEmpty())
+				WithTimeout(scaled(30 * time.Second)).WithPolling(100 * time.Millisecond).Should(BeEmpty())
 			end := c.Mark("converged after upgrade")
 			// Every probe sent up to here is inside the claim's window;
 			// those still in flight when the probes stop are not.

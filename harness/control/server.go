@@ -283,7 +283,7 @@ type Info struct {
 
 // InfoOf describes the cluster a server serves.
 func InfoOf(c *harness.Cluster, socket string) Info {
-	in := Info{Run: c.Run.ID, Topology: c.Net.Topology.Name, Socket: socket, Dir: c.Dir(), PID: os.Getpid(), Events: c.Events(), Releases: map[string]string{}}
+	in := Info{Run: c.Run.ID, Topology: c.Net.Topology.Name, Socket: socket, Dir: c.Run.Dir, PID: os.Getpid(), Events: c.Events(), Releases: map[string]string{}}
 	for _, n := range c.Nodes() {
 		in.Nodes = append(in.Nodes, n.Name)
 		in.Releases[n.Name] = string(n.Release())

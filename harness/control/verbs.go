@@ -76,7 +76,7 @@ func (s *Server) upgrade(ctx context.Context, req Request, o *out, wait time.Dur
 	defer cancel()
 	from := n.Release()
 	err = s.withEvents(o, func() error {
-		if err := s.c.UpgradeNode(actx, n.Name, rel, harness.UpgradeOptions{Signal: sig}); err != nil {
+		if _, err := s.c.UpgradeNode(actx, n.Name, rel, harness.UpgradeOptions{Signal: sig}); err != nil {
 			return err
 		}
 		return s.settle(actx, o, n)
@@ -126,12 +126,13 @@ func (s *Server) set(ctx context.Context, req Request, o *out, wait time.Duratio
 		}
 		mark = monoclock.Now()
 		if len(st.BGP) > 0 {
-			if err := s.c.SetBGPConfig(b); err != nil {
+			if _, err := s.c.SetBGPConfig(actx, b); err != nil {
 				return err
 			}
 		}
 		if len(st.Felix) > 0 {
-			return s.c.SetFelixConfig(f)
+			_, err := s.c.SetFelixConfig(actx, f)
+			return err
 		}
 		return nil
 	})
@@ -205,13 +206,13 @@ func (s *Server) bird(ctx context.Context, req Request, o *out, wait time.Durati
 		if !n.BIRD.Running() {
 			return fmt.Errorf("BIRD on %s is not running (birdcage bird %s start)", n.Name, n.Name)
 		}
-		return s.withEvents(o, func() error { return s.c.KillBIRD(actx, n.Name, sig) })
+		return s.withEvents(o, func() error { _, err := s.c.KillBIRD(actx, n.Name, sig); return err })
 	case "start":
 		if n.BIRD.Running() {
 			return fmt.Errorf("BIRD on %s is already running (birdcage bird %s kill first)", n.Name, n.Name)
 		}
 		return s.withEvents(o, func() error {
-			if err := s.c.StartBIRD(actx, n.Name, req.Recovery); err != nil {
+			if _, err := s.c.StartBIRD(actx, n.Name, harness.StartBIRDOptions{Recovery: req.Recovery}); err != nil {
 				return err
 			}
 			return s.settle(actx, o, n)

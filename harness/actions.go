@@ -1,0 +1,288 @@
+package harness
+
+// The actions a scenario, the CLI (harness/control) and a lab perform on a
+// cluster. Every one has the same shape:
+//
+//	func (c *Cluster) Verb(ctx, what..., [VerbOptions]) (Event, error)
+//
+// It marks its own event on the run's clock before it acts (so the event
+// is the instant the change began, and a probe gap can be placed against
+// it), returns that event with the error, and changes the cluster only the
+// way the real system would be changed (a pod replaced, a datastore write
+// that confd and the programmers react to, a signal).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"syscall"
+	"time"
+
+	"github.com/birdcage/birdcage/dataplane/config"
+	"github.com/birdcage/birdcage/dataplane/datastore"
+	"github.com/birdcage/birdcage/internal/monoclock"
+)
+
+// UpgradeOptions say how a node is replaced.
+type UpgradeOptions struct {
+	// Signal the old BIRD gets: SIGKILL (default; what a pod deletion does
+	// to BIRD in the real node container) or SIGTERM (BIRD sends Cease, so
+	// peers withdraw its routes at once).
+	Signal syscall.Signal
+	// BIRD, when set, replaces BIRD's release too (a BIRD upgrade, e.g.
+	// "2.0" to "3.1"); empty keeps the node's release.
+	BIRD string
+}
+
+// UpgradeNode replaces a node's programmer and BIRD with those of release
+// to, the way a pod replacement does: the old BIRD exits (persist leaves its
+// routes), the old programmer stops, the new programmer starts, and — if BGP
+// is enabled — the new BIRD starts with -R (graceful-restart recovery). It
+// returns when the new programmer has synced.
+func (c *Cluster) UpgradeNode(ctx context.Context, name string, to config.Release, o UpgradeOptions) (Event, error) {
+	n := c.Node(name)
+	if o.Signal == 0 {
+		o.Signal = syscall.SIGKILL
+	}
+	e := c.Mark(fmt.Sprintf("UpgradeNode(%s→%s)", name, to))
+	fail := func(err error) (Event, error) { return e, fmt.Errorf("upgrade %s: %w", name, err) }
+	if n.BIRD.Running() {
+		if err := n.BIRD.Stop(ctx, o.Signal); err != nil {
+			return fail(fmt.Errorf("stop BIRD: %w", err))
+		}
+	}
+	c.Mark(fmt.Sprintf("BIRD(%s) exited", name))
+	if o.BIRD != "" {
+		if err := c.upgradeBIRD(n, o.BIRD); err != nil {
+			return fail(err)
+		}
+	}
+	if err := n.Programmer.Stop(ctx); err != nil {
+		return fail(err)
+	}
+	n.mu.Lock()
+	n.release = to
+	n.mu.Unlock()
+	started := monoclock.Now()
+	if err := n.Programmer.Start(to); err != nil {
+		return fail(err)
+	}
+	cl, err := c.Store.Read(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	if cl.BGP.Enabled() {
+		if err := c.renderBIRD(n, cl); err != nil {
+			return fail(err)
+		}
+		if err := n.BIRD.StartRecovery(ctx); err != nil {
+			return fail(fmt.Errorf("start BIRD -R: %w", err))
+		}
+	}
+	if err := poll(ctx, 5*time.Millisecond, func() bool { return n.Programmer.Synced(started) }); err != nil {
+		return fail(fmt.Errorf("new programmer did not sync (log %s): %w", n.Programmer.LogPath(), err))
+	}
+	c.Mark(fmt.Sprintf("UpgradeNode(%s) programmer synced", name))
+	return e, nil
+}
+
+// KillBIRD stops a node's BIRD with sig and does not bring it back.
+func (c *Cluster) KillBIRD(ctx context.Context, name string, sig syscall.Signal) (Event, error) {
+	e := c.Mark(fmt.Sprintf("KillBIRD(%s,%s)", name, sig))
+	return e, c.Node(name).BIRD.Stop(ctx, sig)
+}
+
+// StartBIRDOptions say how a BIRD is started.
+type StartBIRDOptions struct {
+	// Recovery starts it with -R: graceful-restart recovery, as the node
+	// container does after BIRD itself restarted.
+	Recovery bool
+}
+
+// StartBIRD starts a node's BIRD from a fresh render.
+func (c *Cluster) StartBIRD(ctx context.Context, name string, o StartBIRDOptions) (Event, error) {
+	n := c.Node(name)
+	e := c.Mark(fmt.Sprintf("StartBIRD(%s)", name))
+	cl, err := c.Store.Read(ctx)
+	if err != nil {
+		return e, err
+	}
+	if err := c.renderBIRD(n, cl); err != nil {
+		return e, err
+	}
+	if o.Recovery {
+		return e, n.BIRD.StartRecovery(ctx)
+	}
+	return e, n.BIRD.Start(ctx)
+}
+
+// StopRouterBIRD stops the BIRD of a BGP-speaking router (a ToR) with sig;
+// the router's links stay up.
+func (c *Cluster) StopRouterBIRD(ctx context.Context, name string, sig syscall.Signal) (Event, error) {
+	r := c.Router(name)
+	e := c.Mark(fmt.Sprintf("StopRouterBIRD(%s,%s)", name, sig))
+	return e, r.BIRD.Stop(ctx, sig)
+}
+
+// RestartProgrammer stops a node's programmer and starts it again.
+func (c *Cluster) RestartProgrammer(ctx context.Context, name string) (Event, error) {
+	n := c.Node(name)
+	e := c.Mark(fmt.Sprintf("RestartProgrammer(%s)", name))
+	if err := n.Programmer.Stop(ctx); err != nil {
+		return e, err
+	}
+	return e, n.Programmer.Start(n.Release())
+}
+
+// SetBGPConfig writes BGPConfiguration; confd re-renders and reconfigures
+// every running BIRD.
+func (c *Cluster) SetBGPConfig(ctx context.Context, b datastore.BGPConfiguration) (Event, error) {
+	e := c.Mark("SetBGPConfig(programClusterRoutes=" + orUnset(config.ProgramClusterRoutes(b.ProgramClusterRoutes)) + ")")
+	return e, c.Store.Put(datastore.KindBGPConfiguration, datastore.SingletonName, b)
+}
+
+// SetFelixConfig writes FelixConfiguration; programmers whose restart
+// fields changed exit and are restarted by their supervisors. An unset
+// routeRefreshInterval keeps the cluster's.
+func (c *Cluster) SetFelixConfig(ctx context.Context, f datastore.FelixConfiguration) (Event, error) {
+	if f.RouteRefreshInterval == "" {
+		f.RouteRefreshInterval = c.opts.RouteRefreshInterval.String()
+	}
+	e := c.Mark("SetFelixConfig(programClusterRoutes=" + orUnset(config.ProgramClusterRoutes(f.ProgramClusterRoutes)) + ")")
+	return e, c.Store.Put(datastore.KindFelixConfiguration, datastore.SingletonName, f)
+}
+
+// SetProgramClusterRoutes sets FelixConfiguration.programClusterRoutes and
+// BGPConfiguration.programClusterRoutes together, as an operator does:
+// confd re-renders and reconfigures BIRD, and every programmer whose
+// ownership changed exits and is restarted. Empty leaves a field unset.
+func (c *Cluster) SetProgramClusterRoutes(ctx context.Context, felix, bgp config.ProgramClusterRoutes) (Event, error) {
+	cl, err := c.Store.Read(ctx)
+	if err != nil {
+		return Event{}, err
+	}
+	f, b := cl.Felix, cl.BGP
+	f.ProgramClusterRoutes, b.ProgramClusterRoutes = string(felix), string(bgp)
+	e := c.Mark(fmt.Sprintf("SetProgramClusterRoutes(Felix=%s, BGP=%s)", orUnset(felix), orUnset(bgp)))
+	if err := c.Store.Put(datastore.KindBGPConfiguration, datastore.SingletonName, b); err != nil {
+		return e, err
+	}
+	return e, c.Store.Put(datastore.KindFelixConfiguration, datastore.SingletonName, f)
+}
+
+func orUnset(v config.ProgramClusterRoutes) string {
+	if v == "" {
+		return "unset"
+	}
+	return string(v)
+}
+
+// DisableBGP marks BGP disabled in the datastore: a BIRD that exits is not
+// started again by UpgradeNode (Calico's networking backend "none").
+func (c *Cluster) DisableBGP(ctx context.Context) (Event, error) {
+	cl, err := c.Store.Read(ctx)
+	if err != nil {
+		return Event{}, err
+	}
+	off := false
+	b := cl.BGP
+	b.BGPEnabled = &off
+	e := c.Mark("DisableBGP")
+	return e, c.Store.Put(datastore.KindBGPConfiguration, datastore.SingletonName, b)
+}
+
+// PutIPPool creates or replaces an IP pool.
+func (c *Cluster) PutIPPool(ctx context.Context, name string, p datastore.IPPool) (Event, error) {
+	e := c.Mark(fmt.Sprintf("PutIPPool(%s %s ipipMode=%s)", name, p.CIDR, orDefault(p.IPIPMode, "Never")))
+	return e, c.Store.Put(datastore.KindIPPool, name, p)
+}
+
+// DeletePool deletes an IP pool.
+func (c *Cluster) DeletePool(ctx context.Context, name string) (Event, error) {
+	e := c.Mark("DeletePool(" + name + ")")
+	return e, c.Store.Delete(datastore.KindIPPool, name)
+}
+
+// PutWorkload creates or replaces a workload endpoint in the datastore (the
+// programmer routes to it; its interface is the scenario's business).
+func (c *Cluster) PutWorkload(ctx context.Context, w datastore.Workload) (Event, error) {
+	e := c.Mark(fmt.Sprintf("PutWorkload(%s on %s)", w.Name, w.Node))
+	return e, c.Store.Put(datastore.KindWorkload, w.Name, w)
+}
+
+// ReleaseBlock deletes a block's affinity, as IPAM does when a node gives a
+// block back.
+func (c *Cluster) ReleaseBlock(ctx context.Context, cidr netip.Prefix) (Event, error) {
+	e := c.Mark("ReleaseBlock(" + cidr.String() + ")")
+	return e, c.Store.Delete(datastore.KindBlockAffinity, blockDocName(cidr))
+}
+
+// RemoveNode stops a node's programmer and BIRD and deletes the node, its
+// blocks, workloads and peerings from the datastore (the node has left).
+func (c *Cluster) RemoveNode(ctx context.Context, name string) (Event, error) {
+	n := c.Node(name)
+	e := c.Mark("RemoveNode(" + name + ")")
+	var errs []error
+	if n.BIRD.Running() {
+		errs = append(errs, n.BIRD.Stop(ctx, syscall.SIGKILL))
+	}
+	errs = append(errs, n.Programmer.Kill(ctx))
+	cl, err := c.Store.Read(ctx)
+	if err != nil {
+		return e, err
+	}
+	for _, b := range cl.Blocks {
+		if b.Node == name {
+			p, _ := netip.ParsePrefix(b.CIDR)
+			errs = append(errs, c.Store.Delete(datastore.KindBlockAffinity, blockDocName(p)))
+		}
+	}
+	for _, w := range cl.Workloads {
+		if w.Node == name {
+			errs = append(errs, c.Store.Delete(datastore.KindWorkload, w.Name))
+		}
+	}
+	for _, p := range cl.Peers {
+		if p.Node == name {
+			errs = append(errs, c.Store.Delete(datastore.KindBGPPeer, p.Name))
+		}
+	}
+	errs = append(errs, c.Store.Delete(datastore.KindNode, name))
+	return e, errors.Join(errs...)
+}
+
+// FailRouterLinks takes every interface of a router down, as when a ToR
+// loses power: its point-to-point peers lose carrier and its switches lose
+// its port, but nothing tells BGP — its BIRD keeps running, cut off, and
+// its peers notice only by their own means (hold timer, link state). The
+// returned event is the moment the first link went down.
+func (c *Cluster) FailRouterLinks(ctx context.Context, name string) (Event, error) {
+	r := c.Router(name)
+	h, err := r.NS.Handle()
+	if err != nil {
+		return Event{}, fmt.Errorf("fail router %s: %w", name, err)
+	}
+	defer h.Close()
+	e := c.Mark(fmt.Sprintf("FailRouterLinks(%s)", name))
+	for _, ifc := range r.NS.Spec.Interfaces {
+		if err := ctx.Err(); err != nil {
+			return e, fmt.Errorf("fail router %s: %w", name, err)
+		}
+		l, err := h.LinkByName(ifc.Name)
+		if err != nil {
+			return e, fmt.Errorf("fail router %s: interface %s: %w", name, ifc.Name, err)
+		}
+		if err := h.LinkSetDown(l); err != nil {
+			return e, fmt.Errorf("fail router %s: interface %s down: %w", name, ifc.Name, err)
+		}
+	}
+	return e, nil
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
