@@ -19,8 +19,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/birdcage/birdcage/dataplane/config"
-	"github.com/birdcage/birdcage/dataplane/datastore"
+	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/monoclock"
 )
 

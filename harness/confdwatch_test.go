@@ -7,8 +7,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/birdcage/birdcage/dataplane/config"
-	"github.com/birdcage/birdcage/dataplane/datastore"
+	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/calico/datastore"
 )
 
 // With one confd per node, renders run on several goroutines at once; each

@@ -8,7 +8,7 @@ package scenarios_test
 // that same default on both sides.
 //
 // The defaults are the design's, literal (designDefaults in matrix_test.go),
-// never read from dataplane/config. A cluster is started with both fields
+// never read from internal/calico/config. A cluster is started with both fields
 // unset (or both set to a value nobody knows) on each release, and judged:
 // every remote block's one route is the owner's that the literal default
 // gives its class, BIRD exports to its kernel protocol exactly the blocks
@@ -27,9 +27,9 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/birdcage/birdcage/dataplane/config"
-	"github.com/birdcage/birdcage/dataplane/datastore"
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/topo"
 )
 

@@ -15,7 +15,7 @@ package scenarios_test
 //
 // The expectation for every pair comes from the design's own tables, written
 // below as literal data (designValues, designSupportedPairs,
-// designDefaults), not from dataplane/config: a wrong default or a wrong
+// designDefaults), not from internal/calico/config: a wrong default or a wrong
 // value meaning in the code under test must not move the expectation with
 // it. Each pair is set live on one running cluster, and the observed owner of
 // every remote block (by kernel route protocol and by what BIRD exports to its
@@ -46,10 +46,10 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/birdcage/birdcage/dataplane/config"
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/topo"
@@ -58,7 +58,7 @@ import (
 
 // The design's tables (§1, "The two configuration fields" and "Who sets
 // the fields"), as literal data. Only the release names (the keys of
-// designDefaults) come from dataplane/config; no value, meaning or default does.
+// designDefaults) come from internal/calico/config; no value, meaning or default does.
 
 // designClasses is which classes a value names, per §1's value table.
 type designClasses struct{ ipip, noEncap bool }

@@ -15,8 +15,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/birdcage/birdcage/dataplane/config"
 	"github.com/birdcage/birdcage/dataplane/programmer"
+	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/monoclock"
 )
 

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/birdcage/birdcage/dataplane/config"
-	"github.com/birdcage/birdcage/dataplane/datastore"
+	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/calico/datastore"
 )
 
 // cluster: node-1 (this node) and node-2 share 10.0.1.0/24; node-3 is on

@@ -7,7 +7,7 @@
 //
 // It is pure: no netlink, no files, no clock. Ownership comes in as the
 // effective programClusterRoutes value and is read only through its accessors
-// in dataplane/config; routes of a class the programmer does not own are not
+// in internal/calico/config; routes of a class the programmer does not own are not
 // desired (they are BIRD's).
 //
 // Where this differs from the real Felix, it is deliberate and opt-in only:

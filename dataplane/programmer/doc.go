@@ -20,9 +20,9 @@
 //	--node NAME          this node's name in the datastore (required)
 //	--datastore DIR      the datastore directory (required): one JSON
 //	                     document per file at DIR/<kind>/<name>.json, see
-//	                     dataplane/datastore; read-only for the programmer
+//	                     internal/calico/datastore; read-only for the programmer
 //	--release R          pre-3.33 | 3.33 (default 3.33): the defaults and
-//	                     behaviours of that release (dataplane/config)
+//	                     behaviours of that release (internal/calico/config)
 //	--status FILE        status file to write (optional), see below
 //	--log-format F       json | text (default text), to stderr
 //	--log-level L        debug | info | warn | error (default info)

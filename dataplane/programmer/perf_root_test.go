@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/birdcage/birdcage/dataplane/datastore"
 	"github.com/birdcage/birdcage/dataplane/programmer"
+	"github.com/birdcage/birdcage/internal/calico/datastore"
 )
 
 func TestPerfDaemon10kRSS(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/birdcage/birdcage/dataplane/config"
-	"github.com/birdcage/birdcage/dataplane/datastore"
+	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/calico/datastore"
 )
 
 func baseCluster() *datastore.Cluster {

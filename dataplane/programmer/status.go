@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/birdcage/birdcage/dataplane/datastore"
+	"github.com/birdcage/birdcage/internal/calico/datastore"
 )
 
 // Exit codes of the programmer process; see the package documentation.

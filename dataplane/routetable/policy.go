@@ -5,8 +5,8 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/birdcage/birdcage/dataplane/config"
 	"github.com/birdcage/birdcage/dataplane/route"
+	"github.com/birdcage/birdcage/internal/calico/config"
 	"golang.org/x/sys/unix"
 )
 

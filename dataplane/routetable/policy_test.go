@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/birdcage/birdcage/dataplane/config"
 	"github.com/birdcage/birdcage/dataplane/route"
+	"github.com/birdcage/birdcage/internal/calico/config"
 	"golang.org/x/sys/unix"
 )
 

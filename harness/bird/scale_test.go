@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/birdcage/birdcage/dataplane/config"
 	"github.com/birdcage/birdcage/harness/bird"
+	"github.com/birdcage/birdcage/internal/calico/config"
 )
 
 func TestScaleEstablished(t *testing.T) {

@@ -4,7 +4,7 @@
 // eBGP configuration of a router (a ToR) that is not a cluster node.
 //
 // Who programs a pool's cluster routes comes only from
-// BGPConfiguration.programClusterRoutes resolved through dataplane/config
+// BGPConfiguration.programClusterRoutes resolved through internal/calico/config
 // (config.Resolve with config.BIRD), so the renderer and the route
 // programmer share one enum, one default table and one unknown-value rule.
 // Both address families are rendered into one BIRD 2 instance from that one

@@ -14,9 +14,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/birdcage/birdcage/dataplane/config"
 	"github.com/birdcage/birdcage/harness/bird"
 	"github.com/birdcage/birdcage/harness/bird/release"
+	"github.com/birdcage/birdcage/internal/calico/config"
 )
 
 // releaseGoldens are the non-default releases with golden files (2.0's are

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"text/template"
 
-	"github.com/birdcage/birdcage/dataplane/config"
-	"github.com/birdcage/birdcage/dataplane/datastore"
 	"github.com/birdcage/birdcage/harness/bird/release"
+	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/calico/datastore"
 )
 
 // TunnelDevice is the IPIP device BIRD sends tunnel routes out of, as

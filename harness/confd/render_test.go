@@ -18,8 +18,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/birdcage/birdcage/dataplane/config"
-	"github.com/birdcage/birdcage/dataplane/datastore"
+	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/calico/datastore"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current renderer")

@@ -3,8 +3,8 @@ package confd
 import (
 	"testing"
 
-	"github.com/birdcage/birdcage/dataplane/config"
-	"github.com/birdcage/birdcage/dataplane/datastore"
+	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/calico/datastore"
 )
 
 // extraShapes renders the shapes beside the ownership matrix: the metric

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/birdcage/birdcage/dataplane/config"
-	"github.com/birdcage/birdcage/dataplane/datastore"
+	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/calico/datastore"
 )
 
 // Settings are KEY=VALUE changes to the two configuration documents, as

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/birdcage/birdcage/dataplane/datastore"
+	"github.com/birdcage/birdcage/internal/calico/datastore"
 )
 
 func TestSettingsApply(t *testing.T) {

@@ -101,7 +101,7 @@ type BGPPeer struct {
 // FelixConfiguration holds the programmer's fields.
 type FelixConfiguration struct {
 	// ProgramClusterRoutes is the raw field; read it only through
-	// dataplane/config.Resolve.
+	// internal/calico/config.Resolve.
 	ProgramClusterRoutes string `json:"programClusterRoutes,omitempty"`
 	DeviceRouteProtocol  int    `json:"deviceRouteProtocol,omitempty"`
 	// RouteRefreshInterval is a Go duration string ("90s").
@@ -111,7 +111,7 @@ type FelixConfiguration struct {
 // BGPConfiguration holds confd+BIRD's fields.
 type BGPConfiguration struct {
 	// ProgramClusterRoutes is the raw field; read it only through
-	// dataplane/config.Resolve.
+	// internal/calico/config.Resolve.
 	ProgramClusterRoutes string `json:"programClusterRoutes,omitempty"`
 	// NodeToNodeMeshEnabled defaults to true when nil.
 	NodeToNodeMeshEnabled *bool `json:"nodeToNodeMeshEnabled,omitempty"`

@@ -15,7 +15,7 @@
 // affine to two nodes fail the whole read, with an error naming the file, the
 // field and what would be valid. One thing is deliberately not an error: an
 // unknown programClusterRoutes value. Both components must treat it exactly
-// like an unset field (dataplane/config.Resolve), so the datastore passes it
+// like an unset field (internal/calico/config.Resolve), so the datastore passes it
 // through.
 //
 // It must not import harness/ or anything that knows about scenarios.

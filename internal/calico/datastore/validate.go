@@ -223,7 +223,7 @@ func (p BGPPeer) Validate() error {
 
 // Validate checks the FelixConfiguration document. ProgramClusterRoutes is
 // deliberately not checked: an unknown value is not an error but resolves to
-// the release default (see dataplane/config.Resolve), identically on both
+// the release default (see internal/calico/config.Resolve), identically on both
 // sides.
 func (f FelixConfiguration) Validate() error {
 	if f.DeviceRouteProtocol < 0 || f.DeviceRouteProtocol > 255 {
