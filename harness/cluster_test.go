@@ -137,7 +137,7 @@ func TestUpgradeNodeEndState(t *testing.T) {
 		noBird := func() bool {
 			rs, _ := n.Routes(b)
 			for _, r := range rs {
-				if r.Protocol == config.RTProtBIRD {
+				if r.Protocol == kroute.ProtoBIRD {
 					return false
 				}
 			}

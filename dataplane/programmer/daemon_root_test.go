@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/dataplane/programmer"
-	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
+	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/run"
 	"github.com/birdcage/birdcage/internal/testenv"
@@ -179,7 +179,7 @@ func TestDaemonBinaryContract(t *testing.T) {
 	for _, dst := range []string{"10.65.2.0/26", "10.65.9.0/26"} {
 		_, ipn, _ := net.ParseCIDR(dst)
 		if err := nd.h.RouteAdd(&netlink.Route{Dst: ipn, Gw: net.ParseIP("10.0.1.13"), LinkIndex: tun.Attrs().Index,
-			Flags: int(netlink.FLAG_ONLINK), Protocol: config.RTProtBIRD}); err != nil {
+			Flags: int(netlink.FLAG_ONLINK), Protocol: netlink.RouteProtocol(kroute.ProtoBIRD)}); err != nil {
 			t.Fatal(err)
 		}
 	}

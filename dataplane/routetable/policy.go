@@ -7,6 +7,7 @@ import (
 
 	"github.com/birdcage/birdcage/dataplane/route"
 	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/kroute"
 	"golang.org/x/sys/unix"
 )
 
@@ -44,20 +45,8 @@ func (k KernelRoute) String() string {
 	return fmt.Sprintf("%s proto %s metric %d", s, ProtocolName(k.Protocol), k.Metric)
 }
 
-// ProtocolName names the well-known kernel route protocols.
-func ProtocolName(p int) string {
-	switch p {
-	case unix.RTPROT_KERNEL:
-		return "kernel"
-	case unix.RTPROT_BOOT:
-		return "boot"
-	case unix.RTPROT_STATIC:
-		return "static"
-	case config.RTProtBIRD:
-		return "bird"
-	}
-	return fmt.Sprint(p)
-}
+// ProtocolName names a kernel route protocol the way iproute2 does.
+func ProtocolName(p int) string { return kroute.Protocol(p).String() }
 
 // OwnershipPolicy decides which kernel routes are the programmer's.
 type OwnershipPolicy struct {
@@ -136,7 +125,7 @@ func (p OwnershipPolicy) RouteIsOurs(r KernelRoute) (bool, string) {
 			}
 		}
 		return true, fmt.Sprintf("proto %d on our device %s", r.Protocol, devices(r.NextHops))
-	case config.RTProtBIRD:
+	case int(kroute.ProtoBIRD):
 		for _, h := range r.NextHops {
 			if h.Device != p.TunnelDevice {
 				return false, fmt.Sprintf("proto bird on %s: only proto bird via %s is ever claimed", h.Device, p.TunnelDevice)

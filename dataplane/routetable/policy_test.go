@@ -12,6 +12,7 @@ import (
 
 	"github.com/birdcage/birdcage/dataplane/route"
 	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/kroute"
 	"golang.org/x/sys/unix"
 )
 
@@ -24,7 +25,7 @@ func kr(proto int, devs ...string) KernelRoute {
 }
 
 func TestOwnershipPolicy(t *testing.T) {
-	const bird, static = config.RTProtBIRD, unix.RTPROT_STATIC
+	const bird, static = int(kroute.ProtoBIRD), unix.RTPROT_STATIC
 	ownerIPIP := NewOwnershipPolicy(80, "tunl0", []string{"eth0"}, config.EnabledIPIPOnly, config.R333)
 	notOwner := NewOwnershipPolicy(80, "tunl0", []string{"eth0"}, config.EnabledNoEncapOnly, config.R333)
 	pre333 := NewOwnershipPolicy(80, "tunl0", []string{"eth0"}, config.Enabled, config.Pre333)

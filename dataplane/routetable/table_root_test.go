@@ -20,6 +20,7 @@ import (
 
 	"github.com/birdcage/birdcage/dataplane/route"
 	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -44,7 +45,7 @@ func TestReplaceTakesBIRDRouteWithoutDelete(t *testing.T) {
 	t.Logf("real ipip tunl0: %v", tn.realIPIP)
 	const dst = "10.65.2.0/26"
 	// 1. BIRD's persisted route for a destination the programmer wants.
-	tn.addRoute(t, dst, "10.0.1.12", "tunl0", config.RTProtBIRD, 0, true)
+	tn.addRoute(t, dst, "10.0.1.12", "tunl0", int(kroute.ProtoBIRD), 0, true)
 
 	// 2. Watch every route change in the node's netns.
 	updates := make(chan netlink.RouteUpdate, 1024)
@@ -102,10 +103,10 @@ func TestStrayBIRDTunnelRoutes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tn := newTestNode(t)
 			// 1. The leftovers of a BIRD that never came back, and bystanders.
-			tn.addRoute(t, "10.65.9.0/26", "10.0.1.13", "tunl0", config.RTProtBIRD, 0, true)  // stray: block released
-			tn.addRoute(t, "10.65.8.0/26", "10.0.1.13", "tunl0", unix.RTPROT_STATIC, 0, true) // other protocol on tunl0
-			tn.addRoute(t, "10.67.9.0/26", "10.0.1.13", "eth0", config.RTProtBIRD, 0, false)  // proto bird elsewhere
-			tn.addRoute(t, "10.68.9.0/26", "10.9.0.2", "ext0", 80, 0, false)                  // our proto, foreign device
+			tn.addRoute(t, "10.65.9.0/26", "10.0.1.13", "tunl0", int(kroute.ProtoBIRD), 0, true) // stray: block released
+			tn.addRoute(t, "10.65.8.0/26", "10.0.1.13", "tunl0", unix.RTPROT_STATIC, 0, true)    // other protocol on tunl0
+			tn.addRoute(t, "10.67.9.0/26", "10.0.1.13", "eth0", int(kroute.ProtoBIRD), 0, false) // proto bird elsewhere
+			tn.addRoute(t, "10.68.9.0/26", "10.9.0.2", "ext0", 80, 0, false)                     // our proto, foreign device
 
 			// 2. One resync with nothing desired.
 			tb := New(tn.h, tc.policy, testLog(t))
@@ -139,7 +140,7 @@ func TestStrayBIRDTunnelRoutes(t *testing.T) {
 func TestBIRDDeleteDoesNotRemoveOurRoute(t *testing.T) {
 	tn := newTestNode(t)
 	const dst = "10.65.2.0/26"
-	tn.addRoute(t, dst, "10.0.1.12", "tunl0", config.RTProtBIRD, 0, true)
+	tn.addRoute(t, dst, "10.0.1.12", "tunl0", int(kroute.ProtoBIRD), 0, true)
 	tb := New(tn.h, ownerPolicy(), testLog(t))
 	tb.SetDesired([]route.Route{tunnelRoute(dst)})
 	if st, err := tb.Apply(); err != nil || st.Replaced != 1 {
@@ -149,10 +150,10 @@ func TestBIRDDeleteDoesNotRemoveOurRoute(t *testing.T) {
 	// its protocol, any scope.
 	birdDelete := func(dst string) error {
 		_, ipn, _ := net.ParseCIDR(dst)
-		return tn.h.RouteDel(&netlink.Route{Dst: ipn, Protocol: netlink.RouteProtocol(config.RTProtBIRD), Scope: netlink.SCOPE_NOWHERE})
+		return tn.h.RouteDel(&netlink.Route{Dst: ipn, Protocol: netlink.RouteProtocol(kroute.ProtoBIRD), Scope: netlink.SCOPE_NOWHERE})
 	}
 	// Positive control: the same delete does remove a proto bird route.
-	tn.addRoute(t, "10.65.3.0/26", "10.0.1.13", "tunl0", config.RTProtBIRD, 0, true)
+	tn.addRoute(t, "10.65.3.0/26", "10.0.1.13", "tunl0", int(kroute.ProtoBIRD), 0, true)
 	if err := birdDelete("10.65.3.0/26"); err != nil {
 		t.Fatalf("positive control: BIRD's delete of its own route failed: %v", err)
 	}

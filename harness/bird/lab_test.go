@@ -13,8 +13,8 @@ import (
 
 	"github.com/birdcage/birdcage/harness/bird"
 	"github.com/birdcage/birdcage/harness/confd"
-	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
+	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/run"
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -164,7 +164,7 @@ func (l *lab) birdRoutes(n string, family int) map[string]netlink.Route {
 	l.t.Helper()
 	h := l.handle(n)
 	defer h.Close()
-	rs, err := nsutil.Routes(h, family, &netlink.Route{Protocol: config.RTProtBIRD}, netlink.RT_FILTER_PROTOCOL)
+	rs, err := nsutil.Routes(h, family, &netlink.Route{Protocol: netlink.RouteProtocol(kroute.ProtoBIRD)}, netlink.RT_FILTER_PROTOCOL)
 	if err != nil {
 		l.t.Fatalf("routes in %s: %v", n, err)
 	}

@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/birdcage/birdcage/internal/kroute"
 )
 
 // ProgramClusterRoutes names the classes of IP pool whose cluster routes a
@@ -143,15 +145,12 @@ func Resolve(raw string, r Release, c Component, log *slog.Logger) ProgramCluste
 
 // DefaultDeviceRouteProtocol is the kernel route protocol the programmer
 // writes (Felix's DeviceRouteProtocol default).
-const DefaultDeviceRouteProtocol = 80
+const DefaultDeviceRouteProtocol = int(kroute.ProtoCalicoDefault)
 
 // DefaultRouteRefreshInterval is how often the programmer re-reads the kernel
 // and fixes drift (Felix's RouteRefreshInterval default). Scenarios set it
 // shorter.
 const DefaultRouteRefreshInterval = 90 * time.Second
-
-// RTProtBIRD is the kernel route protocol BIRD writes (RTPROT_BIRD).
-const RTProtBIRD = 12
 
 // EffectiveDeviceRouteProtocol returns the protocol a programmer writes for a
 // FelixConfiguration.deviceRouteProtocol value; 0 (unset) gives the default.
