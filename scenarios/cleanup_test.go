@@ -310,13 +310,11 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 // blockOf returns a node's block in the named pool.
 func blockOf(n *topo.NodeNS, pool string) netip.Prefix {
 	GinkgoHelper()
-	for _, b := range n.Blocks {
-		if b.Pool.Name == pool {
-			return b.CIDR
-		}
+	b, ok := n.Block(pool)
+	if !ok {
+		Fail(fmt.Sprintf("node %s has no block in pool %s (blocks %v)", n.Name, pool, n.Blocks))
 	}
-	Fail(fmt.Sprintf("node %s has no block in pool %s (blocks %v)", n.Name, pool, n.Blocks))
-	return netip.Prefix{}
+	return b
 }
 
 func strayDsts(ss []stray) []netip.Prefix {

@@ -271,36 +271,16 @@ func (u uplink) path() string { return "via " + u.gateway + " dev " + u.iface }
 
 func newFabric(c *harness.Cluster) *fabric {
 	GinkgoHelper()
-	f := &fabric{c: c, uplink: map[string]map[string]uplink{}, owner: map[netip.Prefix]string{}}
-	// A node interface is in the plane of the ToR on its switch.
-	type tor struct{ name, plane string }
-	onSwitch := map[string]tor{}
-	for _, r := range c.Net.Topology.Routers {
-		for _, ifc := range r.Interfaces {
-			if ifc.Switch != "" && r.Plane != "" {
-				onSwitch[ifc.Switch] = tor{r.Name, r.Plane}
-			}
-		}
-	}
-	seen := map[string]bool{}
+	f := &fabric{c: c, uplink: map[string]map[string]uplink{}, owner: map[netip.Prefix]string{}, planes: c.Net.Topology.Planes()}
 	for _, nd := range c.Net.Nodes {
 		f.uplink[nd.Name] = map[string]uplink{}
-		for _, ifc := range nd.Spec.Interfaces {
-			t, ok := onSwitch[ifc.Switch]
-			if !ok || ifc.Gateway == "" {
-				continue
-			}
-			f.uplink[nd.Name][t.plane] = uplink{iface: ifc.Name, gateway: ifc.Gateway, router: t.name}
-			if !seen[t.plane] {
-				seen[t.plane] = true
-				f.planes = append(f.planes, t.plane)
-			}
+		for _, u := range c.Net.Topology.Uplinks(nd.Name) {
+			f.uplink[nd.Name][u.Plane] = uplink{iface: u.Interface, gateway: u.Gateway.String(), router: u.Router}
 		}
 		for _, b := range nd.Blocks {
 			f.owner[b.CIDR] = nd.Name
 		}
 	}
-	sort.Strings(f.planes)
 	Expect(f.planes).To(HaveLen(2), "guard: topology %s has two ToR planes", c.Net.Topology.Name)
 	return f
 }
@@ -316,14 +296,7 @@ func (f *fabric) bothPlanes(node string) []string {
 }
 
 // planeOf is a router's plane.
-func (f *fabric) planeOf(router string) string {
-	for _, r := range f.c.Net.Topology.Routers {
-		if r.Name == router {
-			return r.Plane
-		}
-	}
-	return ""
-}
+func (f *fabric) planeOf(router string) string { return f.c.Net.Topology.PlaneOf(router) }
 
 // planesExcept is the nexthop set once plane is gone.
 func (f *fabric) planesExcept(node, plane string) []string {
@@ -440,10 +413,8 @@ func hopPackets(g probe.GapReport, hop string) uint64 {
 
 // nodeOfAddr is the node whose workload has addr.
 func (f *fabric) nodeOfAddr(a netip.Addr) string {
-	for _, n := range f.c.Nodes() {
-		if isFrom(n, a) {
-			return n.Name
-		}
+	if nd := f.c.Net.NodeOfWorkloadAddr(a); nd != nil {
+		return nd.Name
 	}
 	return ""
 }

@@ -222,34 +222,19 @@ func timelineRoute(c *harness.Cluster, node string, b netip.Prefix, proto kroute
 
 // nodeAddrOfBlock is the address of the node a block is affine to.
 func nodeAddrOfBlock(c *harness.Cluster, b netip.Prefix) netip.Addr {
-	for _, nd := range c.Net.Nodes {
-		for _, bl := range nd.Blocks {
-			if bl.CIDR == b {
-				return nd.Address.Addr()
-			}
-		}
+	if nd := c.Net.NodeOfBlock(b); nd != nil {
+		return nd.Address.Addr()
 	}
 	return netip.Addr{}
 }
 
-func isNodeAddr(c *harness.Cluster, a netip.Addr) bool {
-	for _, nd := range c.Net.Nodes {
-		if nd.Address.Addr() == a {
-			return true
-		}
-	}
-	return false
-}
+func isNodeAddr(c *harness.Cluster, a netip.Addr) bool { return c.Net.NodeByAddress(a) != nil }
 
 // torAddrs are the ToRs' addresses on the nodes' switches.
 func torAddrs(c *harness.Cluster) map[netip.Addr]bool {
 	out := map[netip.Addr]bool{}
-	for _, r := range c.Net.Topology.Routers {
-		for _, ifc := range r.Interfaces {
-			if p, err := netip.ParsePrefix(ifc.Address); err == nil && ifc.Switch != "" {
-				out[p.Addr()] = true
-			}
-		}
+	for _, a := range c.Net.Topology.RouterSwitchAddrs() {
+		out[a] = true
 	}
 	return out
 }

@@ -121,11 +121,4 @@ func birdRoutesTo(n *harness.Node, blocks []netip.Prefix) []kroute.Route {
 }
 
 // isFrom reports whether addr is one of n's workloads.
-func isFrom(n *harness.Node, addr netip.Addr) bool {
-	for _, wl := range n.NS.Workloads {
-		if wl.IPv4 == addr {
-			return true
-		}
-	}
-	return false
-}
+func isFrom(n *harness.Node, addr netip.Addr) bool { return n.NS.HasWorkloadAddr(addr) }
