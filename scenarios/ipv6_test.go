@@ -130,7 +130,6 @@ var _ = Describe("IPv6 no-encap pools follow the same ownership policy as IPv4",
 				}
 			}
 			res.Figures["ipv6RemoteBlocks"] = float64(v6)
-			res.Notes = append(res.Notes, "node documents carry the IPv6 uplink address (added by the scenario: the harness seeds IPv4 uplinks only)")
 			res.Notes = append(res.Notes, routes...)
 			table := harness.GapTable(rep) + "IPv6 cluster routes:\n"
 			for _, r := range routes {

@@ -63,6 +63,7 @@ func clusterUp(up *cobra.Command) *cobra.Command {
 	f.StringArrayVar(&bgp, "bgp", nil, "with --cluster: BGPConfiguration KEY=VALUE (programClusterRoutes, nodeToNodeMeshEnabled, asNumber, bgpEnabled, kernelMetric); repeatable")
 	f.BoolVar(&detach, "detach", false, "with --cluster: run the supervisor in the background and return once the cluster is converged")
 	f.BoolVar(&allowUnknown, "allow-unknown", false, "with --cluster: let programClusterRoutes take a value outside the enum (both sides then use their release default)")
+	requireRoot(up)
 	up.RunE = func(cmd *cobra.Command, args []string) error {
 		if !cluster {
 			for _, fl := range []string{"release", "felix", "bgp", "detach", "allow-unknown"} {
@@ -74,9 +75,6 @@ func clusterUp(up *cobra.Command) *cobra.Command {
 		}
 		if cmd.Flags().Changed("keep") {
 			return errors.New("--keep is for a bare topology; a cluster stays up until birdcage down (use --detach to get the shell back)")
-		}
-		if err := needRoot(); err != nil {
-			return err
 		}
 		topology, _ := cmd.Flags().GetString("topology")
 		t, err := topo.Resolve(topology)
@@ -267,10 +265,8 @@ func lastLines(s string, n int) string {
 func clusterDown(down *cobra.Command) *cobra.Command {
 	plain := down.RunE
 	down.Short = "Remove a cluster (birdcage up --cluster) or a topology left up with --keep (the only one, or RUN)"
+	requireRoot(down)
 	down.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := needRoot(); err != nil {
-			return err
-		}
 		var id string
 		if len(args) == 1 {
 			id = args[0]
@@ -331,10 +327,8 @@ func ownerPID(id string) int {
 func clusterRoutes(routes *cobra.Command, jsonOut *bool) *cobra.Command {
 	plain := routes.RunE
 	routes.Short = "Show the main-table routes of one node (grouped by owner when the run is a cluster)"
+	requireRoot(routes)
 	routes.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := needRoot(); err != nil {
-			return err
-		}
 		runID, _ := cmd.Flags().GetString("run")
 		var ids []string
 		if runID != "" {
@@ -415,10 +409,8 @@ func verb(c *cobra.Command, jsonOut *bool, build func(cmd *cobra.Command, args [
 	var runID, wait string
 	c.Flags().StringVar(&runID, "run", "", "run ID (default: the only cluster up)")
 	c.Flags().StringVar(&wait, "wait", "60s", "how long an action waits for the cluster to settle")
+	requireRoot(c)
 	c.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := needRoot(); err != nil {
-			return err
-		}
 		req, err := build(cmd, args)
 		if err != nil {
 			return err

@@ -34,6 +34,14 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// The one root check: a command that needs root is marked by
+	// requireRoot, and is refused here before it runs.
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if cmd.Annotations[needsRootKey] != "" {
+			return needRoot()
+		}
+		return nil
+	}
 	var jsonOut bool
 	root.PersistentFlags().BoolVar(&jsonOut, "json", false, "machine-readable output")
 	root.AddCommand(clusterUp(upCmd(&jsonOut)), clusterDown(downCmd()), statusCmd(&jsonOut), clusterRoutes(routesCmd(&jsonOut), &jsonOut), execCmd(), cleanCmd(&jsonOut), featuresCmd(&jsonOut))
@@ -43,6 +51,18 @@ func main() {
 		fmt.Fprintln(os.Stderr, "birdcage:", err)
 		os.Exit(1)
 	}
+}
+
+const needsRootKey = "birdcage.needs-root"
+
+// requireRoot marks c as a command that needs root (network namespaces,
+// netlink, the control socket); the root command refuses it otherwise.
+func requireRoot(c *cobra.Command) *cobra.Command {
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	c.Annotations[needsRootKey] = "yes"
+	return c
 }
 
 func needRoot() error {
@@ -56,13 +76,11 @@ func upCmd(jsonOut *bool) *cobra.Command {
 	var topology string
 	var keep bool
 	c := &cobra.Command{
-		Use:   "up",
-		Short: "Build a topology; with --keep leave it up, else tear it down on Ctrl-C",
-		Args:  cobra.NoArgs,
+		Use:         "up",
+		Annotations: map[string]string{needsRootKey: "yes"},
+		Short:       "Build a topology; with --keep leave it up, else tear it down on Ctrl-C",
+		Args:        cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := needRoot(); err != nil {
-				return err
-			}
 			t, err := topo.Resolve(topology)
 			if err != nil {
 				return err
@@ -105,13 +123,11 @@ func upCmd(jsonOut *bool) *cobra.Command {
 
 func downCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "down [RUN]",
-		Short: "Remove a topology left up with --keep (the only one, or RUN)",
-		Args:  cobra.MaximumNArgs(1),
+		Use:         "down [RUN]",
+		Annotations: map[string]string{needsRootKey: "yes"},
+		Short:       "Remove a topology left up with --keep (the only one, or RUN)",
+		Args:        cobra.MaximumNArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			if err := needRoot(); err != nil {
-				return err
-			}
 			m, err := findRun(args)
 			if err != nil {
 				return err
@@ -152,10 +168,8 @@ func findRun(args []string) (*topo.Manifest, error) {
 func onRun(c *cobra.Command, fn func(m *topo.Manifest, args []string) error) *cobra.Command {
 	var runID string
 	c.Flags().StringVar(&runID, "run", "", "run ID (default: the only run up)")
+	requireRoot(c)
 	c.RunE = func(_ *cobra.Command, args []string) error {
-		if err := needRoot(); err != nil {
-			return err
-		}
 		var ids []string
 		if runID != "" {
 			ids = []string{runID}
@@ -328,13 +342,11 @@ func execCmd() *cobra.Command {
 func cleanCmd(jsonOut *bool) *cobra.Command {
 	var opts run.CleanOptions
 	c := &cobra.Command{
-		Use:   "clean",
-		Short: "Remove what killed runs left behind (namespaces, processes, containers, state and temp dirs)",
-		Args:  cobra.NoArgs,
+		Use:         "clean",
+		Annotations: map[string]string{needsRootKey: "yes"},
+		Short:       "Remove what killed runs left behind (namespaces, processes, containers, state and temp dirs)",
+		Args:        cobra.NoArgs,
 		RunE: func(_ *cobra.Command, _ []string) error {
-			if err := needRoot(); err != nil {
-				return err
-			}
 			rep, err := run.Clean(opts)
 			if *jsonOut {
 				_ = json.NewEncoder(os.Stdout).Encode(rep)
@@ -359,13 +371,11 @@ func cleanCmd(jsonOut *bool) *cobra.Command {
 
 func featuresCmd(jsonOut *bool) *cobra.Command {
 	return &cobra.Command{
-		Use:   "features",
-		Short: "Say which kernel features birdcage's topologies can use here (ipip); exits 0 either way",
-		Args:  cobra.NoArgs,
+		Use:         "features",
+		Annotations: map[string]string{needsRootKey: "yes"},
+		Short:       "Say which kernel features birdcage's topologies can use here (ipip); exits 0 either way",
+		Args:        cobra.NoArgs,
 		RunE: func(_ *cobra.Command, _ []string) error {
-			if err := needRoot(); err != nil {
-				return err
-			}
 			r, err := run.New()
 			if err != nil {
 				return err

@@ -313,8 +313,8 @@ func (s *Session) Stop() (*Report, error) {
 }
 
 // drain waits until every flow's destination count (BPF and the user-space
-// receiver) equals what was sent, or has not moved for 20 ms, at most 2 s.
-// drainQuietTicks × 5 ms without a new arrival ends the drain.
+// receiver) equals what was sent, or has not moved for drainQuietTicks × 5 ms
+// (250 ms), at most 2 s.
 const drainQuietTicks = 50
 
 func (s *Session) drain() error {
