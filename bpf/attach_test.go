@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/internal/nsutil"
-	"github.com/birdcage/birdcage/internal/run"
+	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -23,25 +23,8 @@ import (
 // (10.199.0.2/24), created inside the namespaces, never in the root one.
 func vethPair(t *testing.T) (a, b ns.NetNS) {
 	t.Helper()
-	r, err := run.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := r.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	mk := func(name string) ns.NetNS {
-		full := r.Name(name)
-		n, err := nsutil.Create(full)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.Defer("netns "+full, func() error { n.Close(); return nsutil.Delete(full) })
-		return n
-	}
-	a, b = mk("a"), mk("b")
+	r := testenv.NewRun(t)
+	a, b = testenv.NetNSIn(t, r, "a").NS, testenv.NetNSIn(t, r, "b").NS
 	ha, err := nsutil.Handle(a)
 	if err != nil {
 		t.Fatal(err)

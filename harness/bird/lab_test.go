@@ -17,6 +17,7 @@ import (
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/run"
+	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -63,12 +64,7 @@ func (l *lab) netns(name string) ns.NetNS {
 	if n, ok := l.ns[name]; ok {
 		return n
 	}
-	full := l.r.Name(name)
-	n, err := nsutil.Create(full)
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	l.r.Defer("netns "+full, func() error { n.Close(); return nsutil.Delete(full) })
+	n := testenv.NetNSIn(l.t, l.r, name).NS
 	l.ns[name] = n
 	return n
 }

@@ -15,14 +15,13 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/birdcage/birdcage/bpf"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/nsutil"
-	"github.com/birdcage/birdcage/internal/run"
+	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -40,36 +39,13 @@ type star struct {
 
 func newStar(tb testing.TB, n int) *star {
 	tb.Helper()
-	if os.Geteuid() != 0 {
-		tb.Skip("probes need network namespaces and BPF: run as root (sudo)")
-	}
-	r, err := run.New()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		if err := r.Close(); err != nil {
-			tb.Error(err)
-		}
-	})
-	mkns := func(name string) ns.NetNS {
-		full := r.Name(name)
-		h, err := nsutil.Create(full)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		r.Defer("netns "+full, func() error { h.Close(); return nsutil.Delete(full) })
-		return h
-	}
-	st := &star{router: mkns("rt")}
+	r := testenv.NewRun(tb)
+	mkns := func(name string) ns.NetNS { return testenv.NetNSIn(tb, r, name).NS }
+	rt := testenv.NetNSIn(tb, r, "rt")
+	st := &star{router: rt.NS, rh: rt.Handle}
 	if err := nsutil.SetSysctls(st.router, map[string]string{"net/ipv4/ip_forward": "1"}); err != nil {
 		tb.Fatal(err)
 	}
-	st.rh, err = nsutil.Handle(st.router)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	r.Defer("router netlink handle", func() error { st.rh.Close(); return nil })
 	for i := 1; i <= n; i++ {
 		wl := mkns(fmt.Sprintf("wl%d", i))
 		wh, err := nsutil.Handle(wl)

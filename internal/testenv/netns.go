@@ -19,9 +19,16 @@ type NetNS struct {
 	Handle *netlink.Handle
 }
 
-// NewNetNS creates the namespace (tag names it inside the run's prefix);
-// it skips without root, as NeedRoot does.
+// NewNetNS creates the namespace in a run of its own (tag names it inside
+// the run's prefix); it skips without root, as NeedRoot does.
 func NewNetNS(t testing.TB, tag string) *NetNS {
+	t.Helper()
+	return NetNSIn(t, NewRun(t), tag)
+}
+
+// NewRun is a run for one test, closed (everything it created removed) when
+// the test ends; it skips without root.
+func NewRun(t testing.TB) *run.Run {
 	t.Helper()
 	NeedRoot(t)
 	r, err := run.New()
@@ -33,6 +40,13 @@ func NewNetNS(t testing.TB, tag string) *NetNS {
 			t.Error(err)
 		}
 	})
+	return r
+}
+
+// NetNSIn creates a namespace in run r (several namespaces of one test
+// share a run), removed when r closes.
+func NetNSIn(t testing.TB, r *run.Run, tag string) *NetNS {
+	t.Helper()
 	name := r.Name(tag)
 	n, err := nsutil.Create(name)
 	if err != nil {
