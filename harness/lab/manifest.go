@@ -64,7 +64,7 @@ type Datastore struct {
 
 // Node is one lab node.
 type Node struct {
-	Name  string `json:"name"`
+	Name  string   `json:"name"`
 	Netns NetnsRef `json:"netns"`
 	// Interfaces are the node's uplinks: probe counters are attached there
 	// so a report can say where probes vanished (optional).

@@ -150,7 +150,7 @@ func TestResolveContainer(t *testing.T) {
 	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
 	self := strconv.Itoa(os.Getpid())
 	t.Setenv("PPID_SELF", self)
-	m, err := Parse("lab.yaml", ".", []byte("runtime: docker\nrunc" + "Root: /rr\n" + good))
+	m, err := Parse("lab.yaml", ".", []byte("runtime: docker\nrunc"+"Root: /rr\n"+good))
 	if err != nil {
 		t.Fatal(err)
 	}
