@@ -15,7 +15,7 @@ import (
 
 // runScenarios runs the suite with progress, then prints the summary and
 // writes the HTML report.
-func runScenarios(filter string) error {
+func runScenarios(filter string, env ...string) error {
 	art := harness.ArtifactsDir()
 	if err := os.MkdirAll(art, 0o755); err != nil {
 		return err
@@ -27,7 +27,7 @@ func runScenarios(filter string) error {
 	}
 	defer logf.Close()
 	cmd := exec.Command("go", "test", "-count=1", "-v", "./scenarios", "-args", "-ginkgo.label-filter="+filter)
-	cmd.Env = append(os.Environ(), "BIRDCAGE_PROGRESS=1")
+	cmd.Env = append(append(os.Environ(), "BIRDCAGE_PROGRESS=1"), env...)
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {

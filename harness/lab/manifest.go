@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/kroute"
 )
 
 // Manifest describes a lab: nodes birdcage did not create, where their
@@ -348,8 +349,8 @@ func (m *Manifest) PoolPrefixes() []netip.Prefix {
 }
 
 // RouteProtocol is the protocol the lab's programmer writes.
-func (m *Manifest) RouteProtocol() int {
-	return config.EffectiveDeviceRouteProtocol(m.DeviceRouteProtocol)
+func (m *Manifest) RouteProtocol() kroute.Protocol {
+	return kroute.Protocol(config.EffectiveDeviceRouteProtocol(m.DeviceRouteProtocol))
 }
 
 // Node returns the named node.

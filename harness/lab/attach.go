@@ -1,0 +1,436 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/birdcage/birdcage/bpf"
+	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/calico/datastore"
+	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/internal/monoclock"
+)
+
+// AttachedNode is a lab node as resolved at attach time.
+type AttachedNode struct {
+	Name      string
+	Netns     string // path of its network namespace
+	Blocks    []netip.Prefix
+	Workloads []probe.Endpoint
+	spec      *Node
+}
+
+// Lab is a manifest attached to: its namespaces resolved, a route timeline
+// per node running, the namespaces' state before anything was attached,
+// and whatever probe sessions were started since. Detach removes all of it
+// and says what differs from the state found.
+type Lab struct {
+	M     *Manifest
+	Nodes []*AttachedNode
+	log   *slog.Logger
+
+	mu        sync.Mutex
+	events    []harness.Event
+	sessions  []*probe.Session
+	timelines map[string]*timeline.Monitor
+	before    []Snapshot
+	detached  bool
+}
+
+// AttachOptions shape an attach.
+type AttachOptions struct {
+	// Log receives events; nil: slog.Default().
+	Log *slog.Logger
+}
+
+// Attach resolves every node's and workload's namespace, snapshots them,
+// and starts a route timeline in each node's namespace. It changes nothing
+// in the lab. On error everything it started is stopped.
+func Attach(ctx context.Context, m *Manifest, o AttachOptions) (_ *Lab, err error) {
+	l := &Lab{M: m, log: o.Log, timelines: map[string]*timeline.Monitor{}}
+	if l.log == nil {
+		l.log = slog.Default()
+	}
+	l.log = l.log.With("lab", m.Name)
+	defer func() {
+		if err != nil {
+			_, _ = l.Detach()
+		}
+	}()
+	l.Mark("Attach")
+	var blocks map[string][]netip.Prefix
+	if m.Datastore != nil {
+		if blocks, err = readBlocks(ctx, m.Datastore.Dir); err != nil {
+			return nil, err
+		}
+	}
+	seen := map[string]bool{}
+	for i := range m.Nodes {
+		spec := &m.Nodes[i]
+		an := &AttachedNode{Name: spec.Name, spec: spec}
+		if an.Netns, err = m.Resolve(ctx, spec.Netns); err != nil {
+			return nil, fmt.Errorf("lab %s: node %s: %w", m.Name, spec.Name, err)
+		}
+		for _, b := range spec.Blocks {
+			an.Blocks = append(an.Blocks, netip.MustParsePrefix(b))
+		}
+		for _, b := range blocks[spec.Name] {
+			if !slices.Contains(an.Blocks, b) {
+				an.Blocks = append(an.Blocks, b)
+			}
+		}
+		paths := []string{an.Netns}
+		for _, w := range spec.Workloads {
+			p, err := m.Resolve(ctx, w.Netns)
+			if err != nil {
+				return nil, fmt.Errorf("lab %s: node %s: workload %s: %w", m.Name, spec.Name, w.Name, err)
+			}
+			an.Workloads = append(an.Workloads, probe.Endpoint{Name: spec.Name + "/" + w.Name, Netns: p, Iface: w.Interface, Addr: netip.MustParseAddr(w.Address)})
+			paths = append(paths, p)
+		}
+		for _, p := range paths {
+			if seen[p] {
+				continue
+			}
+			seen[p] = true
+			s, err := TakeSnapshot(p)
+			if err != nil {
+				return nil, fmt.Errorf("lab %s: node %s: %w", m.Name, spec.Name, err)
+			}
+			l.before = append(l.before, s)
+		}
+		l.Nodes = append(l.Nodes, an)
+	}
+	for _, an := range l.Nodes {
+		mon, err := timeline.Start(timeline.Options{Name: an.Name, Netns: an.Netns})
+		if err != nil {
+			return nil, fmt.Errorf("lab %s: route timeline of %s: %w", m.Name, an.Name, err)
+		}
+		l.mu.Lock()
+		l.timelines[an.Name] = mon
+		l.mu.Unlock()
+	}
+	return l, nil
+}
+
+// readBlocks reads block affinities from a datastore directory without
+// writing to it (OpenDir would create missing kind directories).
+func readBlocks(ctx context.Context, dir string) (map[string][]netip.Prefix, error) {
+	c, err := (&datastore.DirStore{Dir: dir}).Read(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("lab datastore %s: %w", dir, err)
+	}
+	out := map[string][]netip.Prefix{}
+	for _, b := range c.Blocks {
+		p, err := netip.ParsePrefix(b.CIDR)
+		if err != nil {
+			return nil, fmt.Errorf("lab datastore %s: block affinity %s: %w", dir, b.CIDR, err)
+		}
+		out[b.Node] = append(out[b.Node], p)
+	}
+	return out, nil
+}
+
+// Node returns the named attached node (nil if there is none).
+func (l *Lab) Node(name string) *AttachedNode {
+	for _, n := range l.Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// RemoteBlocks are the other nodes' blocks.
+func (l *Lab) RemoteBlocks(node string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, n := range l.Nodes {
+		if n.Name != node {
+			out = append(out, n.Blocks...)
+		}
+	}
+	return out
+}
+
+// Timeline is the route monitor of a node, running since Attach.
+func (l *Lab) Timeline(node string) *timeline.Monitor {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.timelines[node]
+}
+
+// Owner names who wrote a route by its protocol: BIRD (12), the lab's
+// programmer (its deviceRouteProtocol), or anything else by number.
+func (l *Lab) Owner(protocol kroute.Protocol) string {
+	switch protocol {
+	case kroute.ProtoBIRD:
+		return harness.ByBIRD.String()
+	case l.M.RouteProtocol():
+		return harness.ByProgrammer.String()
+	}
+	return fmt.Sprintf("proto %d", protocol)
+}
+
+// ClusterRoutes are a node's main-table routes to prefix now, as its
+// timeline holds them.
+func (l *Lab) ClusterRoutes(node string, prefix netip.Prefix) []kroute.Route {
+	var out []kroute.Route
+	for _, r := range l.Timeline(node).Routes() {
+		if r.Dst == prefix && r.Table == kroute.MainTable {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// OwnedOnlyBy checks that a node has exactly one route to prefix, written
+// with protocol: the new owner's route and no other beside it.
+func (l *Lab) OwnedOnlyBy(node string, prefix netip.Prefix, protocol kroute.Protocol) error {
+	rs := l.ClusterRoutes(node, prefix)
+	if len(rs) == 1 && rs[0].Protocol == protocol {
+		return nil
+	}
+	var have []string
+	for _, r := range rs {
+		have = append(have, l.Owner(r.Protocol)+": "+r.String())
+	}
+	return fmt.Errorf("%s: want exactly one route to %s, %s's; have %d [%s]", node, prefix, l.Owner(protocol), len(rs), strings.Join(have, "; "))
+}
+
+// WaitOwnedOnlyBy waits (on the node's route timeline, not by sleeping)
+// until OwnedOnlyBy holds, or ctx ends; the error then says what the node
+// has instead.
+func (l *Lab) WaitOwnedOnlyBy(ctx context.Context, node string, prefix netip.Prefix, protocol kroute.Protocol) error {
+	m := l.Timeline(node)
+	if m == nil {
+		return fmt.Errorf("lab %s: no node %q", l.M.Name, node)
+	}
+	if _, err := m.WaitFor(ctx, func(timeline.Event) bool { return l.OwnedOnlyBy(node, prefix, protocol) == nil }); err != nil {
+		return fmt.Errorf("%w (%v)", l.OwnedOnlyBy(node, prefix, protocol), err)
+	}
+	return nil
+}
+
+// Mark records a named instant on the monotonic clock the probes, BPF
+// counters and route timelines use, and marks it in every probe session.
+func (l *Lab) Mark(name string) harness.Event {
+	e := harness.Event{Name: name, Mono: monoclock.Now()}
+	l.markAt(e)
+	return e
+}
+
+func (l *Lab) markAt(e harness.Event) {
+	l.mu.Lock()
+	l.events = append(l.events, e)
+	for _, s := range l.sessions {
+		s.MarkAt(e.Name, e.Mono)
+	}
+	l.mu.Unlock()
+	l.log.Info("event", "name", e.Name)
+}
+
+// Events lists what was done to the lab, in order.
+func (l *Lab) Events() []harness.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]harness.Event(nil), l.events...)
+}
+
+// ProbeOptions shape a probe session in the lab; Flows default to every
+// ordered pair of the nodes' first workloads.
+type ProbeOptions struct {
+	Rate       int // 0: harness.DefaultProbeRate()
+	Flows      []probe.Flow
+	NoHops     bool
+	MayNotFlow bool
+}
+
+// FirstWorkloads is each node's first workload, in manifest order.
+func (l *Lab) FirstWorkloads() []probe.Endpoint {
+	var out []probe.Endpoint
+	for _, n := range l.Nodes {
+		if len(n.Workloads) > 0 {
+			out = append(out, n.Workloads[0])
+		}
+	}
+	return out
+}
+
+// Probes starts probe traffic between the lab's workloads, with counters
+// at the nodes' listed interfaces, and returns once every flow delivers
+// (unless MayNotFlow). Detach stops it if the caller has not.
+func (l *Lab) Probes(ctx context.Context, o ProbeOptions) (*probe.Session, error) {
+	if o.Flows == nil {
+		o.Flows = probe.AllPairs(l.FirstWorkloads()...)
+	}
+	if len(o.Flows) == 0 {
+		return nil, fmt.Errorf("lab %s: no workload pairs to probe (give nodes workloads)", l.M.Name)
+	}
+	if o.Rate == 0 {
+		o.Rate = harness.DefaultProbeRate()
+	}
+	po := probe.Options{Rate: o.Rate, Flows: o.Flows}
+	if !o.NoHops {
+		for _, n := range l.Nodes {
+			for _, ifn := range n.spec.Interfaces {
+				po.Hops = append(po.Hops,
+					probe.Hop{Name: n.Name + "/" + ifn + " egress", Netns: n.Netns, Iface: ifn, Direction: bpf.Egress},
+					probe.Hop{Name: n.Name + "/" + ifn + " ingress", Netns: n.Netns, Iface: ifn, Direction: bpf.Ingress})
+			}
+		}
+	}
+	s, err := probe.Start(ctx, po)
+	if err != nil {
+		return nil, fmt.Errorf("lab %s: %w", l.M.Name, err)
+	}
+	l.mu.Lock()
+	l.sessions = append(l.sessions, s)
+	for _, e := range l.events {
+		s.MarkAt(e.Name, e.Mono)
+	}
+	l.mu.Unlock()
+	if o.MayNotFlow {
+		return s, nil
+	}
+	if err := s.WaitFlowing(ctx); err != nil {
+		return nil, fmt.Errorf("lab %s: probes never flowed (a handover judged on no traffic proves nothing): %w", l.M.Name, err)
+	}
+	return s, nil
+}
+
+// Do runs one of the manifest's actions. Its event, named like the
+// built-in cluster's (e.g. "UpgradeNode(node-2→3.33)"), is stamped when
+// the command starts; a second event marks when the command returned.
+func (l *Lab) Do(ctx context.Context, act Action, name string, vars map[string]string) (harness.Event, error) {
+	line, err := l.M.Command(act, vars)
+	if err != nil {
+		return harness.Event{}, err
+	}
+	l.log.Info("lab action", "action", act, "command", line)
+	r, err := l.M.Run(ctx, act, vars)
+	e := harness.Event{Name: name, Mono: r.BeginMono}
+	if r.BeginMono != 0 {
+		l.markAt(e)
+		l.markAt(harness.Event{Name: name + " returned", Mono: r.EndMono})
+	}
+	return e, err
+}
+
+// SetProgramClusterRoutes sets both programClusterRoutes fields at once.
+func (l *Lab) SetProgramClusterRoutes(ctx context.Context, felix, bgp config.ProgramClusterRoutes) (harness.Event, error) {
+	return l.Do(ctx, ActionSetProgramClusterRoutes, fmt.Sprintf("SetProgramClusterRoutes(felix=%s, bgp=%s)", felix, bgp),
+		map[string]string{"felix": string(felix), "bgp": string(bgp)})
+}
+
+// UpgradeNode moves a node to a release, its old BIRD going with sig.
+func (l *Lab) UpgradeNode(ctx context.Context, node string, rel config.Release, sig syscall.Signal) (harness.Event, error) {
+	if l.Node(node) == nil {
+		return harness.Event{}, fmt.Errorf("lab %s: no node %q (nodes: %s)", l.M.Name, node, strings.Join(l.M.NodeNames(), ", "))
+	}
+	return l.Do(ctx, ActionUpgrade, fmt.Sprintf("UpgradeNode(%s→%s)", node, rel),
+		map[string]string{"node": node, "release": string(rel), "signal": signalName(sig)})
+}
+
+// KillBIRD sends sig to a node's BIRD.
+func (l *Lab) KillBIRD(ctx context.Context, node string, sig syscall.Signal) (harness.Event, error) {
+	return l.Do(ctx, ActionKillBIRD, fmt.Sprintf("KillBIRD(%s, %s)", node, signalName(sig)),
+		map[string]string{"node": node, "signal": signalName(sig)})
+}
+
+// StartBIRD starts a node's BIRD (with graceful-restart recovery, -R,
+// when recovery is set).
+func (l *Lab) StartBIRD(ctx context.Context, node string, recovery bool) (harness.Event, error) {
+	return l.Do(ctx, ActionStartBIRD, fmt.Sprintf("StartBIRD(%s, recovery=%v)", node, recovery),
+		map[string]string{"node": node, "recovery": fmt.Sprint(recovery)})
+}
+
+// signalName is KILL, TERM, ... as kill(1) and pkill take it.
+func signalName(sig syscall.Signal) string {
+	switch sig {
+	case syscall.SIGKILL:
+		return "KILL"
+	case syscall.SIGTERM:
+		return "TERM"
+	case syscall.SIGINT:
+		return "INT"
+	case syscall.SIGHUP:
+		return "HUP"
+	}
+	return fmt.Sprint(int(sig))
+}
+
+// Detach stops every probe session and route timeline and then compares
+// every namespace it snapshotted with its state now. It returns the
+// namespaces that differ (none: the lab is as found). Safe to call twice.
+func (l *Lab) Detach() ([]Diff, error) {
+	l.mu.Lock()
+	if l.detached {
+		l.mu.Unlock()
+		return nil, nil
+	}
+	l.detached = true
+	sessions, timelines := l.sessions, l.timelines
+	l.sessions, l.timelines = nil, nil
+	l.mu.Unlock()
+	var errs []error
+	for _, s := range sessions {
+		if err := s.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, m := range timelines {
+		if err := m.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	var diffs []Diff
+	for _, b := range l.before {
+		a, err := TakeSnapshot(b.Netns)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if d := Compare(b, a); !d.Empty() {
+			diffs = append(diffs, d)
+		}
+	}
+	return diffs, errors.Join(errs...)
+}
+
+// Snapshots are the namespaces' states as found at attach.
+func (l *Lab) Snapshots() []Snapshot { return append([]Snapshot(nil), l.before...) }
+
+// maxRouteEventsPerNode bounds RouteEvents per node, as the built-in
+// target's results do.
+const maxRouteEventsPerNode = 4000
+
+// RouteEvents is each node's timeline of cluster routes (main table,
+// inside the manifest's pools), for the results' route swimlanes.
+func (l *Lab) RouteEvents() map[string][]timeline.Event {
+	pools := l.M.PoolPrefixes()
+	out := map[string][]timeline.Event{}
+	for _, n := range l.Nodes {
+		m := l.Timeline(n.Name)
+		if m == nil {
+			continue
+		}
+		var evs []timeline.Event
+		for _, e := range m.Events() {
+			if e.Route.Table == kroute.MainTable && insideAny(e.Route.Dst, pools) && len(evs) < maxRouteEventsPerNode {
+				evs = append(evs, e)
+			}
+		}
+		out[n.Name] = evs
+	}
+	return out
+}

@@ -1,0 +1,221 @@
+package scenarios_test
+
+// Claim (design §4, "Changing the configuration on a running cluster"), held
+// against a lab birdcage did not build (harness/lab): setting the
+// programClusterRoutes fields moves every cluster route to the new owner,
+// and the gap is measured. The lab's own software does the work — its
+// programmer restarts, its BIRD is reconfigured, by the commands its
+// manifest gives — while birdcage only attaches: route timelines, probes
+// and BPF counters inside the lab's namespaces. The verdict is the end
+// state, as on the built-in target (liveconfig_test.go), plus one more: the
+// lab is left exactly as it was found (links, addresses, routes, qdiscs, tc
+// filters, TCX programs of every namespace attached to), once its starting
+// configuration is put back.
+//
+// These specs exist only when $BIRDCAGE_LAB names a lab: a manifest path
+// (`birdcage run --lab MANIFEST`), or "handmade" for the kind-shaped lab
+// harness/lab/handmade builds per spec with ip commands. Specs whose
+// actions the manifest lacks skip, naming them.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/lab"
+	"github.com/birdcage/birdcage/harness/lab/handmade"
+	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/internal/run"
+)
+
+// labEnv names the lab the lab specs run against.
+const labEnv = "BIRDCAGE_LAB"
+
+var _ = func() bool {
+	if os.Getenv(labEnv) == "" {
+		return false
+	}
+	Describe("Live programClusterRoutes change against a lab", Label("lab", "liveconfig"), func() {
+		DescribeTable("moves every cluster route to the new owner, with a gap that is measured, and leaves the lab as found",
+			func(ctx SpecContext, from, to ownership) {
+				l, timing := attachLab(ctx, from, lab.ActionSetProgramClusterRoutes)
+				res, rep, hs := labLiveChange(ctx, l, from, to, timing)
+				if to.owner == harness.ByBIRD {
+					// As on the built-in target: the window is bounded by
+					// BIRD's scan time or the lab confd's reaction.
+					bound := max(ms(timing.BIRDScanTime), ms(timing.ConfdLatency)) + scanSlackMs
+					for _, h := range hs {
+						Expect(h.WindowMs).To(BeNumerically("<=", bound),
+							"%s: %s was without a route for %.1f ms (%s), longer than BIRD's scan time %s or confd's latency %s allow",
+							h.Node, h.Block, h.WindowMs, h.Ordering, timing.BIRDScanTime, timing.ConfdLatency)
+					}
+				}
+				report(fmt.Sprintf("live change on lab %s, %s → %s (longest window without a route: %.1f ms)", l.M.Name, from.owner, to.owner,
+					res.Figures["longestNoRouteWindowMs"]), harness.GapTable(rep)+handoverTable(hs), res)
+			},
+			Entry("no-encap, BIRD → programmer", Label("noencap"), noEncapByBIRD, noEncapByProgrammer),
+			Entry("no-encap, programmer → BIRD", Label("noencap"), noEncapByProgrammer, noEncapByBIRD),
+		)
+	})
+	return true
+}()
+
+// attachLab attaches to $BIRDCAGE_LAB in the `from` configuration, settled,
+// and registers the spec's end: `from` put back (it is the starting state),
+// detach, and the before/after comparison, which fails the spec if the lab
+// is not as found. A manifest without the actions skips, naming them.
+func attachLab(ctx context.Context, from ownership, needs ...lab.Action) (*lab.Lab, harness.TimingModel) {
+	GinkgoHelper()
+	timing, err := harness.TimingFromEnv()
+	Expect(err).NotTo(HaveOccurred())
+	var m *lab.Manifest
+	if name := os.Getenv(labEnv); name == "handmade" {
+		r, err := run.New()
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { Expect(r.Close()).To(Succeed(), "tear down the hand-made lab") })
+		hl, err := handmade.Build(ctx, r, handmade.Options{Felix: from.felix, BGP: from.bgp, Timing: timing})
+		Expect(err).NotTo(HaveOccurred(), "build the hand-made lab")
+		m, err = lab.Load(hl.Manifest)
+		Expect(err).NotTo(HaveOccurred())
+	} else {
+		m, err = lab.Load(name)
+		Expect(err).NotTo(HaveOccurred())
+		timing.Name = "the lab's own (" + m.Name + "); bounds use birdcage's model: " + timing.Name
+		// A lab not made for this spec is put in `from` first.
+		if m.Has(lab.ActionSetProgramClusterRoutes) {
+			_, err := m.Run(ctx, lab.ActionSetProgramClusterRoutes, map[string]string{"felix": string(from.felix), "bgp": string(from.bgp)})
+			Expect(err).NotTo(HaveOccurred())
+		}
+	}
+	if miss := m.Missing(needs...); len(miss) > 0 {
+		Skip(fmt.Sprintf("lab manifest %s does not provide actions.%v", m.Source(), miss))
+	}
+	// Settled before the snapshot: the comparison is about what birdcage
+	// does, not the lab still converging.
+	settle, err := lab.Attach(ctx, m, lab.AttachOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	waitLabOwned(ctx, settle, from.owner, "guard: the lab settles with its routes owned by "+from.owner.String())
+	_, _ = settle.Detach()
+
+	l, err := lab.Attach(ctx, m, lab.AttachOptions{})
+	Expect(err).NotTo(HaveOccurred(), "attach to lab %s", m.Source())
+	DeferCleanup(func(ctx SpecContext) {
+		if m.Has(lab.ActionSetProgramClusterRoutes) {
+			_, err := l.SetProgramClusterRoutes(ctx, from.felix, from.bgp)
+			Expect(err).NotTo(HaveOccurred(), "put the lab's starting configuration back")
+			waitLabOwned(ctx, l, from.owner, "the lab's starting owner is back")
+		}
+		diffs, err := l.Detach()
+		Expect(err).NotTo(HaveOccurred(), "detach from the lab")
+		var b strings.Builder
+		for _, d := range diffs {
+			b.WriteString(d.String())
+		}
+		fmt.Printf("[birdcage] lab %s: %d namespaces compared before/after: %d differ\n", m.Name, len(l.Snapshots()), len(diffs))
+		Expect(diffs).To(BeEmpty(), "the lab is not as found after detaching:\n%s", b.String())
+	}, NodeTimeout(2*time.Minute))
+	return l, timing
+}
+
+// waitLabOwned waits until every node's remote blocks have exactly one
+// route, the owner's.
+func waitLabOwned(ctx context.Context, l *lab.Lab, owner harness.Owner, why string) {
+	GinkgoHelper()
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	proto := labProto(l, owner)
+	var blocks int
+	for _, n := range l.Nodes {
+		for _, b := range l.RemoteBlocks(n.Name) {
+			blocks++
+			Expect(l.WaitOwnedOnlyBy(ctx, n.Name, b, proto)).To(Succeed(), why)
+		}
+	}
+	Expect(blocks).To(BeNumerically(">", 0), "the lab's nodes have no remote blocks (give blocks in the manifest, or its datastore): nothing to judge")
+}
+
+func labProto(l *lab.Lab, o harness.Owner) kroute.Protocol {
+	if o == harness.ByBIRD {
+		return protoOf(o)
+	}
+	return l.M.RouteProtocol()
+}
+
+// labLiveChange is liveChange (liveconfig_test.go) against a lab: the same
+// steps and figures, except those only a built cluster can see (the
+// programmer's restarts, confd's reaction).
+func labLiveChange(ctx SpecContext, l *lab.Lab, from, to ownership, timing harness.TimingModel) (harness.ScenarioResult, *probe.Report, []handover) {
+	GinkgoHelper()
+	// 1. The routes belong to `from` (attachLab waited for it).
+	probes, err := l.Probes(ctx, lab.ProbeOptions{})
+	Expect(err).NotTo(HaveOccurred())
+
+	// 2. The change, both fields at once, by the manifest's command.
+	change, err := l.SetProgramClusterRoutes(ctx, to.felix, to.bgp)
+	Expect(err).NotTo(HaveOccurred())
+
+	// 3. Every remote block ends with the new owner's route only, and
+	// every flow delivers again.
+	waitLabOwned(ctx, l, to.owner, "after the change: the new owner's route, and no other")
+	Eventually(flowsDelivering(probes)).WithTimeout(30 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
+	end := l.Mark("converged after the change")
+	rep, err := probes.Stop()
+	Expect(err).NotTo(HaveOccurred())
+
+	// 4. Figures, named as on the built-in target so the two compare.
+	hs := labHandovers(l, from.owner, to.owner, change.Mono, end.Mono)
+	res := harness.ScenarioResult{Name: fmt.Sprintf("live change on lab %s: %s → %s", l.M.Name, from.owner, to.owner),
+		Topology: "lab:" + l.M.Name, Probes: rep, Events: l.Events(), Figures: map[string]float64{}, Timing: &timing,
+		RouteEvents: l.RouteEvents()}
+	res.Figures["lostProbes"] = float64(rep.Total.Lost)
+	res.Figures["longestProbeGapMs"] = rep.Total.LongestGapMs
+	res.Figures["senderPauseInGapMs"] = rep.Total.SenderPauseInGapMs
+	res.Figures["lateProbes"] = float64(rep.Total.Late)
+	res.Figures["duplicateProbes"] = float64(rep.Total.Duplicates)
+	res.Figures["maxReorderDepth"] = float64(rep.Total.MaxReorderDepth)
+	res.Samples = map[string]harness.Stats{"noRouteWindowMs": harness.Summarize(windows(hs, ""))}
+	res.Figures["longestNoRouteWindowMs"] = res.Samples["noRouteWindowMs"].Max
+	for o, n := range orderings(hs) {
+		res.Figures["handovers: "+o] = float64(n)
+		res.Samples["noRouteWindowMs: "+o] = harness.Summarize(windows(hs, o))
+	}
+	res.Notes = append(res.Notes, "against a lab: the programmer's restarts and confd's reaction are the lab's own and not seen",
+		fmt.Sprintf("probe interval %.1f ms", 1000/float64(rep.Rate)))
+	return res, rep, hs
+}
+
+// labHandovers is handovers (handover_test.go) from the lab's route
+// timelines alone: when BIRD was reconfigured is not known, so "BIRD tried
+// first" cannot be told from "the programmer deleted first".
+func labHandovers(l *lab.Lab, from, to harness.Owner, change, end int64) []handover {
+	var out []handover
+	for _, n := range l.Nodes {
+		tl := l.Timeline(n.Name)
+		for _, b := range l.RemoteBlocks(n.Name) {
+			h := handover{Node: n.Name, Block: b, PredictedWindowMs: -1}
+			for _, e := range tl.EventsFor(b, change, end) {
+				p := e.Route.Protocol
+				switch {
+				case h.OldGone == 0 && p == labProto(l, from) && e.Kind == timeline.Delete:
+					h.OldGone = e.At
+				case h.NewCame == 0 && p == labProto(l, to) && e.Kind != timeline.Delete:
+					h.NewCame = e.At
+				}
+			}
+			for _, w := range tl.NoRouteWindows(b, change, end) {
+				h.WindowMs = max(h.WindowMs, w.Ms())
+			}
+			h.Ordering = orderingOf(h, to)
+			out = append(out, h)
+		}
+	}
+	return out
+}
