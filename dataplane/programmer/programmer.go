@@ -16,6 +16,7 @@ import (
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,9 +34,6 @@ type Options struct {
 	TunnelDevice string
 	// NoEncapMultipathViaGateways is NOT Felix's behaviour; see calc.Options.
 	NoEncapMultipathViaGateways bool
-	// Handle is the netlink handle to program through; nil means a new
-	// handle in the calling thread's network namespace.
-	Handle *netlink.Handle
 	// RetryMin and RetryMax bound the backoff after a failed pass
 	// (100ms and 10s when zero).
 	RetryMin, RetryMax time.Duration
@@ -148,15 +146,14 @@ func Run(ctx context.Context, o Options) error {
 	}
 	store.Log = d.log
 	d.store = store
-	d.h = o.Handle
-	if d.h == nil {
-		h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
-		if err != nil {
-			return fmt.Errorf("programmer: netlink handle: %w", err)
-		}
-		defer h.Close()
-		d.h = h
+	// Everything runs in the calling thread's network namespace: the
+	// process is started inside the node's.
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return fmt.Errorf("programmer: netlink handle: %w", err)
 	}
+	defer h.Close()
+	d.h = h
 	d.status = Status{Node: o.Node, Release: string(o.Release), PID: os.Getpid(), State: StateStarting,
 		StartedMonotonicNano: o.StartedMono}
 	if err := writeStatus(o.StatusFile, d.status); err != nil {
@@ -202,7 +199,11 @@ func (d *daemon) run(ctx context.Context) error {
 	d.refresh = d.refreshInterval(d.cluster)
 	owner := d.key.ProgramClusterRoutes
 	policy := routetable.NewOwnershipPolicy(d.key.DeviceRouteProtocol, d.o.TunnelDevice, nil, owner, d.o.Release)
-	d.table = routetable.New(d.h, policy, d.log)
+	d.table, err = routetable.Open(netns.None(), policy, d.log)
+	if err != nil {
+		return fmt.Errorf("programmer: %w", err)
+	}
+	defer d.table.Close()
 	d.status.ProgramClusterRoutes = string(owner)
 	d.status.ProgramIPIPClusterRoutes = owner.ProgramIPIPClusterRoutes()
 	d.status.ProgramNoEncapClusterRoutes = owner.ProgramNoEncapClusterRoutes()
@@ -216,10 +217,9 @@ func (d *daemon) run(ctx context.Context) error {
 
 	// Link events: a device that appears or comes up (a workload veth made
 	// after its datastore document) is retried at once instead of after
-	// backoff. Only when the programmer runs inside the node's netns with
-	// its own handle; an injected handle may be for another netns.
+	// backoff.
 	var links chan netlink.LinkUpdate
-	if d.o.Handle == nil {
+	{
 		links = make(chan netlink.LinkUpdate, 64)
 		done := make(chan struct{})
 		defer close(done)

@@ -24,6 +24,12 @@
 //   - Deletes name our protocol, so a delete never removes a route that
 //     another component has replaced in the meantime.
 //
+// Writes go out pipelined on a netlink socket of the table's own (writer.go):
+// up to a window of RTM_NEWROUTE/RTM_DELROUTE requests per send, each
+// acknowledged and matched back to its route by sequence number, so a pass
+// costs about what the kernel's own work costs (BenchmarkRoutes10k compares
+// it with `ip -batch` in the same run). Dumps use the netlink library.
+//
 // Netlink errors are returned per route, logged, and retried by the caller;
 // they never panic or stop the table.
 //

@@ -1,8 +1,11 @@
-// This root test measures the route table against the practical netlink
-// limit, `ip -batch`, in the same run: programming 10,000 remote-block
-// routes into an empty table (target: within 1.5x of ip -batch) and a resync
-// of 10,000 unchanged routes (target: under 100 ms). It is opt-in
-// (BIRDCAGE_PERF=1) because the machine's cores are shared.
+// These root benchmarks measure the route table against the practical
+// netlink limit, `ip -batch`, in the same run: programming 10,000
+// remote-block routes into an empty table, and a resync of 10,000 unchanged
+// routes. Targets (issue 16; reported, not asserted — the machine's cores are
+// shared): initial programming at most 1.0× ip -batch, unchanged resync under
+// 40 ms. Run them alone, under the heavy-run lock:
+//
+//	flock /tmp/birdcage-heavy.lock go test -run '^$' -bench Routes10k -benchtime 7x ./dataplane/routetable
 package routetable
 
 import (
@@ -33,7 +36,9 @@ func remoteBlocks(n int) []route.Route {
 	return out
 }
 
-func ipBatch(t testing.TB, tn *testNode, routes []route.Route) time.Duration {
+// ipBatchFile writes the `ip -batch` input adding routes as the table would
+// (same device, onlink, protocol).
+func ipBatchFile(t testing.TB, routes []route.Route) string {
 	t.Helper()
 	var b strings.Builder
 	for _, r := range routes {
@@ -43,8 +48,13 @@ func ipBatch(t testing.TB, tn *testNode, routes []route.Route) time.Duration {
 	if err := os.WriteFile(f, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return f
+}
+
+func ipBatch(t testing.TB, tn *testNode, file string) time.Duration {
+	t.Helper()
 	start := time.Now()
-	out, err := exec.Command("ip", "-netns", tn.name, "-batch", f).CombinedOutput()
+	out, err := exec.Command("ip", "-netns", tn.name, "-batch", file).CombinedOutput()
 	d := time.Since(start)
 	if err != nil {
 		t.Fatalf("ip -batch: %v\n%s", err, out)
@@ -52,63 +62,76 @@ func ipBatch(t testing.TB, tn *testNode, routes []route.Route) time.Duration {
 	return d
 }
 
-func TestPerf10kRoutes(t *testing.T) {
-	if os.Getenv("BIRDCAGE_PERF") == "" {
-		t.Skip("set BIRDCAGE_PERF=1 to run the 10k-route comparison with ip -batch")
-	}
-	requireRoot(t)
-	const n, rounds = 10000, 3
+// BenchmarkRoutes10k: one iteration programs 10k routes with ip -batch into
+// one fresh namespace and with the route table into another (who goes first
+// alternates), then resyncs the unchanged routes twice: with the table that
+// wrote them (warm) and with a new table (fresh, as after a restart). The
+// timer covers the table's initial programming only; everything else is
+// reported as metrics: per-iteration ours/ip-batch ratio (min, median, max),
+// both sides' median, and the resyncs' median and max.
+func BenchmarkRoutes10k(b *testing.B) {
+	requireRoot(b)
+	const n = 10000
 	routes := remoteBlocks(n)
-	var batch, program, resyncWarm, resyncCold []time.Duration
-	for i := range rounds {
-		// ip -batch and the table alternate who goes first.
+	file := ipBatchFile(b, routes)
+	var batch, program, warm, fresh []time.Duration
+	b.StopTimer()
+	for i := range b.N {
 		order := []string{"ip", "table"}
 		if i%2 == 1 {
 			slices.Reverse(order)
 		}
 		for _, who := range order {
-			tn := newTestNode(t)
+			tn := newTestNode(b)
 			if who == "ip" {
-				batch = append(batch, ipBatch(t, tn, routes))
+				batch = append(batch, ipBatch(b, tn, file))
 				continue
 			}
-			tb := New(tn.h, ownerPolicy(), quietLog())
+			tb := tn.table(b, ownerPolicy(), quietLog())
 			tb.SetDesired(routes)
+			b.StartTimer()
 			start := time.Now()
 			st, err := tb.Apply()
 			program = append(program, time.Since(start))
-			if err != nil || st.Added != n {
-				t.Fatalf("program: %+v %v", st, err)
+			b.StopTimer()
+			if err != nil || st.Added != n || st.Failed != 0 {
+				b.Fatalf("program: %+v %v", st, err)
 			}
 			start = time.Now()
 			st, err = tb.Resync()
-			resyncWarm = append(resyncWarm, time.Since(start))
-			if err != nil || st.Unchanged != n || st.Added+st.Replaced+st.Deleted != 0 {
-				t.Fatalf("resync: %+v %v", st, err)
+			warm = append(warm, time.Since(start))
+			if err != nil || st.Unchanged != n || st.Added+st.Replaced+st.Deleted+st.Failed != 0 {
+				b.Fatalf("warm resync: %+v %v", st, err)
 			}
-			cold := New(tn.h, ownerPolicy(), quietLog())
-			cold.SetDesired(routes)
+			again := tn.table(b, ownerPolicy(), quietLog())
+			again.SetDesired(routes)
 			start = time.Now()
-			st, err = cold.Resync()
-			resyncCold = append(resyncCold, time.Since(start))
-			if err != nil || st.Unchanged != n {
-				t.Fatalf("cold resync: %+v %v", st, err)
+			st, err = again.Resync()
+			fresh = append(fresh, time.Since(start))
+			if err != nil || st.Unchanged != n || st.Added+st.Replaced+st.Deleted+st.Failed != 0 {
+				b.Fatalf("fresh resync: %+v %v", st, err)
 			}
 		}
 	}
-	med := func(ds []time.Duration) time.Duration {
-		s := slices.Clone(ds)
-		slices.Sort(s)
-		return s[len(s)/2]
+	ratios := make([]float64, b.N)
+	for i := range b.N {
+		ratios[i] = float64(program[i]) / float64(batch[i])
 	}
-	ratio := float64(med(program)) / float64(med(batch))
-	t.Logf("10k routes, median of %d: ip -batch %v; table program %v (%.2fx); resync unchanged %v (warm) %v (fresh table)",
-		rounds, med(batch), med(program), ratio, med(resyncWarm), med(resyncCold))
-	t.Logf("all: ip -batch %v; program %v; resync warm %v; resync fresh %v", batch, program, resyncWarm, resyncCold)
-	if ratio > 1.5 {
-		t.Errorf("initial program %.2fx ip -batch; target within 1.5x", ratio)
-	}
-	if r := med(resyncWarm); r > 100*time.Millisecond {
-		t.Errorf("unchanged resync %v; target under 100ms", r)
-	}
+	slices.Sort(ratios)
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	b.ReportMetric(ratios[0], "ratio-min")
+	b.ReportMetric(ratios[len(ratios)/2], "ratio-median")
+	b.ReportMetric(ratios[len(ratios)-1], "ratio-max")
+	b.ReportMetric(ms(median(program)), "ms/program-median")
+	b.ReportMetric(ms(median(batch)), "ms/ip-batch-median")
+	b.ReportMetric(ms(median(warm)), "ms/resync-warm-median")
+	b.ReportMetric(ms(slices.Max(warm)), "ms/resync-warm-max")
+	b.ReportMetric(ms(median(fresh)), "ms/resync-fresh-median")
+	b.Logf("N=%d ip -batch %v; table %v; ratio %.2f; resync warm %v, fresh %v", b.N, batch, program, ratios, warm, fresh)
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/birdcage/birdcage/internal/run"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 )
 
 // testNode is one throwaway network namespace shaped like a node: uplinks
@@ -90,6 +91,18 @@ func newTestNode(t testing.TB) *testNode {
 	return tn
 }
 
+// table opens a route table for the node's namespace, closed at the end of
+// the test.
+func (tn *testNode) table(t testing.TB, policy OwnershipPolicy, log *slog.Logger) *Table {
+	t.Helper()
+	tb, err := Open(netns.NsHandle(tn.ns.Fd()), policy, log)
+	if err != nil {
+		t.Fatalf("open route table in %s: %v", tn.name, err)
+	}
+	t.Cleanup(tb.Close)
+	return tb
+}
+
 func (tn *testNode) ifindex(t testing.TB, dev string) int {
 	t.Helper()
 	l, err := tn.h.LinkByName(dev)
@@ -115,7 +128,7 @@ func (tn *testNode) addRoute(t testing.TB, dst, gw, dev string, proto, metric in
 // routes returns the main-table routes to dst, as the table sees them.
 func (tn *testNode) routes(t testing.TB, dst string) []KernelRoute {
 	t.Helper()
-	tb := New(tn.h, OwnershipPolicy{}, nil)
+	tb := tn.table(t, OwnershipPolicy{}, nil)
 	links, err := tb.readLinks()
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package routetable
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"github.com/birdcage/birdcage/dataplane/route"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -39,11 +41,13 @@ type Stats struct {
 	Errors []error
 }
 
-// Table reconciles desired routes into the main table through one netlink
-// handle. It is not safe for concurrent use; the daemon drives it from one
-// goroutine.
+// Table reconciles desired routes into the main table of one network
+// namespace: it reads the kernel through a netlink handle (dumps) and writes
+// through a socket of its own, many requests in flight at once (writer). It
+// is not safe for concurrent use; the daemon drives it from one goroutine.
 type Table struct {
 	h      *netlink.Handle
+	w      *writer
 	policy OwnershipPolicy
 	log    *slog.Logger
 
@@ -52,16 +56,34 @@ type Table struct {
 	// dump, updated with every successful write since.
 	kernel map[key]KernelRoute
 	synced bool
+	ops    []writeOp // reused across passes
 }
 
-// New returns a table writing through h (a handle in the node's netns; in
-// the daemon, which runs inside the netns, netlink.NewHandle()).
-func New(h *netlink.Handle, policy OwnershipPolicy, log *slog.Logger) *Table {
+// Open returns a table for the network namespace ns (netns.None(): the
+// calling thread's, as in the daemon, which runs inside the node's netns).
+// Both its sockets are bound to ns when they are opened, so later
+// namespace switches of the thread do not matter. Close releases them.
+func Open(ns netns.NsHandle, policy OwnershipPolicy, log *slog.Logger) (*Table, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Table{h: h, policy: policy, log: log,
-		desired: map[netip.Prefix]route.Route{}, kernel: map[key]KernelRoute{}}
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("route table: netlink handle: %w", err)
+	}
+	w, err := openWriter(ns)
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
+	return &Table{h: h, w: w, policy: policy, log: log,
+		desired: map[netip.Prefix]route.Route{}, kernel: map[key]KernelRoute{}}, nil
+}
+
+// Close releases the table's sockets; the kernel's routes stay.
+func (t *Table) Close() {
+	t.w.close()
+	t.h.Close()
 }
 
 // SetPolicy replaces the ownership policy (for example when the node's
@@ -188,6 +210,13 @@ func fromNetlink(r netlink.Route, family int, links linkIndex) KernelRoute {
 
 // asKernel is what the kernel holds after a successful replace of d.
 func (t *Table) asKernel(d route.Route) KernelRoute {
+	k := t.asKernelShared(d)
+	k.NextHops = slices.Clone(k.NextHops)
+	return k
+}
+
+// asKernelShared is asKernel sharing d's next hops (for comparisons).
+func (t *Table) asKernelShared(d route.Route) KernelRoute {
 	scope := unix.RT_SCOPE_UNIVERSE
 	// IPv6 routes have no scope: the kernel reports every one as universe,
 	// whatever was written, so expecting link would rewrite a local
@@ -196,76 +225,140 @@ func (t *Table) asKernel(d route.Route) KernelRoute {
 		scope = unix.RT_SCOPE_LINK
 	}
 	return KernelRoute{Dst: d.Dst, Table: MainTable, Metric: metricFor(d.Dst), Type: unix.RTN_UNICAST,
-		Protocol: t.policy.Protocol, Scope: scope, NextHops: slices.Clone(d.NextHops)}
+		Protocol: t.policy.Protocol, Scope: scope, NextHops: d.NextHops}
 }
 
 // matches reports whether the kernel route is exactly what d would write.
 func (t *Table) matches(d route.Route, k KernelRoute) bool {
-	want := t.asKernel(d)
+	want := t.asKernelShared(d)
 	if k.Protocol != want.Protocol || k.Type != want.Type || k.Scope != want.Scope || len(k.NextHops) != len(want.NextHops) {
 		return false
+	}
+	if len(k.NextHops) == 1 { // the common case, without the sorted copies
+		return k.NextHops[0] == want.NextHops[0]
 	}
 	return slices.Equal(route.SortedNextHops(k.NextHops), route.SortedNextHops(want.NextHops))
 }
 
-func ipNet(p netip.Prefix) *net.IPNet {
-	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+// writeOp is one kernel write of a pass: a replace of a desired route, or
+// a delete of a kernel route of ours that is not desired.
+type writeOp struct {
+	del bool
+	d   route.Route // replace: the desired route
+	k   key
+	cur KernelRoute // replace: what was there (if had); delete: the route
+	had bool
 }
 
-func (t *Table) toNetlink(d route.Route, links linkIndex) (*netlink.Route, error) {
-	nr := &netlink.Route{Dst: ipNet(d.Dst), Table: MainTable, Type: unix.RTN_UNICAST,
-		Protocol: netlink.RouteProtocol(t.policy.Protocol), Scope: netlink.SCOPE_UNIVERSE}
-	if d.Dst.Addr().Is4() {
-		nr.Family = netlink.FAMILY_V4
-	} else {
-		nr.Family = netlink.FAMILY_V6
-	}
+// encodeReplace appends the RTM_NEWROUTE body that makes d the kernel's
+// route: metric 0 (the kernel's default for the family), our protocol, the
+// main table; scope link for a single next hop without a gateway.
+func (t *Table) encodeReplace(d route.Route, links linkIndex, b []byte) ([]byte, error) {
 	if len(d.NextHops) == 0 {
 		return nil, fmt.Errorf("route %s: no next hop", d.Dst)
 	}
-	idx := func(dev string) (int, error) {
+	fam, alen := uint8(unix.AF_INET), 4
+	if d.Dst.Addr().Is6() {
+		fam, alen = unix.AF_INET6, 16
+	}
+	idx := func(dev string) (uint32, error) {
 		i, ok := links.byName[dev]
 		if !ok {
 			return 0, fmt.Errorf("route %s: device %s: %w", d, dev, ErrDeviceMissing)
 		}
-		return i, nil
+		return uint32(i), nil
 	}
-	flags := func(h route.NextHop) int {
-		if h.OnLink {
-			return int(netlink.FLAG_ONLINK)
+	for _, h := range d.NextHops {
+		if h.Gateway.IsValid() && h.Gateway.Unmap().BitLen() != alen*8 {
+			return nil, fmt.Errorf("route %s: gateway %s is not of the destination's family", d, h.Gateway)
 		}
-		return 0
 	}
-	gw := func(h route.NextHop) net.IP {
+	scope, flags := uint8(unix.RT_SCOPE_UNIVERSE), uint32(0)
+	if len(d.NextHops) == 1 {
+		h := d.NextHops[0]
 		if !h.Gateway.IsValid() {
-			return nil
+			scope = unix.RT_SCOPE_LINK
 		}
-		return h.Gateway.AsSlice()
+		if h.OnLink {
+			flags = unix.RTNH_F_ONLINK
+		}
 	}
+	b = appendRtMsg(b, fam, uint8(d.Dst.Bits()), 0, MainTable, uint8(t.policy.Protocol), scope, unix.RTN_UNICAST, flags)
+	b = appendAddrAttr(b, unix.RTA_DST, d.Dst.Addr())
 	if len(d.NextHops) == 1 {
 		h := d.NextHops[0]
 		i, err := idx(h.Device)
 		if err != nil {
 			return nil, err
 		}
-		nr.LinkIndex, nr.Gw, nr.Flags = i, gw(h), flags(h)
-		if !h.Gateway.IsValid() {
-			nr.Scope = netlink.SCOPE_LINK
+		if h.Gateway.IsValid() {
+			b = appendAddrAttr(b, unix.RTA_GATEWAY, h.Gateway)
 		}
-		return nr, nil
+		return appendAttrU32(b, unix.RTA_OIF, i), nil
 	}
+	// RTA_MULTIPATH: one rtnexthop (len, flags, hops, ifindex) per hop,
+	// each followed by its nested RTA_GATEWAY.
+	mp := len(b)
+	b = append(b, make([]byte, unix.SizeofRtAttr)...)
 	for _, h := range d.NextHops {
 		i, err := idx(h.Device)
 		if err != nil {
 			return nil, err
 		}
-		nr.MultiPath = append(nr.MultiPath, &netlink.NexthopInfo{LinkIndex: i, Gw: gw(h), Flags: flags(h)})
+		nh := len(b)
+		var nf uint8
+		if h.OnLink {
+			nf = unix.RTNH_F_ONLINK
+		}
+		b = binary.NativeEndian.AppendUint16(b, 0)
+		b = append(b, nf, 0)
+		b = binary.NativeEndian.AppendUint32(b, i)
+		if h.Gateway.IsValid() {
+			b = appendAddrAttr(b, unix.RTA_GATEWAY, h.Gateway)
+		}
+		binary.NativeEndian.PutUint16(b[nh:], uint16(len(b)-nh))
 	}
-	return nr, nil
+	binary.NativeEndian.PutUint16(b[mp:], uint16(len(b)-mp))
+	binary.NativeEndian.PutUint16(b[mp+2:], unix.RTA_MULTIPATH)
+	return b, nil
+}
+
+// encodeDelete appends the RTM_DELROUTE body for cur. The delete names the
+// route's protocol, metric and TOS, so it cannot remove a route another
+// component put in its place since the dump; scope "nowhere" matches any
+// scope (device routes are scope link).
+func encodeDelete(cur KernelRoute, b []byte) []byte {
+	fam := uint8(unix.AF_INET)
+	if cur.Dst.Addr().Is6() {
+		fam = unix.AF_INET6
+	}
+	table := uint8(cur.Table)
+	if cur.Table >= 256 {
+		table = unix.RT_TABLE_UNSPEC
+	}
+	b = appendRtMsg(b, fam, uint8(cur.Dst.Bits()), uint8(cur.TOS), table, uint8(cur.Protocol), unix.RT_SCOPE_NOWHERE, 0, 0)
+	b = appendAddrAttr(b, unix.RTA_DST, cur.Dst.Addr())
+	if cur.Table >= 256 {
+		b = appendAttrU32(b, unix.RTA_TABLE, uint32(cur.Table))
+	}
+	if cur.Metric > 0 {
+		b = appendAttrU32(b, unix.RTA_PRIORITY, uint32(cur.Metric))
+	}
+	return b
+}
+
+func appendAddrAttr(b []byte, typ uint16, a netip.Addr) []byte {
+	if a.Is4() || a.Is4In6() {
+		v := a.Unmap().As4()
+		return appendAttr(b, typ, v[:])
+	}
+	v := a.As16()
+	return appendAttr(b, typ, v[:])
 }
 
 func (t *Table) reconcile(links linkIndex) Stats {
 	var st Stats
+	ops := t.ops[:0]
 	dsts := make([]netip.Prefix, 0, len(t.desired))
 	for p := range t.desired {
 		dsts = append(dsts, p)
@@ -279,63 +372,89 @@ func (t *Table) reconcile(links linkIndex) Stats {
 			st.Unchanged++
 			continue
 		}
-		nr, err := t.toNetlink(d, links)
-		if err == nil {
-			err = t.h.RouteReplace(nr)
-			if err != nil {
-				err = fmt.Errorf("route table: replace %s: %w", d, err)
-			}
-		}
-		if err != nil {
-			st.Failed++
-			st.Errors = append(st.Errors, err)
-			t.log.Warn("route not programmed; will retry", "dst", d.Dst.String(), "route", d.String(),
-				"class", d.Class.String(), "reason", d.Reason, "err", err)
-			continue
-		}
-		t.kernel[k] = t.asKernel(d)
-		if had {
-			st.Replaced++
-			ours, _ := t.policy.RouteIsOurs(cur)
-			t.log.Info("route replaced", "dst", d.Dst.String(), "route", d.String(), "class", d.Class.String(),
-				"reason", d.Reason, "previous", cur.String(), "previousWasOurs", ours)
-		} else {
-			st.Added++
-			t.log.Info("route added", "dst", d.Dst.String(), "route", d.String(), "class", d.Class.String(), "reason", d.Reason)
-		}
+		ops = append(ops, writeOp{d: d, k: k, cur: cur, had: had})
 	}
 	for k, cur := range t.kernel {
 		if d, ok := t.desired[cur.Dst]; ok && k == (key{d.Dst, metricFor(d.Dst), 0}) {
 			continue
 		}
-		ours, why := t.policy.RouteIsOurs(cur)
-		if !ours {
-			continue
+		if ours, _ := t.policy.RouteIsOurs(cur); ours {
+			ops = append(ops, writeOp{del: true, k: k, cur: cur})
 		}
-		// The delete names the route's protocol and metric, so it cannot
-		// remove a route another component put in its place since the dump.
-		// Scope "nowhere" matches any scope (device routes are scope link).
-		err := t.h.RouteDel(&netlink.Route{Dst: ipNet(cur.Dst), Table: cur.Table, Priority: cur.Metric,
-			Tos: cur.TOS, Protocol: netlink.RouteProtocol(cur.Protocol), Scope: netlink.SCOPE_NOWHERE})
-		if err != nil && !errors.Is(err, unix.ESRCH) {
-			st.Failed++
-			err = fmt.Errorf("route table: delete %s: %w", cur, err)
-			st.Errors = append(st.Errors, err)
-			t.log.Warn("route not deleted; will retry", "dst", cur.Dst.String(), "route", cur.String(), "err", err)
-			continue
+	}
+	t.ops = ops
+
+	// All writes of the pass go out pipelined, replaces first; the kernel
+	// applies them in this order.
+	var errs []error
+	if len(ops) > 0 {
+		errs = t.w.exchange(len(ops), func(i int, b []byte) ([]byte, uint16, uint16, error) {
+			op := &ops[i]
+			if op.del {
+				return encodeDelete(op.cur, b), unix.RTM_DELROUTE, 0, nil
+			}
+			b, err := t.encodeReplace(op.d, links, b)
+			return b, unix.RTM_NEWROUTE, unix.NLM_F_CREATE | unix.NLM_F_REPLACE, err
+		})
+	}
+	for i := range ops {
+		op, err := &ops[i], errs[i]
+		if op.del {
+			t.deleted(&st, op.k, op.cur, err)
+		} else {
+			t.replaced(&st, op, err)
 		}
-		delete(t.kernel, k)
-		if err != nil {
-			t.log.Info("route already gone", "dst", cur.Dst.String(), "route", cur.String())
-			continue
-		}
-		st.Deleted++
-		t.log.Info("route deleted", "dst", cur.Dst.String(), "route", cur.String(), "reason", "not desired; ours: "+why)
 	}
 	for _, cur := range t.kernel {
 		if ours, _ := t.policy.RouteIsOurs(cur); ours {
 			st.Owned++
 		}
 	}
+	clear(t.ops) // drop references to routes until the next pass
 	return st
+}
+
+// replaced books the result of a replace.
+func (t *Table) replaced(st *Stats, op *writeOp, err error) {
+	d := op.d
+	if err != nil {
+		var ke *KernelError
+		if errors.As(err, &ke) || errors.Is(err, ErrNoAck) {
+			err = fmt.Errorf("route table: replace %s: %w", d, err)
+		}
+		st.Failed++
+		st.Errors = append(st.Errors, err)
+		t.log.Warn("route not programmed; will retry", "dst", d.Dst.String(), "route", d.String(),
+			"class", d.Class.String(), "reason", d.Reason, "err", err)
+		return
+	}
+	t.kernel[op.k] = t.asKernel(d)
+	if op.had {
+		st.Replaced++
+		ours, _ := t.policy.RouteIsOurs(op.cur)
+		t.log.Info("route replaced", "dst", d.Dst.String(), "route", d.String(), "class", d.Class.String(),
+			"reason", d.Reason, "previous", op.cur.String(), "previousWasOurs", ours)
+		return
+	}
+	st.Added++
+	t.log.Info("route added", "dst", d.Dst.String(), "route", d.String(), "class", d.Class.String(), "reason", d.Reason)
+}
+
+// deleted books the result of a delete.
+func (t *Table) deleted(st *Stats, k key, cur KernelRoute, err error) {
+	if err != nil && !errors.Is(err, unix.ESRCH) {
+		st.Failed++
+		err = fmt.Errorf("route table: delete %s: %w", cur, err)
+		st.Errors = append(st.Errors, err)
+		t.log.Warn("route not deleted; will retry", "dst", cur.Dst.String(), "route", cur.String(), "err", err)
+		return
+	}
+	delete(t.kernel, k)
+	if err != nil {
+		t.log.Info("route already gone", "dst", cur.Dst.String(), "route", cur.String())
+		return
+	}
+	st.Deleted++
+	_, why := t.policy.RouteIsOurs(cur)
+	t.log.Info("route deleted", "dst", cur.Dst.String(), "route", cur.String(), "reason", "not desired; ours: "+why)
 }

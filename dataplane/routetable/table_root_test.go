@@ -57,7 +57,7 @@ func TestReplaceTakesBIRDRouteWithoutDelete(t *testing.T) {
 	}
 
 	// 3. The programmer takes it.
-	tb := New(tn.h, ownerPolicy(), testLog(t))
+	tb := tn.table(t, ownerPolicy(), testLog(t))
 	tb.SetDesired([]route.Route{tunnelRoute(dst)})
 	st, err := tb.Apply()
 	if err != nil || st.Replaced != 1 || st.Failed != 0 {
@@ -109,7 +109,7 @@ func TestStrayBIRDTunnelRoutes(t *testing.T) {
 			tn.addRoute(t, "10.68.9.0/26", "10.9.0.2", "ext0", 80, 0, false)                     // our proto, foreign device
 
 			// 2. One resync with nothing desired.
-			tb := New(tn.h, tc.policy, testLog(t))
+			tb := tn.table(t, tc.policy, testLog(t))
 			st, err := tb.Resync()
 			if err != nil {
 				t.Fatalf("resync: %v", err)
@@ -141,7 +141,7 @@ func TestBIRDDeleteDoesNotRemoveOurRoute(t *testing.T) {
 	tn := newTestNode(t)
 	const dst = "10.65.2.0/26"
 	tn.addRoute(t, dst, "10.0.1.12", "tunl0", int(kroute.ProtoBIRD), 0, true)
-	tb := New(tn.h, ownerPolicy(), testLog(t))
+	tb := tn.table(t, ownerPolicy(), testLog(t))
 	tb.SetDesired([]route.Route{tunnelRoute(dst)})
 	if st, err := tb.Apply(); err != nil || st.Replaced != 1 {
 		t.Fatalf("apply: %+v %v", st, err)
@@ -181,14 +181,14 @@ func TestResyncFixesDriftAndRoundTrips(t *testing.T) {
 	}
 	pol := ownerPolicy()
 	pol.WorkloadPrefixes = append(pol.WorkloadPrefixes, "tunl0p") // stand-in workload iface
-	tb := New(tn.h, pol, testLog(t))
+	tb := tn.table(t, pol, testLog(t))
 	tb.SetDesired(desired)
 	st, err := tb.Apply()
 	if err != nil || st.Added != len(desired) || st.Failed != 0 {
 		t.Fatalf("first apply: %+v %v", st, err)
 	}
 	// A fresh table reading the kernel finds every route exactly as desired.
-	fresh := New(tn.h, pol, testLog(t))
+	fresh := tn.table(t, pol, testLog(t))
 	fresh.SetDesired(desired)
 	if st, err := fresh.Resync(); err != nil || st.Unchanged != len(desired) || st.Added+st.Replaced+st.Deleted != 0 {
 		t.Fatalf("resync of unchanged routes rewrote something: %+v %v", st, err)
@@ -235,7 +235,7 @@ func TestResyncFixesDriftAndRoundTrips(t *testing.T) {
 
 func TestMissingDeviceIsRetriedNotFatal(t *testing.T) {
 	tn := newTestNode(t)
-	tb := New(tn.h, ownerPolicy(), testLog(t))
+	tb := tn.table(t, ownerPolicy(), testLog(t))
 	r := route.Route{Dst: netip.MustParsePrefix("10.65.1.7/32"), Class: route.ClassLocalWorkload,
 		NextHops: []route.NextHop{{Device: "cali-late"}}}
 	tb.SetDesired([]route.Route{r, tunnelRoute("10.65.2.0/26")})
