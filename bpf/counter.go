@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -41,6 +44,26 @@ type AttachOptions struct {
 	// Legacy forces the clsact + cls_bpf path even where TCX works, to
 	// exercise the fallback used on kernels before 6.6.
 	Legacy bool
+	// MaxProbeFlows sizes the probe tracker map (one entry per probe flow
+	// the counter sees; a full map stops tracking new flows) and, at four
+	// times that (at least 1024), the LRU map of per-address-pair counters,
+	// which also sees non-probe traffic. 0: DefaultMaxProbeFlows. The
+	// tracker map is preallocated, so its size is memory locked per counter
+	// whether used or not: a cluster of N nodes carries several counters
+	// per node, so size it from the flow plan.
+	MaxProbeFlows int
+}
+
+// DefaultMaxProbeFlows is the tracker map's size when AttachOptions leaves
+// it unset (the size compiled into counter.c).
+const DefaultMaxProbeFlows = 4096
+
+// mapSizes returns the tracker and flow-counter map sizes for o.
+func (o AttachOptions) mapSizes() (tracks, flows uint32) {
+	if o.MaxProbeFlows <= 0 {
+		return DefaultMaxProbeFlows, 4 * DefaultMaxProbeFlows
+	}
+	return uint32(o.MaxProbeFlows), uint32(max(1024, 4*o.MaxProbeFlows))
 }
 
 // Attach modes reported by Counter.Mode.
@@ -70,7 +93,7 @@ var memlockOnce = sync.OnceValue(rlimit.RemoveMemlock)
 
 // load loads the program variant for devices with (l3 false) or without (l3
 // true) an Ethernet header, with fresh maps, unattached.
-func load(l3 bool) (*Counter, error) {
+func load(l3 bool, o AttachOptions) (*Counter, error) {
 	if err := memlockOnce(); err != nil {
 		return nil, fmt.Errorf("raise memlock rlimit for BPF: %w", err)
 	}
@@ -83,6 +106,9 @@ func load(l3 bool) (*Counter, error) {
 		want, drop = drop, want
 	}
 	delete(spec.Programs, drop)
+	tracks, flows := o.mapSizes()
+	spec.Maps[counterMapProbeTracks].MaxEntries = tracks
+	spec.Maps[counterMapFlowCounters].MaxEntries = flows
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
 		var ve *ebpf.VerifierError
@@ -118,7 +144,7 @@ func Attach(o AttachOptions) (*Counter, error) {
 		h.Close()
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	c, err := load(!hasEthernetHeader(lk))
+	c, err := load(!hasEthernetHeader(lk), o)
 	if err != nil {
 		h.Close()
 		return nil, fmt.Errorf("%s: %w", what, err)
@@ -450,4 +476,33 @@ func (c *Counter) ProbeTracks() ([]ProbeTrack, error) {
 		out = append(out, trackOf(keyOf(k), v))
 	}
 	return out, nil
+}
+
+// MapBytes is the memory the kernel charges for the counter's maps (the
+// "memlock" of their fdinfo), or an error where the kernel does not say.
+func (c *Counter) MapBytes() (int64, error) {
+	var total int64
+	for _, m := range []*ebpf.Map{c.tracks, c.flows} {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", m.FD()))
+		if err != nil {
+			return 0, fmt.Errorf("BPF map memory: %w", err)
+		}
+		v, ok := fdinfoField(string(b), "memlock")
+		if !ok {
+			return 0, fmt.Errorf("BPF map memory: no memlock in fdinfo of map %d", m.FD())
+		}
+		total += v
+	}
+	return total, nil
+}
+
+func fdinfoField(s, name string) (int64, bool) {
+	for _, line := range strings.Split(s, "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if ok && strings.TrimSpace(k) == name {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }

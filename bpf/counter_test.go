@@ -119,7 +119,7 @@ func ipv4(src, dst netip.Addr, proto uint8, fragment bool, payload []byte) []byt
 func loadEth(t testing.TB) *Counter {
 	t.Helper()
 	needRoot(t)
-	c, err := load(false)
+	c, err := load(false, AttachOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +313,7 @@ func TestIPIPInnerFlow(t *testing.T) {
 // always presents an Ethernet frame; at least it must pass the verifier.
 func TestL3VariantLoads(t *testing.T) {
 	needRoot(t)
-	c, err := load(true)
+	c, err := load(true, AttachOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,5 +345,38 @@ func BenchmarkProbeTracker(b *testing.B) {
 			}
 			b.ReportMetric(float64(total.Nanoseconds())/float64(b.N), "ns/pkt")
 		})
+	}
+}
+
+// The maps are sized from AttachOptions (a flow plan's size), and the
+// memory the kernel charges follows; the default keeps counter.c's size.
+func TestMapSizesFromOptions(t *testing.T) {
+	needRoot(t)
+	sizes := map[int]int64{}
+	for _, n := range []int{0, 64, 1024} {
+		c, err := load(false, AttachOptions{MaxProbeFlows: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := uint32(n)
+		if n == 0 {
+			want = DefaultMaxProbeFlows
+		}
+		if got := c.tracks.MaxEntries(); got != want {
+			t.Errorf("MaxProbeFlows %d: tracker map has %d entries, want %d", n, got, want)
+		}
+		if got, wantF := c.flows.MaxEntries(), max(1024, 4*want); got != wantF {
+			t.Errorf("MaxProbeFlows %d: flow map has %d entries, want %d", n, got, wantF)
+		}
+		b, err := c.MapBytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes[n] = b
+		t.Logf("MaxProbeFlows %d: %d bytes of map memory", n, b)
+		c.Close()
+	}
+	if !(sizes[64] < sizes[1024] && sizes[1024] < sizes[0]) {
+		t.Errorf("map memory does not follow the sizes: %v", sizes)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -73,6 +75,13 @@ type Options struct {
 	MinFlowing uint64
 	// Legacy forces clsact + cls_bpf instead of TCX for the counters.
 	Legacy bool
+	// MaxFlowsPerCounter sizes every counter's BPF maps
+	// (bpf.AttachOptions.MaxProbeFlows). 0: twice the number of flows, at
+	// least 64 — no counter can see more probe flows than the session has
+	// (twice: an IPIP hop may see a flow both as outer and inner packet),
+	// and the maps are preallocated, so the compiled-in 4096 would lock
+	// ~2.9 MB per counter whatever the plan.
+	MaxFlowsPerCounter int
 	// NoRealtime keeps the send loop at normal scheduling priority instead
 	// of SCHED_FIFO 1.
 	NoRealtime bool
@@ -122,6 +131,9 @@ func (o *Options) validate() error {
 	}
 	if o.MinFlowing == 0 {
 		o.MinFlowing = 10
+	}
+	if o.MaxFlowsPerCounter == 0 {
+		o.MaxFlowsPerCounter = max(64, 2*len(o.Flows))
 	}
 	if len(o.Flows) == 0 {
 		return errors.New("probe options: Flows: need at least one flow")
@@ -177,14 +189,16 @@ func Start(ctx context.Context, o Options) (s *Session, err error) {
 		if s.dstCtrs[k] != nil {
 			continue
 		}
-		c, err := bpf.Attach(bpf.AttachOptions{Netns: f.Dst.Netns, Iface: f.Dst.Iface, Direction: bpf.Ingress, Legacy: o.Legacy})
+		c, err := bpf.Attach(bpf.AttachOptions{Netns: f.Dst.Netns, Iface: f.Dst.Iface, Direction: bpf.Ingress, Legacy: o.Legacy,
+			MaxProbeFlows: o.MaxFlowsPerCounter})
 		if err != nil {
 			return nil, fmt.Errorf("start probes: destination %s: %w", f.Dst.Name, err)
 		}
 		s.dstCtrs[k] = c
 	}
 	for _, h := range o.Hops {
-		c, err := bpf.Attach(bpf.AttachOptions{Netns: h.Netns, Iface: h.Iface, Direction: h.Direction, Legacy: o.Legacy})
+		c, err := bpf.Attach(bpf.AttachOptions{Netns: h.Netns, Iface: h.Iface, Direction: h.Direction, Legacy: o.Legacy,
+			MaxProbeFlows: o.MaxFlowsPerCounter})
 		if err != nil {
 			return nil, fmt.Errorf("start probes: hop %s: %w", h.Name, err)
 		}
@@ -238,6 +252,21 @@ func (s *Session) MarkAt(name string, at int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.marks = append(s.marks, Mark{Name: name, At: at})
+}
+
+// MapBytes is the BPF map memory of all the session's counters and how
+// many counters there are.
+func (s *Session) MapBytes() (bytes int64, counters int, err error) {
+	all := slices.Collect(maps.Values(s.dstCtrs))
+	all = append(all, s.hopCtrs...)
+	for _, c := range all {
+		b, err := c.MapBytes()
+		if err != nil {
+			return 0, 0, err
+		}
+		bytes += b
+	}
+	return bytes, len(all), nil
 }
 
 // Interval is the time between two probes of one flow, in ns.
