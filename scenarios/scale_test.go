@@ -1,0 +1,361 @@
+package scenarios_test
+
+// Scale (issue 16): a rolling pre-3.33 → 3.33 upgrade of every node of a
+// generated cluster, node after node as an operator's rollout does, with
+// probes throughout; and the consecutive-restart hazard.
+//
+// Claim (design §4): upgrading a node leaves no window in which a
+// destination has no route; so a rollout of every node, one at a time, loses
+// no probe on the upgraded node's way out at any step. On no-encap (the only
+// pool this kernel can carry natively) BIRD owns the cluster routes in both
+// releases: each step is BIRD SIGKILLed (persist keeps its routes, peers keep
+// them as stale under graceful restart), the programmer replaced, the new
+// BIRD started with -R.
+//
+// Flow plan per step (harness.PlanFlows): every flow to and from the node
+// being upgraded, plus a seeded sample of the flows among the others — the
+// control, which the change must not touch. One probe session per step,
+// started before the node's upgrade and stopped after the cluster has
+// converged again, so every instant of every upgrade is probed.
+//
+// The hazard: graceful restart protects one restart. A node restarted again
+// while its peers are still inside the first restart's graceful-restart
+// window (their sessions to it not yet back, its routes held as stale) is
+// shown next to the same two restarts spaced by convergence (the control).
+// The hazard's figures are reported, not asserted: the design does not speak
+// of it.
+//
+// Size: BIRDCAGE_SCALE_NODES nodes (default 8, what CI runs; 20+ for the
+// full figure). Probe rate: BIRDCAGE_PROBE_RATE, else 250 per second per
+// flow (at 20 nodes a step carries 54 flows).
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/topo"
+)
+
+// scaleNodes is the cluster size: $BIRDCAGE_SCALE_NODES, else 8.
+func scaleNodes() int {
+	if n, err := strconv.Atoi(os.Getenv("BIRDCAGE_SCALE_NODES")); err == nil && n >= 3 {
+		return n
+	}
+	return 8
+}
+
+// scaleRate is the probe rate of the scale scenarios.
+func scaleRate() int {
+	if _, set := os.LookupEnv(harness.ProbeRateEnv); set {
+		return harness.DefaultProbeRate()
+	}
+	return 250
+}
+
+// scaleSample is how many flows among the other nodes each step samples.
+func scaleSample(n int) int { return min(16, (n-1)*(n-2)) }
+
+// scaleStep is one node's upgrade, probed.
+type scaleStep struct {
+	node                  string
+	plan                  harness.FlowPlan
+	lostOut, lostIn       int64 // the upgraded node's flows
+	lostSample            int64 // the sampled flows among the others
+	longestGapMs          float64
+	longestGapFlow        string
+	upgradeS, convergedS  float64 // UpgradeNode's own time; until converged again
+	cpuPerS               float64 // harness CPU-s per second over the session
+	mapBytes, counters    int64
+	atEnd, final          *probe.Report
+	bpfCountersAttachedMs float64
+}
+
+// probedChange runs change under a probe session carrying plan: the session
+// starts (and every flow delivers) before change, and stops once change has
+// returned and the cluster has converged again.
+func probedChange(ctx SpecContext, c *harness.Cluster, plan harness.FlowPlan, change func() error) scaleStep {
+	GinkgoHelper()
+	st := scaleStep{plan: plan}
+	cpu0, err := harness.ProcessCPU()
+	Expect(err).NotTo(HaveOccurred())
+	t0 := time.Now()
+	probes, err := c.Probes(ctx, harness.ProbeOptions{Rate: scaleRate(), Flows: plan.Flows})
+	Expect(err).NotTo(HaveOccurred())
+	st.bpfCountersAttachedMs = float64(time.Since(t0).Microseconds()) / 1000
+	b, n, err := probes.MapBytes()
+	Expect(err).NotTo(HaveOccurred())
+	st.mapBytes, st.counters = b, int64(n)
+	tp := time.Now()
+	begin := c.Mark("step begins")
+	Expect(change()).To(Succeed())
+	st.upgradeS = time.Since(tp).Seconds()
+	Expect(c.WaitConverged(ctx)).To(Succeed())
+	end := c.Mark("step converged")
+	st.convergedS = float64(end.Mono-begin.Mono) / 1e9
+	st.atEnd, err = probes.Report()
+	Expect(err).NotTo(HaveOccurred())
+	st.final, err = probes.Stop()
+	Expect(err).NotTo(HaveOccurred())
+	cpu1, err := harness.ProcessCPU()
+	Expect(err).NotTo(HaveOccurred())
+	st.cpuPerS = (cpu1 - cpu0).Seconds() / time.Since(t0).Seconds()
+	return st
+}
+
+// book fills the step's loss figures for node.
+func (st *scaleStep) book(c *harness.Cluster, node string) {
+	st.node = node
+	n := c.Node(node)
+	for _, f := range st.final.Flows {
+		switch {
+		case isFrom(n, f.SrcAddr):
+			st.lostOut += f.Lost
+		case isFrom(n, f.DstAddr):
+			st.lostIn += f.Lost
+		default:
+			st.lostSample += f.Lost
+		}
+		if f.LongestGapMs > st.longestGapMs {
+			st.longestGapMs, st.longestGapFlow = f.LongestGapMs, f.Flow
+		}
+	}
+}
+
+func medianOf(xs []float64) float64 {
+	s := slices.Clone(xs)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade"), func() {
+	It("upgrades every node pre-3.33 → 3.33, one after another, and no upgraded node loses an outbound probe", func(ctx SpecContext) {
+		n := scaleNodes()
+		tp, err := topo.Generate(topo.GenSpec{Nodes: n})
+		Expect(err).NotTo(HaveOccurred())
+		c := startClusterOn(ctx, tp, harness.Options{Release: config.Pre333})
+		start := c.Mark("rollout begins")
+		var steps []scaleStep
+		for i, nd := range c.Net.Nodes {
+			plan, err := c.PlanFlows([]string{nd.Name}, scaleSample(n), uint64(i+1))
+			Expect(err).NotTo(HaveOccurred())
+			// Guard: the plan probes the node under change both ways and
+			// has a control among the others.
+			Expect(plan.FocusFlows).To(Equal(2*(n-1)), plan.String())
+			Expect(plan.Sampled).To(BeNumerically(">", 0), plan.String())
+			oldPid := c.Node(nd.Name).BIRD.Pid()
+			st := probedChange(ctx, c, plan, func() error {
+				_, err := c.UpgradeNode(ctx, nd.Name, config.R333, harness.UpgradeOptions{Signal: syscall.SIGKILL})
+				return err
+			})
+			st.book(c, nd.Name)
+			// Guard: the upgrade happened (new release, new BIRD).
+			Expect(c.Node(nd.Name).Release()).To(Equal(config.R333))
+			Expect(c.Node(nd.Name).BIRD.Pid()).NotTo(Equal(oldPid))
+			steps = append(steps, st)
+		}
+		end := c.Mark("rollout done")
+
+		// Figures: per node and for the whole rollout.
+		res := c.Result(fmt.Sprintf("rolling upgrade, %d nodes, no-encap", n), nil)
+		var b strings.Builder
+		w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(w, "node\tflows\tlost out\tlost in\tlost sample\tlongest gap ms\tupgrade s\tto converged s\tharness CPU-s/s\tBPF maps KiB\t")
+		var per, gaps, cpus []float64
+		var lostOut, lostIn, lostSample int64
+		worst, worstFlow := 0.0, ""
+		for _, st := range steps {
+			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%.1f\t%.2f\t%.2f\t%.2f\t%d\t\n", st.node, len(st.plan.Flows), st.lostOut, st.lostIn,
+				st.lostSample, st.longestGapMs, st.upgradeS, st.convergedS, st.cpuPerS, st.mapBytes/1024)
+			pfx := "node." + st.node + "."
+			res.Figures[pfx+"lostOut"] = float64(st.lostOut)
+			res.Figures[pfx+"lostIn"] = float64(st.lostIn)
+			res.Figures[pfx+"lostSample"] = float64(st.lostSample)
+			res.Figures[pfx+"longestGapMs"] = st.longestGapMs
+			res.Figures[pfx+"secondsToConverged"] = st.convergedS
+			per = append(per, st.convergedS)
+			gaps = append(gaps, st.longestGapMs)
+			cpus = append(cpus, st.cpuPerS)
+			lostOut, lostIn, lostSample = lostOut+st.lostOut, lostIn+st.lostIn, lostSample+st.lostSample
+			if st.longestGapMs > worst {
+				worst, worstFlow = st.longestGapMs, st.node+": "+st.longestGapFlow
+			}
+		}
+		_ = w.Flush()
+		rollout := float64(end.Mono-start.Mono) / 1e9
+		fmt.Fprintf(&b, "rollout: %d nodes in %.1f s (%.2f s per node median, %.2f max); lost out %d, in %d, sample %d; longest gap %.1f ms (%s)\n",
+			n, rollout, medianOf(per), slices.Max(per), lostOut, lostIn, lostSample, worst, worstFlow)
+		fmt.Fprintf(&b, "flow plan per step: %s; %d probes/s per flow\n", steps[len(steps)-1].plan, scaleRate())
+		fmt.Fprintf(&b, "harness CPU while probing: %.2f CPU-s/s median, %.2f max; BPF maps per session %d KiB in %d counters (%d B each)\n",
+			medianOf(cpus), slices.Max(cpus), steps[0].mapBytes/1024, steps[0].counters, steps[0].mapBytes/max(1, steps[0].counters))
+		res.Figures["nodes"] = float64(n)
+		res.Figures["rolloutSeconds"] = rollout
+		res.Figures["secondsPerNodeMedian"] = medianOf(per)
+		res.Figures["secondsPerNodeMax"] = slices.Max(per)
+		res.Figures["lostOutboundUpgraded"] = float64(lostOut)
+		res.Figures["lostInboundUpgraded"] = float64(lostIn)
+		res.Figures["lostSample"] = float64(lostSample)
+		res.Figures["longestProbeGapMs"] = worst
+		res.Figures["longestGapMedianPerStepMs"] = medianOf(gaps)
+		res.Figures["harnessCPUPerSecondMedian"] = medianOf(cpus)
+		res.Figures["harnessCPUPerSecondMax"] = slices.Max(cpus)
+		res.Figures["flowsPerStep"] = float64(len(steps[0].plan.Flows))
+		res.Figures["probeRate"] = float64(scaleRate())
+		res.Figures["bpfMapBytesPerSession"] = float64(steps[0].mapBytes)
+		res.Figures["bpfCountersPerSession"] = float64(steps[0].counters)
+		res.Notes = append(res.Notes, "flow plan per step: "+steps[0].plan.String())
+		report(fmt.Sprintf("rolling upgrade of %d nodes pre-3.33 → 3.33 (no-encap, old BIRD SIGKILL)", n), b.String(), res)
+
+		// The claim, at every step: nothing lost on the upgraded node's way
+		// out while it was being upgraded.
+		for _, st := range steps {
+			up := c.Node(st.node)
+			for _, f := range st.final.Flows {
+				if isFrom(up, f.SrcAddr) {
+					Expect(f).To(harness.HaveNoGap().Through(st.atEnd), "%s lost probes to %s during its upgrade", st.node, f.DstAddr)
+				}
+			}
+		}
+	})
+
+	It("shows the consecutive-restart hazard: a node restarted twice inside the graceful-restart window, against the same restarts spaced", func(ctx SpecContext) {
+		n := min(scaleNodes(), 8)
+		tp, err := topo.Generate(topo.GenSpec{Nodes: n})
+		Expect(err).NotTo(HaveOccurred())
+		c := startClusterOn(ctx, tp, harness.Options{Release: config.R333})
+		const victim = "node-2"
+		plan, err := c.PlanFlows([]string{victim}, scaleSample(n), 7)
+		Expect(err).NotTo(HaveOccurred())
+		restart := func() error {
+			_, err := c.UpgradeNode(ctx, victim, config.R333, harness.UpgradeOptions{Signal: syscall.SIGKILL})
+			return err
+		}
+		// peersWithout counts the other nodes whose BGP session to the
+		// victim is not Established: non-zero means they are inside its
+		// graceful-restart window (holding its routes as stale).
+		peersWithout := func() int {
+			down := 0
+			for _, nd := range c.Net.Nodes {
+				if nd.Name == victim {
+					continue
+				}
+				ps, err := c.Node(nd.Name).BIRD.Client().Protocols(ctx)
+				Expect(err).NotTo(HaveOccurred())
+				for _, p := range ps {
+					if p.Proto == "BGP" && p.BGPState != "Established" {
+						down++
+						break
+					}
+				}
+			}
+			return down
+		}
+
+		// Control: two restarts, the second after the cluster converged.
+		var atSecondSpaced int
+		spaced := probedChange(ctx, c, plan, func() error {
+			if err := restart(); err != nil {
+				return err
+			}
+			if err := c.WaitConverged(ctx); err != nil {
+				return err
+			}
+			atSecondSpaced = peersWithout()
+			return restart()
+		})
+		spaced.book(c, victim)
+
+		// The hazard: the second restart as soon as the first one's
+		// programmer has synced, while the peers still wait for the new
+		// BIRD.
+		var atSecond int
+		quick := probedChange(ctx, c, plan, func() error {
+			if err := restart(); err != nil {
+				return err
+			}
+			atSecond = peersWithout()
+			return restart()
+		})
+		quick.book(c, victim)
+
+		// Peers' view: how long each was without a route to the victim's
+		// blocks during each pair of restarts.
+		var victimBlocks []string
+		noRoute := func(st scaleStep) (worstMs float64, peers int) {
+			for _, nd := range c.Net.Nodes {
+				if nd.Name == victim {
+					continue
+				}
+				hit := false
+				for _, blk := range c.Net.Nodes[1].Blocks {
+					for _, win := range c.Timeline(nd.Name).NoRouteWindows(blk.CIDR, st.final.StartNs, st.final.EndNs) {
+						hit = true
+						worstMs = max(worstMs, float64(win.To-win.From)/1e6)
+					}
+				}
+				if hit {
+					peers++
+				}
+			}
+			return worstMs, peers
+		}
+		for _, blk := range c.Net.Nodes[1].Blocks {
+			victimBlocks = append(victimBlocks, blk.CIDR.String())
+		}
+		Expect(c.Net.Nodes[1].Name).To(Equal(victim))
+		spacedNoRoute, spacedPeers := noRoute(spaced)
+		quickNoRoute, quickPeers := noRoute(quick)
+
+		res := c.Result(fmt.Sprintf("consecutive restart, %d nodes, no-encap", n), quick.final)
+		var b strings.Builder
+		w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(w, "second restart\tpeers without session at 2nd kill\tlost out\tlost in\tlost sample\tlongest gap ms\tpeers without route\tlongest no-route ms\t")
+		for _, r := range []struct {
+			name            string
+			st              scaleStep
+			atSecond, peers int
+			noRouteMs       float64
+		}{{"after convergence (control)", spaced, atSecondSpaced, spacedPeers, spacedNoRoute}, {"inside the GR window", quick, atSecond, quickPeers, quickNoRoute}} {
+			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%.1f\t%d\t%.1f\t\n", r.name, r.atSecond, r.st.lostOut, r.st.lostIn, r.st.lostSample,
+				r.st.longestGapMs, r.peers, r.noRouteMs)
+		}
+		_ = w.Flush()
+		fmt.Fprintf(&b, "victim %s blocks %s; flow plan: %s\n", victim, strings.Join(victimBlocks, ", "), plan)
+		for k, v := range map[string]float64{
+			"spaced.peersWithoutSessionAtSecondKill": float64(atSecondSpaced), "spaced.lostIn": float64(spaced.lostIn),
+			"spaced.lostOut": float64(spaced.lostOut), "spaced.longestGapMs": spaced.longestGapMs,
+			"spaced.longestNoRouteMs": spacedNoRoute, "quick.peersWithoutSessionAtSecondKill": float64(atSecond),
+			"quick.lostIn": float64(quick.lostIn), "quick.lostOut": float64(quick.lostOut),
+			"quick.longestGapMs": quick.longestGapMs, "quick.longestNoRouteMs": quickNoRoute,
+			"quick.peersWithoutRoute": float64(quickPeers), "lostSample": float64(spaced.lostSample + quick.lostSample),
+		} {
+			res.Figures[k] = v
+		}
+		report(fmt.Sprintf("consecutive restart of %s (SIGKILL twice), %d nodes", victim, n), b.String(), res)
+
+		// Guards: the quick second kill did land inside the window (peers
+		// without their session to the victim), the spaced one outside it.
+		Expect(atSecond).To(BeNumerically(">", 0), "the second restart came after the peers' sessions were back: not inside the window")
+		Expect(atSecondSpaced).To(Equal(0), "the control's second restart came before convergence")
+		// The control holds the claim: spaced restarts lose nothing on the
+		// victim's way out, and nothing among the others.
+		for _, f := range spaced.final.Flows {
+			if isFrom(c.Node(victim), f.SrcAddr) {
+				Expect(f).To(harness.HaveNoGap().Through(spaced.atEnd), "spaced restarts: %s lost probes", f.Flow)
+			}
+		}
+		Expect(spaced.lostSample+quick.lostSample).To(BeZero(), "flows away from the victim lost probes")
+	})
+})
