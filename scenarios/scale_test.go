@@ -20,8 +20,12 @@ package scenarios_test
 //
 // The hazard: graceful restart protects one restart. A node restarted again
 // while its peers are still inside the first restart's graceful-restart
-// window (their sessions to it not yet back, its routes held as stale) is
-// shown next to the same two restarts spaced by convergence (the control).
+// window (its new BIRD still in recovery, so no End-of-RIB yet, and its
+// routes held as stale) is shown next to the same two restarts spaced until
+// the window has closed (the control). The window does not close when the
+// sessions are Established again: it closes when the restarted BIRD's
+// recovery is done (a first run that spaced by convergence only lost ~2 s
+// inbound in the "control").
 // The hazard's figures are reported, not asserted: the design does not speak
 // of it.
 //
@@ -263,8 +267,20 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade"), func() {
 			return down
 		}
 
-		// Control: two restarts, the second after the cluster converged.
+		// inRecovery says whether the victim's BIRD is still in graceful-
+		// restart recovery: until it is done it has not sent End-of-RIB,
+		// so its peers still hold its routes as stale and the window is
+		// open — whether or not their sessions are Established again.
+		inRecovery := func() bool {
+			r, err := c.Node(victim).BIRD.Client().Run(ctx, "show status")
+			Expect(err).NotTo(HaveOccurred())
+			return strings.Contains(r.Text(), "Graceful restart recovery in progress")
+		}
+
+		// Control: two restarts, the second once the window has closed
+		// (converged, and the victim's recovery done).
 		var atSecondSpaced int
+		var recoveringSpaced bool
 		spaced := probedChange(ctx, c, plan, func() error {
 			if err := restart(); err != nil {
 				return err
@@ -272,7 +288,8 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade"), func() {
 			if err := c.WaitConverged(ctx); err != nil {
 				return err
 			}
-			atSecondSpaced = peersWithout()
+			Eventually(inRecovery).WithTimeout(scaled(60 * time.Second)).WithPolling(50 * time.Millisecond).Should(BeFalse())
+			atSecondSpaced, recoveringSpaced = peersWithout(), inRecovery()
 			return restart()
 		})
 		spaced.book(c, victim)
@@ -281,11 +298,12 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade"), func() {
 		// programmer has synced, while the peers still wait for the new
 		// BIRD.
 		var atSecond int
+		var recoveringQuick bool
 		quick := probedChange(ctx, c, plan, func() error {
 			if err := restart(); err != nil {
 				return err
 			}
-			atSecond = peersWithout()
+			atSecond, recoveringQuick = peersWithout(), inRecovery()
 			return restart()
 		})
 		quick.book(c, victim)
@@ -321,14 +339,16 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade"), func() {
 		res := c.Result(fmt.Sprintf("consecutive restart, %d nodes, no-encap", n), quick.final)
 		var b strings.Builder
 		w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(w, "second restart\tpeers without session at 2nd kill\tlost out\tlost in\tlost sample\tlongest gap ms\tpeers without route\tlongest no-route ms\t")
+		fmt.Fprintln(w, "second restart\tvictim in GR recovery at 2nd kill\tpeers without session at 2nd kill\tlost out\tlost in\tlost sample\tlongest gap ms\tpeers without route\tlongest no-route ms\t")
 		for _, r := range []struct {
 			name            string
+			recovering      bool
 			st              scaleStep
 			atSecond, peers int
 			noRouteMs       float64
-		}{{"after convergence (control)", spaced, atSecondSpaced, spacedPeers, spacedNoRoute}, {"inside the GR window", quick, atSecond, quickPeers, quickNoRoute}} {
-			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%.1f\t%d\t%.1f\t\n", r.name, r.atSecond, r.st.lostOut, r.st.lostIn, r.st.lostSample,
+		}{{"after the window closed (control)", recoveringSpaced, spaced, atSecondSpaced, spacedPeers, spacedNoRoute},
+			{"inside the GR window", recoveringQuick, quick, atSecond, quickPeers, quickNoRoute}} {
+			fmt.Fprintf(w, "%s\t%v\t%d\t%d\t%d\t%d\t%.1f\t%d\t%.1f\t\n", r.name, r.recovering, r.atSecond, r.st.lostOut, r.st.lostIn, r.st.lostSample,
 				r.st.longestGapMs, r.peers, r.noRouteMs)
 		}
 		_ = w.Flush()
@@ -348,13 +368,14 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade"), func() {
 		// Guards: the quick second kill did land inside the window (peers
 		// without their session to the victim), the spaced one outside it.
 		Expect(atSecond).To(BeNumerically(">", 0), "the second restart came after the peers' sessions were back: not inside the window")
+		Expect(recoveringQuick).To(BeTrue(), "the victim had finished its recovery before the second restart: not inside the window")
 		Expect(atSecondSpaced).To(Equal(0), "the control's second restart came before convergence")
-		// The control holds the claim: spaced restarts lose nothing on the
-		// victim's way out, and nothing among the others.
+		Expect(recoveringSpaced).To(BeFalse(), "the control's second restart came during the victim's recovery")
+		// The control: restarts spaced beyond the window lose nothing
+		// either way (each one is an ordinary graceful restart), and
+		// nothing among the others.
 		for _, f := range spaced.final.Flows {
-			if isFrom(c.Node(victim), f.SrcAddr) {
-				Expect(f).To(harness.HaveNoGap().Through(spaced.atEnd), "spaced restarts: %s lost probes", f.Flow)
-			}
+			Expect(f).To(harness.HaveNoGap().Through(spaced.atEnd), "spaced restarts: %s lost probes", f.Flow)
 		}
 		Expect(spaced.lostSample+quick.lostSample).To(BeZero(), "flows away from the victim lost probes")
 	})
