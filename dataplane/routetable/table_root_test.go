@@ -174,13 +174,13 @@ func TestResyncFixesDriftAndRoundTrips(t *testing.T) {
 		{Dst: netip.MustParsePrefix("10.67.3.0/26"), Class: route.ClassNoEncap, NextHops: []route.NextHop{
 			{Gateway: netip.MustParseAddr("10.0.1.1"), Device: "eth0"}, {Gateway: bgpGW, Device: "eth1"}}},
 		{Dst: netip.MustParsePrefix("fd00:67:0:2::/122"), Class: route.ClassNoEncap, NextHops: []route.NextHop{{Gateway: netip.MustParseAddr("fd00:1::12"), Device: "eth0"}}},
-		{Dst: netip.MustParsePrefix("10.65.1.5/32"), Class: route.ClassLocalWorkload, NextHops: []route.NextHop{{Device: "tunl0p"}}},
+		{Dst: netip.MustParsePrefix("10.65.1.5/32"), Class: route.ClassLocalWorkload, NextHops: []route.NextHop{{Device: "ext0p"}}},
 		// IPv6 has no route scopes: the kernel reports this device route as
 		// universe, and it must still read back as unchanged.
-		{Dst: netip.MustParsePrefix("fd00:65:0:1::5/128"), Class: route.ClassLocalWorkload, NextHops: []route.NextHop{{Device: "tunl0p"}}},
+		{Dst: netip.MustParsePrefix("fd00:65:0:1::5/128"), Class: route.ClassLocalWorkload, NextHops: []route.NextHop{{Device: "ext0p"}}},
 	}
 	pol := ownerPolicy()
-	pol.WorkloadPrefixes = append(pol.WorkloadPrefixes, "tunl0p") // stand-in workload iface
+	pol.WorkloadPrefixes = append(pol.WorkloadPrefixes, "ext0p") // stand-in workload iface (tunl0p exists only without ipip)
 	tb := tn.table(t, pol, testLog(t))
 	tb.SetDesired(desired)
 	st, err := tb.Apply()
