@@ -14,9 +14,15 @@ import (
 // MainTable is the kernel's main routing table.
 const MainTable = unix.RT_TABLE_MAIN
 
-// KernelRoute is the table's view of one kernel route, with device names
-// resolved, so ownership decisions can be tested without netlink.
-type KernelRoute struct {
+// kernelRoute is the table's own view of one kernel route, with device
+// names resolved, so ownership decisions can be tested without netlink.
+//
+// It is deliberately not internal/kroute's Route, the harness's reading of
+// the kernel: the programmer is the code under test, and the harness must
+// not read routes through the programmer's code (a conversion bug would
+// then hide on both sides). It is also the hot path's shape: its next hops
+// are the desired routes' own comparable structs.
+type kernelRoute struct {
 	Dst      netip.Prefix
 	Table    int
 	Metric   int
@@ -34,9 +40,9 @@ type key struct {
 	tos    int
 }
 
-func (k KernelRoute) key() key { return key{k.Dst, k.Metric, k.TOS} }
+func (k kernelRoute) key() key { return key{k.Dst, k.Metric, k.TOS} }
 
-func (k KernelRoute) String() string {
+func (k kernelRoute) String() string {
 	r := route.Route{Dst: k.Dst, NextHops: k.NextHops}
 	s := r.String()
 	if len(k.NextHops) == 0 {
@@ -107,7 +113,7 @@ func (p OwnershipPolicy) ourDevice(dev string) bool {
 
 // RouteIsOurs reports whether the programmer owns a kernel route, and why
 // (or why not), in words for the log.
-func (p OwnershipPolicy) RouteIsOurs(r KernelRoute) (bool, string) {
+func (p OwnershipPolicy) RouteIsOurs(r kernelRoute) (bool, string) {
 	if r.Table != MainTable {
 		return false, fmt.Sprintf("table %d is not the main table", r.Table)
 	}

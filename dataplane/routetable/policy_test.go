@@ -16,8 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func kr(proto int, devs ...string) KernelRoute {
-	k := KernelRoute{Dst: netip.MustParsePrefix("10.65.9.0/26"), Table: MainTable, Type: unix.RTN_UNICAST, Protocol: proto}
+func kr(proto int, devs ...string) kernelRoute {
+	k := kernelRoute{Dst: netip.MustParsePrefix("10.65.9.0/26"), Table: MainTable, Type: unix.RTN_UNICAST, Protocol: proto}
 	for _, d := range devs {
 		k.NextHops = append(k.NextHops, route.NextHop{Gateway: netip.MustParseAddr("10.0.1.12"), Device: d, OnLink: d == "tunl0"})
 	}
@@ -39,7 +39,7 @@ func TestOwnershipPolicy(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		policy OwnershipPolicy
-		route  KernelRoute
+		route  kernelRoute
 		ours   bool
 		why    string
 	}{

@@ -126,7 +126,7 @@ func (tn *testNode) addRoute(t testing.TB, dst, gw, dev string, proto, metric in
 }
 
 // routes returns the main-table routes to dst, as the table sees them.
-func (tn *testNode) routes(t testing.TB, dst string) []KernelRoute {
+func (tn *testNode) routes(t testing.TB, dst string) []kernelRoute {
 	t.Helper()
 	tb := tn.table(t, OwnershipPolicy{}, nil)
 	links, err := tb.readLinks()
@@ -138,7 +138,7 @@ func (tn *testNode) routes(t testing.TB, dst string) []KernelRoute {
 		t.Fatal(err)
 	}
 	p := netip.MustParsePrefix(dst)
-	var out []KernelRoute
+	var out []kernelRoute
 	for _, k := range all {
 		if k.Dst == p {
 			out = append(out, k)

@@ -54,7 +54,7 @@ type Table struct {
 	desired map[netip.Prefix]route.Route
 	// kernel is what the table believes the main table holds: the last
 	// dump, updated with every successful write since.
-	kernel map[key]KernelRoute
+	kernel map[key]kernelRoute
 	synced bool
 	ops    []writeOp // reused across passes
 }
@@ -77,7 +77,7 @@ func Open(ns netns.NsHandle, policy OwnershipPolicy, log *slog.Logger) (*Table, 
 		return nil, err
 	}
 	return &Table{h: h, w: w, policy: policy, log: log,
-		desired: map[netip.Prefix]route.Route{}, kernel: map[key]KernelRoute{}}, nil
+		desired: map[netip.Prefix]route.Route{}, kernel: map[key]kernelRoute{}}, nil
 }
 
 // Close releases the table's sockets; the kernel's routes stay.
@@ -150,12 +150,12 @@ func (t *Table) readLinks() (linkIndex, error) {
 	return li, nil
 }
 
-func (t *Table) readKernel(links linkIndex) (map[key]KernelRoute, error) {
+func (t *Table) readKernel(links linkIndex) (map[key]kernelRoute, error) {
 	filter := &netlink.Route{Table: MainTable}
 	// A dump interrupted by a concurrent change (BIRD programming routes
 	// while we resync) is redone from scratch, a bounded number of times.
-	return nsutil.Dump("route table: list routes", func() (map[key]KernelRoute, error) {
-		out := make(map[key]KernelRoute, len(t.kernel)+len(t.desired))
+	return nsutil.Dump("route table: list routes", func() (map[key]kernelRoute, error) {
+		out := make(map[key]kernelRoute, len(t.kernel)+len(t.desired))
 		for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
 			err := t.h.RouteListFilteredIter(fam, filter, netlink.RT_FILTER_TABLE, func(r netlink.Route) bool {
 				k := fromNetlink(r, fam, links)
@@ -170,8 +170,8 @@ func (t *Table) readKernel(links linkIndex) (map[key]KernelRoute, error) {
 	})
 }
 
-func fromNetlink(r netlink.Route, family int, links linkIndex) KernelRoute {
-	k := KernelRoute{Table: r.Table, Metric: r.Priority, TOS: r.Tos, Type: r.Type,
+func fromNetlink(r netlink.Route, family int, links linkIndex) kernelRoute {
+	k := kernelRoute{Table: r.Table, Metric: r.Priority, TOS: r.Tos, Type: r.Type,
 		Protocol: int(r.Protocol), Scope: int(r.Scope)}
 	if r.Dst != nil {
 		a, _ := netip.AddrFromSlice(r.Dst.IP)
@@ -209,14 +209,14 @@ func fromNetlink(r netlink.Route, family int, links linkIndex) KernelRoute {
 }
 
 // asKernel is what the kernel holds after a successful replace of d.
-func (t *Table) asKernel(d route.Route) KernelRoute {
+func (t *Table) asKernel(d route.Route) kernelRoute {
 	k := t.asKernelShared(d)
 	k.NextHops = slices.Clone(k.NextHops)
 	return k
 }
 
 // asKernelShared is asKernel sharing d's next hops (for comparisons).
-func (t *Table) asKernelShared(d route.Route) KernelRoute {
+func (t *Table) asKernelShared(d route.Route) kernelRoute {
 	scope := unix.RT_SCOPE_UNIVERSE
 	// IPv6 routes have no scope: the kernel reports every one as universe,
 	// whatever was written, so expecting link would rewrite a local
@@ -224,12 +224,12 @@ func (t *Table) asKernelShared(d route.Route) KernelRoute {
 	if d.ScopeLink() && d.Dst.Addr().Is4() {
 		scope = unix.RT_SCOPE_LINK
 	}
-	return KernelRoute{Dst: d.Dst, Table: MainTable, Metric: metricFor(d.Dst), Type: unix.RTN_UNICAST,
+	return kernelRoute{Dst: d.Dst, Table: MainTable, Metric: metricFor(d.Dst), Type: unix.RTN_UNICAST,
 		Protocol: t.policy.Protocol, Scope: scope, NextHops: d.NextHops}
 }
 
 // matches reports whether the kernel route is exactly what d would write.
-func (t *Table) matches(d route.Route, k KernelRoute) bool {
+func (t *Table) matches(d route.Route, k kernelRoute) bool {
 	want := t.asKernelShared(d)
 	if k.Protocol != want.Protocol || k.Type != want.Type || k.Scope != want.Scope || len(k.NextHops) != len(want.NextHops) {
 		return false
@@ -246,7 +246,7 @@ type writeOp struct {
 	del bool
 	d   route.Route // replace: the desired route
 	k   key
-	cur KernelRoute // replace: what was there (if had); delete: the route
+	cur kernelRoute // replace: what was there (if had); delete: the route
 	had bool
 }
 
@@ -327,7 +327,7 @@ func (t *Table) encodeReplace(d route.Route, links linkIndex, b []byte) ([]byte,
 // route's protocol, metric and TOS, so it cannot remove a route another
 // component put in its place since the dump; scope "nowhere" matches any
 // scope (device routes are scope link).
-func encodeDelete(cur KernelRoute, b []byte) []byte {
+func encodeDelete(cur kernelRoute, b []byte) []byte {
 	fam := uint8(unix.AF_INET)
 	if cur.Dst.Addr().Is6() {
 		fam = unix.AF_INET6
@@ -441,7 +441,7 @@ func (t *Table) replaced(st *Stats, op *writeOp, err error) {
 }
 
 // deleted books the result of a delete.
-func (t *Table) deleted(st *Stats, k key, cur KernelRoute, err error) {
+func (t *Table) deleted(st *Stats, k key, cur kernelRoute, err error) {
 	if err != nil && !errors.Is(err, unix.ESRCH) {
 		st.Failed++
 		err = fmt.Errorf("route table: delete %s: %w", cur, err)
