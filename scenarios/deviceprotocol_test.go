@@ -30,15 +30,12 @@ package scenarios_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"strconv"
-	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"github.com/vishvananda/netlink"
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/bird"
@@ -130,14 +127,16 @@ var _ = Describe("A non-default deviceRouteProtocol end to end", Label("noencap"
 				Expect(conf).To(ContainSubstring(fmt.Sprintf("krt_source = %d", customProgrammerProtocol)), "node-1's import filter names protocol %d", customProgrammerProtocol)
 				Consistently(func() []bird.Route { held = birdKernelRoutes(ctx, n1, b2); return held }).WithTimeout(3*time.Second).WithPolling(200*time.Millisecond).
 					Should(BeEmpty(), "with the candidate import filter node-1's BIRD must not hold the programmer's proto %d route to %s", customProgrammerProtocol, b2)
-				// ...while a proto 99 route without a next hop (a local
-				// workload route's shape) is still learned: the filter
-				// matched the protocol and the next hop, not everything.
-				local := netip.MustParsePrefix("10.244.252.1/32")
-				Expect(addLocalRoute(n1, local, "eth0", customProgrammerProtocol)).To(Succeed())
+				// ...while the programmer's local workload route (proto 99,
+				// no next hop) is still learned: the filter matched the
+				// protocol and the next hop, not everything.
+				local := netip.PrefixFrom(c.Net.Nodes[0].Workloads[0].IPv4, 32)
+				Eventually(n1).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+					Should(harness.HaveClusterRoute(local).ProgrammedBy(harness.ByProgrammer).WithProgrammerProtocol(customProgrammerProtocol),
+						"guard: node-1's programmer writes its local workload route %s at proto %d", local, customProgrammerProtocol)
 				Eventually(func() []bird.Route { return birdKernelRoutes(ctx, n1, local) }).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).
 					Should(ContainElement(HaveField("Attrs", HaveKeyWithValue("Kernel.source", source))),
-						"control: node-1's BIRD still learns a proto %d route with no next hop (%s)", customProgrammerProtocol, local)
+						"control: node-1's BIRD still learns the proto %d local workload route %s (no next hop)", customProgrammerProtocol, local)
 			}
 
 			rep, err := probes.Stop()
@@ -172,29 +171,4 @@ func birdKernelRoutes(ctx context.Context, n *harness.Node, p netip.Prefix) []bi
 		}
 	}
 	return out
-}
-
-// addLocalRoute adds a device route with no gateway (a local workload
-// route's shape) with protocol proto.
-func addLocalRoute(n *harness.Node, dst netip.Prefix, dev string, proto kroute.Protocol) error {
-	h, err := n.NS.Handle()
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	l, err := h.LinkByName(dev)
-	if err != nil {
-		return fmt.Errorf("node %s: local route %s: %w", n.Name, dst, err)
-	}
-	err = h.RouteAdd(&netlink.Route{
-		LinkIndex: l.Attrs().Index,
-		Dst:       &net.IPNet{IP: dst.Addr().AsSlice(), Mask: net.CIDRMask(dst.Bits(), dst.Addr().BitLen())},
-		Protocol:  netlink.RouteProtocol(proto),
-		Scope:     netlink.SCOPE_LINK,
-		Table:     syscall.RT_TABLE_MAIN,
-	})
-	if err != nil {
-		return fmt.Errorf("node %s: local route %s dev %s proto %d: %w", n.Name, dst, dev, proto, err)
-	}
-	return nil
 }

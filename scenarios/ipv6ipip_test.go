@@ -42,6 +42,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
+	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -144,7 +145,8 @@ var _ = Describe("An IPv6 pool with ipipMode set is an IPIP pool to confd", Labe
 					fmt.Fprintf(&table, "%s\t%s\texported to kernel6: %v\tkernel: %v\n", n.Name, b, exported, rs)
 					if !tc.birdIPIP {
 						Expect(exported).To(BeFalse(), "%s's BIRD exports %s (ipipMode Always, IPv6) to kernel6: it took the IPv6 IPIP pool for no-encap", n.Name, b)
-						Expect(birdRoutesTo(n, []netip.Prefix{b})).To(BeEmpty(), "%s has a BIRD route to the IPv6 IPIP block %s", n.Name, b)
+						Eventually(func() []kroute.Route { return birdRoutesTo(n, []netip.Prefix{b}) }).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+							Should(BeEmpty(), "%s has a BIRD route to the IPv6 IPIP block %s", n.Name, b)
 					}
 				}
 				conf, err := birdConfig(n)
