@@ -23,10 +23,17 @@ package scenarios_test
 // over iBGP — §5's known gap for no-encap — so node-2's BIRD never drops
 // the prefix; it swaps next hop source and keeps exporting it.)
 //
-// BIRD's kernel scan period is long (birdDeleteScanTime): a scan between
-// the takeover and the withdrawal makes BIRD drop its belief that the
-// route is installed, after which it sends no delete (measured; see the
-// constant).
+// PENDING: the guard that BIRD really sent the delete cannot be observed
+// yet. Two runs (scan 1 s, then 60 s) showed BIRD reconfigure and stop
+// exporting the route, the programmer's route unharmed, and no
+// "Netlink: No such process" in BIRD's log. A delete the kernel refuses
+// raises no netlink notification, and BIRD 2 appears to drop ESRCH on its
+// deletes without logging it (its netlink code ignores ESRCH for deletes,
+// as far as I recall — not verified here), so neither the route timeline
+// nor the log can tell "BIRD sent a delete that missed" from "BIRD sent
+// none". Without that guard the spec could pass vacuously, so it is
+// Pending until BIRD's netlink socket can be traced (nlmon, or strace of
+// the bird process in its container) and the guard rewritten on that.
 //
 // Guards: before the withdrawal node-2's BIRD exports node-3's block to its
 // kernel protocol (so there is a route for it to remove) and the route in
@@ -61,17 +68,13 @@ import (
 // delete with ESRCH (no route matched the delete's protocol).
 const birdDeleteMissed = "Netlink: No such process"
 
-// birdDeleteScanTime is BIRD's kernel scan period here, long on purpose.
-// Measured (BIRD 2.0.12): once a scan has found the programmer's route in
-// place of its own, BIRD's re-add is refused ("File exists"), BIRD then
-// counts the route as not installed, and a later withdrawal sends the
-// kernel no delete at all — the claim would hold without BIRD ever trying.
-// With no scan between the takeover and the withdrawal BIRD still believes
-// its route installed and sends the delete the claim is about.
+// birdDeleteScanTime is BIRD's kernel scan period here, long so that no
+// scan falls between the takeover and the withdrawal (a scan has BIRD try
+// to re-add its route, refused with "File exists").
 const birdDeleteScanTime = 60
 
 var _ = Describe("A real BIRD's delete of a route the programmer took over", Label("noencap", "protodelete", "claim3"), func() {
-	It("misses the programmer's route: no delete, no window without a route, no probe lost", func(ctx SpecContext) {
+	PIt("misses the programmer's route: no delete, no window without a route, no probe lost", func(ctx SpecContext) {
 		// 1. 3.33 defaults on no-encap: BIRD programs every remote block.
 		c := startCluster(ctx, "noencap", harness.Options{RouteRefreshInterval: 2 * time.Second, Timers: confd.Timers{ScanTime: birdDeleteScanTime}})
 		node1, node2, node3 := c.Node("node-1"), c.Node("node-2"), c.Node("node-3")
