@@ -76,8 +76,10 @@ func (c *Cluster) UpgradeNode(ctx context.Context, name string, to config.Releas
 		if err := c.renderBIRD(n, cl); err != nil {
 			return fail(err)
 		}
-		if err := n.BIRD.StartRecovery(ctx); err != nil {
-			return fail(fmt.Errorf("start BIRD -R: %w", err))
+		if c.birdRunsAfterRender(n) {
+			if err := n.BIRD.StartRecovery(ctx); err != nil {
+				return fail(fmt.Errorf("start BIRD -R: %w", err))
+			}
 		}
 	}
 	if err := poll(ctx, 5*time.Millisecond, func() bool { return n.Programmer.Synced(started) }); err != nil {

@@ -248,6 +248,9 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 			if err := c.renderBIRD(n, cl); err != nil {
 				return nil, err
 			}
+			if !c.birdRunsAfterRender(n) {
+				continue
+			}
 			if err := n.BIRD.Start(ctx); err != nil {
 				return nil, err
 			}

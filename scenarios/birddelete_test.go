@@ -1,0 +1,204 @@
+package scenarios_test
+
+// Claim (design §4, end of "Changing the configuration on a running
+// cluster"): once the route programmer has re-programmed a destination,
+// BIRD can no longer withdraw it out from under the programmer. BIRD's
+// kernel protocol removes a route it exported with a delete that carries
+// RTPROT_BIRD, and the kernel matches the protocol of a delete that names
+// one, so the delete misses the programmer's proto 80 route.
+//
+// protodelete_test.go holds the kernel half with a delete made by hand,
+// because there BIRD (3.33, IPIP rejected) never sends one. Here the delete
+// is a real BIRD's: on no-encap with the 3.33 defaults BIRD programs the
+// cluster routes; FelixConfiguration is then set to Enabled, so the
+// programmer takes them too (RouteReplace turns each proto bird route into
+// its own in one operation) while BIRD, whose config did not change, still
+// exports them to its kernel protocol. Then BGPConfiguration is set to
+// Disabled — the supported pair in which the programmer owns everything —
+// and BIRD, reconfiguring in place, withdraws what it had exported: its
+// kernel protocol sends the kernel a delete for each route.
+//
+// (A withdrawal by a peer does not serve here: once node-3's BIRD stops,
+// node-1 re-advertises the programmer's route to node-3's block to node-2
+// over iBGP — §5's known gap for no-encap — so node-2's BIRD never drops
+// the prefix; it swaps next hop source and keeps exporting it.)
+//
+// PENDING: the guard that BIRD really sent the delete cannot be observed
+// yet. Two runs (scan 1 s, then 60 s) showed BIRD reconfigure and stop
+// exporting the route, the programmer's route unharmed, and no
+// "Netlink: No such process" in BIRD's log. A delete the kernel refuses
+// raises no netlink notification, and BIRD 2 appears to drop ESRCH on its
+// deletes without logging it (its netlink code ignores ESRCH for deletes,
+// as far as I recall — not verified here), so neither the route timeline
+// nor the log can tell "BIRD sent a delete that missed" from "BIRD sent
+// none". Without that guard the spec could pass vacuously, so it is
+// Pending until BIRD's netlink socket can be traced (nlmon, or strace of
+// the bird process in its container) and the guard rewritten on that.
+//
+// Guards: before the withdrawal node-2's BIRD exports node-3's block to its
+// kernel protocol (so there is a route for it to remove) and the route in
+// the kernel is the programmer's; after it, BIRD has reconfigured, no
+// longer exports it, BIRD's own log shows the kernel refusing its delete
+// (ESRCH), and the programmer did not restart (so nothing re-programmed
+// the route behind the delete). Positive control, on the same cluster
+// before the takeover: node-1's BIRD stopping with a Cease makes node-2's
+// BIRD delete its own route to node-1's block, so BIRD's delete does remove
+// what it matches.
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/confd"
+	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/kroute"
+)
+
+// birdDeleteMissed is what BIRD 2 logs when the kernel answers its route
+// delete with ESRCH (no route matched the delete's protocol).
+const birdDeleteMissed = "Netlink: No such process"
+
+// birdDeleteScanTime is BIRD's kernel scan period here, long so that no
+// scan falls between the takeover and the withdrawal (a scan has BIRD try
+// to re-add its route, refused with "File exists").
+const birdDeleteScanTime = 60
+
+var _ = Describe("A real BIRD's delete of a route the programmer took over", Label("noencap", "protodelete", "claim3"), func() {
+	PIt("misses the programmer's route: no delete, no window without a route, no probe lost", func(ctx SpecContext) {
+		// 1. 3.33 defaults on no-encap: BIRD programs every remote block.
+		c := startCluster(ctx, "noencap", harness.Options{RouteRefreshInterval: 2 * time.Second, Timers: confd.Timers{ScanTime: birdDeleteScanTime}})
+		node1, node2, node3 := c.Node("node-1"), c.Node("node-2"), c.Node("node-3")
+		block1, block3 := blockOf(node1.NS, "noencap-pool"), blockOf(node3.NS, "noencap-pool")
+		for _, b := range []netip.Prefix{block1, block3} {
+			Eventually(node2).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+				Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Via("eth0").Only(), "guard: BIRD owns no-encap on the 3.33 defaults")
+		}
+
+		// 2. Positive control: node-1's BIRD stops with a Cease; node-2's
+		// BIRD deletes its own route to node-1's block.
+		ctl := c.Mark("control: node-1's BIRD gets SIGTERM")
+		act(c.KillBIRD(ctx, node1.Name, syscall.SIGTERM))
+		Eventually(func() []timeline.Event { return deletesOf(c.Timeline(node2.Name), block1, ctl.Mono, 0) }).
+			WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).ShouldNot(BeEmpty(),
+			"control: node-2's BIRD should delete its proto bird route to %s when node-1 withdraws it", block1)
+		controlDel := deletesOf(c.Timeline(node2.Name), block1, ctl.Mono, 0)[0]
+		Expect(controlDel.Route.Protocol).To(Equal(kroute.ProtoBIRD), "control: the route deleted is BIRD's")
+		act(c.StartBIRD(ctx, node1.Name, harness.StartBIRDOptions{}))
+		Expect(c.WaitConverged(ctx)).To(Succeed())
+		Eventually(node2).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+			Should(harness.HaveClusterRoute(block1).ProgrammedBy(harness.ByBIRD).Only(), "node-1's block back to BIRD's route after the control")
+
+		// 3. The programmer takes the no-encap routes too (Felix Enabled;
+		// BGPConfiguration unchanged, so BIRD keeps exporting them).
+		setPairLive(ctx, c, string(config.Enabled), "", false, config.R333)
+		for _, n := range []*harness.Node{node1, node2} {
+			Eventually(n).WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).
+				Should(harness.HaveClusterRoute(block3).ProgrammedBy(harness.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).Via("eth0").Only(),
+					"%s's route to %s should now be the programmer's (proto %d), replacing BIRD's", n.Name, block3, designProgrammerProtocol)
+		}
+		// Guard: BIRD still exports node-3's block to node-2's kernel, so
+		// the withdrawal has a kernel route for BIRD to remove.
+		Eventually(func() bool { return exportedToKernel(ctx, node2, block3) }).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).
+			Should(BeTrue(), "guard: node-2's BIRD should still export %s to kernel4 after the programmer took it", block3)
+		Expect(learnedOverBGP(ctx, node2, block3)).To(BeTrue(), "guard: node-2's BIRD learns %s over BGP", block3)
+
+		// 4. Probes node-1/node-2 <-> node-3 across the withdrawal.
+		wl1, wl2, wl3 := harness.Endpoint(node1.NS.Workloads[0]), harness.Endpoint(node2.NS.Workloads[0]), harness.Endpoint(node3.NS.Workloads[0])
+		probes, err := c.Probes(ctx, harness.ProbeOptions{Flows: append(probe.Both(wl2, wl3), probe.Both(wl1, wl3)...)})
+		Expect(err).NotTo(HaveOccurred())
+
+		// 5. The withdrawal: BGPConfiguration goes to Disabled (with Felix
+		// Enabled, the supported pair in which the programmer owns
+		// everything). BIRD reconfigures in place, its kernel filter now
+		// rejects the pool, and its kernel protocol removes the routes it
+		// had exported. The programmer's effective value does not change,
+		// so it does not restart.
+		logFrom := map[string]int{}
+		reconf := map[string]string{}
+		for _, n := range []*harness.Node{node1, node2} {
+			logFrom[n.Name] = birdLogLen(n)
+			reconf[n.Name] = lastReconfiguration(ctx, n)
+		}
+		restartsBefore := len(node2.Programmer.Restarts())
+		withdrawn, err := c.SetProgramClusterRoutes(ctx, config.Enabled, config.Disabled)
+		Expect(err).NotTo(HaveOccurred())
+
+		// 6. Guards: node-2's BIRD took the new config and stopped
+		// exporting node-3's block to its kernel, and sent the delete: its
+		// log shows the kernel refusing it.
+		for _, n := range []*harness.Node{node1, node2} {
+			Eventually(func() string { return lastReconfiguration(ctx, n) }).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).
+				ShouldNot(Equal(reconf[n.Name]), "%s's BIRD should reconfigure for BGPConfiguration Disabled", n.Name)
+			Eventually(func() bool { return exportedToKernel(ctx, n, block3) }).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+				Should(BeFalse(), "%s's BIRD should stop exporting %s to its kernel", n.Name, block3)
+		}
+		missed := map[string]int{}
+		for _, n := range []*harness.Node{node1, node2} {
+			Eventually(func() int { return strings.Count(birdLogSince(n, logFrom[n.Name]), birdDeleteMissed) }).
+				WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).Should(BeNumerically(">=", 1),
+				"guard: %s's BIRD should have sent the kernel a delete for %s that the kernel refused (%q in its log)", n.Name, block3, birdDeleteMissed)
+			missed[n.Name] = strings.Count(birdLogSince(n, logFrom[n.Name]), birdDeleteMissed)
+		}
+
+		// 7. Two BIRD scans and two full programmer resyncs for anything
+		// that would act on the withdrawal to have done so.
+		waitFullResyncs(node2, 2)
+		end := c.Mark("two full resyncs after the withdrawal")
+		Expect(node2.Programmer.Restarts()).To(HaveLen(restartsBefore), "guard: node-2's programmer did not restart (its ownership did not change), so nothing re-programmed the route behind BIRD's delete")
+		endRep, err := probes.Report()
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() (*probe.Report, error) { return probes.Report() }).WithTimeout(60*time.Second).WithPolling(50*time.Millisecond).
+			Should(harness.HaveNoGap().Through(endRep), "every probe sent before the end mark should arrive")
+		rep, err := probes.Stop()
+		Expect(err).NotTo(HaveOccurred())
+
+		// 8. Figures.
+		res := c.Result("a real BIRD's delete misses the programmer's route (no-encap, BIRD gives up routes the programmer took)", rep)
+		res.Figures["controlDeleteAfterWithdrawalMs"] = float64(controlDel.At-ctl.Mono) / 1e6
+		for _, n := range []*harness.Node{node1, node2} {
+			res.Figures["birdDeletesRefused "+n.Name] = float64(missed[n.Name])
+			res.Figures["routeEventsAfterWithdrawal "+n.Name] = float64(c.Timeline(n.Name).Flaps(block3, withdrawn.Mono, end.Mono).Changes())
+		}
+		res.Notes = append(res.Notes, fmt.Sprintf("node-2's BIRD log after the withdrawal: %d × %q", missed[node2.Name], birdDeleteMissed))
+		report(fmt.Sprintf("a real BIRD delete: BGPConfiguration Disabled, %s withdrawn by BIRD; node-1/node-2's BIRDs sent deletes the kernel refused (%d, %d); control delete of BIRD's own route %.0f ms after its withdrawal",
+			block3, missed[node1.Name], missed[node2.Name], res.Figures["controlDeleteAfterWithdrawalMs"]), harness.GapTable(rep), res)
+
+		// 9. The claim, on node-1 and node-2: the programmer's route
+		// stayed, never deleted, never missing, and no probe was lost.
+		for _, n := range []*harness.Node{node1, node2} {
+			tl := c.Timeline(n.Name)
+			Expect(deletesOf(tl, block3, withdrawn.Mono, end.Mono)).To(BeEmpty(), "%s's route to %s was deleted after BIRD's withdrawal", n.Name, block3)
+			Expect(tl.NoRouteWindows(block3, withdrawn.Mono, end.Mono)).To(BeEmpty(), "%s had no route to %s after the withdrawal", n.Name, block3)
+			Expect(tl.Flaps(block3, withdrawn.Mono, end.Mono).Owners).To(Equal([]kroute.Protocol{designProgrammerProtocol}),
+				"%s's route to %s stays the programmer's (proto %d) throughout", n.Name, block3, designProgrammerProtocol)
+			Expect(n).To(harness.HaveClusterRoute(block3).ProgrammedBy(harness.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).Via("eth0").Only())
+		}
+		for _, f := range rep.Flows {
+			Expect(f).To(harness.HaveNoGap().Through(endRep), "flow %s lost probes after BIRD withdrew the routes", f.Flow)
+		}
+	})
+})
+
+func birdLogLen(n *harness.Node) int {
+	b, _ := os.ReadFile(n.BIRD.LogPath())
+	return len(b)
+}
+
+// birdLogSince is n's BIRD log from byte offset from on.
+func birdLogSince(n *harness.Node, from int) string {
+	b, err := os.ReadFile(n.BIRD.LogPath())
+	if err != nil || len(b) < from {
+		return ""
+	}
+	return string(b[from:])
+}

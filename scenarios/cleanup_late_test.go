@@ -1,0 +1,188 @@
+package scenarios_test
+
+// Two claims of design §4, "Where BIRD does not come back", that the
+// cleanup table (cleanup_test.go) does not reach.
+//
+// Claim 1 (review note: "deliberately not time-bounded"): the programmer's
+// claim on BIRD's routes via tunl0 has no window after its start. A stray
+// `proto bird` route via tunl0 that appears several route-refresh intervals
+// after the programmer started is removed like one present at its start.
+// The early stray is BIRD's own persisted route to a block released while
+// the node was down (positive control: removed at the first sync); the late
+// one is planted in the same shape as BIRD's routes (proto bird, BIRD's
+// kernel metric, onlink via tunl0, a node as gateway) after at least three
+// full resyncs. BIRD is not running on the node (BGP switched off in the
+// migration), so nobody but the programmer can remove it; a proto static
+// route via tunl0 planted with it must survive (control: the removal is by
+// protocol, not a flush of the device).
+//
+// Claim 2: "if BIRD is not run because the cluster has no BGP peers". BGP
+// stays enabled; the node-to-node mesh is switched off and there is no
+// BGPPeer, so the upgraded node's BIRD has no peer and is not run. The
+// programmer that owns IPIP still removes BIRD's stray. Control on the same
+// cluster: node-1, migrated the same way to a pre-3.33 programmer (no claim
+// rule), keeps the same stray across two full resyncs.
+
+import (
+	"fmt"
+	"net/netip"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/confd"
+	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/topo"
+)
+
+var (
+	lateStrayDst   = netip.MustParsePrefix("10.245.250.0/26") // proto bird via tunl0, planted late
+	lateStaticDst  = netip.MustParsePrefix("10.245.249.0/26") // proto static via tunl0, planted with it
+	lateRefresh    = 2 * time.Second
+	lateMinResyncs = 3
+)
+
+var _ = Describe("Persisted-route cleanup has no time bound", Label("ipip", "cleanup", "claim1"), func() {
+	It("removes a stray proto bird route via tunl0 that appears several refresh intervals after the programmer started", func(ctx SpecContext) {
+		// 1. pre-3.33: BIRD owns IPIP; node-2's routes are BIRD's.
+		c := startCluster(ctx, "ipip", harness.Options{Release: config.Pre333, RouteRefreshInterval: lateRefresh})
+		node2, node3 := c.Node("node-2"), c.Node("node-3")
+		early := blockOf(node3.NS, "ipip-pool")
+		Eventually(node2).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+			Should(harness.HaveClusterRoute(early).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice), "guard: BIRD programs %s via tunl0", early)
+		cl, err := c.Store.Read(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		birdMetric := confd.KernelMetric(cl.BGP)
+		rs, err := node2.Routes(early)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(rs).To(ContainElement(SatisfyAll(HaveField("Protocol", kroute.ProtoBIRD), HaveField("Metric", birdMetric), HaveField("Onlink()", true))),
+			"guard: BIRD's tunnel routes are proto bird, metric %d, onlink: the shape the late stray is planted in", birdMetric)
+
+		// 2. node-2 goes down, node-3's block is released meanwhile, BGP
+		// is switched off, node-2 comes back on 3.33 without BIRD.
+		act(c.KillBIRD(ctx, node2.Name, syscall.SIGKILL))
+		act(c.ReleaseBlock(ctx, early))
+		act(c.DisableBGP(ctx))
+		migrated := c.Mark("migration begins")
+		act(c.UpgradeNode(ctx, node2.Name, config.R333, harness.UpgradeOptions{}))
+		Expect(node2.BIRD.Running()).To(BeFalse(), "guard: node-2's BIRD must not come back (BGP disabled)")
+		st, err := node2.Programmer.Status()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(st.ClaimsBIRDTunnelRoutes).To(BeTrue(), "guard: node-2's 3.33 programmer owns IPIP and claims BIRD's tunnel routes")
+		started := st.StartedMonotonicNano
+
+		// 3. Positive control: the early stray goes at the first sync.
+		Eventually(func() []kroute.Route { return birdRoutesTo(node2, []netip.Prefix{early}) }).
+			WithTimeout(time.Minute).WithPolling(50*time.Millisecond).Should(BeEmpty(), "control: the stray to the released block %s is removed", early)
+		earlyAt, _ := firstBIRDDelete(c.Timeline(node2.Name), early, migrated.Mono)
+
+		// 4. Several refresh intervals and full resyncs later...
+		resyncsBefore := waitFullResyncs(node2, lateMinResyncs)
+		Eventually(func() time.Duration { return time.Duration(monoclock.Now() - started) }).WithTimeout(time.Minute).WithPolling(100*time.Millisecond).
+			Should(BeNumerically(">=", time.Duration(lateMinResyncs)*lateRefresh), "guard: %d refresh intervals since the programmer started", lateMinResyncs)
+
+		// 5. ...a stray proto bird route via tunl0 appears, with a proto
+		// static one beside it.
+		gw := node3.NS.Address.Addr()
+		planted := c.Mark("late stray planted")
+		Expect(addFixtureRoute(node2, lateStrayDst, gw, topo.TunnelDevice, kroute.ProtoBIRD)).To(Succeed())
+		Expect(addFixtureRoute(node2, lateStaticDst, gw, topo.TunnelDevice, kroute.ProtoStatic)).To(Succeed())
+		Expect(node2.Routes(lateStrayDst)).To(ContainElement(SatisfyAll(HaveField("Protocol", kroute.ProtoBIRD), HaveField("Devices()", ConsistOf(topo.TunnelDevice)), HaveField("Metric", birdMetric))),
+			"guard: the late stray is in node-2's kernel")
+		sinceStart := time.Duration(planted.Mono - started)
+
+		// 6. The claim: it is removed, by the programmer.
+		Eventually(func() []kroute.Route { return birdRoutesTo(node2, []netip.Prefix{lateStrayDst}) }).
+			WithTimeout(3*time.Minute).WithPolling(50*time.Millisecond).Should(BeEmpty(),
+			"the stray %s planted %.1f refresh intervals after the programmer started should be removed", lateStrayDst, sinceStart.Seconds()/lateRefresh.Seconds())
+		lateAt, _ := firstBIRDDelete(c.Timeline(node2.Name), lateStrayDst, planted.Mono)
+		Expect(programmerDeletes(node2.Programmer.LogPath())).To(HaveKey(lateStrayDst.String()), "node-2's programmer log should say it deleted %s", lateStrayDst)
+
+		// 7. Control: the proto static route via tunl0 stays over two
+		// more full resyncs.
+		waitFullResyncs(node2, 2)
+		end := c.Mark("two full resyncs after the late stray")
+		Expect(node2.Routes(lateStaticDst)).To(ContainElement(HaveField("Protocol", kroute.ProtoStatic)), "control: the proto static route via tunl0 must stay")
+		Expect(deletesOf(c.Timeline(node2.Name), lateStaticDst, planted.Mono, end.Mono)).To(BeEmpty(), "control: the proto static route via tunl0 was deleted")
+		Expect(node2.BIRD.Running()).To(BeFalse(), "guard: node-2's BIRD stayed away")
+
+		res := c.Result("persisted-route cleanup has no time bound", nil)
+		res.Figures["routeRefreshIntervalMs"] = float64(lateRefresh.Milliseconds())
+		res.Figures["resyncsBeforeLateStray"] = float64(resyncsBefore)
+		res.Figures["lateStrayPlantedAfterProgrammerStartMs"] = float64(sinceStart.Milliseconds())
+		res.Figures["lateStrayRemovedAfterMs"] = float64(lateAt-planted.Mono) / 1e6
+		res.Figures["earlyStrayRemovedAfterMigrationMs"] = float64(earlyAt-migrated.Mono) / 1e6
+		report(fmt.Sprintf("cleanup without a time bound: stray planted %.1f refresh intervals after the programmer started, removed %.0f ms later (early stray %.0f ms after the migration)",
+			sinceStart.Seconds()/lateRefresh.Seconds(), res.Figures["lateStrayRemovedAfterMs"], res.Figures["earlyStrayRemovedAfterMigrationMs"]), "", res)
+	})
+})
+
+var _ = Describe("Persisted-route cleanup when BIRD is not run for want of BGP peers", Label("ipip", "cleanup", "claim2"), func() {
+	It("the 3.33 programmer removes BIRD's stray while BGP stays enabled; a pre-3.33 programmer keeps it", func(ctx SpecContext) {
+		// 1. pre-3.33: BIRD owns IPIP.
+		c := startCluster(ctx, "ipip", harness.Options{Release: config.Pre333, RouteRefreshInterval: lateRefresh})
+		node1, node2, node3, node4 := c.Node("node-1"), c.Node("node-2"), c.Node("node-3"), c.Node("node-4")
+		stray, wanted := blockOf(node3.NS, "ipip-pool"), blockOf(node4.NS, "ipip-pool")
+		for _, n := range []*harness.Node{node1, node2} {
+			for _, b := range []netip.Prefix{stray, wanted} {
+				Eventually(n).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice), "guard: BIRD programs %s on %s", b, n.Name)
+			}
+		}
+
+		// 2. node-1 and node-2 go down (BIRD SIGKILLed, routes persist);
+		// node-3's block is released; the mesh is switched off, and there
+		// is no BGPPeer: the cluster has no BGP peers. BGP stays enabled.
+		for _, n := range []*harness.Node{node1, node2} {
+			act(c.KillBIRD(ctx, n.Name, syscall.SIGKILL))
+		}
+		act(c.ReleaseBlock(ctx, stray))
+		cl, err := c.Store.Read(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		off := false
+		b := cl.BGP
+		b.NodeToNodeMeshEnabled = &off
+		act(c.SetBGPConfig(ctx, b))
+		cl, err = c.Store.Read(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cl.BGP.Enabled()).To(BeTrue(), "guard: BGP stays enabled (this is not the BGP-disabled cause)")
+		Expect(cl.Peers).To(BeEmpty(), "guard: no BGPPeer in the datastore")
+
+		// 3. node-2 comes back on 3.33, node-1 (control) on pre-3.33.
+		migrated := c.Mark("migration begins")
+		act(c.UpgradeNode(ctx, node2.Name, config.R333, harness.UpgradeOptions{}))
+		act(c.UpgradeNode(ctx, node1.Name, config.Pre333, harness.UpgradeOptions{}))
+		for _, n := range []*harness.Node{node1, node2} {
+			Expect(n.Peers()).To(BeEmpty(), "guard: %s's rendered config has no BGP peer", n.Name)
+			Expect(n.BIRD.Running()).To(BeFalse(), "guard: %s's BIRD is not run for want of peers", n.Name)
+		}
+
+		// 4. The claim: node-2's programmer removes the stray and takes
+		// the wanted block.
+		Eventually(func() []kroute.Route { return birdRoutesTo(node2, []netip.Prefix{stray}) }).
+			WithTimeout(3*time.Minute).WithPolling(50*time.Millisecond).Should(BeEmpty(), "node-2's 3.33 programmer should remove BIRD's stray route to %s", stray)
+		Expect(programmerDeletes(node2.Programmer.LogPath())).To(HaveKey(stray.String()), "node-2's programmer log should say it deleted %s", stray)
+		Eventually(node2).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+			Should(harness.HaveClusterRoute(wanted).ProgrammedBy(harness.ByProgrammer).Via(topo.TunnelDevice).Only(), "node-2's programmer owns the wanted block %s", wanted)
+		removedAt, _ := firstBIRDDelete(c.Timeline(node2.Name), stray, migrated.Mono)
+
+		// 5. Control: node-1's pre-3.33 programmer keeps the stray.
+		waitFullResyncs(node1, 2)
+		waitFullResyncs(node2, 2)
+		end := c.Mark("two full resyncs")
+		Expect(node1).To(harness.HaveClusterRoute(stray).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice),
+			"control: node-1's pre-3.33 programmer has no claim rule and must leave BIRD's stray %s", stray)
+		Expect(deletesOf(c.Timeline(node1.Name), stray, migrated.Mono, end.Mono)).To(BeEmpty(), "control: node-1's stray was deleted")
+
+		res := c.Result("persisted-route cleanup, BIRD not run for want of BGP peers", nil)
+		res.Figures["strayRemovedAfterMigrationMs"] = float64(removedAt-migrated.Mono) / 1e6
+		res.Figures["routeRefreshIntervalMs"] = float64(lateRefresh.Milliseconds())
+		report(fmt.Sprintf("cleanup with no BGP peers (BIRD not run, BGP enabled): node-2 (3.33) removed the stray %.0f ms after the migration began; node-1 (pre-3.33) kept it",
+			res.Figures["strayRemovedAfterMigrationMs"]), "", res)
+	})
+})

@@ -1,0 +1,147 @@
+package scenarios_test
+
+// Claim (design §4, "Upgrading the code"): on the upgrade the programmer
+// takes each destination it wants with one RouteReplace, which atomically
+// replaces BIRD's persisted route for the prefix. So the route timeline of
+// an upgraded node never shows a delete of a remote block's route, nor two
+// routes to one prefix at once, nor a moment without one; the change of
+// owner is one replace. And the catalogue's "node by node": a rolling
+// upgrade of every node in turn keeps that on every node, all through.
+//
+// Scenario: the ipip cluster on pre-3.33 (BIRD owns IPIP), probes both ways
+// between every pair of nodes, then each node in turn upgraded to 3.33 (old
+// BIRD SIGKILLed, as a pod deletion does), waiting for it to converge
+// before the next. Guard per node: BIRD's route via tunl0 to every remote
+// block before its upgrade. Positive control: each node's timeline shows,
+// for every remote block, a replace whose new route is the programmer's
+// (proto 80) — the event the claim is about happened, and was one
+// operation. Judged over the whole rolling upgrade, on every node, for
+// every remote block: no delete, never two routes, no window without one,
+// no probe lost on any flow.
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/topo"
+)
+
+var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "upgrade", "claim4"), func() {
+	It("replaces each BIRD route in one operation: no delete, never two routes, no gap, on every node", func(ctx SpecContext) {
+		c := startCluster(ctx, "ipip", harness.Options{Release: config.Pre333})
+		probes, err := c.Probes(ctx, harness.ProbeOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		begin := c.Mark("rolling upgrade begins")
+
+		var table strings.Builder
+		for _, n := range c.Nodes() {
+			remote := c.RemoteBlocks(n.Name)
+			for _, b := range remote {
+				Eventually(n).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice).Only(), "guard: before its upgrade %s's route to %s is BIRD's", n.Name, b)
+			}
+			from := c.Mark(fmt.Sprintf("upgrade of %s begins", n.Name))
+			act(c.UpgradeNode(ctx, n.Name, config.R333, harness.UpgradeOptions{}))
+			for _, b := range remote {
+				Eventually(n).WithTimeout(30 * time.Second).WithPolling(20 * time.Millisecond).
+					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).Via(topo.TunnelDevice).Only())
+			}
+			Expect(c.WaitConverged(ctx)).To(Succeed())
+			Eventually(func() []kroute.Route { return birdRoutesTo(n, remote) }).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(BeEmpty())
+			to := c.Mark(fmt.Sprintf("%s converged on 3.33", n.Name))
+			// Positive control: the owner change is a replace to proto 80.
+			tl := c.Timeline(n.Name)
+			for _, b := range remote {
+				var replaces int
+				for _, e := range tl.EventsFor(b, from.Mono, to.Mono) {
+					if e.Kind == timeline.Replace && e.Route.Protocol == designProgrammerProtocol {
+						replaces++
+					}
+				}
+				Expect(replaces).To(BeNumerically(">=", 1), "control: %s's timeline should show BIRD's route to %s replaced by the programmer's in one operation; events %v", n.Name, b, tl.EventsFor(b, from.Mono, to.Mono))
+			}
+			fmt.Fprintf(&table, "%s upgraded in %.0f ms\n", n.Name, float64(to.Mono-from.Mono)/1e6)
+		}
+		end := c.Mark("rolling upgrade done")
+		atEnd, err := probes.Report()
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() (*probe.Report, error) { return probes.Report() }).WithTimeout(60*time.Second).WithPolling(50*time.Millisecond).
+			Should(harness.HaveNoGap().Through(atEnd), "every probe sent by the end should arrive")
+		rep, err := probes.Stop()
+		Expect(err).NotTo(HaveOccurred())
+
+		res := c.Result("rolling upgrade IPIP, every node in turn", rep)
+		deletes, doubles := 0, 0
+		for _, n := range c.Nodes() {
+			tl := c.Timeline(n.Name)
+			for _, b := range c.RemoteBlocks(n.Name) {
+				d := deletesOf(tl, b, begin.Mono, end.Mono)
+				m := maxRoutesAtOnce(tl, b, begin.Mono, end.Mono)
+				deletes += len(d)
+				if m > 1 {
+					doubles++
+				}
+				fmt.Fprintf(&table, "%s -> %s: deletes %d, most routes at once %d, events %d\n", n.Name, b, len(d), m, len(tl.EventsFor(b, begin.Mono, end.Mono)))
+			}
+		}
+		res.Figures["deletesOfRemoteBlocks"] = float64(deletes)
+		res.Figures["prefixesWithTwoRoutes"] = float64(doubles)
+		res.Figures["rollingUpgradeSeconds"] = float64(end.Mono-begin.Mono) / 1e9
+		report("rolling upgrade pre-3.33 → 3.33 of every node in turn (old BIRD SIGKILLed)", table.String()+harness.GapTable(rep), res)
+
+		for _, n := range c.Nodes() {
+			tl := c.Timeline(n.Name)
+			for _, b := range c.RemoteBlocks(n.Name) {
+				Expect(deletesOf(tl, b, begin.Mono, end.Mono)).To(BeEmpty(), "%s's route to %s was deleted during the rolling upgrade", n.Name, b)
+				Expect(maxRoutesAtOnce(tl, b, begin.Mono, end.Mono)).To(Equal(1), "%s had two routes to %s at once during the rolling upgrade", n.Name, b)
+				Expect(tl.NoRouteWindows(b, begin.Mono, end.Mono)).To(BeEmpty(), "%s had no route to %s for a while", n.Name, b)
+			}
+		}
+		for _, f := range rep.Flows {
+			Expect(f).To(harness.HaveNoGap().Through(atEnd), "flow %s lost probes during the rolling upgrade", f.Flow)
+		}
+	})
+})
+
+// maxRoutesAtOnce replays the timeline's main-table routes to exactly p
+// (from the monitor's start, so the state at from is known) and returns the
+// most that were present at once in [from, to].
+func maxRoutesAtOnce(m *timeline.Monitor, p netip.Prefix, from, to int64) int {
+	type id struct{ metric, tos int }
+	present := map[id]bool{}
+	most := -1
+	for _, e := range m.Events() {
+		if e.At > to {
+			break
+		}
+		if e.Route.Table != kroute.MainTable || e.Route.Dst != p.Masked() {
+			continue
+		}
+		if e.At >= from && most < 0 {
+			most = len(present) // the state at from
+		}
+		k := id{e.Route.Metric, e.Route.TOS}
+		if e.Kind == timeline.Delete {
+			delete(present, k)
+		} else {
+			present[k] = true
+		}
+		if e.At >= from && len(present) > most {
+			most = len(present)
+		}
+	}
+	if most < 0 { // nothing happened in the window: the state at from
+		most = len(present)
+	}
+	return most
+}
