@@ -12,8 +12,6 @@ import (
 	"log/slog"
 	"strings"
 	"time"
-
-	"github.com/birdcage/birdcage/internal/kroute"
 )
 
 // ProgramClusterRoutes names the classes of IP pool whose cluster routes a
@@ -144,8 +142,11 @@ func Resolve(raw string, r Release, c Component, log *slog.Logger) ProgramCluste
 }
 
 // DefaultDeviceRouteProtocol is the kernel route protocol the programmer
-// writes (Felix's DeviceRouteProtocol default).
-const DefaultDeviceRouteProtocol = int(kroute.ProtoCalicoDefault)
+// writes (Felix's DeviceRouteProtocol default). It is the programmer's own
+// number on purpose, not kroute.ProtoCalicoDefault: that one is the
+// harness's, the judge's, and a wrong default here must not move the
+// judgement with it.
+const DefaultDeviceRouteProtocol = 80
 
 // DefaultRouteRefreshInterval is how often the programmer re-reads the kernel
 // and fixes drift (Felix's RouteRefreshInterval default). Scenarios set it
