@@ -1,0 +1,173 @@
+package scenarios_test
+
+// Helpers for the per-BIRD-release scenarios (releases_*_test.go): finding a
+// release or skipping naming it, BIRD's kernel exports whatever the
+// release names its kernel protocols, and reading the route timeline as
+// owner sequences.
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+
+	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/bird"
+	"github.com/birdcage/birdcage/harness/bird/release"
+	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/internal/monoclock"
+	"golang.org/x/sys/unix"
+)
+
+// releasesFullEnv runs the whole cross-release family; without it CI runs
+// the reduced form (one claim per release).
+const releasesFullEnv = "BIRDCAGE_RELEASES_FULL"
+
+func releasesFull() bool { return os.Getenv(releasesFullEnv) == "1" }
+
+// needFull skips a spec of the full cross-release family unless
+// $BIRDCAGE_RELEASES_FULL=1, saying so.
+func needFull(what string) {
+	GinkgoHelper()
+	if !releasesFull() {
+		Skip(fmt.Sprintf("%s: part of the full cross-release family; set %s=1 to run it (CI runs the reduced form)", what, releasesFullEnv))
+	}
+}
+
+// needRelease finds a BIRD release for the running spec, or skips naming
+// it (fails where BIRDCAGE_REQUIRE promised bird-<release>).
+func needRelease(name release.Name) bird.Release {
+	GinkgoHelper()
+	return bird.NeedRelease(GinkgoT(), string(name))
+}
+
+// releaseLabel is the per-release label of the cross-release specs.
+func releaseLabel(name release.Name) string { return name.Feature() }
+
+// kernelExports is what n's BIRD exports to its kernel protocols (whatever
+// the release calls them: kernel4/kernel6 as confd names them on 2.x and
+// 3.x, kernel1 on 1.6's unnamed one), by prefix: true when the kernel
+// refused the write. On 1.x it asks the IPv4 daemon.
+func kernelExports(ctx context.Context, n *harness.Node) (map[netip.Prefix]bool, error) {
+	ps, err := n.BIRD.Client().Protocols(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: birdc show protocols: %w", n.Name, err)
+	}
+	out := map[netip.Prefix]bool{}
+	seen := 0
+	for _, p := range ps {
+		if p.Proto != "Kernel" {
+			continue
+		}
+		seen++
+		rs, err := n.BIRD.Client().Routes(ctx, "export "+p.Name)
+		if err != nil {
+			return nil, fmt.Errorf("%s: birdc show route export %s: %w", n.Name, p.Name, err)
+		}
+		for _, r := range rs {
+			out[r.Prefix] = out[r.Prefix] || r.Refused
+		}
+	}
+	if seen == 0 {
+		return nil, fmt.Errorf("%s: BIRD %s has no kernel protocol", n.Name, n.BIRDRelease().Name)
+	}
+	return out, nil
+}
+
+// birdBestVia is the next hops of n's BIRD's best route to p (none: no
+// route). The best route is flagged `*`, or `!` when the kernel refused
+// BIRD's write of it.
+func birdBestVia(ctx context.Context, n *harness.Node, p netip.Prefix) ([]netip.Addr, string, error) {
+	rs, err := n.BIRD.Client().Routes(ctx, p.String())
+	if err != nil {
+		return nil, "", err
+	}
+	for _, r := range rs {
+		if r.Prefix == p && (r.Primary || r.Refused) {
+			var out []netip.Addr
+			for _, nh := range r.Nexthops {
+				out = append(out, nh.Gateway)
+			}
+			return out, r.Protocol, nil
+		}
+	}
+	return nil, "", nil
+}
+
+// kernelVia is the gateways of n's forwarding kernel routes to exactly p,
+// with their protocols.
+func kernelVia(n *harness.Node, p netip.Prefix) (map[netip.Addr]int, error) {
+	rs, err := n.Routes(p)
+	if err != nil {
+		return nil, err
+	}
+	out := map[netip.Addr]int{}
+	for _, r := range rs {
+		if r.Dst != p || r.Type != "" {
+			continue
+		}
+		if g, err := netip.ParseAddr(r.Gateway); err == nil {
+			out[g] = r.Protocol
+		}
+	}
+	return out, nil
+}
+
+// componentSwitches counts, in an owner sequence from the timeline
+// (protocols, 0 = no forwarding route), the times the prefix went from
+// one component's route to the other's (programmer 80 ↔ BIRD 12),
+// directly or across a moment with no route: the fight the design calls
+// a flap. A route that goes and comes back by the same component is not
+// one.
+func componentSwitches(owners []int) int {
+	n, last := 0, 0
+	for _, o := range owners {
+		if o != designProgrammerProtocol && o != unix.RTPROT_BIRD {
+			continue
+		}
+		if last != 0 && o != last {
+			n++
+		}
+		last = o
+	}
+	return n
+}
+
+// ownerNames spells an owner sequence: prog, BIRD, none, or the protocol.
+func ownerNames(owners []int) string {
+	var s []string
+	for _, o := range owners {
+		switch o {
+		case designProgrammerProtocol:
+			s = append(s, "prog")
+		case unix.RTPROT_BIRD:
+			s = append(s, "BIRD")
+		case 0:
+			s = append(s, "none")
+		default:
+			s = append(s, fmt.Sprint(o))
+		}
+	}
+	return strings.Join(s, "→")
+}
+
+// lastPoolEvent is the time of the last route event for any of ps on any
+// node (0: none since from).
+func lastPoolEvent(c *harness.Cluster, ps []netip.Prefix, from int64) int64 {
+	last := int64(0)
+	for _, n := range c.Nodes() {
+		for _, e := range c.Timeline(n.Name).Events() {
+			if e.At >= from && e.Route.Table == timeline.MainTable && slices.Contains(ps, e.Route.Dst) {
+				last = max(last, e.At)
+			}
+		}
+	}
+	return last
+}
+
+// sinceMs is the time from mono to now in ms.
+func sinceMs(mono int64) float64 { return monoclock.Ms(monoclock.Now() - mono) }
