@@ -1,0 +1,160 @@
+package scenarios_test
+
+// Claim (design §4, "Upgrading the code", steps 1 and 3, applied to BIRD
+// itself — the fork's retirement replaces BIRD 1.6 with upstream 2.x, and
+// users will move 2.x to 3.x): the old BIRD exits and, configured with
+// `persist`, leaves its routes in the kernel; the new BIRD starts with -R,
+// holds the routes it found through graceful-restart recovery, and then
+// reconciles. So a node whose BIRD is replaced keeps every route it had:
+// its outbound flows lose nothing, and its route timeline never shows a
+// remote block without a route.
+//
+// How its peers see it depends on how the old BIRD went, and the design
+// does not say: SIGKILL (a pod deletion) leaves peers holding its routes
+// as stale (graceful restart), SIGTERM sends a Cease and peers withdraw at
+// once, until the new BIRD is Established and advertises again — which on
+// the fork's base (1.6) is slower. Inbound gaps are measured and reported
+// per flow and direction, and asserted only as far as graceful restart
+// promises: none with SIGKILL.
+//
+// On the 3.33 defaults on the no-encap topology (BIRD owns no-encap), node-2's BIRD moves
+// 1.6 → 2.0 (bird + bird6 become one daemon with channels) and 2.0 → 3.1,
+// the programmer restarting with it as a pod replacement does. Guards:
+// BIRD programs every remote block of node-2 before the upgrade (else no
+// loss proves nothing), probes flow on every pair, node-2's BIRD answers
+// as the old release before and the new one after.
+
+import (
+	"fmt"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/birdcage/birdcage/dataplane/config"
+	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/bird/release"
+	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/internal/monoclock"
+)
+
+// birdAnswers is the first line of `birdc show status` on n ("BIRD 2.0.12").
+func birdAnswers(ctx SpecContext, n *harness.Node) string {
+	r, err := n.BIRD.Client().Run(ctx, "show status")
+	if err != nil || len(r.Lines) == 0 {
+		return fmt.Sprintf("error: %v", err)
+	}
+	return strings.TrimSpace(r.Lines[0].Text)
+}
+
+var _ = Describe("BIRD upgrade on one node, with probes running", Label("noencap", "upgrade", "releases"), func() {
+	DescribeTable("the node whose BIRD is replaced keeps its routes and loses no outbound probe",
+		func(ctx SpecContext, from, to release.Name, sig syscall.Signal, full bool) {
+			if full {
+				needFull(fmt.Sprintf("BIRD upgrade %s→%s with %s", from, to, sig))
+			}
+			needRelease(from)
+			needRelease(to)
+			c := startCluster(ctx, "noencap", harness.Options{Release: config.R333, BIRD: string(from)})
+			up := c.Node("node-2")
+			remote := c.RemoteBlocks(up.Name)
+			Expect(remote).NotTo(BeEmpty())
+			Expect(birdAnswers(ctx, up)).To(HavePrefix("BIRD "+string(from)+"."), "guard: node-2 starts on BIRD %s", from)
+			for _, b := range remote {
+				Eventually(up).WithContext(ctx).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Only(), "guard: BIRD programs %s on node-2 before the upgrade", b)
+			}
+			probes, err := c.Probes(ctx, harness.ProbeOptions{})
+			Expect(err).NotTo(HaveOccurred())
+
+			begin := c.Mark(fmt.Sprintf("BIRD upgrade %s→%s begins", from, to))
+			Expect(c.UpgradeNode(ctx, up.Name, config.R333, harness.UpgradeOptions{Signal: sig, BIRD: string(to)})).To(Succeed())
+			Expect(c.WaitConverged(ctx)).To(Succeed())
+			established := c.Mark("converged after the BIRD upgrade")
+			for _, b := range remote {
+				Eventually(up).WithContext(ctx).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Only(), "after the upgrade BIRD %s programs %s on node-2", to, b)
+			}
+			// Every flow delivering again, so the report's gaps are closed.
+			Eventually(flowsDelivering(probes)).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
+			end := c.Mark("every flow delivering")
+			Expect(birdAnswers(ctx, up)).To(HavePrefix("BIRD "+string(to)+"."), "node-2 runs BIRD %s after the upgrade", to)
+			atEnd, err := probes.Report()
+			Expect(err).NotTo(HaveOccurred())
+			rep, err := probes.Stop()
+			Expect(err).NotTo(HaveOccurred())
+
+			name := fmt.Sprintf("BIRD upgrade %s→%s on node-2 (%s)", from, to, sig)
+			res := c.Result(name, rep)
+			out, in, other := upgradeGaps(up, rep)
+			res.Figures["outboundLongestGapMs"] = out.gap
+			res.Figures["inboundLongestGapMs"] = in.gap
+			res.Figures["otherLongestGapMs"] = other.gap
+			res.Figures["outboundLost"] = float64(out.lost)
+			res.Figures["inboundLost"] = float64(in.lost)
+			res.Figures["convergedMs"] = monoclock.Ms(established.Mono - begin.Mono)
+			res.Figures["allDeliveringMs"] = monoclock.Ms(end.Mono - begin.Mono)
+			res.Notes = append(res.Notes, fmt.Sprintf("node-2's BIRD %s → %s, old BIRD %s, new BIRD started with -R; the programmer restarts with it (pod replacement)", from, to, sig))
+			report(name+": gap per flow", upgradeTable(up, rep, out, in, other)+harness.GapTable(rep), res)
+
+			for _, f := range rep.Flows {
+				if isFrom(up, f.SrcAddr) {
+					Expect(f).To(harness.HaveNoGap().Through(atEnd), "design §4 (persist, -R): node-2 lost probes to %s while its BIRD moved %s→%s", f.DstAddr, from, to)
+				}
+				if sig == syscall.SIGKILL && isFrom(up, f.DstAddr) {
+					Expect(f).To(harness.HaveNoGap().Through(atEnd), "graceful restart: after a SIGKILL peers keep node-2's routes as stale, so %s→node-2 loses nothing", f.SrcAddr)
+				}
+			}
+			for _, b := range remote {
+				Expect(c.Timeline(up.Name).NoRouteWindows(b, begin.Mono, end.Mono)).To(BeEmpty(), "node-2 had no route to %s while its BIRD moved %s→%s", b, from, to)
+			}
+		},
+		Entry("1.6 → 2.0 (the fork's retirement), old BIRD SIGKILLed", Label("bird-1.6", "bird-2.0"), release.BIRD16, release.BIRD20, syscall.SIGKILL, false),
+		Entry("1.6 → 2.0, old BIRD SIGTERMed", Label("bird-1.6", "bird-2.0"), release.BIRD16, release.BIRD20, syscall.SIGTERM, true),
+		Entry("2.0 → 3.1, old BIRD SIGKILLed", Label("bird-2.0", "bird-3.1"), release.BIRD20, release.BIRD31, syscall.SIGKILL, true),
+		Entry("2.0 → 3.1, old BIRD SIGTERMed", Label("bird-2.0", "bird-3.1"), release.BIRD20, release.BIRD31, syscall.SIGTERM, true),
+	)
+})
+
+// dirGap is the worst of a set of flows.
+type dirGap struct {
+	gap   float64
+	lost  int64
+	flows int
+}
+
+func (d *dirGap) add(f probe.GapReport) {
+	d.gap = max(d.gap, f.LongestGapMs)
+	d.lost += f.Lost
+	d.flows++
+}
+
+// upgradeGaps splits the flows into out of node n, into it, and between
+// the others.
+func upgradeGaps(n *harness.Node, rep *probe.Report) (out, in, other dirGap) {
+	for _, f := range rep.Flows {
+		switch {
+		case isFrom(n, f.SrcAddr):
+			out.add(f)
+		case isFrom(n, f.DstAddr):
+			in.add(f)
+		default:
+			other.add(f)
+		}
+	}
+	return out, in, other
+}
+
+func upgradeTable(n *harness.Node, rep *probe.Report, out, in, other dirGap) string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "direction\tflows\tlongest gap ms\tlost\t")
+	fmt.Fprintf(w, "out of %s\t%d\t%.1f\t%d\t\n", n.Name, out.flows, out.gap, out.lost)
+	fmt.Fprintf(w, "into %s\t%d\t%.1f\t%d\t\n", n.Name, in.flows, in.gap, in.lost)
+	fmt.Fprintf(w, "between the others\t%d\t%.1f\t%d\t\n", other.flows, other.gap, other.lost)
+	w.Flush()
+	return b.String()
+}
