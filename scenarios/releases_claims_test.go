@@ -1,0 +1,393 @@
+package scenarios_test
+
+// The design's no-encap claims, per BIRD release (1.6, the fork's base;
+// 2.0, the default; 2.17; 3.1). Each claim is a spec per release with the
+// release's label (bird-1.6, ...), judged against the design's text; the
+// suite prints one table of claim × release (holds / differs / not
+// expressible) at its end.
+//
+//   - ownership (§1): on the no-encap class, the four supported pairs, a
+//     double-programming pair and an unprogramming pair, set live: each
+//     gives the owner the design's tables give (reduced from the 36-pair
+//     matrix of matrix_test.go);
+//   - live change (§4, "Changing the configuration on a running cluster"):
+//     BIRD → programmer and back, picked up live: BIRD withdraws its own
+//     routes, the programmer takes them (and back), every flow delivers
+//     afterwards; the gap per direction is reported;
+//   - re-advertisement (§5, the known gap): with the programmer owning
+//     no-encap, once a block's owner withdraws it, some node exports the
+//     block to an iBGP peer from the programmer's kernel route;
+//   - persisted routes (§4 steps 1 and 3): a node's BIRD SIGKILLed or
+//     SIGTERMed leaves its routes in the kernel (persist), and restarted
+//     with -R it takes them back with no moment without a route.
+//
+// CI runs the reduced form: the persisted-routes claim on every release.
+// The rest of the family runs with BIRDCAGE_RELEASES_FULL=1.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"golang.org/x/sys/unix"
+
+	"github.com/birdcage/birdcage/dataplane/config"
+	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/bird/release"
+	"github.com/birdcage/birdcage/harness/confd"
+)
+
+// Verdicts of the cross-release claims, for the table at the suite's end.
+const (
+	verdictHolds   = "holds"
+	verdictDiffers = "differs"
+)
+
+// The claims' names in the table.
+const (
+	claimOwnership   = "ownership (§1), no-encap, 6 pairs"
+	claimLive        = "live change both ways (§4)"
+	claimReadvertise = "re-advertisement known gap (§5)"
+	claimPersist     = "persisted routes, SIGKILL/SIGTERM, -R (§4)"
+)
+
+var (
+	claimVerdictsMu sync.Mutex
+	claimVerdicts   = map[[2]string]string{} // {claim, release} -> verdict (and detail)
+)
+
+func recordVerdict(claim string, rel release.Name, verdict, detail string) {
+	claimVerdictsMu.Lock()
+	defer claimVerdictsMu.Unlock()
+	v := verdict
+	if detail != "" {
+		v += " (" + detail + ")"
+	}
+	claimVerdicts[[2]string{claim, string(rel)}] = v
+}
+
+var _ = ReportAfterSuite("cross-release claims table", func(Report) {
+	claimVerdictsMu.Lock()
+	defer claimVerdictsMu.Unlock()
+	if len(claimVerdicts) == 0 {
+		return
+	}
+	var claims []string
+	seen := map[string]bool{}
+	for k := range claimVerdicts {
+		if !seen[k[0]] {
+			seen[k[0]] = true
+			claims = append(claims, k[0])
+		}
+	}
+	sort.Strings(claims)
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	hdr := "claim\t"
+	for _, r := range release.All {
+		hdr += "BIRD " + string(r) + "\t"
+	}
+	fmt.Fprintln(w, hdr)
+	for _, cl := range claims {
+		line := cl + "\t"
+		for _, r := range release.All {
+			v, ok := claimVerdicts[[2]string{cl, string(r)}]
+			if !ok {
+				v = "not run"
+			}
+			line += v + "\t"
+		}
+		fmt.Fprintln(w, line)
+	}
+	w.Flush()
+	for _, l := range strings.Split(strings.TrimRight("== cross-release claims (claim × BIRD release)\n"+b.String(), "\n"), "\n") {
+		fmt.Println("[birdcage] " + l)
+	}
+})
+
+// claimsCluster starts the noencap topology (3 nodes, one workload each)
+// on BIRD release rel with short scan and refresh times.
+func claimsCluster(ctx context.Context, rel release.Name, o harness.Options) *harness.Cluster {
+	GinkgoHelper()
+	needRelease(rel)
+	o.BIRD = string(rel)
+	if o.Release == "" {
+		o.Release = config.R333
+	}
+	if o.RouteRefreshInterval == 0 {
+		o.RouteRefreshInterval = time.Second
+	}
+	if o.Timers.ScanTime == 0 {
+		o.Timers = confd.Timers{ScanTime: 1}
+	}
+	return startCluster(ctx, "noencap", o)
+}
+
+// noEncapOwner is who writes the no-encap class on c now, by every remote
+// block: the kernel route's protocol and whether BIRD exports the block
+// to its kernel protocol. Blocks that disagree are an error.
+func noEncapOwner(ctx context.Context, c *harness.Cluster) (classOwner, string, error) {
+	var owner classOwner = -1
+	var views []string
+	for _, n := range c.Nodes() {
+		ex, err := kernelExports(ctx, n)
+		if err != nil {
+			return 0, "", err
+		}
+		for _, b := range c.RemoteBlocks(n.Name) {
+			via, err := kernelVia(n, b)
+			if err != nil {
+				return 0, "", err
+			}
+			prog, birdW := false, false
+			_, birdW = ex[b]
+			for _, p := range via {
+				switch p {
+				case designProgrammerProtocol:
+					prog = true
+				case unix.RTPROT_BIRD:
+					birdW = true
+				}
+			}
+			if len(via) > 1 {
+				return 0, "", fmt.Errorf("%s: %d routes to %s", n.Name, len(via), b)
+			}
+			o := ownerOf(prog, birdW)
+			views = append(views, fmt.Sprintf("%s %s: %s (kernel %v, BIRD exports %v)", n.Name, b, o, via, birdW))
+			if owner >= 0 && o != owner {
+				return 0, strings.Join(views, "; "), fmt.Errorf("blocks disagree: %s", strings.Join(views, "; "))
+			}
+			owner = o
+		}
+	}
+	return owner, strings.Join(views, "; "), nil
+}
+
+var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"), func() {
+	for _, rel := range release.All {
+		It(fmt.Sprintf("BIRD %s: the ownership of the no-encap class follows the design's tables for the supported pairs, a double-programming and an unprogramming pair", rel),
+			Label(releaseLabel(rel), "matrix"), func(ctx SpecContext) {
+				needFull("ownership on BIRD " + string(rel))
+				c := claimsCluster(ctx, rel, harness.Options{})
+				recordVerdict(claimOwnership, rel, verdictDiffers, "the spec failed: see its row")
+				pairs := [][2]string{
+					{"EnabledIPIPOnly", "EnabledNoEncapOnly"},
+					{"Enabled", "Disabled"},
+					{"Disabled", "Enabled"},
+					{"EnabledNoEncapOnly", "EnabledIPIPOnly"},
+					{"Enabled", "Enabled"},
+					{"Disabled", "Disabled"},
+				}
+				for p := range designSupportedPairs {
+					Expect(pairs).To(ContainElement(p), "guard: every supported pair of the design is set")
+				}
+				var b strings.Builder
+				w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(w, "Felix\tBGP\texpected (design)\tseen\tsettled ms\t")
+				prevBGP := ""
+				res := c.Result(fmt.Sprintf("no-encap ownership, BIRD %s", rel), nil)
+				for _, p := range pairs {
+					want := expectedOwners(p[0], p[1], config.R333)[classNoEncap]
+					change, _, _ := setPairLive(ctx, c, p[0], p[1], p[1] != prevBGP, config.R333)
+					prevBGP = p[1]
+					var got classOwner
+					var views string
+					Eventually(func() error {
+						var err error
+						got, views, err = noEncapOwner(ctx, c)
+						if err != nil {
+							return err
+						}
+						if got != want {
+							return fmt.Errorf("owner %s, want %s: %s", got, want, views)
+						}
+						return nil
+					}).WithContext(ctx).WithTimeout(30*time.Second).WithPolling(150*time.Millisecond).Should(Succeed(),
+						"BIRD %s, Felix=%s BGP=%s: the design's tables give the no-encap class to %s", rel, p[0], p[1], want)
+					ms := sinceMs(change.Mono)
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%.0f\t\n", p[0], p[1], want, got, ms)
+					res.Figures["settledMs "+p[0]+"/"+p[1]] = ms
+				}
+				w.Flush()
+				recordVerdict(claimOwnership, rel, verdictHolds, "")
+				report(fmt.Sprintf("no-encap ownership on BIRD %s", rel), b.String(), res)
+			})
+
+		It(fmt.Sprintf("BIRD %s: a live programClusterRoutes change moves the no-encap routes BIRD → programmer and back, every flow delivering after each", rel),
+			Label(releaseLabel(rel), "liveconfig"), func(ctx SpecContext) {
+				needFull("live change on BIRD " + string(rel))
+				c := claimsCluster(ctx, rel, harness.Options{})
+				recordVerdict(claimLive, rel, verdictDiffers, "the spec failed: see its row")
+				Eventually(func() (classOwner, error) { o, _, err := noEncapOwner(ctx, c); return o, err }).WithContext(ctx).
+					WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).Should(Equal(ownedByBIRD), "guard: BIRD owns no-encap on the defaults")
+				probes, err := c.Probes(ctx, harness.ProbeOptions{Rate: min(500, harness.DefaultProbeRate())})
+				Expect(err).NotTo(HaveOccurred())
+				res := c.Result(fmt.Sprintf("live change both ways, BIRD %s", rel), nil)
+				var b strings.Builder
+				w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(w, "direction\tsettled ms\tlongest gap ms (any flow)\tlost\tno-route windows on the timeline\tlongest ms\t")
+				for _, step := range []struct {
+					name, felix, bgp string
+					want             classOwner
+				}{
+					{"BIRD → programmer", "Enabled", "Disabled", ownedByProgrammer},
+					{"programmer → BIRD", "EnabledIPIPOnly", "EnabledNoEncapOnly", ownedByBIRD},
+				} {
+					before, err := probes.Report()
+					Expect(err).NotTo(HaveOccurred())
+					change, _, _ := setPairLive(ctx, c, step.felix, step.bgp, true, config.R333)
+					Eventually(func() (classOwner, error) { o, _, err := noEncapOwner(ctx, c); return o, err }).WithContext(ctx).
+						WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).Should(Equal(step.want), "BIRD %s, %s: the no-encap routes move", rel, step.name)
+					settledMs := sinceMs(change.Mono)
+					// Past BIRD's next scan (a programmer → BIRD handover
+					// ends at BIRD's re-add), every flow delivers.
+					Eventually(flowsDelivering(probes)).WithContext(ctx).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+						Should(Succeed(), "BIRD %s, %s: every flow delivers after the change", rel, step.name)
+					after, err := probes.Report()
+					Expect(err).NotTo(HaveOccurred())
+					lostBefore := map[string]int64{}
+					for _, f := range before.Flows {
+						lostBefore[f.Flow] = f.Lost
+					}
+					gap, lost := 0.0, int64(0)
+					for _, f := range after.Flows {
+						lost += f.Lost - lostBefore[f.Flow]
+					}
+					windows, longest := 0, 0.0
+					for _, n := range c.Nodes() {
+						for _, bl := range c.RemoteBlocks(n.Name) {
+							for _, win := range c.Timeline(n.Name).NoRouteWindows(bl, change.Mono, 0) {
+								windows++
+								longest = max(longest, win.Ms())
+							}
+						}
+					}
+					// The longest probe gap that began after the change.
+					for _, f := range after.Flows {
+						if f.Gap.StartNs >= change.Mono {
+							gap = max(gap, f.LongestGapMs)
+						}
+					}
+					fmt.Fprintf(w, "%s\t%.0f\t%.1f\t%d\t%d\t%.1f\t\n", step.name, settledMs, gap, lost, windows, longest)
+					k := strings.ReplaceAll(step.name, " → ", "To")
+					res.Figures[k+"SettledMs"] = settledMs
+					res.Figures[k+"LongestNoRouteMs"] = longest
+					res.Figures[k+"Lost"] = float64(lost)
+				}
+				w.Flush()
+				rep, err := probes.Stop()
+				Expect(err).NotTo(HaveOccurred())
+				res.Probes = rep
+				recordVerdict(claimLive, rel, verdictHolds, "")
+				report(fmt.Sprintf("live change both ways on BIRD %s", rel), b.String()+harness.GapTable(rep), res)
+			})
+
+		It(fmt.Sprintf("BIRD %s: with the programmer owning no-encap, a node exports another node's block to iBGP peers once its owner withdrew it (the known gap of §5)", rel),
+			Label(releaseLabel(rel), "readvertise", "knowngap"), func(ctx SpecContext) {
+				needFull("re-advertisement on BIRD " + string(rel))
+				c := claimsCluster(ctx, rel, harness.Options{})
+				recordVerdict(claimReadvertise, rel, verdictDiffers, "the spec failed: see its row")
+				setPairLive(ctx, c, "Enabled", "Disabled", true, config.R333)
+				Eventually(func() (classOwner, error) { o, _, err := noEncapOwner(ctx, c); return o, err }).WithContext(ctx).
+					WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).Should(Equal(ownedByProgrammer), "guard: the programmer owns no-encap")
+				Expect(c.WaitConverged(ctx)).To(Succeed())
+				steady, err := readvertCount(ctx, c, c.Nodes())
+				Expect(err).NotTo(HaveOccurred(), "positive control: every node exports its own block to every peer")
+				owner := "node-3"
+				remaining := readvertWithout(c, owner)
+				Expect(c.KillBIRD(ctx, owner, syscall.SIGTERM)).To(Succeed())
+				var after readvertResult
+				Eventually(func() ([]readvertisement, error) {
+					var err error
+					after, err = readvertCount(ctx, c, remaining)
+					return after.readvertised, err
+				}).WithContext(ctx).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).ShouldNot(BeEmpty(),
+					"known gap closed on BIRD %s: no node exported %s's block to an iBGP peer after it withdrew it", rel, owner)
+				var srcs []string
+				for _, r := range after.readvertised {
+					if !slices.Contains(srcs, r.source) {
+						srcs = append(srcs, r.source)
+					}
+				}
+				res := c.Result(fmt.Sprintf("re-advertisement known gap, BIRD %s", rel), nil)
+				res.Figures["readvertisementsSteady"] = float64(len(steady.readvertised))
+				res.Figures["readvertisementsAfterWithdrawal"] = float64(len(after.readvertised))
+				recordVerdict(claimReadvertise, rel, verdictHolds, fmt.Sprintf("gap present: %d exports from %s", len(after.readvertised), strings.Join(srcs, ",")))
+				report(fmt.Sprintf("re-advertisement on BIRD %s after %s withdrew", rel, owner), readvertTable(steady, after), res)
+			})
+
+		It(fmt.Sprintf("BIRD %s: a node's BIRD killed (SIGKILL, SIGTERM) leaves its routes in the kernel, and restarted with -R takes them back with no moment without a route", rel),
+			Label(releaseLabel(rel), "persist"), func(ctx SpecContext) {
+				c := claimsCluster(ctx, rel, harness.Options{})
+				recordVerdict(claimPersist, rel, verdictDiffers, "the spec failed: see its row")
+				n := c.Node("node-2")
+				remote := c.RemoteBlocks(n.Name)
+				own := readvertOwnBlocks(c, n.Name)
+				for _, bl := range remote {
+					Eventually(n).WithContext(ctx).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+						Should(harness.HaveClusterRoute(bl).ProgrammedBy(harness.ByBIRD).Only(), "guard: BIRD %s programs %s on node-2", rel, bl)
+				}
+				res := c.Result(fmt.Sprintf("persisted routes and -R recovery, BIRD %s", rel), nil)
+				var b strings.Builder
+				w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(w, "signal\tnode-2's routes kept (persist)\tno-route windows on node-2\tpeers keep node-2's block\tpeers' longest no-route ms\t-R to converged ms\t")
+				for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
+					kill := c.Mark(fmt.Sprintf("%s node-2's BIRD", sig))
+					Expect(c.KillBIRD(ctx, n.Name, sig)).To(Succeed())
+					// Persist: past two of BIRD's scan periods and two
+					// programmer resyncs with BIRD gone, node-2 still has
+					// BIRD's routes.
+					settle(ctx, c, append(slices.Clone(remote), own...), kill.Mono, fmt.Sprintf("%s, BIRD down", sig))
+					for _, bl := range remote {
+						Expect(n).To(harness.HaveClusterRoute(bl).ProgrammedBy(harness.ByBIRD).Only(), "design §4 step 1 (persist), BIRD %s, %s: node-2 keeps BIRD's route to %s", rel, sig, bl)
+					}
+					peersKeep := true
+					peerGap := 0.0
+					for _, o := range c.Nodes() {
+						if o == n {
+							continue
+						}
+						for _, bl := range own {
+							via, err := kernelVia(o, bl)
+							Expect(err).NotTo(HaveOccurred())
+							if len(via) == 0 {
+								peersKeep = false
+							}
+							for _, win := range c.Timeline(o.Name).NoRouteWindows(bl, kill.Mono, 0) {
+								peerGap = max(peerGap, win.Ms())
+							}
+						}
+					}
+					start := c.Mark(fmt.Sprintf("StartBIRD(node-2, -R) after %s", sig))
+					Expect(c.StartBIRD(ctx, n.Name, true)).To(Succeed())
+					Expect(c.WaitConverged(ctx)).To(Succeed())
+					recovered := sinceMs(start.Mono)
+					// Past BIRD's reconciliation (its first scans after
+					// recovery), node-2 has BIRD's routes, and never had
+					// none since the kill.
+					settle(ctx, c, append(slices.Clone(remote), own...), start.Mono, fmt.Sprintf("%s, after -R", sig))
+					windows := 0
+					for _, bl := range remote {
+						Expect(n).To(harness.HaveClusterRoute(bl).ProgrammedBy(harness.ByBIRD).Only(), "design §4 step 3, BIRD %s, %s: after -R node-2 has BIRD's route to %s", rel, sig, bl)
+						ws := c.Timeline(n.Name).NoRouteWindows(bl, kill.Mono, 0)
+						windows += len(ws)
+						Expect(ws).To(BeEmpty(), "design §4 (persist, -R), BIRD %s, %s: node-2 was without a route to %s", rel, sig, bl)
+					}
+					fmt.Fprintf(w, "%s\t%v\t%d\t%v\t%.0f\t%.0f\t\n", sig, true, windows, peersKeep, peerGap, recovered)
+					res.Figures[sig.String()+" peersLongestNoRouteMs"] = peerGap
+					res.Figures[sig.String()+" recoveryToConvergedMs"] = recovered
+				}
+				w.Flush()
+				recordVerdict(claimPersist, rel, verdictHolds, "")
+				report(fmt.Sprintf("persisted routes and -R recovery on BIRD %s", rel), b.String(), res)
+			})
+	}
+})
