@@ -276,6 +276,11 @@ type Nexthop struct {
 
 var routeRe = regexp.MustCompile(`^(\S+)?\s+(\S+) \[(\S+) ([^\]]*?)(?: from (\S+))?\]( [*!])? \((\d+)(?:/(\S+))?\)(?: (\[.*\]))?\s*$`)
 
+// routeRe16 is a route line of BIRD 1.x, which puts the next hop (or the
+// route's kind) where 2.x puts "unicast":
+// "10.0.0.0/26    via 10.1.0.3 on eth0 [Mesh_10_1_0_3 2026-12-01 13:01:39] * (100/0) [i]".
+var routeRe16 = regexp.MustCompile(`^(\S+)?\s+(via \S+ on \S+|dev \S+|blackhole|unreachable|prohibited|multipath) \[(\S+) ([^\]]*?)(?: from (\S+))?\]( [*!])? \((\d+)(?:/(\S+))?\)(?: (\[.*\]))?\s*$`)
+
 // ParseRoutes parses the reply of `show route ...`.
 func ParseRoutes(r Reply) ([]Route, error) {
 	var out []Route
@@ -314,10 +319,25 @@ func ParseRoutes(r Reply) ([]Route, error) {
 			continue
 		}
 		m := routeRe.FindStringSubmatch(t)
+		var nh16 *Nexthop
 		if m == nil {
-			return nil, fmt.Errorf("show route: cannot parse %q", t)
+			// BIRD 1.x: the next hop is on the route's line.
+			if m = routeRe16.FindStringSubmatch(t); m == nil {
+				return nil, fmt.Errorf("show route: cannot parse %q", t)
+			}
+			if strings.HasPrefix(m[2], "via ") || strings.HasPrefix(m[2], "dev ") {
+				nh, err := parseNexthop(m[2])
+				if err != nil {
+					return nil, fmt.Errorf("show route: %w", err)
+				}
+				nh16 = &nh
+				m[2] = "unicast"
+			}
 		}
 		rt := Route{Table: table, Dest: m[2], Protocol: m[3], Metric: -1, Info: m[9], Attrs: map[string]string{}}
+		if nh16 != nil {
+			rt.Nexthops = append(rt.Nexthops, *nh16)
+		}
 		if m[1] != "" {
 			p, err := netip.ParsePrefix(m[1])
 			if err != nil {

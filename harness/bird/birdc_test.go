@@ -128,3 +128,41 @@ func TestReplyCodes(t *testing.T) {
 		t.Errorf("error reply parsed as %+v", r)
 	}
 }
+
+// BIRD 1.6 (bookworm's bird 1.6.8) puts the next hop on the route's line;
+// a refused route is flagged `!` as on 2.x. From a real 1.6 node.
+const rawRoutes16 = "1007-10.10.0.0/24       dev eth0 [direct1 2026-12-01 13:05:18] * (240)\n" +
+	"1008-\tType: device unicast univ\n" +
+	"1007-10.244.0.192/26    blackhole [blocks 2026-12-01 13:05:18] * (200)\n" +
+	"1008-\tType: static unicast univ\n" +
+	"1007-10.244.0.128/26    via 10.10.0.13 on eth0 [Mesh_10_10_0_13 2026-12-01 13:05:20] ! (100/0) [i]\n" +
+	"1008-\tType: BGP unicast univ\n" +
+	"1012-\tBGP.next_hop: 10.10.0.13\n" +
+	"1007-                   via 10.10.0.13 on eth0 [kernel1 2026-12-01 13:05:23] (10)\n" +
+	"1008-\tType: inherit unicast univ\n" +
+	"1012-\tKernel.source: 80\n" +
+	"0000 \n"
+
+func TestParseRoutes16(t *testing.T) {
+	rs, err := ParseRoutes(reply(t, rawRoutes16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 4 {
+		t.Fatalf("got %d routes, want 4: %+v", len(rs), rs)
+	}
+	if r := rs[0]; r.Dest != "unicast" || len(r.Nexthops) != 1 || r.Nexthops[0].Iface != "eth0" || r.Nexthops[0].Gateway.IsValid() || !r.Primary {
+		t.Errorf("device route parsed as %+v", r)
+	}
+	if r := rs[1]; r.Dest != "blackhole" || len(r.Nexthops) != 0 || r.Prefix.String() != "10.244.0.192/26" {
+		t.Errorf("blackhole parsed as %+v", r)
+	}
+	bgp := rs[2]
+	if bgp.Prefix.String() != "10.244.0.128/26" || !bgp.Refused || bgp.Primary || bgp.Protocol != "Mesh_10_10_0_13" || bgp.Metric != 0 ||
+		len(bgp.Nexthops) != 1 || bgp.Nexthops[0].Gateway != netip.MustParseAddr("10.10.0.13") || bgp.Attrs["BGP.next_hop"] != "10.10.0.13" {
+		t.Errorf("refused BGP route parsed as %+v", bgp)
+	}
+	if alt := rs[3]; alt.Prefix != bgp.Prefix || alt.Protocol != "kernel1" || alt.Primary || alt.Attrs["Kernel.source"] != "80" || len(alt.Nexthops) != 1 {
+		t.Errorf("alternative kernel route parsed as %+v", alt)
+	}
+}
