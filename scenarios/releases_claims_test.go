@@ -171,6 +171,20 @@ func noEncapOwner(ctx context.Context, c *harness.Cluster) (classOwner, string, 
 	return owner, strings.Join(views, "; "), nil
 }
 
+func persistLabels(rel release.Name) Labels {
+	if persistGap[rel] {
+		return Labels{releaseLabel(rel), "persist", "knowngap"}
+	}
+	return Labels{releaseLabel(rel), "persist"}
+}
+
+// persistGap: the releases on which the persisted-routes claim does not
+// hold, as measured: BIRD 3.1's kernel protocol, at its first scan after
+// graceful recovery, deletes each persisted route and adds it again
+// (0.86 ms without a route in the first run), where 1.6, 2.0 and 2.17
+// leave it in place.
+var persistGap = map[release.Name]bool{release.BIRD31: true}
+
 var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"), func() {
 	for _, rel := range release.All {
 		It(fmt.Sprintf("BIRD %s: the ownership of the no-encap class follows the design's tables for the supported pairs, a double-programming and an unprogramming pair", rel),
@@ -324,8 +338,12 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 				report(fmt.Sprintf("re-advertisement on BIRD %s after %s withdrew", rel, owner), readvertTable(steady, after), res)
 			})
 
-		It(fmt.Sprintf("BIRD %s: a node's BIRD killed (SIGKILL, SIGTERM) leaves its routes in the kernel, and restarted with -R takes them back with no moment without a route", rel),
-			Label(releaseLabel(rel), "persist"), func(ctx SpecContext) {
+		persistWhat := "takes them back with no moment without a route"
+		if persistGap[rel] {
+			persistWhat = "takes them back, but with a moment without a route (known gap: the design says -R holds them)"
+		}
+		It(fmt.Sprintf("BIRD %s: a node's BIRD killed (SIGKILL, SIGTERM) leaves its routes in the kernel, and restarted with -R %s", rel, persistWhat),
+			persistLabels(rel), func(ctx SpecContext) {
 				c := claimsCluster(ctx, rel, harness.Options{})
 				recordVerdict(claimPersist, rel, verdictDiffers, "the spec failed: see its row")
 				n := c.Node("node-2")
@@ -338,6 +356,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 				res := c.Result(fmt.Sprintf("persisted routes and -R recovery, BIRD %s", rel), nil)
 				var b strings.Builder
 				w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+				allWindows, allLongest := 0, 0.0
 				fmt.Fprintln(w, "signal\tnode-2's routes kept (persist)\tno-route windows on node-2\tpeers keep node-2's block\tpeers' longest no-route ms\t-R to converged ms\t")
 				for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
 					kill := c.Mark(fmt.Sprintf("%s node-2's BIRD", sig))
@@ -374,18 +393,36 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 					// recovery), node-2 has BIRD's routes, and never had
 					// none since the kill.
 					settle(ctx, c, append(slices.Clone(remote), own...), start.Mono, fmt.Sprintf("%s, after -R", sig))
-					windows := 0
+					windows, longest := 0, 0.0
 					for _, bl := range remote {
 						Expect(n).To(harness.HaveClusterRoute(bl).ProgrammedBy(harness.ByBIRD).Only(), "design §4 step 3, BIRD %s, %s: after -R node-2 has BIRD's route to %s", rel, sig, bl)
 						ws := c.Timeline(n.Name).NoRouteWindows(bl, kill.Mono, 0)
 						windows += len(ws)
-						Expect(ws).To(BeEmpty(), "design §4 (persist, -R), BIRD %s, %s: node-2 was without a route to %s", rel, sig, bl)
+						for _, win := range ws {
+							longest = max(longest, win.Ms())
+						}
+						if !persistGap[rel] {
+							Expect(ws).To(BeEmpty(), "design §4 (persist, -R), BIRD %s, %s: node-2 was without a route to %s", rel, sig, bl)
+						}
 					}
-					fmt.Fprintf(w, "%s\t%v\t%d\t%v\t%.0f\t%.0f\t\n", sig, true, windows, peersKeep, peerGap, recovered)
+					allWindows += windows
+					allLongest = max(allLongest, longest)
+					fmt.Fprintf(w, "%s\t%v\t%d (longest %.2f ms)\t%v\t%.0f\t%.0f\t\n", sig, true, windows, longest, peersKeep, peerGap, recovered)
+					res.Figures[sig.String()+" noRouteWindowsNode2"] = float64(windows)
+					res.Figures[sig.String()+" longestNoRouteMsNode2"] = longest
 					res.Figures[sig.String()+" peersLongestNoRouteMs"] = peerGap
 					res.Figures[sig.String()+" recoveryToConvergedMs"] = recovered
 				}
 				w.Flush()
+				if persistGap[rel] {
+					// Known gap: the design says -R holds the routes; this
+					// release rewrites them at reconciliation (delete, then
+					// add), so the node is without a route for a moment.
+					recordVerdict(claimPersist, rel, verdictDiffers, fmt.Sprintf("-R reconciliation deletes and re-adds: %d no-route windows, longest %.2f ms", allWindows, allLongest))
+					report(fmt.Sprintf("persisted routes and -R recovery on BIRD %s", rel), b.String(), res)
+					Expect(allWindows).To(BeNumerically(">", 0), "known gap closed on BIRD %s: after -R node-2 was never without a route; make this release's persisted-routes claim hold", rel)
+					return
+				}
 				recordVerdict(claimPersist, rel, verdictHolds, "")
 				report(fmt.Sprintf("persisted routes and -R recovery on BIRD %s", rel), b.String(), res)
 			})

@@ -390,7 +390,9 @@ const flapQuiet = 3 * time.Second
 
 // flapWindowMax bounds a change's window: a route that keeps flapping
 // never goes quiet, and that is an answer, not a hang.
-const flapWindowMax = 30 * time.Second
+// Ten seconds is ten of BIRD's scans and ten programmer resyncs: a fight
+// that goes on shows many times over in it.
+const flapWindowMax = 10 * time.Second
 
 // settle waits until no route event for ps happened on any node for
 // flapQuiet and every programmer resynced twice since from, or
