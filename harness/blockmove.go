@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/birdcage/birdcage/dataplane/datastore"
+	"github.com/birdcage/birdcage/internal/calico/datastore"
 )
 
 // MoveBlock re-assigns an IPAM block to another node in the datastore, as

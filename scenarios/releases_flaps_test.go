@@ -58,13 +58,13 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/birdcage/birdcage/dataplane/config"
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/bird/release"
 	"github.com/birdcage/birdcage/harness/confd"
+	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/topo"
-	"golang.org/x/sys/unix"
 )
 
 // flapTopology is topo.NoEncap(3, 1) with a spare block on node-1 (no
@@ -218,7 +218,7 @@ func runFlaps(ctx context.Context, relName release.Name) flapRun {
 			if err != nil {
 				return err
 			}
-			if len(via) != 1 || slices.ContainsFunc(slices.Collect(maps.Values(via)), func(p int) bool { return p != unix.RTPROT_BIRD }) {
+			if len(via) != 1 || slices.ContainsFunc(slices.Collect(maps.Values(via)), func(p kroute.Protocol) bool { return p != kroute.ProtoBIRD }) {
 				return fmt.Errorf("%s: route to %s %v, want one BIRD route", x.n.Name, x.p, via)
 			}
 		}
@@ -357,8 +357,8 @@ func runFlaps(ctx context.Context, relName release.Name) flapRun {
 		}
 		measureChange(fmt.Sprintf("node-1's BIRD restarts (%s, %s)", r.sig, how), func() int64 {
 			e := c.Mark("restart node-1's BIRD")
-			Expect(c.KillBIRD(ctx, n1.Name, r.sig)).To(Succeed())
-			Expect(c.StartBIRD(ctx, n1.Name, r.recovery)).To(Succeed())
+			Expect(c.KillBIRD(ctx, n1.Name, r.sig)).Error().NotTo(HaveOccurred())
+			Expect(c.StartBIRD(ctx, n1.Name, harness.StartBIRDOptions{Recovery: r.recovery})).Error().NotTo(HaveOccurred())
 			return e.Mono
 		}, func() error {
 			if err := c.WaitConverged(ctx); err != nil {

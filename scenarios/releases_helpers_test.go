@@ -18,10 +18,13 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/bird"
 	"github.com/birdcage/birdcage/harness/bird/release"
-	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
-	"golang.org/x/sys/unix"
 )
+
+// programmerProto is the design's programmer protocol as a kernel route
+// protocol.
+const programmerProto = designProgrammerProtocol
 
 // releasesFullEnv runs the whole cross-release family; without it CI runs
 // the reduced form (one claim per release).
@@ -100,17 +103,17 @@ func birdBestVia(ctx context.Context, n *harness.Node, p netip.Prefix) ([]netip.
 
 // kernelVia is the gateways of n's forwarding kernel routes to exactly p,
 // with their protocols.
-func kernelVia(n *harness.Node, p netip.Prefix) (map[netip.Addr]int, error) {
+func kernelVia(n *harness.Node, p netip.Prefix) (map[netip.Addr]kroute.Protocol, error) {
 	rs, err := n.Routes(p)
 	if err != nil {
 		return nil, err
 	}
-	out := map[netip.Addr]int{}
+	out := map[netip.Addr]kroute.Protocol{}
 	for _, r := range rs {
-		if r.Dst != p || r.Type != "" {
+		if r.Dst != p || !r.Forwards() {
 			continue
 		}
-		if g, err := netip.ParseAddr(r.Gateway); err == nil {
+		for _, g := range r.Gateways() {
 			out[g] = r.Protocol
 		}
 	}
@@ -123,13 +126,13 @@ func kernelVia(n *harness.Node, p netip.Prefix) (map[netip.Addr]int, error) {
 // directly or across a moment with no route: the fight the design calls
 // a flap. A route that goes and comes back by the same component is not
 // one.
-func componentSwitches(owners []int) int {
-	n, last := 0, 0
+func componentSwitches(owners []kroute.Protocol) int {
+	n, last := 0, kroute.ProtoUnspec
 	for _, o := range owners {
-		if o != designProgrammerProtocol && o != unix.RTPROT_BIRD {
+		if o != programmerProto && o != kroute.ProtoBIRD {
 			continue
 		}
-		if last != 0 && o != last {
+		if last != kroute.ProtoUnspec && o != last {
 			n++
 		}
 		last = o
@@ -138,15 +141,15 @@ func componentSwitches(owners []int) int {
 }
 
 // ownerNames spells an owner sequence: prog, BIRD, none, or the protocol.
-func ownerNames(owners []int) string {
+func ownerNames(owners []kroute.Protocol) string {
 	var s []string
 	for _, o := range owners {
 		switch o {
-		case designProgrammerProtocol:
+		case programmerProto:
 			s = append(s, "prog")
-		case unix.RTPROT_BIRD:
+		case kroute.ProtoBIRD:
 			s = append(s, "BIRD")
-		case 0:
+		case kroute.ProtoUnspec:
 			s = append(s, "none")
 		default:
 			s = append(s, fmt.Sprint(o))
@@ -161,7 +164,7 @@ func lastPoolEvent(c *harness.Cluster, ps []netip.Prefix, from int64) int64 {
 	last := int64(0)
 	for _, n := range c.Nodes() {
 		for _, e := range c.Timeline(n.Name).Events() {
-			if e.At >= from && e.Route.Table == timeline.MainTable && slices.Contains(ps, e.Route.Dst) {
+			if e.At >= from && e.Route.Table == kroute.MainTable && slices.Contains(ps, e.Route.Dst) {
 				last = max(last, e.At)
 			}
 		}

@@ -34,10 +34,10 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/birdcage/birdcage/dataplane/config"
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/bird/release"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/monoclock"
 )
 
@@ -71,7 +71,7 @@ var _ = Describe("BIRD upgrade on one node, with probes running", Label("noencap
 			Expect(err).NotTo(HaveOccurred())
 
 			begin := c.Mark(fmt.Sprintf("BIRD upgrade %s→%s begins", from, to))
-			Expect(c.UpgradeNode(ctx, up.Name, config.R333, harness.UpgradeOptions{Signal: sig, BIRD: string(to)})).To(Succeed())
+			Expect(c.UpgradeNode(ctx, up.Name, config.R333, harness.UpgradeOptions{Signal: sig, BIRD: string(to)})).Error().NotTo(HaveOccurred())
 			Expect(c.WaitConverged(ctx)).To(Succeed())
 			established := c.Mark("converged after the BIRD upgrade")
 			for _, b := range remote {
