@@ -210,7 +210,21 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 				res := c.Result(fmt.Sprintf("no-encap ownership, BIRD %s", rel), nil)
 				for _, p := range pairs {
 					want := expectedOwners(p[0], p[1], config.R333)[classNoEncap]
-					change, _, _ := setPairLive(ctx, c, p[0], p[1], p[1] != prevBGP, config.R333)
+					// BIRD's reconfiguration is judged by confd's record of
+					// `birdc configure` returning: 1.6's "Last
+					// reconfiguration" has one-second resolution, so two
+					// changes in one second look like none.
+					configured := map[string]int{}
+					for _, n := range c.Nodes() {
+						configured[n.Name] = len(n.ConfdActions())
+					}
+					change, _, _ := setPairLive(ctx, c, p[0], p[1], false, config.R333)
+					if p[1] != prevBGP {
+						for _, n := range c.Nodes() {
+							Eventually(func() int { return len(n.ConfdActions()) }).WithContext(ctx).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+								Should(BeNumerically(">", configured[n.Name]), "BIRD %s, Felix=%s BGP=%s: %s's confd reconfigures BIRD", rel, p[0], p[1], n.Name)
+						}
+					}
 					prevBGP = p[1]
 					var got classOwner
 					var views string

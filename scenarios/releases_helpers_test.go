@@ -121,21 +121,20 @@ func kernelVia(n *harness.Node, p netip.Prefix) (map[netip.Addr]kroute.Protocol,
 }
 
 // componentSwitches counts, in an owner sequence from the timeline
-// (protocols, 0 = no forwarding route), the times the prefix went from
-// one component's route to the other's (programmer 80 ↔ BIRD 12),
-// directly or across a moment with no route: the fight the design calls
-// a flap. A route that goes and comes back by the same component is not
-// one.
+// (protocols, 0 = no forwarding route), the times the prefix's route went
+// straight from one component's to the other's (programmer 80 ↔ BIRD 12,
+// one replacing the other): the fight the design calls a flap. A route
+// that goes and comes back, by the same component or the other (the
+// handover on a block's new owner: the programmer's route deleted, BIRD's
+// stale one written, then withdrawn), passes through a moment with no
+// route and is counted as a no-route window instead.
 func componentSwitches(owners []kroute.Protocol) int {
-	n, last := 0, kroute.ProtoUnspec
-	for _, o := range owners {
-		if o != programmerProto && o != kroute.ProtoBIRD {
-			continue
-		}
-		if last != kroute.ProtoUnspec && o != last {
+	n := 0
+	for i := 1; i < len(owners); i++ {
+		a, b := owners[i-1], owners[i]
+		if (a == programmerProto && b == kroute.ProtoBIRD) || (a == kroute.ProtoBIRD && b == programmerProto) {
 			n++
 		}
-		last = o
 	}
 	return n
 }
