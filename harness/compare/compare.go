@@ -3,7 +3,6 @@ package compare
 import (
 	"fmt"
 	"math"
-	"sort"
 	"strings"
 	"time"
 
@@ -218,19 +217,7 @@ func compareScenario(b, n harness.ScenarioResult, o Options) ScenarioDiff {
 	if b.Probes != nil && n.Probes != nil && b.Probes.Rate != n.Probes.Rate {
 		d.Remarks = append(d.Remarks, fmt.Sprintf("probe rate %d/s in BASE, %d/s in NEW: gaps are comparable, loss counts are not", b.Probes.Rate, n.Probes.Rate))
 	}
-	names := map[string]bool{}
-	for k := range b.Figures {
-		names[k] = true
-	}
-	for k := range n.Figures {
-		names[k] = true
-	}
-	sorted := make([]string, 0, len(names))
-	for k := range names {
-		sorted = append(sorted, k)
-	}
-	sort.Strings(sorted)
-	for _, name := range sorted {
+	for _, name := range harness.AddFigureNames(harness.AddFigureNames(nil, b.Figures), n.Figures).Sorted() {
 		bv, hb := b.Figures[name]
 		nv, hn := n.Figures[name]
 		f := judge(name, KindOf(name), bv, hb, nv, hn, o.Thresholds)

@@ -255,19 +255,7 @@ func figures(b *strings.Builder, s harness.ScenarioResult) {
 		return
 	}
 	b.WriteString(`<h4>Figures</h4><table class="figures"><tr><th>figure</th><th>value</th><th>distribution (min · median · p95 · max, n)</th><th></th></tr>`)
-	names := map[string]bool{}
-	for k := range s.Figures {
-		names[k] = true
-	}
-	for k := range s.Samples {
-		names[k] = true
-	}
-	sorted := make([]string, 0, len(names))
-	for k := range names {
-		sorted = append(sorted, k)
-	}
-	sort.Strings(sorted)
-	for _, k := range sorted {
+	for _, k := range harness.AddFigureNames(harness.AddFigureNames(nil, s.Figures), s.Samples).Sorted() {
 		v, ok := s.Figures[k]
 		val := "–"
 		if ok {
