@@ -92,6 +92,9 @@ func RenderCompare(w io.Writer, base, nw Run, r *compare.Report) error {
 			}
 			b.WriteString("</ul>")
 		}
+		if len(d.BaseRuns)+len(d.NewRuns) > 0 {
+			fmt.Fprintf(&b, `<p class="note">Repeated: %d runs in BASE, %d in NEW. The table gives medians [min–max]; a figure regresses only when NEW's median is past the thresholds and above BASE's max. Below, each side's first run.</p>`, len(d.BaseRuns), len(d.NewRuns))
+		}
 		compareTable(&b, d)
 		bs, ns := base.File.Scenarios[d.BaseIndex], nw.File.Scenarios[d.NewIndex]
 		b.WriteString(`<div class="sides"><div>`)
@@ -122,9 +125,12 @@ func row(b *strings.Builder, name string, f compare.FigureDiff) {
 	if f.Regression {
 		cls, mark = ` class="regression"`, "REGRESSION"
 	}
-	side := func(v float64, ok bool) string {
+	side := func(v float64, ok bool, st *harness.Stats) string {
 		if !ok {
 			return "–"
+		}
+		if st != nil && st.N > 1 {
+			return fmt.Sprintf("%s [%s–%s]", num(st.Median), num(st.Min), num(st.Max))
 		}
 		return num(v)
 	}
@@ -135,7 +141,7 @@ func row(b *strings.Builder, name string, f compare.FigureDiff) {
 			delta = "+" + delta
 		}
 	}
-	fmt.Fprintf(b, "<tr%s><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>", cls, esc(name), side(f.Base, f.HasBase), side(f.New, f.HasNew), delta, mark)
+	fmt.Fprintf(b, "<tr%s><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>", cls, esc(name), side(f.Base, f.HasBase, f.BaseStats), side(f.New, f.HasNew, f.NewStats), delta, mark)
 }
 
 func anchor(run, scen int) string { return fmt.Sprintf("s%d-%d", run, scen) }
