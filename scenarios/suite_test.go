@@ -110,6 +110,9 @@ func startClusterOn(ctx context.Context, t *topo.Topology, opts harness.Options)
 	DeferCleanup(func() {
 		current = nil
 		progressCluster.Store(nil)
+		if keepIfFailed(c) {
+			return
+		}
 		Expect(c.Stop()).To(Succeed(), "tear down cluster")
 	})
 	return c
