@@ -78,6 +78,9 @@ func (c *Cluster) Probes(ctx context.Context, o ProbeOptions) (*probe.Session, e
 	if !o.NoHops {
 		po.Hops = c.hops()
 	}
+	if err := c.startCaptures(po); err != nil {
+		return nil, err
+	}
 	s, err := probe.Start(ctx, po)
 	if err != nil {
 		return nil, err

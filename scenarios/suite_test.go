@@ -107,6 +107,7 @@ func startClusterOn(ctx context.Context, t *topo.Topology, opts harness.Options)
 	Expect(err).NotTo(HaveOccurred(), "start cluster on topology %s", name)
 	current = c
 	progressCluster.Store(c)
+	armCaptures(c)
 	DeferCleanup(func() {
 		current = nil
 		progressCluster.Store(nil)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -228,6 +229,9 @@ func scenario(b *strings.Builder, s harness.ScenarioResult, id string) {
 	if s.Probes != nil {
 		flowTable(b, s)
 	}
+	if len(s.Captures) > 0 {
+		captureLinks(b, s)
+	}
 	if s.Sweep != nil {
 		fmt.Fprintf(b, `<h4>Sweep over %s</h4><pre class="sweep">%s</pre>`, esc(s.Sweep.Knob), esc(s.Sweep.Table(s.Sweep.Fitted)))
 	}
@@ -397,6 +401,22 @@ func restarts(b *strings.Builder, s harness.ScenarioResult) {
 				esc(n), esc(n), esc(string(r.Reason)), r.ExitCode, fmtMs(w.ms(r.ExitMono)), after(r.StartMono, r.ExitMono), after(r.ProgrammedMono, r.ExitMono),
 				after(r.SyncedMono, r.ExitMono), fmtMs(float64(r.StartupDelayNs)/1e6))
 		}
+	}
+	b.WriteString("</table>")
+}
+
+// captureLinks lists the probe window's packet captures, linked by their
+// path relative to the artifacts dir (where the report is written beside
+// the results).
+func captureLinks(b *strings.Builder, s harness.ScenarioResult) {
+	b.WriteString(`<h4>Packet captures (probe window)</h4><table class="captures"><tr><th>node</th><th>interface</th><th>file</th><th>probe packets</th><th>missed</th></tr>`)
+	for _, c := range s.Captures {
+		missed := "–"
+		if c.KernelDrops+c.OverLimit > 0 {
+			missed = fmt.Sprintf("%d dropped by the kernel, %d over the size limit", c.KernelDrops, c.OverLimit)
+		}
+		fmt.Fprintf(b, `<tr><td>%s</td><td>%s</td><td><a class="pcap" href="%s">%s</a></td><td class="num">%d</td><td>%s</td></tr>`,
+			esc(c.Node), esc(c.Iface), esc(filepath.ToSlash(c.Path)), esc(filepath.Base(c.Path)), c.Packets, esc(missed))
 	}
 	b.WriteString("</table>")
 }
