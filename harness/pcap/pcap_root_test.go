@@ -21,56 +21,13 @@ import (
 	"github.com/google/gopacket/pcapgo"
 	"github.com/vishvananda/netlink"
 
-	"github.com/birdcage/birdcage/internal/nsutil"
-	"github.com/birdcage/birdcage/internal/run"
+	"github.com/birdcage/birdcage/internal/testenv"
 )
 
-func vethNS(t *testing.T) ns.NetNS {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs a network namespace: run as root")
-	}
-	r, err := run.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := r.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	name := r.Name("pcap")
-	n, err := nsutil.Create(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Defer("netns "+name, func() error { n.Close(); return nsutil.Delete(name) })
-	h, err := nsutil.Handle(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "c0"}, PeerName: "c1"}); err != nil {
-		t.Fatal(err)
-	}
-	for i, name := range []string{"c0", "c1"} {
-		l, err := h.LinkByName(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr, _ := netlink.ParseAddr(fmt.Sprintf("10.99.0.%d/24", i+1))
-		if err := h.AddrAdd(l, addr); err != nil {
-			t.Fatal(err)
-		}
-		if err := h.LinkSetUp(l); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return n
-}
-
 func TestCaptureKeepsProbePortOnly(t *testing.T) {
-	n := vethNS(t)
+	tn := testenv.NewNetNS(t, "pcap")
+	tn.Veth(t, "c0", "c1", "10.99.0.1/24")
+	n := tn.NS
 	dir := t.TempDir()
 	start := func(name string, keep Filter) *Capture {
 		c, err := Start(Options{Netns: n.Path(), Iface: "c1", Path: filepath.Join(dir, name), Keep: keep})
@@ -83,9 +40,8 @@ func TestCaptureKeepsProbePortOnly(t *testing.T) {
 	if filtered.LinkType() != layers.LinkTypeEthernet {
 		t.Errorf("veth link type %v, want Ethernet", filtered.LinkType())
 	}
-	// Both ends are in one namespace, so a datagram to c1's own address
-	// would go by lo: send to an address on the subnet that no one has,
-	// with a static neighbour on c0, so it leaves by c0 and arrives on c1.
+	// Send to an address on c0's subnet that no one has, with a static
+	// neighbour, so the datagrams leave by c0 at once and arrive on c1.
 	const probes, others = 20, 7
 	err := n.Do(func(ns.NetNS) error {
 		send := func(port, count int) error {
