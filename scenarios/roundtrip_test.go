@@ -12,8 +12,9 @@ package scenarios_test
 // probes lose nothing; the routes end with the 3.33 owner (§1: the
 // programmer owns IPIP cluster routes, BIRD owns no-encap ones). The design
 // says nothing about a downgrade, so that leg asserts only what any
-// rollback must give — the cluster converges again and node-2 ends with
-// exactly one route to every remote block, nothing blackholed — and
+// rollback must give — the cluster converges again, node-2 ends with
+// exactly one route to every remote block and every peer with one to
+// node-2's blocks, every flow delivers again — and
 // reports its loss and gaps as figures, not as a verdict. Who owns the
 // routes after the downgrade is reported (pre-3.33's owner is BIRD
 // everywhere, but nothing in the design makes the pre-3.33 programmer
@@ -96,6 +97,30 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 				Eventually(node).WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).
 					Should(harness.HaveClusterRoute(b).Via(via).Only(), "node-2 should end the downgrade with one route to %s", b)
 			}
+			// ...and every other node has a route to node-2's blocks again
+			// (converged sessions do not say the peers re-learned them),
+			// so the leg's inbound gap is closed when it is measured.
+			for _, other := range c.Nodes() {
+				if other == node {
+					continue
+				}
+				for _, b := range node.NS.Blocks {
+					Eventually(other).WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).
+						Should(harness.HaveClusterRoute(b.CIDR).Only(), "%s should reach node-2's block %s again after the downgrade", other.Name, b.CIDR)
+				}
+			}
+			Eventually(func() bool {
+				r, err := probes.Report()
+				if err != nil {
+					return false
+				}
+				for _, f := range r.Flows {
+					if f.Gap.Open {
+						return false
+					}
+				}
+				return true
+			}).WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).Should(BeTrue(), "every flow should deliver again after the downgrade")
 			downEnd := c.Mark("round trip: downgraded and converged")
 			atEnd, err := probes.Report()
 			Expect(err).NotTo(HaveOccurred())
