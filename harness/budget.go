@@ -60,6 +60,9 @@ type BudgetViolation struct {
 	Limit string  `json:"limit"` // maxGapMs, allowedDisruptions, maxLost
 	Want  float64 `json:"want"`
 	Got   float64 `json:"got"`
+	// Run is the run (from 1) of a repeated scenario that broke the
+	// budget; 0 for a scenario that ran once.
+	Run int `json:"run,omitempty"`
 }
 
 func (v BudgetViolation) String() string {

@@ -258,7 +258,7 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 	}
 	wctx, stop := context.WithCancel(context.Background())
 	c.stop = stop
-	r.Defer("confd watch", func() error { stop(); c.wg.Wait(); return nil })
+	r.DeferLocal("confd watch", func() error { stop(); c.wg.Wait(); return nil })
 	if err := c.watchDatastore(wctx); err != nil {
 		return nil, err
 	}

@@ -78,11 +78,14 @@ func (c *Cluster) Probes(ctx context.Context, o ProbeOptions) (*probe.Session, e
 	if !o.NoHops {
 		po.Hops = c.hops()
 	}
+	if err := c.startCaptures(po); err != nil {
+		return nil, err
+	}
 	s, err := probe.Start(ctx, po)
 	if err != nil {
 		return nil, err
 	}
-	c.Run.Defer("probe session", s.Close)
+	c.Run.DeferLocal("probe session", s.Close)
 	c.mu.Lock()
 	c.sessions = append(c.sessions, s)
 	for _, e := range c.events {
@@ -131,7 +134,7 @@ func (c *Cluster) startTimelines() error {
 		if err != nil {
 			return fmt.Errorf("route timeline of %s: %w", nd.Name, err)
 		}
-		c.Run.Defer("route timeline "+nd.Name, m.Close)
+		c.Run.DeferLocal("route timeline "+nd.Name, m.Close)
 		c.timelines[nd.Name] = m
 	}
 	return nil

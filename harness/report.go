@@ -102,6 +102,9 @@ type ScenarioResult struct {
 	// Budget is the disruption budget the scenario holds itself to, if
 	// any; `birdcage compare` judges it per flow.
 	Budget *Budget `json:"budget,omitempty"`
+	// Captures are the per-node packet captures of the probe window
+	// ($BIRDCAGE_PCAP), if any.
+	Captures []CaptureFile `json:"captures,omitempty"`
 }
 
 // VerdictOf is the row's verdict, for files written before Verdict

@@ -107,9 +107,13 @@ func startClusterOn(ctx context.Context, t *topo.Topology, opts harness.Options)
 	Expect(err).NotTo(HaveOccurred(), "start cluster on topology %s", name)
 	current = c
 	progressCluster.Store(c)
+	armCaptures(c)
 	DeferCleanup(func() {
 		current = nil
 		progressCluster.Store(nil)
+		if keepIfFailed(c) {
+			return
+		}
 		Expect(c.Stop()).To(Succeed(), "tear down cluster")
 	})
 	return c

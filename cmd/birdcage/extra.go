@@ -172,6 +172,7 @@ func reason(s harness.ScenarioResult, indent, maxLines int) string {
 
 func runCmd() *cobra.Command {
 	var label, labPath string
+	var keepOnFail, pcap bool
 	c := &cobra.Command{
 		Use:         "run [--lab MANIFEST] [LABEL-FILTER]",
 		Annotations: map[string]string{needsRootKey: "yes"},
@@ -194,10 +195,18 @@ func runCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if keepOnFail {
+				env = append(env, harness.KeepOnFailEnv+"=1")
+			}
+			if pcap {
+				env = append(env, harness.PcapEnv+"=1")
+			}
 			return runScenarios(filter, env...)
 		},
 	}
 	c.Flags().StringVarP(&label, "label", "l", "headline", "Ginkgo label filter (headline, ipip, noencap, upgrade, ...); the argument wins")
 	c.Flags().StringVar(&labPath, "lab", "", "run the lab scenarios against the lab this manifest describes (harness/lab; \"handmade\": a lab built per spec with ip commands)")
+	c.Flags().BoolVar(&keepOnFail, "keep-on-fail", false, "leave the first failed spec's cluster up and print how to get in (birdcage exec/routes/down); sets $"+harness.KeepOnFailEnv)
+	c.Flags().BoolVar(&pcap, "pcap", false, "capture the probes on every node's uplinks (and tunl0) during the probe window into the artifacts, linked from the report; sets $"+harness.PcapEnv)
 	return c
 }

@@ -27,6 +27,8 @@ type runProgress struct {
 	lost        int64
 	lastPlain   time.Time
 	statusShown bool
+	// kept is how to get into a cluster the suite kept (--keep-on-fail).
+	kept []string
 }
 
 var (
@@ -34,6 +36,9 @@ var (
 	progressProbes = regexp.MustCompile(`^\[birdcage\] progress probes sent=(\d+) lost=(-?\d+)`)
 	specEnd        = regexp.MustCompile(`^\[birdcage\] spec (\S+)\s+([\d.]+)s\s+(.*)$`)
 )
+
+// keptPrefix starts the suite's lines about a kept cluster (scenarios/keep_test.go).
+const keptPrefix = "[birdcage] kept: "
 
 // plainProbeEvery is how often a non-terminal run prints a probe line.
 const plainProbeEvery = 10 * time.Second
@@ -64,6 +69,18 @@ func (p *runProgress) line(l string) {
 			return
 		}
 		p.status()
+	case strings.HasPrefix(l, keptPrefix):
+		// How to get into a kept cluster: shown in both modes, and again
+		// after the summary.
+		k := strings.TrimPrefix(l, keptPrefix)
+		p.kept = append(p.kept, k)
+		if p.tty {
+			p.clearStatus()
+		}
+		fmt.Fprintln(p.out, "kept: "+k)
+		if p.tty && p.spec != "" {
+			p.status()
+		}
 	case specEnd.MatchString(l):
 		m := specEnd.FindStringSubmatch(l)
 		if p.tty {

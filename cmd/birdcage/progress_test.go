@@ -98,3 +98,31 @@ func TestRunSummary(t *testing.T) {
 		}
 	}
 }
+
+// How to get into a kept cluster (--keep-on-fail) is shown in both modes,
+// even on a terminal where the suite's own lines are not, and kept for the
+// end of the run.
+func TestRunProgressKeptCluster(t *testing.T) {
+	lines := []string{
+		"[birdcage] progress start Upgrade handover [noencap]",
+		"[birdcage] kept: run 1a2b3c is kept up (topology noencap: nodes node-1, node-2, node-3)",
+		"[birdcage] kept:   birdcage exec --run 1a2b3c node-1 -- ip route",
+		"[birdcage] spec failed    4.0s  Upgrade handover [noencap]",
+	}
+	for _, tty := range []bool{true, false} {
+		var out bytes.Buffer
+		p := &runProgress{out: &out, tty: tty, now: time.Now}
+		for _, l := range lines {
+			p.line(l)
+		}
+		got := out.String()
+		for _, want := range []string{"kept: run 1a2b3c is kept up", "kept:   birdcage exec --run 1a2b3c node-1 -- ip route\n"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("tty %v: output lacks %q:\n%q", tty, want, got)
+			}
+		}
+		if len(p.kept) != 2 || !strings.HasPrefix(p.kept[1], "  birdcage exec") {
+			t.Errorf("tty %v: kept %q, want the two lines for the end of the run", tty, p.kept)
+		}
+	}
+}

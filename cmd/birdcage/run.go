@@ -72,6 +72,13 @@ func runScenarios(filter string, env ...string) error {
 	} else {
 		fmt.Fprintln(os.Stderr, "birdcage run: no results to summarise:", rerr)
 	}
+	if len(p.kept) > 0 {
+		// Last, where a person looks: how to get into the kept cluster.
+		fmt.Println("\nkept for debugging:")
+		for _, l := range p.kept {
+			fmt.Println(l)
+		}
+	}
 	if runErr != nil {
 		return fmt.Errorf("scenarios failed: %w (diagnostics: %s)", runErr, art)
 	}

@@ -3,7 +3,6 @@ package compare
 import (
 	"fmt"
 	"math"
-	"sort"
 	"strings"
 	"time"
 
@@ -86,9 +85,13 @@ type Report struct {
 // ScenarioDiff is one scenario on both sides.
 type ScenarioDiff struct {
 	Name string `json:"name"`
-	// BaseIndex and NewIndex locate the scenario in each file's list.
+	// BaseIndex and NewIndex locate the scenario (its first run) in each
+	// file's list; for a repeated scenario BaseRuns and NewRuns list every
+	// run's index.
 	BaseIndex   int                       `json:"baseIndex"`
 	NewIndex    int                       `json:"newIndex"`
+	BaseRuns    []int                     `json:"baseRuns,omitempty"`
+	NewRuns     []int                     `json:"newRuns,omitempty"`
 	BaseVerdict harness.Verdict           `json:"baseVerdict"`
 	NewVerdict  harness.Verdict           `json:"newVerdict"`
 	Figures     []FigureDiff              `json:"figures"`
@@ -115,67 +118,78 @@ type FigureDiff struct {
 	Ratio      float64 `json:"ratio,omitempty"`
 	Regression bool    `json:"regression"`
 	Why        string  `json:"why,omitempty"`
+	// BaseStats and NewStats are the figure's distribution over a repeated
+	// scenario's runs (Base and New are then the medians); absent for a
+	// scenario that ran once on each side.
+	BaseStats *harness.Stats `json:"baseStats,omitempty"`
+	NewStats  *harness.Stats `json:"newStats,omitempty"`
 }
 
 // FlowDiff is one probe flow's gap and loss on both sides.
 type FlowDiff struct {
-	Flow                string     `json:"flow"`
-	Gap                 FigureDiff `json:"gap"`
-	Lost                FigureDiff `json:"lost"`
-	BaseDisruptions     int        `json:"baseDisruptions"`
-	NewDisruptions      int        `json:"newDisruptions"`
-	DisruptionsMeasured bool       `json:"disruptionsMeasured"`
+	Flow string     `json:"flow"`
+	Gap  FigureDiff `json:"gap"`
+	Lost FigureDiff `json:"lost"`
+	// BaseDisruptions and NewDisruptions are the most distinct gaps any
+	// one run saw (a repeated scenario's worst run).
+	BaseDisruptions     int  `json:"baseDisruptions"`
+	NewDisruptions      int  `json:"newDisruptions"`
+	DisruptionsMeasured bool `json:"disruptionsMeasured"`
 }
 
-// Compare compares new against base.
+// Compare compares new against base. Scenarios are paired by name: a
+// name that occurs more than once on a side (a repeated scenario,
+// $BIRDCAGE_REPEAT) is compared as a distribution over all its runs on
+// each side (see compareScenario), never run i against run i.
 func Compare(baseName string, base *harness.ResultsFile, newName string, nw *harness.ResultsFile, o Options) *Report {
 	r := &Report{Base: baseName, New: newName, BaseEnv: base.Env, NewEnv: nw.Env, Thresholds: o.Thresholds}
 	r.EnvDiffers = envDiffers(base, nw)
-	// Scenarios are matched by name; a name that occurs more than once (a
-	// repeated scenario) pairs its i-th occurrence on each side.
-	type key struct {
-		name string
-		i    int
-	}
-	index := func(rs []harness.ScenarioResult) (map[key]int, []key) {
-		seen := map[string]int{}
-		m := map[key]int{}
-		var order []key
-		for i, s := range rs {
-			k := key{s.Name, seen[s.Name]}
-			seen[s.Name]++
-			m[k] = i
-			order = append(order, k)
-		}
-		return m, order
-	}
-	bm, border := index(base.Scenarios)
-	nm, norder := index(nw.Scenarios)
-	label := func(k key) string {
-		if k.i == 0 {
-			return k.name
-		}
-		return fmt.Sprintf("%s (#%d)", k.name, k.i+1)
-	}
-	for _, k := range border {
-		if _, ok := nm[k]; !ok {
-			r.OnlyInBase = append(r.OnlyInBase, label(k))
+	bruns, border := runsByName(base.Scenarios)
+	nruns, norder := runsByName(nw.Scenarios)
+	for _, name := range border {
+		if _, ok := nruns[name]; !ok {
+			r.OnlyInBase = append(r.OnlyInBase, name)
 		}
 	}
-	for _, k := range norder {
-		bi, ok := bm[k]
+	for _, name := range norder {
+		bi, ok := bruns[name]
 		if !ok {
-			r.OnlyInNew = append(r.OnlyInNew, label(k))
+			r.OnlyInNew = append(r.OnlyInNew, name)
 			continue
 		}
-		d := compareScenario(base.Scenarios[bi], nw.Scenarios[nm[k]], o)
-		d.Name, d.BaseIndex, d.NewIndex = label(k), bi, nm[k]
+		d := compareScenario(pick(base.Scenarios, bi), pick(nw.Scenarios, nruns[name]), o)
+		d.Name, d.BaseIndex, d.NewIndex = name, bi[0], nruns[name][0]
+		if len(bi) > 1 || len(nruns[name]) > 1 {
+			d.BaseRuns, d.NewRuns = bi, nruns[name]
+		}
 		if d.Regression {
 			r.Regressions++
 		}
 		r.Scenarios = append(r.Scenarios, d)
 	}
 	return r
+}
+
+// runsByName is each scenario name's indices in rs, and the names in order
+// of first occurrence.
+func runsByName(rs []harness.ScenarioResult) (map[string][]int, []string) {
+	m := map[string][]int{}
+	var order []string
+	for i, s := range rs {
+		if _, ok := m[s.Name]; !ok {
+			order = append(order, s.Name)
+		}
+		m[s.Name] = append(m[s.Name], i)
+	}
+	return m, order
+}
+
+func pick(rs []harness.ScenarioResult, idx []int) []harness.ScenarioResult {
+	out := make([]harness.ScenarioResult, len(idx))
+	for i, j := range idx {
+		out[i] = rs[j]
+	}
+	return out
 }
 
 func envDiffers(a, b *harness.ResultsFile) []string {
@@ -204,12 +218,37 @@ func paren(s string) string {
 	return " (" + s + ")"
 }
 
-func compareScenario(b, n harness.ScenarioResult, o Options) ScenarioDiff {
-	d := ScenarioDiff{BaseVerdict: b.VerdictOf(), NewVerdict: n.VerdictOf()}
+// compareScenario compares one scenario's runs on each side (one run
+// each unless it was repeated).
+//
+// The rule for a repeated scenario, stated once: a figure (or a flow's gap
+// or loss) regresses when NEW's median is worse than BASE's median by more
+// than the thresholds AND worse than every BASE run (NEW's median > BASE's
+// max). A single noisy run on either side moves neither a median nor, on
+// the NEW side, the comparison; a shift of the typical run past the whole
+// BASE distribution does. With one run per side this is exactly the
+// single-run rule (median = max = the value). The verdict regresses when
+// NEW failed in a larger share of its runs than BASE did (a failure is a
+// broken claim, not noise; skipped runs judged nothing and do not count);
+// a budget judges every NEW run.
+func compareScenario(bs, ns []harness.ScenarioResult, o Options) ScenarioDiff {
+	b, n := bs[0], ns[0]
+	repeated := len(bs) > 1 || len(ns) > 1
+	d := ScenarioDiff{BaseVerdict: verdictOf(bs), NewVerdict: verdictOf(ns)}
+	bf, bran, bt := failures(bs)
+	nf, nran, nt := failures(ns)
 	switch {
-	case d.BaseVerdict == harness.VerdictPass && d.NewVerdict == harness.VerdictFail:
+	case bran > 0 && nran > 0 && float64(nf)/float64(nran) > float64(bf)/float64(bran):
 		d.Regression = true
-		d.Reasons = append(d.Reasons, "passed in BASE, fails in NEW: "+firstLine(n.Failure))
+		if repeated {
+			d.Reasons = append(d.Reasons, fmt.Sprintf("failed in %d of %d runs in NEW, %d of %d in BASE: %s", nf, len(ns), bf, len(bs), firstLine(ns[nt].Failure)))
+		} else {
+			d.Reasons = append(d.Reasons, "passed in BASE, fails in NEW: "+firstLine(n.Failure))
+		}
+	case repeated && nf < bf:
+		d.Remarks = append(d.Remarks, fmt.Sprintf("failed in %d of %d runs in BASE, %d of %d in NEW", bf, len(bs), nf, len(ns)))
+	case repeated && bf > 0:
+		d.Remarks = append(d.Remarks, fmt.Sprintf("failed in %d of %d runs in BASE (%s), %d of %d in NEW", bf, len(bs), firstLine(bs[bt].Failure), nf, len(ns)))
 	case d.BaseVerdict == harness.VerdictPass && d.NewVerdict == harness.VerdictSkip:
 		d.Remarks = append(d.Remarks, "passed in BASE, skipped in NEW: "+firstLine(n.Failure))
 	case d.BaseVerdict == harness.VerdictFail && d.NewVerdict == harness.VerdictPass:
@@ -218,54 +257,39 @@ func compareScenario(b, n harness.ScenarioResult, o Options) ScenarioDiff {
 	if b.Probes != nil && n.Probes != nil && b.Probes.Rate != n.Probes.Rate {
 		d.Remarks = append(d.Remarks, fmt.Sprintf("probe rate %d/s in BASE, %d/s in NEW: gaps are comparable, loss counts are not", b.Probes.Rate, n.Probes.Rate))
 	}
-	names := map[string]bool{}
-	for k := range b.Figures {
-		names[k] = true
+	var names harness.FigureNames
+	for _, r := range append(append([]harness.ScenarioResult{}, bs...), ns...) {
+		names = harness.AddFigureNames(names, r.Figures)
 	}
-	for k := range n.Figures {
-		names[k] = true
-	}
-	sorted := make([]string, 0, len(names))
-	for k := range names {
-		sorted = append(sorted, k)
-	}
-	sort.Strings(sorted)
-	for _, name := range sorted {
-		bv, hb := b.Figures[name]
-		nv, hn := n.Figures[name]
-		f := judge(name, KindOf(name), bv, hb, nv, hn, o.Thresholds)
+	for _, name := range names.Sorted() {
+		f := judgeRuns(name, KindOf(name), figureSamples(bs, name), figureSamples(ns, name), repeated, o.Thresholds)
 		if f.Regression {
 			d.Regression = true
 			d.Reasons = append(d.Reasons, fmt.Sprintf("%s: %s", name, f.Why))
 		}
 		d.Figures = append(d.Figures, f)
 	}
-	if b.Probes != nil && n.Probes != nil {
-		byFlow := map[string]int{}
-		for i, f := range b.Probes.Flows {
-			byFlow[f.Flow] = i
+	bflows, nflows := flowRuns(bs), flowRuns(ns)
+	for _, flow := range nflows.order {
+		bfr, ok := bflows.byFlow[flow]
+		if !ok {
+			continue
 		}
-		for _, nf := range n.Probes.Flows {
-			i, ok := byFlow[nf.Flow]
-			if !ok {
-				continue
-			}
-			bf := b.Probes.Flows[i]
-			fd := FlowDiff{Flow: nf.Flow,
-				Gap:                 judge("longest gap ms", KindGap, bf.LongestGapMs, true, nf.LongestGapMs, true, o.Thresholds),
-				Lost:                judge("lost", KindLost, float64(bf.Lost), true, float64(nf.Lost), true, o.Thresholds),
-				BaseDisruptions:     bf.DisruptionCount,
-				NewDisruptions:      nf.DisruptionCount,
-				DisruptionsMeasured: bf.Delivery != nil && nf.Delivery != nil,
-			}
-			for _, x := range []FigureDiff{fd.Gap, fd.Lost} {
-				if x.Regression {
-					d.Regression = true
-					d.Reasons = append(d.Reasons, fmt.Sprintf("flow %s %s: %s", nf.Flow, x.Name, x.Why))
-				}
-			}
-			d.Flows = append(d.Flows, fd)
+		nfr := nflows.byFlow[flow]
+		fd := FlowDiff{Flow: flow,
+			Gap:                 judgeRuns("longest gap ms", KindGap, bfr.gap, nfr.gap, repeated, o.Thresholds),
+			Lost:                judgeRuns("lost", KindLost, bfr.lost, nfr.lost, repeated, o.Thresholds),
+			BaseDisruptions:     bfr.disruptions,
+			NewDisruptions:      nfr.disruptions,
+			DisruptionsMeasured: bfr.measured && nfr.measured,
 		}
+		for _, x := range []FigureDiff{fd.Gap, fd.Lost} {
+			if x.Regression {
+				d.Regression = true
+				d.Reasons = append(d.Reasons, fmt.Sprintf("flow %s %s: %s", flow, x.Name, x.Why))
+			}
+		}
+		d.Flows = append(d.Flows, fd)
 	}
 	budget := n.Budget
 	if o.Budgets != nil {
@@ -274,17 +298,133 @@ func compareScenario(b, n harness.ScenarioResult, o Options) ScenarioDiff {
 	}
 	if budget != nil && !budget.IsZero() {
 		d.Budget = budget
-		if n.Probes == nil {
-			d.Regression = true
-			d.Reasons = append(d.Reasons, "budget "+budget.String()+": NEW has no probe report to judge it on")
-		}
-		d.OverBudget = budget.Judge(n.Probes)
-		for _, v := range d.OverBudget {
-			d.Regression = true
-			d.Reasons = append(d.Reasons, "over budget: "+v.String())
+		for i, r := range ns {
+			run := ""
+			if repeated {
+				run = fmt.Sprintf("run %d of %d: ", i+1, len(ns))
+			}
+			if r.Probes == nil {
+				d.Regression = true
+				d.Reasons = append(d.Reasons, run+"budget "+budget.String()+": NEW has no probe report to judge it on")
+				continue
+			}
+			for _, v := range budget.Judge(r.Probes) {
+				if repeated {
+					v.Run = i + 1
+				}
+				d.OverBudget = append(d.OverBudget, v)
+				d.Regression = true
+				d.Reasons = append(d.Reasons, run+"over budget: "+v.String())
+			}
 		}
 	}
 	return d
+}
+
+// verdictOf is the verdict over runs: fail if any failed, else pass if any
+// passed, else skip.
+func verdictOf(rs []harness.ScenarioResult) harness.Verdict {
+	v := harness.VerdictSkip
+	for _, r := range rs {
+		switch r.VerdictOf() {
+		case harness.VerdictFail:
+			return harness.VerdictFail
+		case harness.VerdictPass:
+			v = harness.VerdictPass
+		}
+	}
+	return v
+}
+
+// failures counts the failed runs and the runs that did not skip (a skip
+// judged nothing), and gives the index of the first failure.
+func failures(rs []harness.ScenarioResult) (failed, ran, first int) {
+	first = -1
+	for i, r := range rs {
+		switch r.VerdictOf() {
+		case harness.VerdictFail:
+			if first < 0 {
+				first = i
+			}
+			failed++
+			ran++
+		case harness.VerdictPass:
+			ran++
+		}
+	}
+	return failed, ran, max(first, 0)
+}
+
+// figureSamples is the figure's value in every run that has it.
+func figureSamples(rs []harness.ScenarioResult, name string) []float64 {
+	var out []float64
+	for _, r := range rs {
+		if v, ok := r.Figures[name]; ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// flowSamples is one flow's longest gap and loss in every run that probed
+// it, and the most disruptions any of those runs saw.
+type flowSamples struct {
+	gap, lost   []float64
+	disruptions int
+	measured    bool
+}
+
+type flowSet struct {
+	byFlow map[string]*flowSamples
+	order  []string
+}
+
+func flowRuns(rs []harness.ScenarioResult) flowSet {
+	s := flowSet{byFlow: map[string]*flowSamples{}}
+	for _, r := range rs {
+		if r.Probes == nil {
+			continue
+		}
+		for _, f := range r.Probes.Flows {
+			fs, ok := s.byFlow[f.Flow]
+			if !ok {
+				fs = &flowSamples{measured: true}
+				s.byFlow[f.Flow] = fs
+				s.order = append(s.order, f.Flow)
+			}
+			fs.gap = append(fs.gap, f.LongestGapMs)
+			fs.lost = append(fs.lost, float64(f.Lost))
+			fs.disruptions = max(fs.disruptions, f.DisruptionCount)
+			fs.measured = fs.measured && f.Delivery != nil
+		}
+	}
+	return s
+}
+
+// judgeRuns judges a figure measured in one or more runs per side by the
+// rule of compareScenario. Base and New are the medians; with repeated,
+// BaseStats and NewStats carry both distributions with every sample.
+func judgeRuns(name string, kind Kind, bv, nv []float64, repeated bool, t Thresholds) FigureDiff {
+	bst, nst := harness.Summarize(bv), harness.Summarize(nv)
+	f := judge(name, kind, bst.Median, bst.N > 0, nst.Median, nst.N > 0, t)
+	if !repeated {
+		return f
+	}
+	if bst.N > 0 {
+		f.BaseStats = &bst
+	}
+	if nst.N > 0 {
+		f.NewStats = &nst
+	}
+	if f.Regression && nst.Median <= bst.Max {
+		// Within BASE's own spread: repeat noise, not a regression.
+		f.Regression, f.Why = false, ""
+		return f
+	}
+	if f.Regression {
+		f.Why = fmt.Sprintf("median %s, above BASE's max %s (n=%d vs %d)", f.Why, fmtNum(bst.Max), bst.N, nst.N)
+	}
+	return f
 }
 
 // judge compares one figure. Worse is higher for every birdcage figure

@@ -175,3 +175,135 @@ scenarios:
 		}
 	}
 }
+
+// runs is n results of one scenario, the i-th with the i-th gap.
+func runs(name string, gaps ...float64) []harness.ScenarioResult {
+	var out []harness.ScenarioResult
+	for _, g := range gaps {
+		out = append(out, scen(name, harness.VerdictPass, map[string]float64{"longestProbeGapMs": g}))
+	}
+	return out
+}
+
+// Repeated scenarios are compared as distributions: NEW's median must pass
+// the thresholds over BASE's median and lie above BASE's max. Occurrence
+// pairing (run i against run i) would flag the noise cases below.
+func TestCompareRepeated(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		base, new  []float64
+		regression bool
+	}{
+		// Timing sweep 0 s (issue 12): a sender pause makes one run 17 ms.
+		{"same distribution, shuffled", []float64{4, 17, 1.3, 5, 4.2}, []float64{17, 4, 5, 1.3, 4.2}, false},
+		{"one NEW outlier does not move the median", []float64{900, 901, 902, 903, 900}, []float64{901, 1400, 902, 900, 903}, false},
+		{"median past the increase but within BASE's spread", []float64{100, 105, 110, 115, 150}, []float64{140, 142, 145, 90, 100}, false},
+		{"median shifted past BASE's max", []float64{900, 901, 902, 903, 900}, []float64{1200, 1201, 1199, 905, 1202}, true},
+		{"median above BASE's max but within the increase", []float64{900, 901, 902}, []float64{910, 911, 912}, false},
+		{"one BASE run, repeated NEW", []float64{900}, []float64{1200, 1210, 1190}, true},
+		{"repeated BASE, one NEW below its max", []float64{900, 905, 1300}, []float64{1250}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := &harness.ResultsFile{Scenarios: runs("s", tc.base...)}
+			nw := &harness.ResultsFile{Scenarios: runs("s", tc.new...)}
+			r := Compare("b", base, "n", nw, Options{Thresholds: DefaultThresholds()})
+			if len(r.Scenarios) != 1 || len(r.OnlyInBase)+len(r.OnlyInNew) != 0 {
+				t.Fatalf("a repeated name must pair once, by name: %d pairs, one-sided %v %v", len(r.Scenarios), r.OnlyInBase, r.OnlyInNew)
+			}
+			d := r.Scenarios[0]
+			if d.Regression != tc.regression {
+				t.Errorf("%v → %v: regression %v, want %v (%v)", tc.base, tc.new, d.Regression, tc.regression, d.Reasons)
+			}
+			f := d.Figures[0]
+			if f.BaseStats == nil || f.NewStats == nil || f.BaseStats.N != len(tc.base) || f.NewStats.N != len(tc.new) {
+				t.Fatalf("the distributions are not carried: %+v", f)
+			}
+			if f.Base != f.BaseStats.Median || f.New != f.NewStats.Median {
+				t.Errorf("base/new should be the medians: %g/%g vs %g/%g", f.Base, f.New, f.BaseStats.Median, f.NewStats.Median)
+			}
+			if len(d.BaseRuns) != len(tc.base) || len(d.NewRuns) != len(tc.new) {
+				t.Errorf("runs %v / %v, want %d / %d", d.BaseRuns, d.NewRuns, len(tc.base), len(tc.new))
+			}
+			if tc.regression && (len(d.Reasons) != 1 || !strings.Contains(d.Reasons[0], "above BASE's max")) {
+				t.Errorf("the reason should state the rule: %v", d.Reasons)
+			}
+		})
+	}
+}
+
+// Positive control for the pairing: by occurrence, the shuffled case
+// above has run 1 17 ms against 4 ms — the single-run rule on that pair
+// is a regression, so name pairing is what keeps it quiet.
+func TestCompareRepeatedPairsByNameNotOccurrence(t *testing.T) {
+	one := func(g float64) *harness.ResultsFile { return &harness.ResultsFile{Scenarios: runs("s", g)} }
+	if r := Compare("b", one(1.3), "n", one(30), Options{Thresholds: DefaultThresholds()}); r.Regressions != 1 {
+		t.Fatalf("control: a single run 1.3 → 30 ms must regress, got %d", r.Regressions)
+	}
+	// Interleaved names: each name's runs pair with its own, wherever they sit.
+	base := &harness.ResultsFile{Scenarios: append(runs("a", 10, 10), runs("b", 500, 500)...)}
+	nw := &harness.ResultsFile{Scenarios: []harness.ScenarioResult{runs("b", 500)[0], runs("a", 10)[0], runs("b", 501)[0], runs("a", 11)[0]}}
+	r := Compare("b", base, "n", nw, Options{Thresholds: DefaultThresholds()})
+	if r.Regressions != 0 || len(r.Scenarios) != 2 {
+		t.Errorf("interleaved runs: %d regressions in %d pairs, want 0 in 2: %+v", r.Regressions, len(r.Scenarios), r.Scenarios)
+	}
+}
+
+// The verdict of a repeated scenario: NEW failing in a larger share of its
+// runs regresses; skipped runs do not count; per-flow figures use the same
+// distribution rule; a budget judges every NEW run, naming it.
+func TestCompareRepeatedVerdictsFlowsBudget(t *testing.T) {
+	fail := func(rs []harness.ScenarioResult, i int) []harness.ScenarioResult {
+		rs[i].Verdict, rs[i].Passed, rs[i].Failure = harness.VerdictFail, false, "lost 40 probes"
+		return rs
+	}
+	skip := func(rs []harness.ScenarioResult, i int) []harness.ScenarioResult {
+		rs[i].Verdict, rs[i].Passed = harness.VerdictSkip, false
+		return rs
+	}
+	for _, tc := range []struct {
+		name       string
+		base, new  []harness.ScenarioResult
+		regression bool
+		reason     string
+	}{
+		{"a NEW failure where BASE had none", runs("s", 1, 1, 1), fail(runs("s", 1, 1, 1), 1), true, "failed in 1 of 3 runs in NEW, 0 of 3 in BASE: lost 40 probes"},
+		{"the same failure share", fail(runs("s", 1, 1, 1), 0), fail(runs("s", 1, 1, 1), 2), false, ""},
+		{"fewer failures", fail(fail(runs("s", 1, 1, 1), 0), 1), fail(runs("s", 1, 1, 1), 2), false, ""},
+		{"skips do not count", runs("s", 1, 1), skip(runs("s", 1, 1), 0), false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Compare("b", &harness.ResultsFile{Scenarios: tc.base}, "n", &harness.ResultsFile{Scenarios: tc.new}, Options{Thresholds: DefaultThresholds()})
+			d := r.Scenarios[0]
+			if d.Regression != tc.regression {
+				t.Errorf("regression %v, want %v (%v)", d.Regression, tc.regression, d.Reasons)
+			}
+			if tc.reason != "" && (len(d.Reasons) == 0 || d.Reasons[0] != tc.reason) {
+				t.Errorf("reasons %v, want %q", d.Reasons, tc.reason)
+			}
+		})
+	}
+
+	withFlow := func(gaps ...float64) []harness.ScenarioResult {
+		rs := runs("s", gaps...)
+		for i := range rs {
+			rs[i].Figures = nil
+			rs[i].Probes = flows(map[string]float64{"a->b": gaps[i]}, map[string]int64{"a->b": int64(gaps[i])}, 1)
+		}
+		return rs
+	}
+	r := Compare("b", &harness.ResultsFile{Scenarios: withFlow(10, 12, 50)}, "n", &harness.ResultsFile{Scenarios: withFlow(11, 60, 12)}, Options{Thresholds: DefaultThresholds()})
+	if r.Regressions != 0 {
+		t.Errorf("flow noise flagged: %v", r.Scenarios[0].Reasons)
+	}
+	r = Compare("b", &harness.ResultsFile{Scenarios: withFlow(10, 12, 14)}, "n", &harness.ResultsFile{Scenarios: withFlow(60, 61, 12)}, Options{Thresholds: DefaultThresholds()})
+	if d := r.Scenarios[0]; !d.Regression || !strings.Contains(strings.Join(d.Reasons, "\n"), "flow a->b longest gap ms: median 12 → 60") {
+		t.Errorf("a shifted flow should regress, naming it: %v", d.Reasons)
+	}
+	maxGap := 40.0
+	nw := withFlow(10, 45, 12)
+	nw[0].Budget = &harness.Budget{MaxGapMs: &maxGap}
+	r = Compare("b", &harness.ResultsFile{Scenarios: withFlow(10, 12, 14)}, "n", &harness.ResultsFile{Scenarios: nw}, Options{Thresholds: DefaultThresholds()})
+	if d := r.Scenarios[0]; !d.Regression || len(d.OverBudget) != 1 || d.OverBudget[0].Run != 2 || !strings.HasPrefix(d.Reasons[len(d.Reasons)-1], "run 2 of 3: over budget") {
+		t.Errorf("the budget should judge every NEW run and name run 2: %+v %v", d.OverBudget, d.Reasons)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/birdcage/birdcage/harness"
 )
 
 // Text renders the comparison for people: per scenario its verdicts, every
@@ -23,6 +25,9 @@ func (r *Report) Text() string {
 			mark = "REGRESSION"
 		}
 		fmt.Fprintf(&b, "\n%s  %s  [%s → %s]\n", mark, s.Name, s.BaseVerdict, s.NewVerdict)
+		if len(s.BaseRuns)+len(s.NewRuns) > 0 {
+			fmt.Fprintf(&b, "  repeated: %d runs in BASE, %d in NEW; medians [min–max], a figure regresses only when NEW's median is past the thresholds and above BASE's max\n", len(s.BaseRuns), len(s.NewRuns))
+		}
 		for _, why := range s.Reasons {
 			fmt.Fprintf(&b, "  ! %s\n", why)
 		}
@@ -33,7 +38,7 @@ func (r *Report) Text() string {
 			w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(w, "  figure\tbase\tnew\tdelta\t")
 			for _, f := range s.Figures {
-				fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", f.Name, side(f.Base, f.HasBase), side(f.New, f.HasNew), delta(f), regMark(f.Regression))
+				fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", f.Name, dist(f.Base, f.HasBase, f.BaseStats), dist(f.New, f.HasNew, f.NewStats), delta(f), regMark(f.Regression))
 			}
 			w.Flush()
 		}
@@ -46,8 +51,8 @@ func (r *Report) Text() string {
 					dis = fmt.Sprintf("%d → %d", f.BaseDisruptions, f.NewDisruptions)
 				}
 				fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", f.Flow,
-					side(f.Gap.Base, true), side(f.Gap.New, true), delta(f.Gap), regMark(f.Gap.Regression),
-					side(f.Lost.Base, true), side(f.Lost.New, true), delta(f.Lost), regMark(f.Lost.Regression), dis)
+					dist(f.Gap.Base, true, f.Gap.BaseStats), dist(f.Gap.New, true, f.Gap.NewStats), delta(f.Gap), regMark(f.Gap.Regression),
+					dist(f.Lost.Base, true, f.Lost.BaseStats), dist(f.Lost.New, true, f.Lost.NewStats), delta(f.Lost), regMark(f.Lost.Regression), dis)
 			}
 			w.Flush()
 		}
@@ -108,6 +113,15 @@ func side(v float64, ok bool) string {
 		return "-"
 	}
 	return fmtNum(v)
+}
+
+// dist is a side's value, or for a repeated scenario its median with the
+// range of its runs.
+func dist(v float64, ok bool, st *harness.Stats) string {
+	if !ok || st == nil || st.N < 2 {
+		return side(v, ok)
+	}
+	return fmt.Sprintf("%s [%s–%s]", fmtNum(st.Median), fmtNum(st.Min), fmtNum(st.Max))
 }
 
 func delta(f FigureDiff) string {

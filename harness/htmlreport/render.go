@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -92,6 +93,9 @@ func RenderCompare(w io.Writer, base, nw Run, r *compare.Report) error {
 			}
 			b.WriteString("</ul>")
 		}
+		if len(d.BaseRuns)+len(d.NewRuns) > 0 {
+			fmt.Fprintf(&b, `<p class="note">Repeated: %d runs in BASE, %d in NEW. The table gives medians [min–max]; a figure regresses only when NEW's median is past the thresholds and above BASE's max. Below, each side's first run.</p>`, len(d.BaseRuns), len(d.NewRuns))
+		}
 		compareTable(&b, d)
 		bs, ns := base.File.Scenarios[d.BaseIndex], nw.File.Scenarios[d.NewIndex]
 		b.WriteString(`<div class="sides"><div>`)
@@ -122,9 +126,12 @@ func row(b *strings.Builder, name string, f compare.FigureDiff) {
 	if f.Regression {
 		cls, mark = ` class="regression"`, "REGRESSION"
 	}
-	side := func(v float64, ok bool) string {
+	side := func(v float64, ok bool, st *harness.Stats) string {
 		if !ok {
 			return "–"
+		}
+		if st != nil && st.N > 1 {
+			return fmt.Sprintf("%s [%s–%s]", num(st.Median), num(st.Min), num(st.Max))
 		}
 		return num(v)
 	}
@@ -135,7 +142,7 @@ func row(b *strings.Builder, name string, f compare.FigureDiff) {
 			delta = "+" + delta
 		}
 	}
-	fmt.Fprintf(b, "<tr%s><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>", cls, esc(name), side(f.Base, f.HasBase), side(f.New, f.HasNew), delta, mark)
+	fmt.Fprintf(b, "<tr%s><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>", cls, esc(name), side(f.Base, f.HasBase, f.BaseStats), side(f.New, f.HasNew, f.NewStats), delta, mark)
 }
 
 func anchor(run, scen int) string { return fmt.Sprintf("s%d-%d", run, scen) }
@@ -222,6 +229,9 @@ func scenario(b *strings.Builder, s harness.ScenarioResult, id string) {
 	if s.Probes != nil {
 		flowTable(b, s)
 	}
+	if len(s.Captures) > 0 {
+		captureLinks(b, s)
+	}
 	if s.Sweep != nil {
 		fmt.Fprintf(b, `<h4>Sweep over %s</h4><pre class="sweep">%s</pre>`, esc(s.Sweep.Knob), esc(s.Sweep.Table(s.Sweep.Fitted)))
 	}
@@ -255,19 +265,7 @@ func figures(b *strings.Builder, s harness.ScenarioResult) {
 		return
 	}
 	b.WriteString(`<h4>Figures</h4><table class="figures"><tr><th>figure</th><th>value</th><th>distribution (min · median · p95 · max, n)</th><th></th></tr>`)
-	names := map[string]bool{}
-	for k := range s.Figures {
-		names[k] = true
-	}
-	for k := range s.Samples {
-		names[k] = true
-	}
-	sorted := make([]string, 0, len(names))
-	for k := range names {
-		sorted = append(sorted, k)
-	}
-	sort.Strings(sorted)
-	for _, k := range sorted {
+	for _, k := range harness.AddFigureNames(harness.AddFigureNames(nil, s.Figures), s.Samples).Sorted() {
 		v, ok := s.Figures[k]
 		val := "–"
 		if ok {
@@ -403,6 +401,22 @@ func restarts(b *strings.Builder, s harness.ScenarioResult) {
 				esc(n), esc(n), esc(string(r.Reason)), r.ExitCode, fmtMs(w.ms(r.ExitMono)), after(r.StartMono, r.ExitMono), after(r.ProgrammedMono, r.ExitMono),
 				after(r.SyncedMono, r.ExitMono), fmtMs(float64(r.StartupDelayNs)/1e6))
 		}
+	}
+	b.WriteString("</table>")
+}
+
+// captureLinks lists the probe window's packet captures, linked by their
+// path relative to the artifacts dir (where the report is written beside
+// the results).
+func captureLinks(b *strings.Builder, s harness.ScenarioResult) {
+	b.WriteString(`<h4>Packet captures (probe window)</h4><table class="captures"><tr><th>node</th><th>interface</th><th>file</th><th>probe packets</th><th>missed</th></tr>`)
+	for _, c := range s.Captures {
+		missed := "–"
+		if c.KernelDrops+c.OverLimit > 0 {
+			missed = fmt.Sprintf("%d dropped by the kernel, %d over the size limit", c.KernelDrops, c.OverLimit)
+		}
+		fmt.Fprintf(b, `<tr><td>%s</td><td>%s</td><td><a class="pcap" href="%s">%s</a></td><td class="num">%d</td><td>%s</td></tr>`,
+			esc(c.Node), esc(c.Iface), esc(filepath.ToSlash(c.Path)), esc(filepath.Base(c.Path)), c.Packets, esc(missed))
 	}
 	b.WriteString("</table>")
 }

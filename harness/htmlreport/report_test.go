@@ -198,3 +198,35 @@ func TestReportInChromium(t *testing.T) {
 		t.Logf("report %s, screenshot %s", html, shot)
 	}
 }
+
+// A scenario's packet captures are linked by their path relative to the
+// artifacts dir, one row per node and interface, with what was missed.
+func TestCaptureLinks(t *testing.T) {
+	f := &harness.ResultsFile{Scenarios: []harness.ScenarioResult{{Name: "s", Verdict: harness.VerdictPass, Passed: true,
+		Captures: []harness.CaptureFile{
+			{Node: "node-1", Iface: "eth0", Path: "spec/pcap-abc123/node-1-eth0.pcap"},
+			{Node: "node-2", Iface: "tunl0", Path: "spec/pcap-abc123/node-2-tunl0.pcap"},
+		}}}}
+	f.Scenarios[0].Captures[0].Packets = 1200
+	f.Scenarios[0].Captures[1].KernelDrops = 3
+	var b strings.Builder
+	if err := Render(&b, "t", []Run{{Name: "r.json", File: f}}); err != nil {
+		t.Fatal(err)
+	}
+	html := b.String()
+	for _, want := range []string{
+		`<a class="pcap" href="spec/pcap-abc123/node-1-eth0.pcap">node-1-eth0.pcap</a></td><td class="num">1200</td>`,
+		`href="spec/pcap-abc123/node-2-tunl0.pcap"`, "3 dropped by the kernel",
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	// Control: a scenario without captures has no capture table.
+	f.Scenarios[0].Captures = nil
+	b.Reset()
+	_ = Render(&b, "t", []Run{{Name: "r.json", File: f}})
+	if strings.Contains(b.String(), "Packet captures") {
+		t.Errorf("a scenario without captures shows a capture table")
+	}
+}

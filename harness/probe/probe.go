@@ -59,6 +59,9 @@ type Hop struct {
 	Direction bpf.Direction `json:"direction"`
 }
 
+// DefaultPort is the probes' UDP destination port unless Options say.
+const DefaultPort = 47000
+
 // Options configures a probe session.
 type Options struct {
 	// Rate is probes per second per flow; default 1000, at most 100000.
@@ -68,7 +71,7 @@ type Options struct {
 	Flows []Flow
 	// Hops get counters too (optional).
 	Hops []Hop
-	// Port is the UDP destination port; default 47000.
+	// Port is the UDP destination port; default DefaultPort.
 	Port uint16
 	// MinFlowing is how many probes every flow must have delivered before
 	// WaitFlowing returns; default 10.
@@ -127,7 +130,7 @@ func (o *Options) validate() error {
 		return fmt.Errorf("probe options: Rate %d: want 1..100000 probes per second per flow", o.Rate)
 	}
 	if o.Port == 0 {
-		o.Port = 47000
+		o.Port = DefaultPort
 	}
 	if o.MinFlowing == 0 {
 		o.MinFlowing = 10

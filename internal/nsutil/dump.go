@@ -53,6 +53,10 @@ func Links(h *netlink.Handle) ([]netlink.Link, error) {
 // Routes lists h's routes of one family matching filter (netlink.RT_FILTER_*
 // in mask; nil filter for all), retrying interrupted dumps (see Dump).
 func Routes(h *netlink.Handle, family int, filter *netlink.Route, mask uint64) ([]netlink.Route, error) {
+	if filter == nil {
+		// netlink (v1.3.1) dereferences the filter whatever the mask.
+		filter, mask = &netlink.Route{}, 0
+	}
 	return Dump("list routes", func() ([]netlink.Route, error) {
 		return h.RouteListFiltered(family, filter, mask)
 	})

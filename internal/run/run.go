@@ -53,6 +53,9 @@ var ErrClosed = errors.New("run closed")
 type cleanup struct {
 	what string
 	fn   func() error
+	// local: the resource lives only in this process (a goroutine, a
+	// socket, a BPF link held by an fd); Keep still runs it.
+	local bool
 }
 
 // New starts a run: it picks an unused ID, creates the state dir and records
@@ -101,6 +104,23 @@ func (r *Run) Defer(what string, fn func() error) {
 	r.mu.Lock()
 	if !r.closed {
 		r.cleanups = append(r.cleanups, cleanup{what: what, fn: fn})
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	if err := fn(); err != nil {
+		slog.Warn("cleanup failed", "what", what, "err", err)
+	}
+}
+
+// DeferLocal is Defer for a resource that lives only in this process (a
+// goroutine watching the run, a socket it reads, a BPF link its fd holds):
+// Close runs it like any other, and Keep runs it too, since a kept run is
+// left to outlive this process and nothing here will serve it.
+func (r *Run) DeferLocal(what string, fn func() error) {
+	r.mu.Lock()
+	if !r.closed {
+		r.cleanups = append(r.cleanups, cleanup{what: what, fn: fn, local: true})
 		r.mu.Unlock()
 		return
 	}
@@ -193,16 +213,28 @@ func (r *Run) CloseOnSignal() {
 }
 
 // Keep leaves everything the run made in place when the process exits, for
-// `birdcage up --keep`; `birdcage down` (Clean with Force) removes it. A kept
-// run counts as alive, so `clean` leaves it alone.
+// `birdcage up --keep` and a failed spec kept for debugging; `birdcage
+// down` (Clean with Force) removes it. A kept run counts as alive, so
+// `clean` leaves it alone. What lives only in this process (DeferLocal) is
+// stopped now, newest first; its errors are returned joined.
 func (r *Run) Keep() error {
 	if err := os.WriteFile(r.Path("kept"), nil, 0o644); err != nil {
 		return fmt.Errorf("keep run %s: %w", r.ID, err)
 	}
 	r.mu.Lock()
+	cs := r.cleanups
 	r.cleanups, r.removeDir = nil, nil
 	r.mu.Unlock()
-	return nil
+	var errs []error
+	for i := len(cs) - 1; i >= 0; i-- {
+		if !cs[i].local {
+			continue
+		}
+		if err := cs[i].fn(); err != nil {
+			errs = append(errs, fmt.Errorf("stop %s: %w", cs[i].what, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // IDOf returns the run ID a resource name carries, if any.

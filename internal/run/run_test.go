@@ -10,6 +10,7 @@ import (
 	"errors"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -100,5 +101,46 @@ func TestGuardBeforeClose(t *testing.T) {
 	}
 	if !ran {
 		t.Error("Close did not run a guarded cleanup")
+	}
+}
+
+// A kept run (a failed spec left up for debugging) keeps what outlives the
+// process and stops what lives only in it: Keep runs the DeferLocal
+// cleanups, newest first, and none of the others; a later Close removes
+// nothing, and the run counts as alive.
+func TestKeepStopsOnlyLocalResources(t *testing.T) {
+	r := newRun(t)
+	t.Cleanup(func() { _ = os.RemoveAll(r.Dir) })
+	var ran []string
+	record := func(what string) func() error {
+		return func() error { ran = append(ran, what); return nil }
+	}
+	r.Defer("netns", record("netns"))
+	r.DeferLocal("route timeline", record("route timeline"))
+	r.Defer("bird container", record("bird container"))
+	r.DeferLocal("probe session", func() error { ran = append(ran, "probe session"); return errors.New("socket busy") })
+	err := r.Keep()
+	if want := []string{"probe session", "route timeline"}; !slices.Equal(ran, want) {
+		t.Errorf("Keep ran %v, want only the local ones newest first %v", ran, want)
+	}
+	if err == nil || !strings.Contains(err.Error(), "stop probe session: socket busy") {
+		t.Errorf("Keep's error %v should name the local cleanup that failed", err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(ran) != 2 {
+		t.Errorf("Close after Keep ran %v: a kept run's resources must stay", ran)
+	}
+	if _, err := os.Stat(r.Dir); err != nil || !Alive(r.ID) {
+		t.Errorf("a kept run's dir must stay (%v) and count as alive (%v)", err, Alive(r.ID))
+	}
+	// Positive control: without Keep, Close runs every cleanup.
+	r2 := newRun(t)
+	ran = nil
+	r2.Defer("netns", record("netns"))
+	r2.DeferLocal("route timeline", record("route timeline"))
+	if err := r2.Close(); err != nil || len(ran) != 2 {
+		t.Errorf("Close ran %v (%v), want both", ran, err)
 	}
 }

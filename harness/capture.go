@@ -1,0 +1,133 @@
+package harness
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/birdcage/birdcage/harness/pcap"
+	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/topo"
+)
+
+// PcapEnv asks for per-node packet captures of the probe window
+// (`birdcage run --pcap` sets it).
+const PcapEnv = "BIRDCAGE_PCAP"
+
+// PcapEnabled reports whether $BIRDCAGE_PCAP is set to a true value.
+func PcapEnabled() (bool, error) { return envBool(PcapEnv) }
+
+// CaptureFile is one interface's capture in a scenario's results: the
+// probes that crossed a node's uplink (or tunl0) during the probe window.
+type CaptureFile struct {
+	Node  string `json:"node"`
+	Iface string `json:"iface"`
+	// Path is the pcap file, relative to the artifacts dir (the results
+	// file's dir), so a report beside the results links it.
+	Path string `json:"path"`
+	pcap.Stats
+}
+
+// captures is a cluster's running captures, armed by CapturePackets.
+type captures struct {
+	mu      sync.Mutex
+	dir     string // where files go; "" = not armed
+	running []*runningCapture
+	started bool
+}
+
+type runningCapture struct {
+	node, iface, path string
+	c                 *pcap.Capture
+}
+
+var clusterCaptures sync.Map // *Cluster → *captures
+
+func (c *Cluster) captures() *captures {
+	v, _ := clusterCaptures.LoadOrStore(c, &captures{})
+	return v.(*captures)
+}
+
+// CapturePackets arms per-node packet captures: when the cluster's first
+// probe session starts, every node's uplinks (and tunl0 on an IPIP node)
+// are captured into dir, one file NODE-IFACE.pcap each, keeping only probe
+// packets (UDP to or from the probe port, also inside IPIP), until
+// StopCaptures. Each capture is an AF_PACKET socket inside the node's
+// namespace, with the kernel's receive timestamps.
+func (c *Cluster) CapturePackets(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("packet captures: %w", err)
+	}
+	cs := c.captures()
+	cs.mu.Lock()
+	cs.dir = dir
+	cs.mu.Unlock()
+	c.Run.DeferLocal("packet captures", func() error {
+		_, err := c.StopCaptures("")
+		clusterCaptures.Delete(c)
+		return err
+	})
+	return nil
+}
+
+// startCaptures starts the armed captures once (at the first probe session).
+func (c *Cluster) startCaptures(o probe.Options) error {
+	cs := c.captures()
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.dir == "" || cs.started {
+		return nil
+	}
+	cs.started = true
+	port := o.Port
+	if port == 0 {
+		port = probe.DefaultPort
+	}
+	for _, nd := range c.Net.Nodes {
+		var ifs []string
+		for _, ifc := range nd.Spec.Interfaces {
+			ifs = append(ifs, ifc.Name)
+		}
+		if nd.Tunnel {
+			ifs = append(ifs, topo.TunnelDevice)
+		}
+		for _, ifn := range ifs {
+			path := filepath.Join(cs.dir, nd.Name+"-"+ifn+".pcap")
+			pc, err := pcap.Start(pcap.Options{Netns: nd.Path, Iface: ifn, Path: path, Keep: pcap.UDPPort(port)})
+			if err != nil {
+				return fmt.Errorf("packet capture on %s %s: %w", nd.Name, ifn, err)
+			}
+			cs.running = append(cs.running, &runningCapture{node: nd.Name, iface: ifn, path: path, c: pc})
+		}
+	}
+	return nil
+}
+
+// StopCaptures stops the captures and lists their files, paths relative to
+// rel (the artifacts dir; "" leaves them absolute). Safe to call again: it
+// lists the same files.
+func (c *Cluster) StopCaptures(rel string) ([]CaptureFile, error) {
+	cs := c.captures()
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	var out []CaptureFile
+	var errs []error
+	for _, r := range cs.running {
+		st, err := r.c.Stop()
+		if err != nil {
+			errs = append(errs, err)
+		}
+		p := r.path
+		if rel != "" {
+			if q, err := filepath.Rel(rel, r.path); err == nil {
+				p = q
+			}
+		}
+		out = append(out, CaptureFile{Node: r.node, Iface: r.iface, Path: p, Stats: st})
+	}
+	if len(errs) > 0 {
+		return out, fmt.Errorf("packet captures: %v", errs)
+	}
+	return out, nil
+}

@@ -1,0 +1,133 @@
+package pcap
+
+// A capture holds what crossed the interface, only what the filter keeps,
+// in a file pcapgo (and so tcpdump) reads back: in a fresh namespace with a
+// veth pair, UDP datagrams to the probe port and to another port are sent
+// across; the capture on one end must hold every probe-port datagram with
+// its payload and none of the others. Control: without a filter the other
+// port's datagrams are there too.
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/pcapgo"
+	"github.com/vishvananda/netlink"
+
+	"github.com/birdcage/birdcage/internal/testenv"
+)
+
+func TestCaptureKeepsProbePortOnly(t *testing.T) {
+	tn := testenv.NewNetNS(t, "pcap")
+	tn.Veth(t, "c0", "c1", "10.99.0.1/24")
+	n := tn.NS
+	dir := t.TempDir()
+	start := func(name string, keep Filter) *Capture {
+		c, err := Start(Options{Netns: n.Path(), Iface: "c1", Path: filepath.Join(dir, name), Keep: keep})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	filtered, all := start("probe.pcap", UDPPort(47000)), start("all.pcap", nil)
+	if filtered.LinkType() != layers.LinkTypeEthernet {
+		t.Errorf("veth link type %v, want Ethernet", filtered.LinkType())
+	}
+	// Send to an address on c0's subnet that no one has, with a static
+	// neighbour, so the datagrams leave by c0 at once and arrive on c1.
+	const probes, others = 20, 7
+	err := n.Do(func(ns.NetNS) error {
+		send := func(port, count int) error {
+			conn, err := net.DialUDP("udp4", &net.UDPAddr{IP: net.IPv4(10, 99, 0, 1)}, &net.UDPAddr{IP: net.IPv4(10, 99, 0, 3), Port: port})
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			for i := range count {
+				if _, err := conn.Write([]byte(fmt.Sprintf("seq-%04d", i))); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		h, err := netlink.NewHandle()
+		if err != nil {
+			return err
+		}
+		defer h.Close()
+		c0, err := h.LinkByName("c0")
+		if err != nil {
+			return err
+		}
+		mac, _ := net.ParseMAC("02:00:00:00:00:03")
+		if err := h.NeighAdd(&netlink.Neigh{LinkIndex: c0.Attrs().Index, State: netlink.NUD_PERMANENT, IP: net.IPv4(10, 99, 0, 3), HardwareAddr: mac}); err != nil {
+			return err
+		}
+		if err := send(47000, probes); err != nil {
+			return err
+		}
+		return send(5353, others)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The datagrams cross the veth asynchronously: wait for the unfiltered
+	// capture to have seen all of them (a real condition, bounded).
+	deadline := time.Now().Add(5 * time.Second)
+	for all.Stats().Packets < probes+others && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // poll of a counter, not a wait for time
+	}
+	fst, err := filtered.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ast, err := all.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ast.Packets < probes+others {
+		t.Fatalf("control: the unfiltered capture saw %d packets, want at least %d", ast.Packets, probes+others)
+	}
+	if fst.Packets != probes {
+		t.Errorf("the filtered capture holds %d packets, want the %d to port 47000", fst.Packets, probes)
+	}
+	f, err := os.Open(filepath.Join(dir, "probe.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rd, err := pcapgo.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rd.LinkType() != layers.LinkTypeEthernet {
+		t.Errorf("file link type %v", rd.LinkType())
+	}
+	var prev time.Time
+	for i := 0; ; i++ {
+		data, ci, err := rd.ReadPacketData()
+		if err != nil {
+			if i != probes {
+				t.Errorf("read back %d packets, want %d (%v)", i, probes, err)
+			}
+			break
+		}
+		if want := []byte(fmt.Sprintf("seq-%04d", i)); !bytes.HasSuffix(data, want) {
+			t.Errorf("packet %d does not end in %q: % x", i, want, data)
+		}
+		if ci.Timestamp.Before(prev) || time.Since(ci.Timestamp) > time.Minute {
+			t.Errorf("packet %d timestamp %v (previous %v)", i, ci.Timestamp, prev)
+		}
+		prev = ci.Timestamp
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, "probe.pcap")); fi == nil || fi.Size() != fst.Bytes {
+		t.Errorf("file size %v, stats say %d", fi, fst.Bytes)
+	}
+}

@@ -1,0 +1,221 @@
+package scenarios_test
+
+// The upgrade gate's round trip (issue 13): A → B → A. Node-2 is upgraded
+// from pre-3.33 to 3.33 and then downgraded back, the old BIRD SIGKILLed
+// each time (what deleting the pod does), with probes running between
+// every pair of nodes throughout; each leg is reported as its own figures
+// (lost probes in and out of node-2, the longest disruption, no-route
+// windows, the leg's duration).
+//
+// Claims. The upgrade leg is design §4 ("Upgrading the code"): no window in
+// which the upgraded node lacks a route to a destination, so its outbound
+// probes lose nothing; the routes end with the 3.33 owner (§1: the
+// programmer owns IPIP cluster routes, BIRD owns no-encap ones). The design
+// says nothing about a downgrade, so that leg asserts only what any
+// rollback must give — the cluster converges again, node-2 ends with
+// exactly one route to every remote block and every peer with one to
+// node-2's blocks, every flow delivers again — and
+// reports its loss and gaps as figures, not as a verdict. Who owns the
+// routes after the downgrade is reported (pre-3.33's owner is BIRD
+// everywhere, but nothing in the design makes the pre-3.33 programmer
+// remove the 3.33 programmer's routes).
+
+import (
+	"fmt"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/topo"
+)
+
+// roundTripOwner is §1's owner of the remote blocks' routes per pool type
+// and release, as the design states it.
+var roundTripOwner = map[string]map[config.Release]harness.Owner{
+	"noencap": {config.Pre333: harness.ByBIRD, config.R333: harness.ByBIRD},
+	"ipip":    {config.Pre333: harness.ByBIRD, config.R333: harness.ByProgrammer},
+}
+
+var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrade", "roundtrip"), func() {
+	DescribeTable("node-2 upgraded pre-3.33 → 3.33 and downgraded back with probes throughout; each leg reported",
+		func(ctx SpecContext, topology string) {
+			// 1. Every node on pre-3.33.
+			c := startCluster(ctx, topology, harness.Options{Release: config.Pre333})
+			node := c.Node("node-2")
+			remote := c.RemoteBlocks(node.Name)
+			Expect(remote).NotTo(BeEmpty())
+			via := ""
+			if topology == "ipip" {
+				via = topo.TunnelDevice
+			}
+			owned := func(rel config.Release) func() {
+				return func() {
+					GinkgoHelper()
+					for _, b := range remote {
+						Eventually(node).WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).
+							Should(harness.HaveClusterRoute(b).ProgrammedBy(roundTripOwner[topology][rel]).Via(via).Only(),
+								"node-2's route to %s should be %s's on %s", b, roundTripOwner[topology][rel], rel)
+					}
+				}
+			}
+			// 2. Guard: A's owner programs every remote block before
+			// anything moves, or "no loss" would prove nothing.
+			owned(config.Pre333)()
+
+			// 3. Probes at the default rate both ways between every pair.
+			probes, err := c.Probes(ctx, harness.ProbeOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			before, err := probes.Report()
+			Expect(err).NotTo(HaveOccurred())
+
+			// 4. Leg 1, the upgrade: B's owner takes over, the cluster
+			// converges, no BIRD route is left beside the programmer's.
+			up := c.Mark("round trip: upgrade begins")
+			act(c.UpgradeNode(ctx, node.Name, config.R333, harness.UpgradeOptions{Signal: syscall.SIGKILL}))
+			owned(config.R333)()
+			Expect(c.WaitConverged(ctx)).To(Succeed())
+			if roundTripOwner[topology][config.R333] == harness.ByProgrammer {
+				Eventually(func() []kroute.Route { return birdRoutesTo(node, remote) }).
+					WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(BeEmpty())
+			}
+			upEnd := c.Mark("round trip: upgraded and converged")
+			mid, err := probes.Report()
+			Expect(err).NotTo(HaveOccurred())
+
+			// 5. Leg 2, the downgrade back to pre-3.33: converged, and
+			// exactly one route to every remote block, whoever owns it.
+			down := c.Mark("round trip: downgrade begins")
+			act(c.UpgradeNode(ctx, node.Name, config.Pre333, harness.UpgradeOptions{Signal: syscall.SIGKILL}))
+			Expect(c.WaitConverged(ctx)).To(Succeed())
+			for _, b := range remote {
+				Eventually(node).WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).
+					Should(harness.HaveClusterRoute(b).Via(via).Only(), "node-2 should end the downgrade with one route to %s", b)
+			}
+			// ...and every other node has a route to node-2's blocks again
+			// (converged sessions do not say the peers re-learned them),
+			// so the leg's inbound gap is closed when it is measured.
+			for _, other := range c.Nodes() {
+				if other == node {
+					continue
+				}
+				for _, b := range node.NS.Blocks {
+					Eventually(other).WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).
+						Should(harness.HaveClusterRoute(b.CIDR).Only(), "%s should reach node-2's block %s again after the downgrade", other.Name, b.CIDR)
+				}
+			}
+			Eventually(func() bool {
+				r, err := probes.Report()
+				if err != nil {
+					return false
+				}
+				for _, f := range r.Flows {
+					if f.Gap.Open {
+						return false
+					}
+				}
+				return true
+			}).WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).Should(BeTrue(), "every flow should deliver again after the downgrade")
+			downEnd := c.Mark("round trip: downgraded and converged")
+			atEnd, err := probes.Report()
+			Expect(err).NotTo(HaveOccurred())
+			rep, err := probes.Stop()
+			Expect(err).NotTo(HaveOccurred())
+
+			// 6. Figures, per leg.
+			res := c.Result("upgrade round trip "+topology+" (pre-3.33 → 3.33 → pre-3.33, SIGKILL)", rep)
+			legs := []struct {
+				name     string
+				from, to int64
+			}{{"upgrade", up.Mono, upEnd.Mono}, {"downgrade", down.Mono, downEnd.Mono}}
+			for _, l := range legs {
+				f := legFigures(rep, node, l.from, l.to)
+				res.Figures[l.name+"LostOutboundUpgradedNode"] = float64(f.lostOut)
+				res.Figures[l.name+"LostInboundUpgradedNode"] = float64(f.lostIn)
+				res.Figures[l.name+"LostOtherFlows"] = float64(f.lostOther)
+				res.Figures[l.name+"LongestGapMs"] = f.longestMs
+				res.Figures[l.name+"Seconds"] = float64(l.to-l.from) / 1e9
+				var window int64 // ns
+				for _, b := range remote {
+					for _, w := range c.Timeline(node.Name).NoRouteWindows(b, l.from, l.to) {
+						window = max(window, w.Duration())
+					}
+				}
+				res.Figures[l.name+"LongestNoRouteWindowMs"] = float64(window) / 1e6
+				if f.truncated {
+					res.Notes = append(res.Notes, fmt.Sprintf("%s leg: some flow had more disruptions than the report lists; its figures count the listed ones", l.name))
+				}
+			}
+			byBIRD, byProgrammer := 0, 0
+			for _, b := range remote {
+				rs, err := node.Routes(b)
+				Expect(err).NotTo(HaveOccurred())
+				for _, r := range rs {
+					if r.Dst != b {
+						continue
+					}
+					if r.Protocol == kroute.ProtoBIRD {
+						byBIRD++
+					} else {
+						byProgrammer++
+					}
+				}
+			}
+			res.Figures["remoteBlocksOwnedByBIRDAfterDowngrade"] = float64(byBIRD)
+			res.Figures["remoteBlocksOwnedByOthersAfterDowngrade"] = float64(byProgrammer)
+			report("upgrade round trip on "+topology+": node-2 pre-3.33 → 3.33 → pre-3.33, lost probes per flow over both legs", harness.GapTable(rep), res)
+
+			// 7. Guard: probes flowed through both legs (every flow
+			// delivered more during each), so zero loss means something.
+			for i, f := range atEnd.Flows {
+				Expect(mid.Flows[i].Received).To(BeNumerically(">", before.Flows[i].Received), "flow %s delivered nothing during the upgrade leg", f.Flow)
+				Expect(f.Received).To(BeNumerically(">", mid.Flows[i].Received), "flow %s delivered nothing during the downgrade leg", f.Flow)
+				Expect(f.Delivery).NotTo(BeNil(), "flow %s has no delivery record to split by leg", f.Flow)
+			}
+			// 8. The claim (§4), on the upgrade leg only.
+			Expect(res.Figures["upgradeLostOutboundUpgradedNode"]).To(BeZero(), "node-2 lost probes on its way out while it was upgraded")
+			Expect(res.Figures["upgradeLongestNoRouteWindowMs"]).To(BeZero(), "node-2 had no route to a remote block while it was upgraded")
+		},
+		Entry("no-encap pools", Label("noencap"), "noencap"),
+		Entry("IPIP pools", Label("ipip"), "ipip"),
+	)
+})
+
+// legTotals is a leg's share of a probe session.
+type legTotals struct {
+	lostOut, lostIn, lostOther uint64
+	longestMs                  float64
+	truncated                  bool
+}
+
+// legFigures counts the probes lost in runs that began during [from, to)
+// (by send time), split by whether node n sent or received them, and the
+// longest such run (by send time, any flow).
+func legFigures(rep *probe.Report, n *harness.Node, from, to int64) legTotals {
+	var t legTotals
+	for _, f := range rep.Flows {
+		if f.DisruptionCount > len(f.Disruptions) {
+			t.truncated = true
+		}
+		for _, d := range f.Disruptions {
+			if d.StartNs < from || d.StartNs >= to {
+				continue
+			}
+			switch {
+			case isFrom(n, f.SrcAddr):
+				t.lostOut += d.Lost
+			case isFrom(n, f.DstAddr):
+				t.lostIn += d.Lost
+			default:
+				t.lostOther += d.Lost
+			}
+			t.longestMs = max(t.longestMs, d.DurationMs())
+		}
+	}
+	return t
+}
