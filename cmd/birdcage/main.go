@@ -45,7 +45,7 @@ func main() {
 	var jsonOut bool
 	root.PersistentFlags().BoolVar(&jsonOut, "json", false, "machine-readable output")
 	root.AddCommand(clusterUp(upCmd(&jsonOut)), clusterDown(downCmd()), statusCmd(&jsonOut), clusterRoutes(routesCmd(&jsonOut), &jsonOut), execCmd(), cleanCmd(&jsonOut), featuresCmd(&jsonOut))
-	root.AddCommand(extraCommands(&jsonOut)...)
+	root.AddCommand(resultsCommands(&jsonOut)...)
 	root.AddCommand(clusterCommands(&jsonOut)...)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "birdcage:", err)

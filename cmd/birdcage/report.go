@@ -13,8 +13,8 @@ import (
 	"github.com/birdcage/birdcage/harness"
 )
 
-// extraCommands are the commands that drive or read whole scenario runs.
-func extraCommands(jsonOut *bool) []*cobra.Command {
+// resultsCommands are the commands that drive or read whole scenario runs.
+func resultsCommands(jsonOut *bool) []*cobra.Command {
 	return []*cobra.Command{reportCmd(jsonOut), runCmd(), compareCmd(jsonOut)}
 }
 
@@ -168,45 +168,4 @@ func reason(s harness.ScenarioResult, indent, maxLines int) string {
 		out += "\n" + pad + "at " + s.FailureLocation
 	}
 	return out
-}
-
-func runCmd() *cobra.Command {
-	var label, labPath string
-	var keepOnFail, pcap bool
-	c := &cobra.Command{
-		Use:         "run [--lab MANIFEST] [LABEL-FILTER]",
-		Annotations: map[string]string{needsRootKey: "yes"},
-		Short:       "Run scenarios (go test ./scenarios with a Ginkgo label filter) from a birdcage checkout, with progress and a summary",
-		Long: "Run scenarios from the root of a birdcage checkout. On a terminal it shows the running spec, its elapsed\n" +
-			"time and probes sent / lost so far on one line (the suite's full output goes to artifacts/run.log); not on\n" +
-			"a terminal it prints the suite's lines as they come. It ends with a summary table and writes the HTML\n" +
-			"report (artifacts/report.html), printing its path.\n\n" +
-			"With --lab MANIFEST only the lab specs run (label lab, narrowed by the filter if one is given), against\n" +
-			"the nodes the manifest describes (harness/lab); specs whose actions it lacks skip, naming them.",
-		Args: cobra.MaximumNArgs(1),
-		RunE: func(cc *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				label = args[0]
-			}
-			if _, err := os.Stat("scenarios"); err != nil {
-				return fmt.Errorf("run from the root of a birdcage checkout (no ./scenarios here); or use ci/demo")
-			}
-			env, filter, err := labRun(labPath, label, cc.Flags().Changed("label") || len(args) == 1)
-			if err != nil {
-				return err
-			}
-			if keepOnFail {
-				env = append(env, harness.KeepOnFailEnv+"=1")
-			}
-			if pcap {
-				env = append(env, harness.PcapEnv+"=1")
-			}
-			return runScenarios(filter, env...)
-		},
-	}
-	c.Flags().StringVarP(&label, "label", "l", "headline", "Ginkgo label filter (headline, ipip, noencap, upgrade, ...); the argument wins")
-	c.Flags().StringVar(&labPath, "lab", "", "run the lab scenarios against the lab this manifest describes (harness/lab; \"handmade\": a lab built per spec with ip commands)")
-	c.Flags().BoolVar(&keepOnFail, "keep-on-fail", false, "leave the first failed spec's cluster up and print how to get in (birdcage exec/routes/down); sets $"+harness.KeepOnFailEnv)
-	c.Flags().BoolVar(&pcap, "pcap", false, "capture the probes on every node's uplinks (and tunl0) during the probe window into the artifacts, linked from the report; sets $"+harness.PcapEnv)
-	return c
 }
