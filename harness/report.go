@@ -133,7 +133,28 @@ func ResultsPath() string {
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		k = strings.TrimSpace(string(b))
 	}
-	return filepath.Join(ArtifactsDir(), "results-"+k+".json")
+	return filepath.Join(ArtifactsDir(), resultsName(k, os.Getenv(LabEnv)))
+}
+
+// LabEnv names the lab manifest (or "handmade") the scenarios run against
+// instead of birdcage's own clusters (harness/lab).
+const LabEnv = "BIRDCAGE_LAB"
+
+// resultsName is results-<kernel>.json, and results-lab-<lab>-<kernel>.json
+// for a run against a lab, so a lab run beside a normal one (as ci/test
+// does) does not overwrite the normal run's rows.
+func resultsName(kernel, lab string) string {
+	if lab == "" {
+		return "results-" + kernel + ".json"
+	}
+	name := strings.TrimSuffix(filepath.Base(lab), filepath.Ext(lab))
+	name = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
+			return r
+		}
+		return '_'
+	}, name)
+	return "results-lab-" + name + "-" + kernel + ".json"
 }
 
 // OpenResults starts a results file at path (its dir is created).

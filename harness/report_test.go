@@ -52,3 +52,17 @@ func TestVerdictOfOldRows(t *testing.T) {
 		}
 	}
 }
+
+// A lab run writes its own results file: ci/test runs the lab specs right
+// after the whole suite, and one file for both lost the suite's rows.
+func TestResultsNameOfALabRun(t *testing.T) {
+	for _, c := range []struct{ lab, want string }{
+		{"", "results-6.1.0.json"},
+		{"handmade", "results-lab-handmade-6.1.0.json"},
+		{"/etc/labs/kind calico.yaml", "results-lab-kind_calico-6.1.0.json"},
+	} {
+		if got := resultsName("6.1.0", c.lab); got != c.want {
+			t.Errorf("lab %q: %s, want %s", c.lab, got, c.want)
+		}
+	}
+}

@@ -37,7 +37,7 @@ import (
 )
 
 // labEnv names the lab the lab specs run against.
-const labEnv = "BIRDCAGE_LAB"
+const labEnv = harness.LabEnv
 
 var _ = func() bool {
 	if os.Getenv(labEnv) == "" {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -17,6 +18,13 @@ import (
 // runScenarios runs the suite with progress, then prints the summary and
 // writes the HTML report.
 func runScenarios(filter string, env ...string) error {
+	// The suite's environment is ours too: where it writes its results
+	// (harness.ResultsPath, which a lab run changes) is where we read them.
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			os.Setenv(k, v)
+		}
+	}
 	art := harness.ArtifactsDir()
 	if err := os.MkdirAll(art, 0o755); err != nil {
 		return err
