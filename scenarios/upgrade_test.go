@@ -86,16 +86,37 @@ var _ = Describe("Upgrade handover on IPIP, node by node", Label("ipip", "upgrad
 			res.Figures["handoverSeconds"] = float64(end.Mono-begin.Mono) / 1e9
 			report("upgrade of node-2 pre-3.33 → 3.33, old BIRD "+sig.String()+": lost probes per flow", harness.GapTable(rep), res)
 
-			// 6. The claim: nothing lost on the upgraded node's way out,
-			// and the route timeline never saw it without a route.
-			for _, f := range rep.Flows {
-				if isFrom(upgraded, f.SrcAddr) {
-					Expect(f).To(harness.HaveNoGap().Through(atEnd), "node-2 lost probes to %s during its upgrade", f.DstAddr)
-				}
-			}
+			// 6. The claim: the route timeline never saw node-2 without a
+			// route, and nothing was lost on its way out...
 			for _, b := range remote {
 				Expect(c.Timeline(upgraded.Name).NoRouteWindows(b, begin.Mono, end.Mono)).To(BeEmpty(),
 					"node-2 had no route to %s for a while during its upgrade", b)
+			}
+			// ...beyond what the platform itself lost at the same time: the
+			// flows between the other nodes cross no route that changes, so
+			// their holes are the machine's (under QEMU TCG every flow loses
+			// 70–105 ms at once while a container starts). Where they lost
+			// nothing — native, KVM — the claim is exactly "no hole".
+			var platform uint64
+			controls := 0
+			for _, f := range rep.Flows {
+				if !isFrom(upgraded, f.SrcAddr) && !isFrom(upgraded, f.DstAddr) {
+					controls++
+					platform = max(platform, f.Missing)
+				}
+			}
+			Expect(controls).To(BeNumerically(">", 0), "guard: flows that do not involve node-2 measure the platform's own loss")
+			res.Figures["platformMissingPerControlFlowMax"] = float64(platform)
+			for _, f := range rep.Flows {
+				if !isFrom(upgraded, f.SrcAddr) {
+					continue
+				}
+				if platform == 0 {
+					Expect(f).To(harness.HaveNoGap().Through(atEnd), "node-2 lost probes to %s during its upgrade", f.DstAddr)
+				} else {
+					Expect(f.Missing).To(BeNumerically("<=", platform),
+						"node-2 lost more probes to %s (%d) than the platform lost on any flow not involving node-2 (%d)", f.DstAddr, f.Missing, platform)
+				}
 			}
 		},
 		Entry("old BIRD SIGKILLed, as when the pod is deleted", syscall.SIGKILL),
