@@ -27,20 +27,7 @@ func birdVersion(ctx context.Context, t *testing.T, b *bird.Instance) string {
 // hundred per flow arrived and fails on any loss.
 func flowsWithoutLoss(ctx context.Context, t *testing.T, c *Cluster) {
 	t.Helper()
-	s, err := c.Probes(ctx, ProbeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := poll(ctx, 10*time.Millisecond, func() bool {
-		rep, err := s.Report()
-		return err == nil && rep.Total.Received >= uint64(200*len(rep.Flows))
-	}); err != nil {
-		t.Fatal(err)
-	}
-	rep, err := s.Stop()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := probeUntil(ctx, t, c, 200)
 	if rep.Total.Lost != 0 || len(rep.Flows) == 0 {
 		t.Fatalf("%d flows lost %d probes:\n%s", len(rep.Flows), rep.Total.Lost, GapTable(rep))
 	}

@@ -31,20 +31,7 @@ func TestPacketCapturesMatchHopCounters(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			s, err := c.Probes(ctx, ProbeOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := poll(ctx, 10*time.Millisecond, func() bool {
-				rep, err := s.Report()
-				return err == nil && rep.Total.Received >= uint64(200*len(rep.Flows))
-			}); err != nil {
-				t.Fatal(err)
-			}
-			rep, err := s.Stop()
-			if err != nil {
-				t.Fatal(err)
-			}
+			rep := probeUntil(ctx, t, c, 200)
 			files, err := c.StopCaptures(dir)
 			if err != nil {
 				t.Fatal(err)

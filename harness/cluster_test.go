@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -57,21 +58,7 @@ func TestClusterConvergesAndProbesFlow(t *testing.T) {
 			c := startOrSkip(t, name, Options{})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			s, err := c.Probes(ctx, ProbeOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Let a few hundred probes through, observed on the counters.
-			if err := poll(ctx, 10*time.Millisecond, func() bool {
-				rep, err := s.Report()
-				return err == nil && rep.Total.Received >= uint64(300*len(rep.Flows))
-			}); err != nil {
-				t.Fatal(err)
-			}
-			rep, err := s.Stop()
-			if err != nil {
-				t.Fatal(err)
-			}
+			rep := probeUntil(ctx, t, c, 300)
 			t.Logf("\n%s", GapTable(rep))
 			if rep.Total.Lost != 0 {
 				t.Errorf("a converged %s cluster lost %d probes", name, rep.Total.Lost)
@@ -195,4 +182,25 @@ func TestExportMatcher(t *testing.T) {
 	if _, err := BeExportedTo(n1.Blocks[0].CIDR, n1.Address.Addr()).Match(c.Node(n1.Name)); err == nil {
 		t.Error("a peer the node has no session to must be an error, not a mismatch")
 	}
+}
+
+// probeUntil probes every node pair until perFlow probes per flow arrived
+// (observed on the counters) and returns the stopped session's report.
+func probeUntil(ctx context.Context, t *testing.T, c *Cluster, perFlow uint64) *probe.Report {
+	t.Helper()
+	s, err := c.Probes(ctx, ProbeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := poll(ctx, 10*time.Millisecond, func() bool {
+		rep, err := s.Report()
+		return err == nil && rep.Total.Received >= perFlow*uint64(len(rep.Flows))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }

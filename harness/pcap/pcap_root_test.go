@@ -19,6 +19,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
+	"github.com/onsi/gomega"
 	"github.com/vishvananda/netlink"
 
 	"github.com/birdcage/birdcage/internal/testenv"
@@ -80,10 +81,8 @@ func TestCaptureKeepsProbePortOnly(t *testing.T) {
 	}
 	// The datagrams cross the veth asynchronously: wait for the unfiltered
 	// capture to have seen all of them (a real condition, bounded).
-	deadline := time.Now().Add(5 * time.Second)
-	for all.Stats().Packets < probes+others && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond) // poll of a counter, not a wait for time
-	}
+	gomega.NewWithT(t).Eventually(func() int64 { return all.Stats().Packets }).WithTimeout(5*time.Second).
+		WithPolling(10*time.Millisecond).Should(gomega.BeNumerically(">=", probes+others), "the unfiltered capture saw every datagram")
 	fst, err := filtered.Stop()
 	if err != nil {
 		t.Fatal(err)
