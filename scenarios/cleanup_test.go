@@ -31,9 +31,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -252,9 +250,7 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 			}
 			deleted := programmerDeletes(node2.Programmer.LogPath())
 			firstSync := firstSyncAfter(c, node2, migrated.Mono)
-			var b strings.Builder
-			w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(w, "stray\tprefix\tproto bird route\tremoved after migration began\tin refresh intervals\tby the first sync\tdeleted by")
+			tab := harness.NewTable("stray", "prefix", "proto bird route", "removed after migration began", "in refresh intervals", "by the first sync", "deleted by")
 			res := c.Result(fmt.Sprintf("persisted-route cleanup: %s, node-2 on %s", tc.absence, tc.release), nil)
 			res.Figures["routeRefreshIntervalMs"] = float64(refresh.Milliseconds())
 			res.Figures["fullResyncsObserved"] = float64(resyncs)
@@ -276,14 +272,13 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 						by = "not the programmer's log"
 					}
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.kind, s.dst, gone, after, intervals, first, by)
+				tab.Add(s.kind, s.dst, gone, after, intervals, first, by)
 				if tc.claims {
 					Expect(deleted).To(HaveKey(s.dst.String()), "the %s stray %s went, but node-2's programmer log has no \"route deleted\" for it", s.kind, s.dst)
 				}
 			}
-			fmt.Fprintf(w, "fixture proto static via tunl0\t%s\tstayed\t-\t-\t-\t-\n", fixtureStaticViaTunnel)
-			fmt.Fprintf(w, "fixture proto bird via eth0\t%s\tstayed\t-\t-\t-\t-\n", fixtureBIRDViaUplink)
-			w.Flush()
+			tab.Add("fixture proto static via tunl0", fixtureStaticViaTunnel, "stayed", "-", "-", "-", "-")
+			tab.Add("fixture proto bird via eth0", fixtureBIRDViaUplink, "stayed", "-", "-", "-", "-")
 			if firstSync != 0 {
 				res.Figures["firstSyncAfterMigrationMs"] = float64(firstSync-migrated.Mono) / 1e6
 			}
@@ -294,7 +289,7 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 			res.Figures["straysLeft"] = float64(len(birdRoutesTo(node2, strayDsts(strays))))
 			res.Notes = append(res.Notes, fmt.Sprintf("node-2 programmer %s: programIPIPClusterRoutes=%v claimsBIRDTunnelRoutes=%v; routeRefreshInterval %s; %d full resyncs observed after the migration",
 				tc.release, st.ProgramIPIPClusterRoutes, st.ClaimsBIRDTunnelRoutes, refresh, resyncs))
-			report(fmt.Sprintf("cleanup, %s, node-2 programmer %s (owns IPIP %v, claims BIRD's tunl0 routes %v)", tc.absence, tc.release, tc.owns, tc.claims), b.String(), res)
+			report(fmt.Sprintf("cleanup, %s, node-2 programmer %s (owns IPIP %v, claims BIRD's tunl0 routes %v)", tc.absence, tc.release, tc.owns, tc.claims), tab.String(), res)
 		},
 		Entry("3.33, BGP disabled as part of the migration: strays removed",
 			cleanupCase{absence: absentBGPDisabled, release: config.R333, owns: true, claims: true}),

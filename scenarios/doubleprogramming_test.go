@@ -29,7 +29,6 @@ import (
 	"net/netip"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -173,9 +172,7 @@ var _ = Describe("Double programming judged per component", Label("noencap", "ip
 			return got
 		}
 
-		var table strings.Builder
-		w := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(w, "state\tfamily\tblocks\tBIRD tries\tprogrammer tries\tkernel routes per block (max)\tsurvivors\t")
+		table := harness.NewTable("state", "family", "blocks", "BIRD tries", "programmer tries", "kernel routes per block (max)", "survivors")
 		row := func(state string, got map[blk]componentView) {
 			for _, fam := range []string{"IPv4", "IPv6"} {
 				nb, nbird, nprog, maxRoutes := 0, 0, 0, 0
@@ -194,7 +191,7 @@ var _ = Describe("Double programming judged per component", Label("noencap", "ip
 					maxRoutes = max(maxRoutes, v.kernelRoutes)
 					surv[v.survivor]++
 				}
-				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%v\t\n", state, fam, nb, nbird, nprog, maxRoutes, surv)
+				table.Add(state, fam, nb, nbird, nprog, maxRoutes, surv)
 			}
 		}
 
@@ -229,7 +226,6 @@ var _ = Describe("Double programming judged per component", Label("noencap", "ip
 				Should(harness.HaveClusterRoute(b.cidr).ProgrammedBy(harness.ByProgrammer).Only(), "control: the programmer alone programs %s on %s", b.cidr, b.node.Name)
 		}
 		row("Enabled/Disabled", prog)
-		w.Flush()
 
 		res := c.Result("double programming judged per component, IPv4 and IPv6", nil)
 		res.Figures["remoteBlocksIPv4"] = float64(v4)

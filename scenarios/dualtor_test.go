@@ -42,7 +42,6 @@ import (
 	"sort"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -151,9 +150,8 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp"), func() {
 			// 6. Figures: loss, the gap, and when each route fell back (from
 			// the route timeline, not the polling above).
 			res := c.Result("dual-ToR, "+failed+" fails: "+failure.name, rep)
-			res.Figures["lostProbes"] = float64(rep.Total.Lost)
+			res.AddProbeFigures(rep)
 			res.Figures["flowsWithLoss"] = float64(rep.Total.FlowsWithLoss)
-			res.Figures["longestProbeGapMs"] = rep.Total.LongestGapMs
 			perNode, noRoute := f.fallbackTimes(want, fail.Mono)
 			var last float64
 			for node, ms := range perNode {
@@ -401,51 +399,8 @@ func timelinePaths(r kroute.Route) []string {
 	return out
 }
 
-// hopPackets is a flow's packet count at one hop ("node-1/eth0 egress").
-func hopPackets(g probe.GapReport, hop string) uint64 {
-	for _, h := range g.Hops {
-		if h.Hop == hop {
-			return h.Packets + h.Inner
-		}
-	}
-	return 0
-}
-
-// nodeOfAddr is the node whose workload has addr.
-func (f *fabric) nodeOfAddr(a netip.Addr) string {
-	if nd := f.c.Net.NodeOfWorkloadAddr(a); nd != nil {
-		return nd.Name
-	}
-	return ""
-}
-
-// leftBy is the plane a flow's packets left its source node by: a plane
-// name, "both", or "" when none were counted.
-func (f *fabric) leftBy(g probe.GapReport) string {
-	src := f.nodeOfAddr(g.SrcAddr)
-	var used []string
-	for _, p := range f.planes {
-		if hopPackets(g, src+"/"+f.uplink[src][p].iface+" egress") > 0 {
-			used = append(used, p)
-		}
-	}
-	switch len(used) {
-	case 0:
-		return ""
-	case 1:
-		return used[0]
-	}
-	return "both"
-}
-
 // flowsPerPlane counts flows by the plane they left by.
-func (f *fabric) flowsPerPlane(rep *probe.Report) map[string]int {
-	out := map[string]int{}
-	for _, g := range rep.Flows {
-		out[f.leftBy(g)]++
-	}
-	return out
-}
+func (f *fabric) flowsPerPlane(rep *probe.Report) map[string]int { return f.c.FlowsPerPlane(rep) }
 
 // bothPlanesCarry fails unless some flow left by each plane.
 func (f *fabric) bothPlanesCarry(rep *probe.Report) error {
@@ -458,41 +413,12 @@ func (f *fabric) bothPlanesCarry(rep *probe.Report) error {
 	return nil
 }
 
-// planeTable shows, per flow, its packets at the source's uplinks (egress)
-// and the destination's (ingress), by plane.
-func (f *fabric) planeTable(rep *probe.Report) string {
-	var b strings.Builder
-	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := "flow\t"
-	for _, p := range f.planes {
-		head += "out plane " + p + "\t"
-	}
-	for _, p := range f.planes {
-		head += "in plane " + p + "\t"
-	}
-	fmt.Fprintln(w, head+"received\tplane\t")
-	flows := slices.Clone(rep.Flows)
-	sort.Slice(flows, func(i, j int) bool { return flows[i].Flow < flows[j].Flow })
-	for _, g := range flows {
-		src, dst := f.nodeOfAddr(g.SrcAddr), f.nodeOfAddr(g.DstAddr)
-		row := g.Flow + "\t"
-		for _, p := range f.planes {
-			row += fmt.Sprintf("%d\t", hopPackets(g, src+"/"+f.uplink[src][p].iface+" egress"))
-		}
-		for _, p := range f.planes {
-			row += fmt.Sprintf("%d\t", hopPackets(g, dst+"/"+f.uplink[dst][p].iface+" ingress"))
-		}
-		fmt.Fprintf(w, "%s%d\t%s\t\n", row, g.Received, f.leftBy(g))
-	}
-	w.Flush()
-	return b.String()
-}
+// planeTable shows, per flow, its packets at each plane's uplinks.
+func (f *fabric) planeTable(rep *probe.Report) string { return f.c.PlaneTable(rep) }
 
 // routeTable lists every node's route to every remote block by owner.
 func (f *fabric) routeTable(o harness.Owner) string {
-	var b strings.Builder
-	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "node\tremote block\towner node\tnexthops ("+o.String()+")")
+	t := harness.NewTable("node", "remote block", "owner node", "nexthops ("+o.String()+")")
 	for _, n := range f.c.Nodes() {
 		for _, bl := range f.c.RemoteBlocks(n.Name) {
 			ps := f.paths(n, bl, o)
@@ -500,11 +426,10 @@ func (f *fabric) routeTable(o harness.Owner) string {
 			if ps == nil {
 				s = "(none)"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", n.Name, bl, f.owner[bl], s)
+			t.Add(n.Name, bl, f.owner[bl], s)
 		}
 	}
-	w.Flush()
-	return b.String()
+	return t.String()
 }
 
 // crossNodeFlows is every ordered pair of workloads on different nodes.

@@ -31,7 +31,6 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -293,52 +292,26 @@ func shapeTable(shapes map[string]kroute.Route) string {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	var b strings.Builder
-	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "node\troute to the remote IPIP block")
+	t := harness.NewTable("node", "route to the remote IPIP block")
 	for _, k := range keys {
 		node, _, _ := strings.Cut(k, " ")
-		fmt.Fprintf(w, "%s\t%s\n", node, shapes[k])
+		t.Add(node, shapes[k])
 	}
-	w.Flush()
-	return b.String()
+	return t.String()
 }
 
 // ipipHopTable shows, per flow, its packets at the source's tunl0 and
 // uplinks (egress, inner packets counted) and the destination's tunl0
 // (ingress).
 func ipipHopTable(c *harness.Cluster, rep *probe.Report) string {
-	nodeOf := func(a netip.Addr) *topo.NodeNS {
-		for _, nd := range c.Net.Nodes {
-			for _, wl := range nd.Workloads {
-				if wl.IPv4 == a {
-					return nd
-				}
-			}
-		}
-		return nil
-	}
-	var b strings.Builder
-	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "flow\tsrc tunl0 out\tsrc eth0 out\tsrc eth1 out\tdst eth0 in\tdst eth1 in\tdst tunl0 in\treceived\tsend errors\t")
-	flows := append([]probe.GapReport(nil), rep.Flows...)
-	sort.Slice(flows, func(i, j int) bool { return flows[i].Flow < flows[j].Flow })
-	for _, g := range flows {
-		src, dst := nodeOf(g.SrcAddr), nodeOf(g.DstAddr)
-		if src == nil || dst == nil {
-			continue
-		}
-		errs := "-"
-		if len(g.SendErrors) > 0 {
-			errs = fmt.Sprint(g.SendErrors)
-		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", g.Flow,
-			hopPackets(g, src.Name+"/tunl0 egress"), hopPackets(g, src.Name+"/eth0 egress"), hopPackets(g, src.Name+"/eth1 egress"),
-			hopPackets(g, dst.Name+"/eth0 ingress"), hopPackets(g, dst.Name+"/eth1 ingress"), hopPackets(g, dst.Name+"/tunl0 ingress"),
-			g.Received, errs)
-	}
-	w.Flush()
-	return b.String()
+	return c.HopTable(rep, []harness.HopColumn{
+		{Title: "src tunl0 out", Interface: "tunl0", Direction: "egress"},
+		{Title: "src eth0 out", Interface: "eth0", Direction: "egress"},
+		{Title: "src eth1 out", Interface: "eth1", Direction: "egress"},
+		{Title: "dst eth0 in", Dst: true, Interface: "eth0", Direction: "ingress"},
+		{Title: "dst eth1 in", Dst: true, Interface: "eth1", Direction: "ingress"},
+		{Title: "dst tunl0 in", Dst: true, Interface: "tunl0", Direction: "ingress"},
+	})
 }
 
 // ipipECMPNotes says what the figures mean for a person reading the report.

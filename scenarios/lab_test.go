@@ -31,7 +31,6 @@ import (
 	"github.com/birdcage/birdcage/harness/lab"
 	"github.com/birdcage/birdcage/harness/lab/handmade"
 	"github.com/birdcage/birdcage/harness/probe"
-	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/run"
 )
@@ -59,7 +58,7 @@ var _ = func() bool {
 					}
 				}
 				report(fmt.Sprintf("live change on lab %s, %s → %s (longest window without a route: %.1f ms)", l.M.Name, from.owner, to.owner,
-					res.Figures["longestNoRouteWindowMs"]), harness.GapTable(rep)+handoverTable(hs), res)
+					res.Figures["longestNoRouteWindowMs"]), harness.GapTable(rep)+hs.Table(), res)
 			},
 			Entry("no-encap, BIRD → programmer", Label("noencap"), noEncapByBIRD, noEncapByProgrammer),
 			Entry("no-encap, programmer → BIRD", Label("noencap"), noEncapByProgrammer, noEncapByBIRD),
@@ -152,7 +151,7 @@ func labProto(l *lab.Lab, o harness.Owner) kroute.Protocol {
 // labLiveChange is liveChange (liveconfig_test.go) against a lab: the same
 // steps and figures, except those only a built cluster can see (the
 // programmer's restarts, confd's reaction).
-func labLiveChange(ctx SpecContext, l *lab.Lab, from, to ownership, timing harness.TimingModel) (harness.ScenarioResult, *probe.Report, []handover) {
+func labLiveChange(ctx SpecContext, l *lab.Lab, from, to ownership, timing harness.TimingModel) (harness.ScenarioResult, *probe.Report, harness.Handovers) {
 	GinkgoHelper()
 	// 1. The routes belong to `from` (attachLab waited for it).
 	probes, err := l.Probes(ctx, lab.ProbeOptions{})
@@ -171,51 +170,12 @@ func labLiveChange(ctx SpecContext, l *lab.Lab, from, to ownership, timing harne
 	Expect(err).NotTo(HaveOccurred())
 
 	// 4. Figures, named as on the built-in target so the two compare.
-	hs := labHandovers(l, from.owner, to.owner, change.Mono, end.Mono)
+	hs := l.Handovers(labProto(l, from.owner), labProto(l, to.owner), to.owner, change.Mono, end.Mono)
 	res := harness.ScenarioResult{Name: fmt.Sprintf("live change on lab %s: %s → %s", l.M.Name, from.owner, to.owner),
 		Topology: "lab:" + l.M.Name, Probes: rep, Events: l.Events(), Figures: map[string]float64{}, Timing: &timing,
 		RouteEvents: l.RouteEvents()}
-	res.Figures["lostProbes"] = float64(rep.Total.Lost)
-	res.Figures["longestProbeGapMs"] = rep.Total.LongestGapMs
-	res.Figures["senderPauseInGapMs"] = rep.Total.SenderPauseInGapMs
-	res.Figures["lateProbes"] = float64(rep.Total.Late)
-	res.Figures["duplicateProbes"] = float64(rep.Total.Duplicates)
-	res.Figures["maxReorderDepth"] = float64(rep.Total.MaxReorderDepth)
-	res.Samples = map[string]harness.Stats{"noRouteWindowMs": harness.Summarize(windows(hs, ""))}
-	res.Figures["longestNoRouteWindowMs"] = res.Samples["noRouteWindowMs"].Max
-	for o, n := range orderings(hs) {
-		res.Figures["handovers: "+o] = float64(n)
-		res.Samples["noRouteWindowMs: "+o] = harness.Summarize(windows(hs, o))
-	}
-	res.Notes = append(res.Notes, "against a lab: the programmer's restarts and confd's reaction are the lab's own and not seen",
-		fmt.Sprintf("probe interval %.1f ms", 1000/float64(rep.Rate)))
+	res.AddProbeFigures(rep)
+	hs.AddFigures(&res)
+	res.Notes = append(res.Notes, "against a lab: the programmer's restarts and confd's reaction are the lab's own and not seen")
 	return res, rep, hs
-}
-
-// labHandovers is handovers (handover_test.go) from the lab's route
-// timelines alone: when BIRD was reconfigured is not known, so "BIRD tried
-// first" cannot be told from "the programmer deleted first".
-func labHandovers(l *lab.Lab, from, to harness.Owner, change, end int64) []handover {
-	var out []handover
-	for _, n := range l.Nodes {
-		tl := l.Timeline(n.Name)
-		for _, b := range l.RemoteBlocks(n.Name) {
-			h := handover{Node: n.Name, Block: b, PredictedWindowMs: -1}
-			for _, e := range tl.EventsFor(b, change, end) {
-				p := e.Route.Protocol
-				switch {
-				case h.OldGone == 0 && p == labProto(l, from) && e.Kind == timeline.Delete:
-					h.OldGone = e.At
-				case h.NewCame == 0 && p == labProto(l, to) && e.Kind != timeline.Delete:
-					h.NewCame = e.At
-				}
-			}
-			for _, w := range tl.NoRouteWindows(b, change, end) {
-				h.WindowMs = max(h.WindowMs, w.Ms())
-			}
-			h.Ordering = orderingOf(h, to)
-			out = append(out, h)
-		}
-	}
-	return out
 }

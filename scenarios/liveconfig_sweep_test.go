@@ -98,7 +98,7 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 			noRoute := harness.NewSweep("programmerStartupDelay", "ms")
 			var budget sweepBudget
 			var timing harness.TimingModel
-			var allHandovers []handover
+			var allHandovers harness.Handovers
 			base, err := harness.TimingFromEnv()
 
 			for _, d := range delays {
@@ -122,9 +122,9 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 							"lateProbes":         res.Figures["lateProbes"],
 						}
 						if !toProgrammer {
-							ord := orderings(lc.handovers)
-							figs["birdTriedFirst"] = float64(ord[birdTriedFirst])
-							figs["programmerDeletedFirst"] = float64(ord[programmerDeletedFirst])
+							ord := lc.handovers.Orderings()
+							figs["birdTriedFirst"] = float64(ord[harness.BIRDTriedFirst])
+							figs["programmerDeletedFirst"] = float64(ord[harness.ProgrammerDeletedFirst])
 							figs["scanPredictionErrorMsMax"] = 0
 							if st, ok := res.Samples["noRouteWindowMinusScanPredictionMs"]; ok {
 								figs["scanPredictionErrorMsMax"] = max(math.Abs(st.Min), math.Abs(st.Max))
@@ -139,7 +139,7 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 						budget.RestartOverheadMs = max(budget.RestartOverheadMs, res.Samples["programmerToFirstProgramMs"].Max-x)
 						report(fmt.Sprintf("sweep point on %s, %s: restart delay %s, run %d/%d (probe gap %.1f ms, sender pause in it %.1f ms)",
 							tc.topology, dir, d, run, runs, res.Figures["longestProbeGapMs"], res.Figures["senderPauseInGapMs"]),
-							harness.GapTable(lc.rep)+handoverTable(lc.handovers), res)
+							harness.GapTable(lc.rep)+lc.handovers.Table(), res)
 					})
 				}
 			}
@@ -154,8 +154,8 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 					res := harness.ScenarioResult{Name: fmt.Sprintf("live change sweep on %s: %s → %s (summary)", tc.topology, tc.from.owner, tc.to.owner),
 						Topology: tc.topology, Passed: true, Timing: &timing, Sweep: noRoute, Figures: map[string]float64{
 							"birdScanTimeMs": scan, "boundMs": bound}, Samples: map[string]harness.Stats{}}
-					for o := range orderings(allHandovers) {
-						res.Samples["noRouteWindowMs: "+o] = harness.Summarize(windows(allHandovers, o))
+					for o := range allHandovers.Orderings() {
+						res.Samples["noRouteWindowMs: "+string(o)] = harness.Summarize(allHandovers.Windows(o))
 					}
 					res.Notes = append(res.Notes, "not linear in the restart delay: when BIRD is reconfigured first its write is refused until the programmer deletes, "+
 						"and it re-adds at its next kernel scan, the scans counting from its reconfigure — a sawtooth of period scan time")

@@ -26,7 +26,6 @@ package scenarios_test
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -78,7 +77,7 @@ var _ = Describe("Live programClusterRoutes change", Label("liveconfig", "headli
 				}
 			}
 			report(fmt.Sprintf("live change on %s, %s → %s (longest window without a route: %.1f ms; %s)", topology, from.owner, to.owner,
-				res.Figures["longestNoRouteWindowMs"], c.Timing()), harness.GapTable(rep)+handoverTable(lc.handovers), res)
+				res.Figures["longestNoRouteWindowMs"], c.Timing()), harness.GapTable(rep)+lc.handovers.Table(), res)
 		},
 		repeated(),
 		Entry("no-encap, BIRD → programmer", Label("noencap"), "noencap", noEncapByBIRD, noEncapByProgrammer),
@@ -99,7 +98,7 @@ type liveResult struct {
 	c            *harness.Cluster
 	rep          *probe.Report
 	res          harness.ScenarioResult
-	handovers    []handover
+	handovers    harness.Handovers
 	confdReactMs float64
 }
 
@@ -143,64 +142,16 @@ func liveChange(ctx SpecContext, topology string, from, to ownership, timing *ha
 	// 4. Figures: the probe gap (with the sender's own pause in it, and
 	// reordered/duplicated probes), the route-less windows and who moved
 	// first, the restarts, confd's reaction.
-	lc := liveResult{c: c, rep: rep, handovers: handovers(c, from.owner, to.owner, change.Mono, end.Mono),
-		confdReactMs: confdReactMs(c, change.Mono)}
+	lc := liveResult{c: c, rep: rep, handovers: c.Handovers(protoOf(from.owner), protoOf(to.owner), to.owner, change.Mono, end.Mono),
+		confdReactMs: c.ConfdReactMs(change.Mono)}
 	res := c.Result(fmt.Sprintf("live change on %s: %s → %s", topology, from.owner, to.owner), rep)
-	res.Figures["lostProbes"] = float64(rep.Total.Lost)
-	res.Figures["longestProbeGapMs"] = rep.Total.LongestGapMs
-	res.Figures["senderPauseInGapMs"] = rep.Total.SenderPauseInGapMs
-	res.Figures["lateProbes"] = float64(rep.Total.Late)
-	res.Figures["duplicateProbes"] = float64(rep.Total.Duplicates)
-	res.Figures["maxReorderDepth"] = float64(rep.Total.MaxReorderDepth)
+	res.AddProbeFigures(rep)
 	res.Figures["confdReactMsMax"] = lc.confdReactMs
-	var restarts, toProgram []float64
-	for _, n := range c.Nodes() {
-		for _, r := range syncedRestarts(n) {
-			restarts = append(restarts, ms(r.Duration()))
-			if r.ProgrammedMono != 0 {
-				toProgram = append(toProgram, ms(r.ToFirstProgram()))
-			}
-		}
-	}
-	res.Samples = map[string]harness.Stats{
-		"programmerRestartMs":        harness.Summarize(restarts),
-		"programmerToFirstProgramMs": harness.Summarize(toProgram),
-		"noRouteWindowMs":            harness.Summarize(windows(lc.handovers, "")),
-	}
-	res.Figures["programmerRestartMsMax"] = res.Samples["programmerRestartMs"].Max
-	res.Figures["programmerToFirstProgramMsMax"] = res.Samples["programmerToFirstProgramMs"].Max
-	res.Figures["longestNoRouteWindowMs"] = res.Samples["noRouteWindowMs"].Max
-	var predErr []float64
-	for _, h := range lc.handovers {
-		if h.PredictedWindowMs >= 0 {
-			predErr = append(predErr, h.WindowMs-h.PredictedWindowMs)
-		}
-	}
-	if len(predErr) > 0 {
-		res.Samples["noRouteWindowMinusScanPredictionMs"] = harness.Summarize(predErr)
-	}
-	for o, n := range orderings(lc.handovers) {
-		res.Figures["handovers: "+o] = float64(n)
-		res.Samples["noRouteWindowMs: "+o] = harness.Summarize(windows(lc.handovers, o))
-	}
-	res.Notes = append(res.Notes, "the design calls this gap unmeasured; these are its figures, under the timing model recorded here",
-		fmt.Sprintf("probe interval %.1f ms", 1000/float64(rep.Rate)))
+	c.AddRestartFigures(&res)
+	lc.handovers.AddFigures(&res)
+	res.Notes = append(res.Notes, "the design calls this gap unmeasured; these are its figures, under the timing model recorded here")
 	lc.res = res
 	return lc
-}
-
-// handoverTable lists every block's handover: who moved first, the window.
-func handoverTable(hs []handover) string {
-	var b strings.Builder
-	b.WriteString("\nhandovers (per node and remote block):\n")
-	for _, h := range hs {
-		pred := ""
-		if h.PredictedWindowMs >= 0 {
-			pred = fmt.Sprintf(" (the scan predicts %.1f ms)", h.PredictedWindowMs)
-		}
-		fmt.Fprintf(&b, "  %s %s: %.1f ms without a route%s; %s\n", h.Node, h.Block, h.WindowMs, pred, h.Ordering)
-	}
-	return b.String()
 }
 
 // repeated makes a spec run $BIRDCAGE_REPEAT times (default once), each

@@ -40,7 +40,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -620,17 +619,16 @@ func setPairLive(ctx context.Context, c *harness.Cluster, felixRaw, bgpRaw strin
 }
 
 func matrixTable(rows []matrixRow, classes []poolClass) string {
-	var b strings.Builder
-	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	hdr := "Felix\tBGP\t"
+	cols := []string{"Felix", "BGP"}
 	for _, cl := range classes {
-		hdr += string(cl) + " expected\t" + string(cl) + " seen\t"
+		cols = append(cols, string(cl)+" expected", string(cl)+" seen")
 	}
-	fmt.Fprintln(w, hdr+"routes/block\tprobes\troute events\towner changes\tBIRD refused writes\tprogrammer synced ms\tBIRD reconfigured ms\tsettled ms\twindow ms\t")
+	t := harness.NewTable(append(cols, "routes/block", "probes", "route events", "owner changes", "BIRD refused writes",
+		"programmer synced ms", "BIRD reconfigured ms", "settled ms", "window ms")...)
 	for _, r := range rows {
-		line := rawName(r.felix) + "\t" + rawName(r.bgp) + "\t"
+		cells := []any{rawName(r.felix), rawName(r.bgp)}
 		for _, cl := range classes {
-			line += r.expected[cl].String() + "\t" + r.observed[cl].String() + "\t"
+			cells = append(cells, r.expected[cl], r.observed[cl])
 		}
 		probes := "none"
 		switch {
@@ -639,10 +637,11 @@ func matrixTable(rows []matrixRow, classes []poolClass) string {
 		case r.anyDelivered:
 			probes = "some"
 		}
-		fmt.Fprintf(w, "%s%d\t%s\t%d\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t\n", line, r.routesMax, probes, r.changes, r.ownerChanges, r.birdRefusals, r.programmerMs, r.birdMs, r.settleMs, r.windowMs)
+		ms := func(v float64) string { return harness.Cellf("%.0f", v) }
+		t.Add(append(cells, r.routesMax, probes, r.changes, r.ownerChanges, r.birdRefusals,
+			ms(r.programmerMs), ms(r.birdMs), ms(r.settleMs), ms(r.windowMs))...)
 	}
-	w.Flush()
-	return b.String()
+	return t.String()
 }
 
 func matrixResult(name string, topology string, rows []matrixRow, classes []poolClass, started time.Time) harness.ScenarioResult {

@@ -37,7 +37,6 @@ import (
 	"sort"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -612,9 +611,7 @@ func readvertVia(r bird.Route) string {
 // readvertTable lists every export of another node's block, before and
 // after the withdrawal.
 func readvertTable(steady, after readvertResult) string {
-	var b strings.Builder
-	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "state\texporter\tpeer\tblock (owner)\troute from\tvia\t")
+	t := harness.NewTable("state", "exporter", "peer", "block (owner)", "route from", "via")
 	for _, s := range []struct {
 		name string
 		r    readvertResult
@@ -624,12 +621,11 @@ func readvertTable(steady, after readvertResult) string {
 			return fmt.Sprint(rs[i].node, rs[i].peer, rs[i].block) < fmt.Sprint(rs[j].node, rs[j].peer, rs[j].block)
 		})
 		if len(rs) == 0 {
-			fmt.Fprintf(w, "%s\t-\t-\tnone of %d checked\t-\t-\t\n", s.name, s.r.checked)
+			t.Add(s.name, "-", "-", harness.Cellf("none of %d checked", s.r.checked), "-", "-")
 		}
 		for _, r := range rs {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s (%s)\t%s\t%s\t\n", s.name, r.node, r.peer, r.block, r.owner, r.source, r.via)
+			t.Add(s.name, r.node, r.peer, harness.Cellf("%s (%s)", r.block, r.owner), r.source, r.via)
 		}
 	}
-	w.Flush()
-	return b.String()
+	return t.String()
 }

@@ -1,0 +1,228 @@
+package harness
+
+// What happened to each cluster route while its owner changed, read from
+// the route timeline, confd's actions and the programmer's restarts: who
+// moved first, and the window without a route. The live-change specs, the
+// sweep and the lab specs all judge and report a handover through this.
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/internal/monoclock"
+)
+
+// Ordering is how one route changed hands.
+type Ordering string
+
+const (
+	// The new owner's route was written before the old one went (a
+	// replace), or the old owner never removed it: no window.
+	NewOwnerFirst Ordering = "new owner first"
+	// Programmer → BIRD: the restarted programmer deleted its route before
+	// BIRD was reconfigured, so BIRD's add went in at once.
+	ProgrammerDeletedFirst Ordering = "programmer deleted before BIRD was reconfigured"
+	// Programmer → BIRD: BIRD was reconfigured while the programmer's
+	// route still stood; its add was refused ("File exists") and it wrote
+	// the route at its next kernel scan after the delete.
+	BIRDTriedFirst Ordering = "BIRD reconfigured before the programmer deleted (re-add at its next scan)"
+	// BIRD → programmer: BIRD withdrew before the restarted programmer
+	// programmed: the window is the rest of the restart.
+	BIRDWithdrewFirst Ordering = "BIRD withdrew before the programmer programmed"
+	NoHandover        Ordering = "no handover seen"
+)
+
+// Handover is one remote block on one node.
+type Handover struct {
+	Node  string       `json:"node"`
+	Block netip.Prefix `json:"block"`
+	// OldGone is when the old owner's route went (0: never deleted);
+	// NewCame when the new owner's route was written.
+	OldGone  int64   `json:"oldGone"`
+	NewCame  int64   `json:"newCame"`
+	WindowMs float64 `json:"windowMs"` // longest window without a route
+	// BIRDConfigured is the node's first confd reconfigure after the
+	// change; Programmed the restarted programmer's first programming
+	// pass. 0 where not seen (a lab does not show them).
+	BIRDConfigured int64    `json:"birdConfigured"`
+	Programmed     int64    `json:"programmed"`
+	Ordering       Ordering `json:"ordering"`
+	// PredictedWindowMs is, when BIRD tried first, the window the scan
+	// explanation predicts: BIRD writes the route at its first kernel scan
+	// after the delete, scans coming every scan time after its
+	// reconfigure. −1 where it does not apply.
+	PredictedWindowMs float64 `json:"predictedWindowMs"`
+}
+
+// HandoverNode is what a handover is read from on one node.
+type HandoverNode struct {
+	Name     string
+	Timeline *timeline.Monitor
+	Blocks   []netip.Prefix // the remote blocks whose routes change hands
+	// BIRDConfigured and Programmed as in Handover; 0 when unknown.
+	BIRDConfigured, Programmed int64
+}
+
+// HandoverChange says which change is read: the routes move from the
+// protocol From to To (the new owner being BIRD when ToBIRD), in the
+// monotonic interval [Start, End].
+type HandoverChange struct {
+	From, To   kroute.Protocol
+	ToBIRD     bool
+	Start, End int64
+	// ScanTime is BIRD's kernel scan time (0: no scan prediction).
+	ScanTime time.Duration
+}
+
+// Handovers is the handover of every node's remote blocks.
+type Handovers []Handover
+
+// ReadHandovers reads every block's handover from the nodes' timelines.
+func ReadHandovers(nodes []HandoverNode, ch HandoverChange) Handovers {
+	var out Handovers
+	for _, n := range nodes {
+		for _, b := range n.Blocks {
+			h := Handover{Node: n.Name, Block: b, BIRDConfigured: n.BIRDConfigured, Programmed: n.Programmed, PredictedWindowMs: -1}
+			for _, e := range n.Timeline.EventsFor(b, ch.Start, ch.End) {
+				p := e.Route.Protocol
+				switch {
+				case h.OldGone == 0 && p == ch.From && e.Kind == timeline.Delete:
+					h.OldGone = e.At
+				case h.NewCame == 0 && p == ch.To && e.Kind != timeline.Delete:
+					h.NewCame = e.At
+				}
+			}
+			for _, w := range n.Timeline.NoRouteWindows(b, ch.Start, ch.End) {
+				h.WindowMs = max(h.WindowMs, w.Ms())
+			}
+			h.Ordering = orderingOf(h, ch.ToBIRD)
+			if scan := int64(ch.ScanTime); h.Ordering == BIRDTriedFirst && scan > 0 {
+				k := (h.OldGone - h.BIRDConfigured + scan - 1) / scan
+				h.PredictedWindowMs = monoclock.Ms(h.BIRDConfigured + k*scan - h.OldGone)
+			}
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+func orderingOf(h Handover, toBIRD bool) Ordering {
+	switch {
+	case h.NewCame == 0:
+		return NoHandover
+	case h.OldGone == 0 || h.NewCame <= h.OldGone:
+		return NewOwnerFirst
+	case toBIRD && h.BIRDConfigured != 0 && h.BIRDConfigured < h.OldGone:
+		return BIRDTriedFirst
+	case toBIRD:
+		return ProgrammerDeletedFirst
+	}
+	return BIRDWithdrewFirst
+}
+
+// Handovers reads, for every node and remote block, how the route moved
+// from the protocol `from` to `to` (the new owner is toOwner) in
+// [start, end], with confd's reconfigure and the programmer's restart
+// after start.
+func (c *Cluster) Handovers(from, to kroute.Protocol, toOwner Owner, start, end int64) Handovers {
+	var nodes []HandoverNode
+	for _, n := range c.Nodes() {
+		hn := HandoverNode{Name: n.Name, Timeline: c.Timeline(n.Name), Blocks: c.RemoteBlocks(n.Name)}
+		for _, a := range n.ConfdActions() {
+			if a.SeenMono >= start {
+				hn.BIRDConfigured = a.ConfiguredMono
+				break
+			}
+		}
+		for _, r := range n.Programmer.Restarts() {
+			if r.ExitMono >= start && r.ProgrammedMono != 0 {
+				hn.Programmed = r.ProgrammedMono
+				break
+			}
+		}
+		nodes = append(nodes, hn)
+	}
+	return ReadHandovers(nodes, HandoverChange{From: from, To: to, ToBIRD: toOwner == ByBIRD, Start: start, End: end, ScanTime: c.Timing().BIRDScanTime})
+}
+
+// Orderings counts handovers per ordering.
+func (hs Handovers) Orderings() map[Ordering]int {
+	out := map[Ordering]int{}
+	for _, h := range hs {
+		out[h.Ordering]++
+	}
+	return out
+}
+
+// Windows lists the no-route windows of the handovers with ordering o
+// ("" for all).
+func (hs Handovers) Windows(o Ordering) []float64 {
+	var out []float64
+	for _, h := range hs {
+		if o == "" || h.Ordering == o {
+			out = append(out, h.WindowMs)
+		}
+	}
+	return out
+}
+
+// AddFigures records the handovers in a result: the no-route windows
+// (all, and per ordering), how many handovers took each ordering, and,
+// where the scan explanation applies, how far the windows were from it.
+func (hs Handovers) AddFigures(res *ScenarioResult) {
+	if res.Figures == nil {
+		res.Figures = map[string]float64{}
+	}
+	if res.Samples == nil {
+		res.Samples = map[string]Stats{}
+	}
+	res.Samples["noRouteWindowMs"] = Summarize(hs.Windows(""))
+	res.Figures["longestNoRouteWindowMs"] = res.Samples["noRouteWindowMs"].Max
+	var predErr []float64
+	for _, h := range hs {
+		if h.PredictedWindowMs >= 0 {
+			predErr = append(predErr, h.WindowMs-h.PredictedWindowMs)
+		}
+	}
+	if len(predErr) > 0 {
+		res.Samples["noRouteWindowMinusScanPredictionMs"] = Summarize(predErr)
+	}
+	for o, n := range hs.Orderings() {
+		res.Figures["handovers: "+string(o)] = float64(n)
+		res.Samples["noRouteWindowMs: "+string(o)] = Summarize(hs.Windows(o))
+	}
+}
+
+// Table lists every block's handover: who moved first, the window.
+func (hs Handovers) Table() string {
+	var b strings.Builder
+	b.WriteString("\nhandovers (per node and remote block):\n")
+	for _, h := range hs {
+		pred := ""
+		if h.PredictedWindowMs >= 0 {
+			pred = fmt.Sprintf(" (the scan predicts %.1f ms)", h.PredictedWindowMs)
+		}
+		fmt.Fprintf(&b, "  %s %s: %.1f ms without a route%s; %s\n", h.Node, h.Block, h.WindowMs, pred, h.Ordering)
+	}
+	return b.String()
+}
+
+// ConfdReactMs is, over every node's confd reaction after start, the
+// longest from the change reaching it to `birdc configure` returning, less
+// the model's latency: what the harness's render and BIRD's configure took.
+func (c *Cluster) ConfdReactMs(start int64) float64 {
+	var worst float64
+	lat := c.Timing().ConfdLatency
+	for _, n := range c.Nodes() {
+		for _, a := range n.ConfdActions() {
+			if a.SeenMono >= start {
+				worst = max(worst, monoclock.Ms(a.ConfiguredMono-a.SeenMono-int64(lat)))
+			}
+		}
+	}
+	return worst
+}
