@@ -183,15 +183,32 @@ func orUnset(v config.ProgramClusterRoutes) string {
 // DisableBGP marks BGP disabled in the datastore: a BIRD that exits is not
 // started again by UpgradeNode (Calico's networking backend "none").
 func (c *Cluster) DisableBGP(ctx context.Context) (Event, error) {
+	return c.UpdateBGPConfig(ctx, "DisableBGP", func(b *datastore.BGPConfiguration) {
+		off := false
+		b.BGPEnabled = &off
+	})
+}
+
+// UpdateBGPConfig changes BGPConfiguration as an operator's edit does: it
+// reads the stored document, applies edit and writes it back (confd
+// re-renders and reconfigures every running BIRD). what names the change
+// in the event.
+func (c *Cluster) UpdateBGPConfig(ctx context.Context, what string, edit func(*datastore.BGPConfiguration)) (Event, error) {
 	cl, err := c.Store.Read(ctx)
 	if err != nil {
 		return Event{}, err
 	}
-	off := false
 	b := cl.BGP
-	b.BGPEnabled = &off
-	e := c.Mark("DisableBGP")
+	edit(&b)
+	e := c.Mark(what)
 	return e, c.Store.Put(datastore.KindBGPConfiguration, datastore.SingletonName, b)
+}
+
+// Datastore is what the cluster's datastore holds now, as confd and the
+// programmers read it: for a spec's guards ("the datastore holds what the
+// step wrote"), never to compute what the design expects.
+func (c *Cluster) Datastore(ctx context.Context) (*datastore.Cluster, error) {
+	return c.Store.Read(ctx)
 }
 
 // PutIPPool creates or replaces an IP pool.

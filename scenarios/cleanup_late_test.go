@@ -35,6 +35,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/topo"
@@ -55,7 +56,7 @@ var _ = Describe("Persisted-route cleanup has no time bound", Label("ipip", "cle
 		early := blockOf(node3.NS, "ipip-pool")
 		Eventually(node2).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
 			Should(harness.HaveClusterRoute(early).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice), "guard: BIRD programs %s via tunl0", early)
-		cl, err := c.Store.Read(ctx)
+		cl, err := c.Datastore(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		birdMetric := confd.KernelMetric(cl.BGP)
 		rs, err := node2.Routes(early)
@@ -142,13 +143,11 @@ var _ = Describe("Persisted-route cleanup when BIRD is not run for want of BGP p
 			act(c.KillBIRD(ctx, n.Name, syscall.SIGKILL))
 		}
 		act(c.ReleaseBlock(ctx, stray))
-		cl, err := c.Store.Read(ctx)
-		Expect(err).NotTo(HaveOccurred())
-		off := false
-		b := cl.BGP
-		b.NodeToNodeMeshEnabled = &off
-		act(c.SetBGPConfig(ctx, b))
-		cl, err = c.Store.Read(ctx)
+		act(c.UpdateBGPConfig(ctx, "node-to-node mesh off", func(b *datastore.BGPConfiguration) {
+			off := false
+			b.NodeToNodeMeshEnabled = &off
+		}))
+		cl, err := c.Datastore(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(cl.BGP.Enabled()).To(BeTrue(), "guard: BGP stays enabled (this is not the BGP-disabled cause)")
 		Expect(cl.Peers).To(BeEmpty(), "guard: no BGPPeer in the datastore")

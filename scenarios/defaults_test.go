@@ -42,7 +42,7 @@ var _ = Describe("Release defaults with programClusterRoutes unset or unknown", 
 				BGP:     datastore.BGPConfiguration{ProgramClusterRoutes: raw},
 			})
 			// Guard: the datastore holds the fields as the entry says.
-			cl, err := c.Store.Read(ctx)
+			cl, err := c.Datastore(ctx)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(cl.Felix.ProgramClusterRoutes).To(Equal(raw), "guard: FelixConfiguration.programClusterRoutes is %s", rawName(raw))
 			Expect(cl.BGP.ProgramClusterRoutes).To(Equal(raw), "guard: BGPConfiguration.programClusterRoutes is %s", rawName(raw))

@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -62,13 +61,9 @@ var _ = Describe("Deprecation warning for BIRD-programmed IPIP cluster routes", 
 		// exactly one warning.
 		while := []deprecationStep{
 			{"BGPConfiguration Enabled → EnabledIPIPOnly (BIRD still owns IPIP)", func() error {
-				cl, err := c.Store.Read(ctx)
-				if err != nil {
-					return err
-				}
-				b := cl.BGP
-				b.ProgramClusterRoutes = string(config.EnabledIPIPOnly)
-				_, err = c.SetBGPConfig(ctx, b)
+				_, err := c.UpdateBGPConfig(ctx, "BGPConfiguration.programClusterRoutes=EnabledIPIPOnly", func(b *datastore.BGPConfiguration) {
+					b.ProgramClusterRoutes = string(config.EnabledIPIPOnly)
+				})
 				return err
 			}},
 			{"a workload document rewritten unchanged (the BIRD config text does not change)", func() error {
@@ -130,11 +125,7 @@ var _ = Describe("Deprecation warning for BIRD-programmed IPIP cluster routes", 
 		after := []deprecationStep{
 			{"a workload document rewritten unchanged", func() error { return deprecationRewriteWorkload(ctx, c) }},
 			{"BGPConfiguration rewritten unchanged", func() error {
-				cl, err := c.Store.Read(ctx)
-				if err != nil {
-					return err
-				}
-				_, err = c.SetBGPConfig(ctx, cl.BGP)
+				_, err := c.UpdateBGPConfig(ctx, "BGPConfiguration rewritten unchanged", func(*datastore.BGPConfiguration) {})
 				return err
 			}},
 			{"the second IPIP pool deleted", func() error { _, err := c.DeletePool(ctx, deprecationExtraPool); return err }},
@@ -152,22 +143,19 @@ var _ = Describe("Deprecation warning for BIRD-programmed IPIP cluster routes", 
 
 		// 6. Figures.
 		res := c.Result("deprecation warning per render (IPIP)", nil)
-		var b strings.Builder
-		w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(w, "node\trenders, BIRD owns IPIP\twarnings\trenders of the switch\twarnings\trenders, programmer owns IPIP\twarnings\t")
+		t := harness.NewTable("node", "renders, BIRD owns IPIP", "warnings", "renders of the switch", "warnings", "renders, programmer owns IPIP", "warnings").AlignRight()
 		for _, n := range c.Nodes() {
 			r, ws := deprecationCounts(n)
 			o, s := owned[n.Name], switched[n.Name]
-			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", n.Name, o[0], o[1], s[0]-o[0], s[1]-o[1], r-s[0], len(ws)-s[1])
+			t.Add(n.Name, o[0], o[1], s[0]-o[0], s[1]-o[1], r-s[0], len(ws)-s[1])
 			res.Figures["rendersBIRDOwns_"+n.Name] = float64(o[0])
 			res.Figures["warningsBIRDOwns_"+n.Name] = float64(o[1])
 			res.Figures["rendersFromSwitchOn_"+n.Name] = float64(r - o[0])
 			res.Figures["warningsFromSwitchOn_"+n.Name] = float64(len(ws) - o[1])
 		}
-		w.Flush()
 		last := c.Nodes()[0].Warnings()
 		res.Notes = append(res.Notes, "last warning text: "+last[len(last)-1])
-		report("deprecation warnings per render (IPIP, 3.33)", b.String()+"last warning: "+last[len(last)-1]+"\n", res)
+		report("deprecation warnings per render (IPIP, 3.33)", t.String()+"last warning: "+last[len(last)-1]+"\n", res)
 	})
 })
 
@@ -236,7 +224,7 @@ func deprecationLongestFirst(ss []string) []string {
 // deprecationRewriteWorkload writes a workload document back unchanged: a
 // datastore change confd renders on whose BIRD config is the same text.
 func deprecationRewriteWorkload(ctx context.Context, c *harness.Cluster) error {
-	cl, err := c.Store.Read(ctx)
+	cl, err := c.Datastore(ctx)
 	if err != nil {
 		return err
 	}

@@ -63,7 +63,7 @@ var _ = Describe("A non-default deviceRouteProtocol end to end", Label("noencap"
 				RouteRefreshInterval: 2 * time.Second,
 				KernelImportFilter:   importFilter,
 			})
-			cl, err := c.Store.Read(ctx)
+			cl, err := c.Datastore(ctx)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(cl.Felix.DeviceRouteProtocol).To(Equal(int(customProgrammerProtocol)), "guard: the datastore holds deviceRouteProtocol %d", customProgrammerProtocol)
 			Expect(c.WaitConverged(ctx)).To(Succeed(), "guard: every BGP session Established")

@@ -74,7 +74,7 @@ var _ = Describe("An IPv6 pool with ipipMode set is an IPIP pool to confd", Labe
 			changed := act(c.PutIPPool(ctx, ipv6IPIPPoolName, datastore.IPPool{
 				Name: ipv6IPIPPoolName, CIDR: ipv6IPIPPoolCIDR, IPIPMode: datastore.EncapAlways, VXLANMode: datastore.EncapNever, BlockSize: 122,
 			}))
-			cl, err := c.Store.Read(ctx)
+			cl, err := c.Datastore(ctx)
 			Expect(err).NotTo(HaveOccurred())
 			var stored datastore.IPPool
 			for _, p := range cl.Pools {
