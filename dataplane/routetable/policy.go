@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/birdcage/birdcage/dataplane/route"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"golang.org/x/sys/unix"
@@ -14,24 +13,12 @@ import (
 // MainTable is the kernel's main routing table.
 const MainTable = unix.RT_TABLE_MAIN
 
-// kernelRoute is the table's own view of one kernel route, with device
-// names resolved, so ownership decisions can be tested without netlink.
-//
-// It is deliberately not internal/kroute's Route, the harness's reading of
-// the kernel: the programmer is the code under test, and the harness must
-// not read routes through the programmer's code (a conversion bug would
-// then hide on both sides). It is also the hot path's shape: its next hops
-// are the desired routes' own comparable structs.
-type kernelRoute struct {
-	Dst      netip.Prefix
-	Table    int
-	Metric   int
-	TOS      int
-	Type     int // RTN_*
-	Protocol int
-	Scope    int // RT_SCOPE_*
-	NextHops []route.NextHop
-}
+// The table holds the kernel's routes as internal/kroute's Route, the one
+// kernel-route type of the project, with device names resolved, so
+// ownership decisions can be tested without netlink. It reads them with its
+// own netlink conversion (fromNetlink in table.go), not kroute.FromNetlink:
+// the programmer is the code under test and the harness judges it through
+// kroute.FromNetlink, so a conversion bug must not hide on both sides.
 
 // key is how the kernel tells routes apart in one table.
 type key struct {
@@ -40,19 +27,7 @@ type key struct {
 	tos    int
 }
 
-func (k kernelRoute) key() key { return key{k.Dst, k.Metric, k.TOS} }
-
-func (k kernelRoute) String() string {
-	r := route.Route{Dst: k.Dst, NextHops: k.NextHops}
-	s := r.String()
-	if len(k.NextHops) == 0 {
-		s = k.Dst.String() + " (no next hop)"
-	}
-	return fmt.Sprintf("%s proto %s metric %d", s, ProtocolName(k.Protocol), k.Metric)
-}
-
-// ProtocolName names a kernel route protocol the way iproute2 does.
-func ProtocolName(p int) string { return kroute.Protocol(p).String() }
+func keyOf(k kroute.Route) key { return key{k.Dst, k.Metric, k.TOS} }
 
 // OwnershipPolicy decides which kernel routes are the programmer's.
 type OwnershipPolicy struct {
@@ -113,25 +88,25 @@ func (p OwnershipPolicy) ourDevice(dev string) bool {
 
 // RouteIsOurs reports whether the programmer owns a kernel route, and why
 // (or why not), in words for the log.
-func (p OwnershipPolicy) RouteIsOurs(r kernelRoute) (bool, string) {
+func (p OwnershipPolicy) RouteIsOurs(r kroute.Route) (bool, string) {
 	if r.Table != MainTable {
 		return false, fmt.Sprintf("table %d is not the main table", r.Table)
 	}
-	if r.Type != unix.RTN_UNICAST {
+	if r.Type != kroute.Unicast {
 		return false, "not a unicast route"
 	}
 	if len(r.NextHops) == 0 {
 		return false, "no next-hop device"
 	}
 	switch r.Protocol {
-	case p.Protocol:
+	case kroute.Protocol(p.Protocol):
 		for _, h := range r.NextHops {
 			if !p.ourDevice(h.Device) {
 				return false, fmt.Sprintf("proto %d on %s, which is not one of our devices", r.Protocol, h.Device)
 			}
 		}
 		return true, fmt.Sprintf("proto %d on our device %s", r.Protocol, devices(r.NextHops))
-	case int(kroute.ProtoBIRD):
+	case kroute.ProtoBIRD:
 		for _, h := range r.NextHops {
 			if h.Device != p.TunnelDevice {
 				return false, fmt.Sprintf("proto bird on %s: only proto bird via %s is ever claimed", h.Device, p.TunnelDevice)
@@ -142,10 +117,10 @@ func (p OwnershipPolicy) RouteIsOurs(r kernelRoute) (bool, string) {
 		}
 		return true, fmt.Sprintf("proto bird via %s, claimed because the programmer owns IPIP cluster routes", p.TunnelDevice)
 	}
-	return false, fmt.Sprintf("proto %s is neither ours (%d) nor bird", ProtocolName(r.Protocol), p.Protocol)
+	return false, fmt.Sprintf("proto %s is neither ours (%d) nor bird", r.Protocol, p.Protocol)
 }
 
-func devices(hs []route.NextHop) string {
+func devices(hs []kroute.NextHop) string {
 	var s []string
 	for _, h := range hs {
 		s = append(s, h.Device)

@@ -10,22 +10,21 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/birdcage/birdcage/dataplane/route"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"golang.org/x/sys/unix"
 )
 
-func kr(proto int, devs ...string) kernelRoute {
-	k := kernelRoute{Dst: netip.MustParsePrefix("10.65.9.0/26"), Table: MainTable, Type: unix.RTN_UNICAST, Protocol: proto}
+func kr(proto kroute.Protocol, devs ...string) kroute.Route {
+	k := kroute.Route{Family: 4, Dst: netip.MustParsePrefix("10.65.9.0/26"), Table: MainTable, Type: kroute.Unicast, Protocol: proto}
 	for _, d := range devs {
-		k.NextHops = append(k.NextHops, route.NextHop{Gateway: netip.MustParseAddr("10.0.1.12"), Device: d, OnLink: d == "tunl0"})
+		k.NextHops = append(k.NextHops, kroute.NextHop{Gateway: netip.MustParseAddr("10.0.1.12"), Device: d, Onlink: d == "tunl0"})
 	}
 	return k
 }
 
 func TestOwnershipPolicy(t *testing.T) {
-	const bird, static = int(kroute.ProtoBIRD), unix.RTPROT_STATIC
+	const bird, static = kroute.ProtoBIRD, kroute.Protocol(unix.RTPROT_STATIC)
 	ownerIPIP := NewOwnershipPolicy(80, "tunl0", []string{"eth0"}, config.EnabledIPIPOnly, config.R333)
 	notOwner := NewOwnershipPolicy(80, "tunl0", []string{"eth0"}, config.EnabledNoEncapOnly, config.R333)
 	pre333 := NewOwnershipPolicy(80, "tunl0", []string{"eth0"}, config.Enabled, config.Pre333)
@@ -34,12 +33,12 @@ func TestOwnershipPolicy(t *testing.T) {
 	mainTableOther := kr(80, "tunl0")
 	mainTableOther.Table = 100
 	blackhole := kr(80, "tunl0")
-	blackhole.Type = unix.RTN_BLACKHOLE
+	blackhole.Type = kroute.Blackhole
 
 	for _, tc := range []struct {
 		name   string
 		policy OwnershipPolicy
-		route  kernelRoute
+		route  kroute.Route
 		ours   bool
 		why    string
 	}{

@@ -8,6 +8,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/run"
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -126,7 +127,7 @@ func (tn *testNode) addRoute(t testing.TB, dst, gw, dev string, proto, metric in
 }
 
 // routes returns the main-table routes to dst, as the table sees them.
-func (tn *testNode) routes(t testing.TB, dst string) []kernelRoute {
+func (tn *testNode) routes(t testing.TB, dst string) []kroute.Route {
 	t.Helper()
 	tb := tn.table(t, OwnershipPolicy{}, nil)
 	links, err := tb.readLinks()
@@ -138,7 +139,7 @@ func (tn *testNode) routes(t testing.TB, dst string) []kernelRoute {
 		t.Fatal(err)
 	}
 	p := netip.MustParsePrefix(dst)
-	var out []kernelRoute
+	var out []kroute.Route
 	for _, k := range all {
 		if k.Dst == p {
 			out = append(out, k)

@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/birdcage/birdcage/dataplane/route"
+	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -54,7 +55,7 @@ type Table struct {
 	desired map[netip.Prefix]route.Route
 	// kernel is what the table believes the main table holds: the last
 	// dump, updated with every successful write since.
-	kernel map[key]kernelRoute
+	kernel map[key]kroute.Route
 	synced bool
 	ops    []writeOp // reused across passes
 }
@@ -77,7 +78,7 @@ func Open(ns netns.NsHandle, policy OwnershipPolicy, log *slog.Logger) (*Table, 
 		return nil, err
 	}
 	return &Table{h: h, w: w, policy: policy, log: log,
-		desired: map[netip.Prefix]route.Route{}, kernel: map[key]kernelRoute{}}, nil
+		desired: map[netip.Prefix]route.Route{}, kernel: map[key]kroute.Route{}}, nil
 }
 
 // Close releases the table's sockets; the kernel's routes stay.
@@ -150,16 +151,16 @@ func (t *Table) readLinks() (linkIndex, error) {
 	return li, nil
 }
 
-func (t *Table) readKernel(links linkIndex) (map[key]kernelRoute, error) {
+func (t *Table) readKernel(links linkIndex) (map[key]kroute.Route, error) {
 	filter := &netlink.Route{Table: MainTable}
 	// A dump interrupted by a concurrent change (BIRD programming routes
 	// while we resync) is redone from scratch, a bounded number of times.
-	return nsutil.Dump("route table: list routes", func() (map[key]kernelRoute, error) {
-		out := make(map[key]kernelRoute, len(t.kernel)+len(t.desired))
+	return nsutil.Dump("route table: list routes", func() (map[key]kroute.Route, error) {
+		out := make(map[key]kroute.Route, len(t.kernel)+len(t.desired))
 		for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
 			err := t.h.RouteListFilteredIter(fam, filter, netlink.RT_FILTER_TABLE, func(r netlink.Route) bool {
 				k := fromNetlink(r, fam, links)
-				out[k.key()] = k
+				out[keyOf(k)] = k
 				return true
 			})
 			if err != nil {
@@ -170,9 +171,16 @@ func (t *Table) readKernel(links linkIndex) (map[key]kernelRoute, error) {
 	})
 }
 
-func fromNetlink(r netlink.Route, family int, links linkIndex) kernelRoute {
-	k := kernelRoute{Table: r.Table, Metric: r.Priority, TOS: r.Tos, Type: r.Type,
-		Protocol: int(r.Protocol), Scope: int(r.Scope)}
+// fromNetlink is the table's own reading of a dumped route (see
+// policy.go): family, destination, the fields ownership and equality look
+// at, and next hops by device name. Multipath weights and next-hop flags
+// other than onlink are not read: the table never writes them.
+func fromNetlink(r netlink.Route, family int, links linkIndex) kroute.Route {
+	k := kroute.Route{Family: 4, Table: r.Table, Metric: r.Priority, TOS: r.Tos, Type: kroute.Type(r.Type),
+		Protocol: kroute.Protocol(r.Protocol), Scope: int(r.Scope)}
+	if family == netlink.FAMILY_V6 {
+		k.Family = 6
+	}
 	if r.Dst != nil {
 		a, _ := netip.AddrFromSlice(r.Dst.IP)
 		if family == netlink.FAMILY_V4 {
@@ -185,8 +193,8 @@ func fromNetlink(r netlink.Route, family int, links linkIndex) kernelRoute {
 	} else {
 		k.Dst = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
 	}
-	hop := func(idx int, gw net.IP, flags int) route.NextHop {
-		h := route.NextHop{Device: links.byIdx[idx], OnLink: flags&unix.RTNH_F_ONLINK != 0}
+	hop := func(idx int, gw net.IP, flags int) kroute.NextHop {
+		h := kroute.NextHop{Device: links.byIdx[idx], Onlink: flags&unix.RTNH_F_ONLINK != 0}
 		if h.Device == "" && idx != 0 {
 			h.Device = fmt.Sprintf("if%d", idx)
 		}
@@ -203,41 +211,51 @@ func fromNetlink(r netlink.Route, family int, links linkIndex) kernelRoute {
 			k.NextHops = append(k.NextHops, hop(nh.LinkIndex, nh.Gw, nh.Flags))
 		}
 	} else if r.LinkIndex != 0 {
-		k.NextHops = []route.NextHop{hop(r.LinkIndex, r.Gw, r.Flags)}
+		k.NextHops = []kroute.NextHop{hop(r.LinkIndex, r.Gw, r.Flags)}
 	}
 	return k
 }
 
 // asKernel is what the kernel holds after a successful replace of d.
-func (t *Table) asKernel(d route.Route) kernelRoute {
-	k := t.asKernelShared(d)
-	k.NextHops = slices.Clone(k.NextHops)
+func (t *Table) asKernel(d route.Route) kroute.Route {
+	k := kroute.Route{Family: 4, Dst: d.Dst, Table: MainTable, Metric: metricFor(d.Dst), Type: kroute.Unicast,
+		Protocol: kroute.Protocol(t.policy.Protocol), Scope: scopeOf(d), NextHops: make([]kroute.NextHop, len(d.NextHops))}
+	if d.Dst.Addr().Is6() {
+		k.Family = 6
+	}
+	for i, h := range d.NextHops {
+		k.NextHops[i] = kroute.NextHop{Gateway: h.Gateway, Device: h.Device, Onlink: h.OnLink}
+	}
 	return k
 }
 
-// asKernelShared is asKernel sharing d's next hops (for comparisons).
-func (t *Table) asKernelShared(d route.Route) kernelRoute {
-	scope := unix.RT_SCOPE_UNIVERSE
+// scopeOf is the scope the kernel reports for d once written.
+func scopeOf(d route.Route) int {
 	// IPv6 routes have no scope: the kernel reports every one as universe,
 	// whatever was written, so expecting link would rewrite a local
 	// workload's /128 at every resync.
 	if d.ScopeLink() && d.Dst.Addr().Is4() {
-		scope = unix.RT_SCOPE_LINK
+		return unix.RT_SCOPE_LINK
 	}
-	return kernelRoute{Dst: d.Dst, Table: MainTable, Metric: metricFor(d.Dst), Type: unix.RTN_UNICAST,
-		Protocol: t.policy.Protocol, Scope: scope, NextHops: d.NextHops}
+	return unix.RT_SCOPE_UNIVERSE
 }
 
 // matches reports whether the kernel route is exactly what d would write.
-func (t *Table) matches(d route.Route, k kernelRoute) bool {
-	want := t.asKernelShared(d)
-	if k.Protocol != want.Protocol || k.Type != want.Type || k.Scope != want.Scope || len(k.NextHops) != len(want.NextHops) {
+func (t *Table) matches(d route.Route, k kroute.Route) bool {
+	if k.Protocol != kroute.Protocol(t.policy.Protocol) || k.Type != kroute.Unicast || k.Scope != scopeOf(d) || len(k.NextHops) != len(d.NextHops) {
 		return false
 	}
-	if len(k.NextHops) == 1 { // the common case, without the sorted copies
-		return k.NextHops[0] == want.NextHops[0]
+	same := func(k kroute.NextHop, h route.NextHop) bool {
+		return k.Gateway == h.Gateway && k.Device == h.Device && k.Onlink == h.OnLink
 	}
-	return slices.Equal(route.SortedNextHops(k.NextHops), route.SortedNextHops(want.NextHops))
+	if len(k.NextHops) == 1 { // the common case, without the sorted copies
+		return same(k.NextHops[0], d.NextHops[0])
+	}
+	have := make([]route.NextHop, len(k.NextHops))
+	for i, h := range k.NextHops {
+		have[i] = route.NextHop{Gateway: h.Gateway, Device: h.Device, OnLink: h.Onlink}
+	}
+	return slices.Equal(route.SortedNextHops(have), route.SortedNextHops(d.NextHops))
 }
 
 // writeOp is one kernel write of a pass: a replace of a desired route, or
@@ -246,7 +264,7 @@ type writeOp struct {
 	del bool
 	d   route.Route // replace: the desired route
 	k   key
-	cur kernelRoute // replace: what was there (if had); delete: the route
+	cur kroute.Route // replace: what was there (if had); delete: the route
 	had bool
 }
 
@@ -327,7 +345,7 @@ func (t *Table) encodeReplace(d route.Route, links linkIndex, b []byte) ([]byte,
 // route's protocol, metric and TOS, so it cannot remove a route another
 // component put in its place since the dump; scope "nowhere" matches any
 // scope (device routes are scope link).
-func encodeDelete(cur kernelRoute, b []byte) []byte {
+func encodeDelete(cur kroute.Route, b []byte) []byte {
 	fam := uint8(unix.AF_INET)
 	if cur.Dst.Addr().Is6() {
 		fam = unix.AF_INET6
@@ -441,7 +459,7 @@ func (t *Table) replaced(st *Stats, op *writeOp, err error) {
 }
 
 // deleted books the result of a delete.
-func (t *Table) deleted(st *Stats, k key, cur kernelRoute, err error) {
+func (t *Table) deleted(st *Stats, k key, cur kroute.Route, err error) {
 	if err != nil && !errors.Is(err, unix.ESRCH) {
 		st.Failed++
 		err = fmt.Errorf("route table: delete %s: %w", cur, err)
