@@ -126,8 +126,8 @@ func (tn *testNode) addRoute(t testing.TB, dst, gw, dev string, proto, metric in
 	}
 }
 
-// routes returns the main-table routes to dst, as the table sees them.
-func (tn *testNode) routes(t testing.TB, dst string) []kroute.Route {
+// kernel dumps the main table's routes, as the table sees them.
+func (tn *testNode) kernel(t testing.TB) map[key]kroute.Route {
 	t.Helper()
 	tb := tn.table(t, OwnershipPolicy{}, nil)
 	links, err := tb.readLinks()
@@ -138,9 +138,15 @@ func (tn *testNode) routes(t testing.TB, dst string) []kroute.Route {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return all
+}
+
+// routes returns the main-table routes to dst, as the table sees them.
+func (tn *testNode) routes(t testing.TB, dst string) []kroute.Route {
+	t.Helper()
 	p := netip.MustParsePrefix(dst)
 	var out []kroute.Route
-	for _, k := range all {
+	for _, k := range tn.kernel(t) {
 		if k.Dst == p {
 			out = append(out, k)
 		}

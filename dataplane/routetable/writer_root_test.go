@@ -137,17 +137,8 @@ func TestPipelinedErrorsMapToTheirRoute(t *testing.T) {
 // countByDst counts the main table's routes per destination, in one dump.
 func (tn *testNode) countByDst(t testing.TB) map[netip.Prefix]int {
 	t.Helper()
-	tb := tn.table(t, OwnershipPolicy{}, nil)
-	links, err := tb.readLinks()
-	if err != nil {
-		t.Fatal(err)
-	}
-	all, err := tb.readKernel(links)
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[netip.Prefix]int{}
-	for _, k := range all {
+	for _, k := range tn.kernel(t) {
 		out[k.Dst]++
 	}
 	return out
