@@ -109,6 +109,17 @@ func expectNoEncapOwner(ctx context.Context, c *harness.Cluster, want classOwner
 		WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).Should(Equal(want), what)
 }
 
+// birdStatusLine is the first line of `birdc show status` from b ("BIRD
+// 2.0.12"): the release the daemon says it is, not the one the harness
+// meant to start.
+func birdStatusLine(ctx context.Context, b *bird.Instance) string {
+	r, err := b.Client().Run(ctx, "show status")
+	if err != nil || len(r.Lines) == 0 {
+		return fmt.Sprintf("error: %v", err)
+	}
+	return strings.TrimSpace(r.Lines[0].Text)
+}
+
 // kernelExports is what n's BIRD exports to its kernel protocols (whatever
 // the release calls them: kernel4/kernel6 as confd names them on 2.x and
 // 3.x, kernel1 on 1.6's unnamed one), by prefix: true when the kernel

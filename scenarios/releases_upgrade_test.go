@@ -42,13 +42,7 @@ import (
 )
 
 // birdAnswers is the first line of `birdc show status` on n ("BIRD 2.0.12").
-func birdAnswers(ctx SpecContext, n *harness.Node) string {
-	r, err := n.BIRD.Client().Run(ctx, "show status")
-	if err != nil || len(r.Lines) == 0 {
-		return fmt.Sprintf("error: %v", err)
-	}
-	return strings.TrimSpace(r.Lines[0].Text)
-}
+func birdAnswers(ctx SpecContext, n *harness.Node) string { return birdStatusLine(ctx, n.BIRD) }
 
 var _ = Describe("BIRD upgrade on one node, with probes running", Label("noencap", "upgrade", "releases"), func() {
 	DescribeTable("the node whose BIRD is replaced keeps its routes and loses no outbound probe",
