@@ -57,7 +57,6 @@ func dualToRCluster(ctx context.Context, rel release.Name, workloads int) (*harn
 	c := releaseCluster(ctx, rel, t, harness.Options{})
 	f := newFabric(c)
 	for _, n := range c.Nodes() {
-		Expect(birdStatusLine(ctx, n.BIRD)).To(HavePrefix("BIRD "+string(rel)+"."), "guard: %s runs BIRD %s", n.Name, rel)
 		Expect(n.Peers()).To(HaveLen(2), "%s peers with one ToR per plane", n.Name)
 	}
 	for _, rt := range c.Routers() {

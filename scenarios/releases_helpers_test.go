@@ -66,8 +66,9 @@ func builtinTopology(name string) *topo.Topology {
 
 // releaseCluster starts t with every node on BIRD release rel (skipping,
 // naming it, where rel is not prepared) and the 3.33 programmer unless o
-// names another release. Routers (the dual-ToR fabric's ToRs) run the
-// host's BIRD 2.0 whatever rel is: the node's release is the variable.
+// names another release, and checks that every node's BIRD says it is
+// rel. Routers (the dual-ToR fabric's ToRs) run the host's BIRD 2.0
+// whatever rel is: the node's release is the variable.
 func releaseCluster(ctx context.Context, rel release.Name, t *topo.Topology, o harness.Options) *harness.Cluster {
 	GinkgoHelper()
 	needRelease(rel)
@@ -75,7 +76,11 @@ func releaseCluster(ctx context.Context, rel release.Name, t *topo.Topology, o h
 	if o.Release == "" {
 		o.Release = config.R333
 	}
-	return startClusterOn(ctx, t, o)
+	c := startClusterOn(ctx, t, o)
+	for _, n := range c.Nodes() {
+		Expect(birdStatusLine(ctx, n.BIRD)).To(HavePrefix("BIRD "+string(rel)+"."), "guard: %s runs BIRD %s", n.Name, rel)
+	}
+	return c
 }
 
 // quickTimers gives o a 1 s programmer resync and a 1 s BIRD scan where it
