@@ -48,6 +48,9 @@ import (
 const (
 	verdictHolds   = "holds"
 	verdictDiffers = "differs"
+	// verdictNotExpressible: the release cannot say what the claim needs
+	// (confd refuses the render with ErrNotExpressible); the detail says why.
+	verdictNotExpressible = "not expressible"
 )
 
 // The claims' names in the table.
