@@ -40,7 +40,6 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/bird/release"
-	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 )
@@ -49,6 +48,9 @@ import (
 const (
 	verdictHolds   = "holds"
 	verdictDiffers = "differs"
+	// verdictNotExpressible: the release cannot say what the claim needs
+	// (confd refuses the render with ErrNotExpressible); the detail says why.
+	verdictNotExpressible = "not expressible"
 )
 
 // The claims' names in the table.
@@ -117,18 +119,7 @@ var _ = ReportAfterSuite("cross-release claims table", func(Report) {
 // on BIRD release rel with short scan and refresh times.
 func claimsCluster(ctx context.Context, rel release.Name, o harness.Options) *harness.Cluster {
 	GinkgoHelper()
-	needRelease(rel)
-	o.BIRD = string(rel)
-	if o.Release == "" {
-		o.Release = config.R333
-	}
-	if o.RouteRefreshInterval == 0 {
-		o.RouteRefreshInterval = time.Second
-	}
-	if o.Timers.ScanTime == 0 {
-		o.Timers = confd.Timers{ScanTime: 1}
-	}
-	return startCluster(ctx, "noencap", o)
+	return releaseCluster(ctx, rel, builtinTopology("noencap"), quickTimers(o))
 }
 
 // noEncapOwner is who writes the no-encap class on c now, by every remote
@@ -254,8 +245,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 				needFull("live change on BIRD " + string(rel))
 				c := claimsCluster(ctx, rel, harness.Options{})
 				recordVerdict(claimLive, rel, verdictDiffers, "the spec failed: see its row")
-				Eventually(func() (classOwner, error) { o, _, err := noEncapOwner(ctx, c); return o, err }).WithContext(ctx).
-					WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).Should(Equal(ownedByBIRD), "guard: BIRD owns no-encap on the defaults")
+				expectNoEncapOwner(ctx, c, ownedByBIRD, "guard: BIRD owns no-encap on the defaults")
 				probes, err := c.Probes(ctx, harness.ProbeOptions{Rate: min(500, harness.DefaultProbeRate())})
 				Expect(err).NotTo(HaveOccurred())
 				res := c.Result(fmt.Sprintf("live change both ways, BIRD %s", rel), nil)
@@ -272,8 +262,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 					before, err := probes.Report()
 					Expect(err).NotTo(HaveOccurred())
 					change, _, _ := setPairLive(ctx, c, step.felix, step.bgp, true, config.R333)
-					Eventually(func() (classOwner, error) { o, _, err := noEncapOwner(ctx, c); return o, err }).WithContext(ctx).
-						WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).Should(Equal(step.want), "BIRD %s, %s: the no-encap routes move", rel, step.name)
+					expectNoEncapOwner(ctx, c, step.want, fmt.Sprintf("BIRD %s, %s: the no-encap routes move", rel, step.name))
 					settledMs := sinceMs(change.Mono)
 					// Past BIRD's next scan (a programmer → BIRD handover
 					// ends at BIRD's re-add), every flow delivers.
@@ -324,8 +313,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 				c := claimsCluster(ctx, rel, harness.Options{})
 				recordVerdict(claimReadvertise, rel, verdictDiffers, "the spec failed: see its row")
 				setPairLive(ctx, c, "Enabled", "Disabled", true, config.R333)
-				Eventually(func() (classOwner, error) { o, _, err := noEncapOwner(ctx, c); return o, err }).WithContext(ctx).
-					WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).Should(Equal(ownedByProgrammer), "guard: the programmer owns no-encap")
+				expectNoEncapOwner(ctx, c, ownedByProgrammer, "guard: the programmer owns no-encap")
 				Expect(c.WaitConverged(ctx)).To(Succeed())
 				steady, err := readvertCount(ctx, c, c.Nodes())
 				Expect(err).NotTo(HaveOccurred(), "positive control: every node exports its own block to every peer")
@@ -363,10 +351,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 				n := c.Node("node-2")
 				remote := c.RemoteBlocks(n.Name)
 				own := readvertOwnBlocks(c, n.Name)
-				for _, bl := range remote {
-					Eventually(n).WithContext(ctx).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
-						Should(harness.HaveClusterRoute(bl).ProgrammedBy(harness.ByBIRD).Only(), "guard: BIRD %s programs %s on node-2", rel, bl)
-				}
+				expectBIRDPrograms(ctx, n, remote, "guard, BIRD "+string(rel))
 				res := c.Result(fmt.Sprintf("persisted routes and -R recovery, BIRD %s", rel), nil)
 				var b strings.Builder
 				w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)

@@ -60,7 +60,6 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/bird/release"
-	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
@@ -149,12 +148,7 @@ func runFlaps(ctx context.Context, relName release.Name) flapRun {
 	rel := needRelease(relName)
 	run := flapRun{rel: relName, pkg: rel.Package}
 	t, spare := flapTopology()
-	c := startClusterOn(ctx, t, harness.Options{
-		Release:              config.R333,
-		BIRD:                 string(relName),
-		RouteRefreshInterval: time.Second,
-		Timers:               confd.Timers{ScanTime: 1},
-	})
+	c := releaseCluster(ctx, relName, t, quickTimers(harness.Options{}))
 	n1, n2, n3 := c.Node("node-1"), c.Node("node-2"), c.Node("node-3")
 	addr := func(n *harness.Node) netip.Addr { return n.NS.Address.Addr() }
 	var pool []netip.Prefix

@@ -1,9 +1,9 @@
 package scenarios_test
 
 // Helpers for the per-BIRD-release scenarios (releases_*_test.go): finding a
-// release or skipping naming it, BIRD's kernel exports whatever the
-// release names its kernel protocols, and reading the route timeline as
-// owner sequences.
+// release or skipping naming it, starting a cluster on one release, the
+// guards they share, BIRD's kernel exports whatever the release names its
+// kernel protocols, and reading the route timeline as owner sequences.
 
 import (
 	"context"
@@ -12,14 +12,19 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/bird"
 	"github.com/birdcage/birdcage/harness/bird/release"
+	"github.com/birdcage/birdcage/harness/confd"
+	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/topo"
 )
 
 // programmerProto is the design's programmer protocol as a kernel route
@@ -50,6 +55,75 @@ func needRelease(name release.Name) bird.Release {
 
 // releaseLabel is the per-release label of the cross-release specs.
 func releaseLabel(name release.Name) string { return name.Feature() }
+
+// builtinTopology is a built-in topology, to vary before starting it.
+func builtinTopology(name string) *topo.Topology {
+	GinkgoHelper()
+	t, err := topo.Builtin(name)
+	Expect(err).NotTo(HaveOccurred(), "built-in topology %s", name)
+	return t
+}
+
+// releaseCluster starts t with every node on BIRD release rel (skipping,
+// naming it, where rel is not prepared) and the 3.33 programmer unless o
+// names another release, and checks that every node's BIRD says it is
+// rel. Routers (the dual-ToR fabric's ToRs) run the host's BIRD 2.0
+// whatever rel is: the node's release is the variable.
+func releaseCluster(ctx context.Context, rel release.Name, t *topo.Topology, o harness.Options) *harness.Cluster {
+	GinkgoHelper()
+	needRelease(rel)
+	o.BIRD = string(rel)
+	if o.Release == "" {
+		o.Release = config.R333
+	}
+	c := startClusterOn(ctx, t, o)
+	for _, n := range c.Nodes() {
+		Expect(birdStatusLine(ctx, n.BIRD)).To(HavePrefix("BIRD "+string(rel)+"."), "guard: %s runs BIRD %s", n.Name, rel)
+	}
+	return c
+}
+
+// quickTimers gives o a 1 s programmer resync and a 1 s BIRD scan where it
+// sets neither, so the settle windows of a spec (a few resyncs and scans)
+// stay short.
+func quickTimers(o harness.Options) harness.Options {
+	if o.RouteRefreshInterval == 0 {
+		o.RouteRefreshInterval = time.Second
+	}
+	if o.Timers.ScanTime == 0 {
+		o.Timers = confd.Timers{ScanTime: 1}
+	}
+	return o
+}
+
+// expectBIRDPrograms waits until n's only route to each of blocks is
+// BIRD's.
+func expectBIRDPrograms(ctx context.Context, n *harness.Node, blocks []netip.Prefix, what string) {
+	GinkgoHelper()
+	for _, b := range blocks {
+		Eventually(n).WithContext(ctx).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+			Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Only(), "%s: BIRD programs %s on %s", what, b, n.Name)
+	}
+}
+
+// expectNoEncapOwner waits until the no-encap class on c is want's on
+// every remote block (noEncapOwner).
+func expectNoEncapOwner(ctx context.Context, c *harness.Cluster, want classOwner, what string) {
+	GinkgoHelper()
+	Eventually(func() (classOwner, error) { o, _, err := noEncapOwner(ctx, c); return o, err }).WithContext(ctx).
+		WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).Should(Equal(want), what)
+}
+
+// birdStatusLine is the first line of `birdc show status` from b ("BIRD
+// 2.0.12"): the release the daemon says it is, not the one the harness
+// meant to start.
+func birdStatusLine(ctx context.Context, b *bird.Instance) string {
+	r, err := b.Client().Run(ctx, "show status")
+	if err != nil || len(r.Lines) == 0 {
+		return fmt.Sprintf("error: %v", err)
+	}
+	return strings.TrimSpace(r.Lines[0].Text)
+}
 
 // kernelExports is what n's BIRD exports to its kernel protocols (whatever
 // the release calls them: kernel4/kernel6 as confd names them on 2.x and

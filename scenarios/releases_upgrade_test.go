@@ -42,13 +42,7 @@ import (
 )
 
 // birdAnswers is the first line of `birdc show status` on n ("BIRD 2.0.12").
-func birdAnswers(ctx SpecContext, n *harness.Node) string {
-	r, err := n.BIRD.Client().Run(ctx, "show status")
-	if err != nil || len(r.Lines) == 0 {
-		return fmt.Sprintf("error: %v", err)
-	}
-	return strings.TrimSpace(r.Lines[0].Text)
-}
+func birdAnswers(ctx SpecContext, n *harness.Node) string { return birdStatusLine(ctx, n.BIRD) }
 
 var _ = Describe("BIRD upgrade on one node, with probes running", Label("noencap", "upgrade", "releases"), func() {
 	DescribeTable("the node whose BIRD is replaced keeps its routes and loses no outbound probe",
@@ -56,17 +50,13 @@ var _ = Describe("BIRD upgrade on one node, with probes running", Label("noencap
 			if full {
 				needFull(fmt.Sprintf("BIRD upgrade %s→%s with %s", from, to, sig))
 			}
-			needRelease(from)
 			needRelease(to)
-			c := startCluster(ctx, "noencap", harness.Options{Release: config.R333, BIRD: string(from)})
+			c := releaseCluster(ctx, from, builtinTopology("noencap"), harness.Options{})
 			up := c.Node("node-2")
 			remote := c.RemoteBlocks(up.Name)
 			Expect(remote).NotTo(BeEmpty())
 			Expect(birdAnswers(ctx, up)).To(HavePrefix("BIRD "+string(from)+"."), "guard: node-2 starts on BIRD %s", from)
-			for _, b := range remote {
-				Eventually(up).WithContext(ctx).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
-					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Only(), "guard: BIRD programs %s on node-2 before the upgrade", b)
-			}
+			expectBIRDPrograms(ctx, up, remote, "guard, before the upgrade")
 			probes, err := c.Probes(ctx, harness.ProbeOptions{})
 			Expect(err).NotTo(HaveOccurred())
 
@@ -74,10 +64,7 @@ var _ = Describe("BIRD upgrade on one node, with probes running", Label("noencap
 			Expect(c.UpgradeNode(ctx, up.Name, config.R333, harness.UpgradeOptions{Signal: sig, BIRD: string(to)})).Error().NotTo(HaveOccurred())
 			Expect(c.WaitConverged(ctx)).To(Succeed())
 			established := c.Mark("converged after the BIRD upgrade")
-			for _, b := range remote {
-				Eventually(up).WithContext(ctx).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
-					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Only(), "after the upgrade BIRD %s programs %s on node-2", to, b)
-			}
+			expectBIRDPrograms(ctx, up, remote, "after the upgrade to BIRD "+string(to))
 			// Every flow delivering again, so the report's gaps are closed.
 			Eventually(flowsDelivering(probes)).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
 			end := c.Mark("every flow delivering")
