@@ -32,7 +32,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -91,26 +90,23 @@ var _ = ReportAfterSuite("cross-release claims table", func(Report) {
 		}
 	}
 	sort.Strings(claims)
-	var b strings.Builder
-	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	hdr := "claim\t"
+	cols := []string{"claim"}
 	for _, r := range release.All {
-		hdr += "BIRD " + string(r) + "\t"
+		cols = append(cols, "BIRD "+string(r))
 	}
-	fmt.Fprintln(w, hdr)
+	tab := harness.NewTable(cols...)
 	for _, cl := range claims {
-		line := cl + "\t"
+		row := []any{cl}
 		for _, r := range release.All {
 			v, ok := claimVerdicts[[2]string{cl, string(r)}]
 			if !ok {
 				v = "not run"
 			}
-			line += v + "\t"
+			row = append(row, v)
 		}
-		fmt.Fprintln(w, line)
+		tab.Add(row...)
 	}
-	w.Flush()
-	for _, l := range strings.Split(strings.TrimRight("== cross-release claims (claim × BIRD release)\n"+b.String(), "\n"), "\n") {
+	for _, l := range strings.Split(strings.TrimRight("== cross-release claims (claim × BIRD release)\n"+tab.String(), "\n"), "\n") {
 		fmt.Println("[birdcage] " + l)
 	}
 })
@@ -194,9 +190,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 				for p := range designSupportedPairs {
 					Expect(pairs).To(ContainElement(p), "guard: every supported pair of the design is set")
 				}
-				var b strings.Builder
-				w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-				fmt.Fprintln(w, "Felix\tBGP\texpected (design)\tseen\tsettled ms\t")
+				tab := harness.NewTable("Felix", "BGP", "expected (design)", "seen", "settled ms")
 				prevBGP := ""
 				res := c.Result(fmt.Sprintf("no-encap ownership, BIRD %s", rel), nil)
 				for _, p := range pairs {
@@ -232,12 +226,11 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 					}).WithContext(ctx).WithTimeout(30*time.Second).WithPolling(150*time.Millisecond).Should(Succeed(),
 						"BIRD %s, Felix=%s BGP=%s: the design's tables give the no-encap class to %s", rel, p[0], p[1], want)
 					ms := sinceMs(change.Mono)
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%.0f\t\n", p[0], p[1], want, got, ms)
+					tab.Add(p[0], p[1], want, got, harness.Cellf("%.0f", ms))
 					res.Figures["settledMs "+p[0]+"/"+p[1]] = ms
 				}
-				w.Flush()
 				recordVerdict(claimOwnership, rel, verdictHolds, "")
-				report(fmt.Sprintf("no-encap ownership on BIRD %s", rel), b.String(), res)
+				report(fmt.Sprintf("no-encap ownership on BIRD %s", rel), tab.String(), res)
 			})
 
 		It(fmt.Sprintf("BIRD %s: a live programClusterRoutes change moves the no-encap routes BIRD → programmer and back, every flow delivering after each", rel),
@@ -249,9 +242,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 				probes, err := c.Probes(ctx, harness.ProbeOptions{Rate: min(500, harness.DefaultProbeRate())})
 				Expect(err).NotTo(HaveOccurred())
 				res := c.Result(fmt.Sprintf("live change both ways, BIRD %s", rel), nil)
-				var b strings.Builder
-				w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-				fmt.Fprintln(w, "direction\tsettled ms\tlongest gap ms (any flow)\tlost\tno-route windows on the timeline\tlongest ms\t")
+				tab := harness.NewTable("direction", "settled ms", "longest gap ms (any flow)", "lost", "no-route windows on the timeline", "longest ms")
 				for _, step := range []struct {
 					name, felix, bgp string
 					want             classOwner
@@ -293,18 +284,17 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 							gap = max(gap, f.LongestGapMs)
 						}
 					}
-					fmt.Fprintf(w, "%s\t%.0f\t%.1f\t%d\t%d\t%.1f\t\n", step.name, settledMs, gap, lost, windows, longest)
+					tab.Add(step.name, harness.Cellf("%.0f", settledMs), harness.Cellf("%.1f", gap), lost, windows, harness.Cellf("%.1f", longest))
 					k := strings.ReplaceAll(step.name, " → ", "To")
 					res.Figures[k+"SettledMs"] = settledMs
 					res.Figures[k+"LongestNoRouteMs"] = longest
 					res.Figures[k+"Lost"] = float64(lost)
 				}
-				w.Flush()
 				rep, err := probes.Stop()
 				Expect(err).NotTo(HaveOccurred())
 				res.Probes = rep
 				recordVerdict(claimLive, rel, verdictHolds, "")
-				report(fmt.Sprintf("live change both ways on BIRD %s", rel), b.String()+harness.GapTable(rep), res)
+				report(fmt.Sprintf("live change both ways on BIRD %s", rel), tab.String()+harness.GapTable(rep), res)
 			})
 
 		It(fmt.Sprintf("BIRD %s: with the programmer owning no-encap, a node exports another node's block to iBGP peers once its owner withdrew it (the known gap of §5)", rel),
@@ -353,10 +343,8 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 				own := readvertOwnBlocks(c, n.Name)
 				expectBIRDPrograms(ctx, n, remote, "guard, BIRD "+string(rel))
 				res := c.Result(fmt.Sprintf("persisted routes and -R recovery, BIRD %s", rel), nil)
-				var b strings.Builder
-				w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+				tab := harness.NewTable("signal", "node-2's routes kept (persist)", "no-route windows on node-2", "peers keep node-2's block", "peers' longest no-route ms", "-R to converged ms")
 				allWindows, allLongest := 0, 0.0
-				fmt.Fprintln(w, "signal\tnode-2's routes kept (persist)\tno-route windows on node-2\tpeers keep node-2's block\tpeers' longest no-route ms\t-R to converged ms\t")
 				for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
 					kill := c.Mark(fmt.Sprintf("%s node-2's BIRD", sig))
 					Expect(c.KillBIRD(ctx, n.Name, sig)).Error().NotTo(HaveOccurred())
@@ -406,24 +394,23 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 					}
 					allWindows += windows
 					allLongest = max(allLongest, longest)
-					fmt.Fprintf(w, "%s\t%v\t%d (longest %.2f ms)\t%v\t%.0f\t%.0f\t\n", sig, true, windows, longest, peersKeep, peerGap, recovered)
+					tab.Add(sig, true, harness.Cellf("%d (longest %.2f ms)", windows, longest), peersKeep, harness.Cellf("%.0f", peerGap), harness.Cellf("%.0f", recovered))
 					res.Figures[sig.String()+" noRouteWindowsNode2"] = float64(windows)
 					res.Figures[sig.String()+" longestNoRouteMsNode2"] = longest
 					res.Figures[sig.String()+" peersLongestNoRouteMs"] = peerGap
 					res.Figures[sig.String()+" recoveryToConvergedMs"] = recovered
 				}
-				w.Flush()
 				if persistGap[rel] {
 					// Known gap: the design says -R holds the routes; this
 					// release rewrites them at reconciliation (delete, then
 					// add), so the node is without a route for a moment.
 					recordVerdict(claimPersist, rel, verdictDiffers, fmt.Sprintf("-R reconciliation deletes and re-adds: %d no-route windows, longest %.2f ms", allWindows, allLongest))
-					report(fmt.Sprintf("persisted routes and -R recovery on BIRD %s", rel), b.String(), res)
+					report(fmt.Sprintf("persisted routes and -R recovery on BIRD %s", rel), tab.String(), res)
 					Expect(allWindows).To(BeNumerically(">", 0), "known gap closed on BIRD %s: after -R node-2 was never without a route; make this release's persisted-routes claim hold", rel)
 					return
 				}
 				recordVerdict(claimPersist, rel, verdictHolds, "")
-				report(fmt.Sprintf("persisted routes and -R recovery on BIRD %s", rel), b.String(), res)
+				report(fmt.Sprintf("persisted routes and -R recovery on BIRD %s", rel), tab.String(), res)
 			})
 	}
 })

@@ -52,7 +52,6 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -471,15 +470,11 @@ func refusalOffsets(c *harness.Cluster) map[string]int64 {
 }
 
 func flapTable(r flapRun) string {
-	var b strings.Builder
-	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(w, "BIRD %s (%s); positive control (BIRD→programmer at Enabled/Enabled): %d switches on %d remote blocks\n", r.rel, r.pkg, r.controlSwitches, r.controlBlocks)
-	fmt.Fprintln(w, "change\tcomponent switches\troute events\tno-route windows (closed)\tlongest ms\tBIRD refused writes\twindow ms\tquiet\tflapped (node prefix: owners)\t")
+	tab := harness.NewTable("change", "component switches", "route events", "no-route windows (closed)", "longest ms", "BIRD refused writes", "window ms", "quiet", "flapped (node prefix: owners)")
 	for _, c := range append([]flapChange{r.steady}, r.changes...) {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%.0f\t%d\t%.0f\t%v\t%s\t\n", c.name, c.switches, c.events, c.noRoute, c.noRouteMs, c.refusals, c.ms, c.quiet, strings.Join(c.flapped, "; "))
+		tab.Add(c.name, c.switches, c.events, c.noRoute, harness.Cellf("%.0f", c.noRouteMs), c.refusals, harness.Cellf("%.0f", c.ms), c.quiet, strings.Join(c.flapped, "; "))
 	}
-	w.Flush()
-	return b.String()
+	return fmt.Sprintf("BIRD %s (%s); positive control (BIRD→programmer at Enabled/Enabled): %d switches on %d remote blocks\n", r.rel, r.pkg, r.controlSwitches, r.controlBlocks) + tab.String()
 }
 
 func flapResult(r flapRun) harness.ScenarioResult {

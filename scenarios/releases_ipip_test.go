@@ -37,9 +37,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -210,13 +208,9 @@ var _ = Describe("IPIP claims per BIRD release", Label("ipip", "releases"), func
 				res.Figures["birdWritesRefused"] = float64(fight.refusals)
 				res.Figures["programmerRouteEvents"] = float64(fight.progEvents)
 				res.Notes = append(res.Notes, fmt.Sprintf("quiet after the withdrawal: %v", s.quiet))
-				var b strings.Builder
-				w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-				fmt.Fprintln(w, "iBGP exports checked\tother nodes' blocks exported (steady / after withdrawal)\tcomponent switches\tBIRD route events\tBIRD writes refused\tprogrammer route events\t")
-				fmt.Fprintf(w, "%d\t%d / %d\t%d\t%d\t%d\t%d\t\n", steady.checked+after.checked, len(steady.readvertised), len(after.readvertised),
-					fight.switches, len(fight.birdRoutes), fight.refusals, fight.progEvents)
-				w.Flush()
-				report(fmt.Sprintf("IPIP, programmer owns, BIRD %s: re-advertisement and the components", rel), b.String(), res)
+				tab := harness.NewTable("iBGP exports checked", "other nodes' blocks exported (steady / after withdrawal)", "component switches", "BIRD route events", "BIRD writes refused", "programmer route events")
+				tab.Add(steady.checked+after.checked, harness.Cellf("%d / %d", len(steady.readvertised), len(after.readvertised)), fight.switches, len(fight.birdRoutes), fight.refusals, fight.progEvents)
+				report(fmt.Sprintf("IPIP, programmer owns, BIRD %s: re-advertisement and the components", rel), tab.String(), res)
 
 				Expect(fight.birdRoutes).To(BeEmpty(), "BIRD %s wrote routes to remote IPIP blocks the programmer owns", rel)
 				Expect(fight.switches).To(BeZero(), "BIRD %s and the programmer fought over the IPIP class", rel)
@@ -240,9 +234,7 @@ var _ = Describe("IPIP claims per BIRD release", Label("ipip", "releases"), func
 				// 1. Every remote block: BIRD's route via tunl0, onlink,
 				// and no programmer route.
 				readvertGuardOwnership(c, harness.ByBIRD, topo.TunnelDevice)
-				var b strings.Builder
-				w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-				fmt.Fprintln(w, "node\tremote block\tkernel route\t")
+				tab := harness.NewTable("node", "remote block", "kernel route")
 				for _, n := range c.Nodes() {
 					for _, bl := range c.RemoteBlocks(n.Name) {
 						rs, err := n.Routes(bl)
@@ -254,13 +246,12 @@ var _ = Describe("IPIP claims per BIRD release", Label("ipip", "releases"), func
 							}
 							Expect(r.Protocol).To(Equal(kroute.ProtoBIRD), "BIRD %s owns IPIP, but %s's route to %s is %s", rel, n.Name, bl, r)
 							birdR = append(birdR, r)
-							fmt.Fprintf(w, "%s\t%s\t%s\t\n", n.Name, bl, r)
+							tab.Add(n.Name, bl, r)
 						}
 						Expect(birdR).To(HaveLen(1), "%s: one route to %s", n.Name, bl)
 						Expect(birdR[0].Onlink()).To(BeTrue(), "BIRD %s's tunl0 route to %s on %s is onlink (%s)", rel, bl, n.Name, birdR[0])
 					}
 				}
-				w.Flush()
 
 				// 2. Every flow delivers through the tunnel.
 				probes, err := c.Probes(ctx, harness.ProbeOptions{})
@@ -276,7 +267,7 @@ var _ = Describe("IPIP claims per BIRD release", Label("ipip", "releases"), func
 				res.Figures["programmerRouteEvents"] = float64(fight.progEvents)
 				res.Figures["componentSwitches"] = float64(fight.switches)
 				res.Figures["lostProbes"] = float64(rep.Total.Lost)
-				report(fmt.Sprintf("IPIP, BIRD owns, BIRD %s: onlink tunl0 routes", rel), b.String()+"\n"+harness.GapTable(rep), res)
+				report(fmt.Sprintf("IPIP, BIRD owns, BIRD %s: onlink tunl0 routes", rel), tab.String()+"\n"+harness.GapTable(rep), res)
 				Expect(fight.progEvents).To(BeZero(), "the programmer wrote routes to remote IPIP blocks BIRD owns (BIRD %s)", rel)
 				Expect(fight.switches).To(BeZero())
 				Expect(len(fight.birdRoutes)).To(BeNumerically(">=", len(c.Nodes())), "positive control: the route timelines hold BIRD's tunl0 routes")

@@ -26,9 +26,7 @@ package scenarios_test
 
 import (
 	"fmt"
-	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -136,12 +134,9 @@ func upgradeGaps(n *harness.Node, rep *probe.Report) (out, in, other dirGap) {
 }
 
 func upgradeTable(n *harness.Node, rep *probe.Report, out, in, other dirGap) string {
-	var b strings.Builder
-	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "direction\tflows\tlongest gap ms\tlost\t")
-	fmt.Fprintf(w, "out of %s\t%d\t%.1f\t%d\t\n", n.Name, out.flows, out.gap, out.lost)
-	fmt.Fprintf(w, "into %s\t%d\t%.1f\t%d\t\n", n.Name, in.flows, in.gap, in.lost)
-	fmt.Fprintf(w, "between the others\t%d\t%.1f\t%d\t\n", other.flows, other.gap, other.lost)
-	w.Flush()
-	return b.String()
+	tab := harness.NewTable("direction", "flows", "longest gap ms", "lost")
+	tab.Add(harness.Cellf("out of %s", n.Name), out.flows, harness.Cellf("%.1f", out.gap), out.lost)
+	tab.Add(harness.Cellf("into %s", n.Name), in.flows, harness.Cellf("%.1f", in.gap), in.lost)
+	tab.Add("between the others", other.flows, harness.Cellf("%.1f", other.gap), other.lost)
+	return tab.String()
 }
