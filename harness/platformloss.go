@@ -1,0 +1,220 @@
+package harness
+
+// Judging a change's probe loss against the platform's own.
+//
+// Under QEMU without KVM (TCG) the whole guest can stall for ~100 ms while a
+// process or a container starts: every flow loses probes at the same
+// instant, flows that cross no route the change touches as well. Such a
+// hole is the machine's, not the change's. The rule, in one place:
+//
+//   - the control flows — those with neither end at a node under change —
+//     measure what the platform lost (their holes: probes missing from the
+//     sequence the claim covers);
+//   - where the controls lost nothing (natively, KVM, any machine that did
+//     not stall) the claim is exactly "no hole", as HaveNoGap says it;
+//   - otherwise a judged flow may lose no more probes than the worst
+//     control flow lost over the same span.
+//
+// Every flow of a session runs at the same rate, so a stall that hits every
+// flow removes about the same number of probes from each.
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/onsi/gomega/types"
+
+	"github.com/birdcage/birdcage/harness/probe"
+)
+
+// FlowHoles is how many probes one flow lost over a span.
+type FlowHoles struct {
+	Flow  string
+	Holes uint64
+}
+
+// PlatformLoss is what the control flows lost over a span: the platform's
+// own loss, against which the flows under change are judged.
+type PlatformLoss struct {
+	Controls  int    // control flows measured
+	LostFlows int    // how many of them lost anything
+	Max       uint64 // the most one control flow lost
+	MaxFlow   string // that flow ("" when none lost)
+	Total     uint64 // over every control flow
+}
+
+// Strict says whether the platform lost nothing, so the claim is exactly
+// "no hole".
+func (p PlatformLoss) Strict() bool { return p.Max == 0 }
+
+// String states the platform's loss and how flows are judged against it.
+func (p PlatformLoss) String() string {
+	if p.Strict() {
+		return fmt.Sprintf("platform lost nothing on %d control flows: judged strictly (no hole)", p.Controls)
+	}
+	return fmt.Sprintf("platform lost up to %d probes on one control flow (%s; %d of %d control flows lost, %d in all): a judged flow may lose no more",
+		p.Max, p.MaxFlow, p.LostFlows, p.Controls, p.Total)
+}
+
+// PlatformLossOf measures the platform's loss from the control flows' holes;
+// an error when there is no control (nothing measures the platform, so a
+// tolerance would come from nowhere).
+func PlatformLossOf(controls []FlowHoles) (PlatformLoss, error) {
+	if len(controls) == 0 {
+		return PlatformLoss{}, fmt.Errorf("no control flow (one with neither end at a node under change): the platform's own loss is not measured")
+	}
+	p := PlatformLoss{Controls: len(controls)}
+	for _, c := range controls {
+		p.Total += c.Holes
+		if c.Holes > 0 {
+			p.LostFlows++
+		}
+		if c.Holes > p.Max {
+			p.Max, p.MaxFlow = c.Holes, c.Flow
+		}
+	}
+	return p, nil
+}
+
+// WithinPlatform is the rule's verdict for one flow's holes: none at all, or
+// no more than the platform's worst control flow where the platform lost
+// anything.
+func WithinPlatform(holes uint64, p PlatformLoss) bool { return holes == 0 || holes <= p.Max }
+
+// SessionHoles is each flow's holes (selected by keep; nil keeps every flow)
+// over a whole probe session: probes before the first arrival that never
+// came, probes missing below the highest seen and, with a snapshot taken
+// at the end of the claim's window (nil for none), probes sent by then that
+// have not arrived — the probes HaveNoGap().Through(snapshot) calls a hole.
+func SessionHoles(rep, snapshot *probe.Report, keep func(probe.GapReport) bool) ([]FlowHoles, error) {
+	if rep == nil || len(rep.Flows) == 0 {
+		return nil, fmt.Errorf("a report with no flow: nothing to measure")
+	}
+	var out []FlowHoles
+	for _, f := range rep.Flows {
+		if keep != nil && !keep(f) {
+			continue
+		}
+		var snap *probe.GapReport
+		if snapshot != nil {
+			for i := range snapshot.Flows {
+				if snapshot.Flows[i].Flow == f.Flow {
+					snap = &snapshot.Flows[i]
+				}
+			}
+			if snap == nil {
+				return nil, fmt.Errorf("flow %s is not in the snapshot", f.Flow)
+			}
+		}
+		if f.Sent == 0 {
+			return nil, fmt.Errorf("flow %s sent no probe: nothing to measure", f.Flow)
+		}
+		out = append(out, FlowHoles{Flow: f.Flow, Holes: sessionHoles(f, snap)})
+	}
+	return out, nil
+}
+
+func sessionHoles(f probe.GapReport, snap *probe.GapReport) uint64 {
+	if f.Received == 0 {
+		return f.Sent
+	}
+	h := f.Missing
+	// As gapProblems: head probes beyond the late ones are surely lost.
+	if f.FirstSeq > 1 && f.FirstSeq-1 > f.Late {
+		h += f.FirstSeq - 1 - f.Late
+	}
+	if snap != nil && f.HighestSeq < snap.Sent {
+		h += snap.Sent - f.HighestSeq
+	}
+	return h
+}
+
+// WindowHoles is each flow's holes (selected by keep; nil keeps every flow)
+// in runs of lost probes that began (by send time) in [from, to): for a
+// claim on one stretch of a longer session. An error when a flow had more
+// disruptions than its report lists (its count in the window is unknown).
+func WindowHoles(rep *probe.Report, from, to int64, keep func(probe.GapReport) bool) ([]FlowHoles, error) {
+	if rep == nil || len(rep.Flows) == 0 {
+		return nil, fmt.Errorf("a report with no flow: nothing to measure")
+	}
+	var out []FlowHoles
+	for _, f := range rep.Flows {
+		if keep != nil && !keep(f) {
+			continue
+		}
+		if f.DisruptionCount > len(f.Disruptions) {
+			return nil, fmt.Errorf("flow %s had %d disruptions, the report lists %d: its loss in the window is unknown", f.Flow, f.DisruptionCount, len(f.Disruptions))
+		}
+		if f.Delivery == nil {
+			return nil, fmt.Errorf("flow %s has no delivery record to split by time", f.Flow)
+		}
+		h := FlowHoles{Flow: f.Flow}
+		for _, d := range f.Disruptions {
+			if d.StartNs >= from && d.StartNs < to {
+				h.Holes += d.Lost
+			}
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// BeWithinPlatformLoss matches a FlowHoles (or a []FlowHoles, every one)
+// that lost nothing, or, where the platform lost anything, no more than its
+// worst control flow: the rule above for a span of a session (WindowHoles).
+// For a whole session prefer HaveNoGap().BeyondPlatform, which also judges
+// refused sends and the tail strictly.
+func BeWithinPlatformLoss(p PlatformLoss) types.GomegaMatcher { return &platformMatcher{p: p} }
+
+type platformMatcher struct{ p PlatformLoss }
+
+func holesOf(actual any) ([]FlowHoles, error) {
+	switch a := actual.(type) {
+	case FlowHoles:
+		return []FlowHoles{a}, nil
+	case []FlowHoles:
+		if len(a) == 0 {
+			return nil, fmt.Errorf("BeWithinPlatformLoss got no flow: nothing to judge")
+		}
+		return a, nil
+	}
+	return nil, fmt.Errorf("BeWithinPlatformLoss expects a FlowHoles or []FlowHoles, got %T", actual)
+}
+
+func (m *platformMatcher) Match(actual any) (bool, error) {
+	hs, err := holesOf(actual)
+	if err != nil {
+		return false, err
+	}
+	for _, h := range hs {
+		if !WithinPlatform(h.Holes, m.p) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func (m *platformMatcher) describe(actual any) string {
+	hs, err := holesOf(actual)
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, h := range hs {
+		verdict := "ok"
+		if !WithinPlatform(h.Holes, m.p) {
+			verdict = "too many"
+		}
+		fmt.Fprintf(&b, "\n    flow %s: %d probes lost (%s)", h.Flow, h.Holes, verdict)
+	}
+	b.WriteString("\n    " + m.p.String())
+	return b.String()
+}
+
+func (m *platformMatcher) FailureMessage(actual any) string {
+	return "expected no more probes lost than the platform lost:" + m.describe(actual)
+}
+
+func (m *platformMatcher) NegatedFailureMessage(actual any) string {
+	return "expected more probes lost than the platform lost:" + m.describe(actual)
+}

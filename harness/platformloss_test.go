@@ -1,0 +1,142 @@
+package harness
+
+// The platform-loss rule's logic on constructed reports: the controls' loss
+// measured, and the verdict for a judged flow against it — strict where the
+// controls lost nothing, bounded by the worst control otherwise.
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/birdcage/birdcage/harness/probe"
+)
+
+func TestPlatformLossRule(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		controls []uint64 // each control flow's holes
+		victim   uint64
+		want     bool
+	}{
+		{"controls clean, victim clean", []uint64{0, 0, 0}, 0, true},
+		{"controls clean, victim lost one: strict, a hole", []uint64{0, 0, 0}, 1, false},
+		{"controls clean, victim lost many", []uint64{0, 0}, 400, false},
+		{"the platform stalled, victim lost as much", []uint64{20, 18, 21}, 21, true},
+		{"the platform stalled, victim lost less", []uint64{20, 18, 21}, 5, true},
+		{"the platform stalled, victim clean", []uint64{20, 18, 21}, 0, true},
+		{"the platform stalled, victim lost more than the worst control", []uint64{20, 18, 21}, 22, false},
+		{"one control lost: the bound is that control's", []uint64{0, 0, 14}, 14, true},
+		{"one control lost a little, victim a real window", []uint64{0, 3, 0}, 396, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var hs []FlowHoles
+			for i, h := range c.controls {
+				hs = append(hs, FlowHoles{Flow: string(rune('a'+i)) + "->z", Holes: h})
+			}
+			p, err := PlatformLossOf(hs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := WithinPlatform(c.victim, p); got != c.want {
+				t.Errorf("victim %d against %s: %v, want %v", c.victim, p, got, c.want)
+			}
+			// The same verdict through the matchers, a session's flow and a
+			// window's count.
+			v := flow("v->a", 1000, 1000-c.victim, 1, 1000, c.victim)
+			if got := match(t, HaveNoGap().BeyondPlatform(p), v); got != verdict(c.want) {
+				t.Errorf("HaveNoGap().BeyondPlatform: %s, want %s: %s", got, verdict(c.want), HaveNoGap().BeyondPlatform(p).FailureMessage(v))
+			}
+			if got := match(t, BeWithinPlatformLoss(p), FlowHoles{Flow: "v->a", Holes: c.victim}); got != verdict(c.want) {
+				t.Errorf("BeWithinPlatformLoss: %s, want %s", got, verdict(c.want))
+			}
+		})
+	}
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "pass"
+	}
+	return "fail"
+}
+
+func TestPlatformLossMeasure(t *testing.T) {
+	t.Run("no control is an error, not a zero", func(t *testing.T) {
+		if _, err := PlatformLossOf(nil); err == nil {
+			t.Error("no control flow: want an error")
+		}
+	})
+	t.Run("the platform's figures and its statement", func(t *testing.T) {
+		p, err := PlatformLossOf([]FlowHoles{{"c->d", 0}, {"d->c", 30}, {"e->c", 12}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Controls != 3 || p.LostFlows != 2 || p.Max != 30 || p.MaxFlow != "d->c" || p.Total != 42 || p.Strict() {
+			t.Errorf("got %+v", p)
+		}
+		if s := p.String(); !strings.Contains(s, "up to 30") || !strings.Contains(s, "d->c") {
+			t.Errorf("statement: %s", s)
+		}
+		clean, _ := PlatformLossOf([]FlowHoles{{"c->d", 0}})
+		if s := clean.String(); !clean.Strict() || !strings.Contains(s, "strictly") {
+			t.Errorf("clean platform statement: %s", s)
+		}
+	})
+	t.Run("a session's holes: head, below the highest, and the tail before the snapshot", func(t *testing.T) {
+		head := flow("a->b", 1000, 900, 101, 1000, 0) // 100 never arrived
+		mid := flow("b->a", 1000, 995, 1, 1000, 5)
+		tail := flow("c->a", 1000, 800, 1, 800, 0) // 100 of them sent by the snapshot
+		none := flow("a->c", 50, 0, 0, 0, 0)
+		rep := &probe.Report{Flows: []probe.GapReport{head, mid, tail, none}}
+		snap := &probe.Report{Flows: []probe.GapReport{flow("a->b", 900, 800, 101, 900, 0), flow("b->a", 900, 895, 1, 900, 5),
+			flow("c->a", 900, 800, 1, 800, 0), flow("a->c", 40, 0, 0, 0, 0)}}
+		hs, err := SessionHoles(rep, snap, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []uint64{100, 5, 100, 50}
+		for i, h := range hs {
+			if h.Holes != want[i] {
+				t.Errorf("%s: %d holes, want %d", h.Flow, h.Holes, want[i])
+			}
+		}
+		only, err := SessionHoles(rep, nil, func(f probe.GapReport) bool { return f.Flow == "c->a" })
+		if err != nil || len(only) != 1 || only[0].Holes != 0 {
+			t.Errorf("keep, no snapshot: %v %v (a tail without a snapshot is in flight, not a hole)", only, err)
+		}
+		if _, err := SessionHoles(rep, &probe.Report{Flows: []probe.GapReport{head}}, nil); err == nil {
+			t.Error("a flow missing from the snapshot: want an error")
+		}
+	})
+	t.Run("a window's holes count the runs that began in it", func(t *testing.T) {
+		f := flow("a->b", 1000, 970, 1, 1000, 30)
+		f.Delivery = &probe.Delivery{}
+		f.Disruptions = []probe.Disruption{{Lost: 10, StartNs: 100}, {Lost: 20, StartNs: 500}}
+		f.DisruptionCount = 2
+		rep := &probe.Report{Flows: []probe.GapReport{f}}
+		for _, w := range []struct {
+			from, to int64
+			want     uint64
+		}{{0, 100, 0}, {100, 500, 10}, {0, 1000, 30}, {500, 501, 20}} {
+			hs, err := WindowHoles(rep, w.from, w.to, nil)
+			if err != nil || hs[0].Holes != w.want {
+				t.Errorf("[%d, %d): %v %v, want %d", w.from, w.to, hs, err, w.want)
+			}
+		}
+		f.DisruptionCount = 70
+		if _, err := WindowHoles(&probe.Report{Flows: []probe.GapReport{f}}, 0, 1000, nil); err == nil {
+			t.Error("more disruptions than listed: want an error")
+		}
+	})
+	t.Run("refused sends stay strict when the platform lost probes", func(t *testing.T) {
+		p, _ := PlatformLossOf([]FlowHoles{{"c->d", 50}})
+		f := flow("a->b", 1000, 1000, 1, 1000, 0)
+		f.SendErrors = map[string]uint64{"EHOSTUNREACH": 2}
+		if got := match(t, HaveNoGap().BeyondPlatform(p), f); got != "fail" {
+			t.Errorf("refused sends against a lossy platform: %s, want fail", got)
+		}
+		if msg := HaveNoGap().BeyondPlatform(p).FailureMessage(flow("a->b", 1000, 900, 1, 1000, 100)); !strings.Contains(msg, "more than the platform") || !strings.Contains(msg, "up to 50") {
+			t.Errorf("message: %s", msg)
+		}
+	})
+}
