@@ -218,3 +218,16 @@ func (m *platformMatcher) FailureMessage(actual any) string {
 func (m *platformMatcher) NegatedFailureMessage(actual any) string {
 	return "expected more probes lost than the platform lost:" + m.describe(actual)
 }
+
+// NotInvolving selects the flows with neither end at a workload of any of
+// nodes: the control flows of a change to those nodes.
+func NotInvolving(nodes ...*Node) func(probe.GapReport) bool {
+	return func(f probe.GapReport) bool {
+		for _, n := range nodes {
+			if n.NS.HasWorkloadAddr(f.SrcAddr) || n.NS.HasWorkloadAddr(f.DstAddr) {
+				return false
+			}
+		}
+		return true
+	}
+}
