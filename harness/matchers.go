@@ -281,11 +281,11 @@ func (m *GapMatcher) gapProblems(f probe.GapReport) ([]string, error) {
 				}
 			}
 		}
-		n := sessionHoles(f, snap)
-		if WithinPlatform(n, *m.platform) {
+		h := FlowHoles{Flow: f.Flow, Holes: sessionHoles(f, snap), LongestMs: f.LongestGapMs}
+		if WithinPlatform(h, *m.platform) {
 			return out, nil
 		}
-		holes = append(holes, fmt.Sprintf("%d probes lost in all, more than the platform: %s", n, m.platform))
+		holes = append(holes, fmt.Sprintf("%d probes lost in all, longest gap %.1f ms: more than the platform: %s", h.Holes, h.LongestMs, m.platform))
 	}
 	return append(out, holes...), nil
 }

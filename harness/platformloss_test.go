@@ -12,42 +12,51 @@ import (
 )
 
 func TestPlatformLossRule(t *testing.T) {
+	type loss struct {
+		holes     uint64
+		longestMs float64
+	}
 	for _, c := range []struct {
 		name     string
-		controls []uint64 // each control flow's holes
-		victim   uint64
+		controls []loss // each control flow's holes and longest outage
+		victim   loss
 		want     bool
 	}{
-		{"controls clean, victim clean", []uint64{0, 0, 0}, 0, true},
-		{"controls clean, victim lost one: strict, a hole", []uint64{0, 0, 0}, 1, false},
-		{"controls clean, victim lost many", []uint64{0, 0}, 400, false},
-		{"the platform stalled, victim lost as much", []uint64{20, 18, 21}, 21, true},
-		{"the platform stalled, victim lost less", []uint64{20, 18, 21}, 5, true},
-		{"the platform stalled, victim clean", []uint64{20, 18, 21}, 0, true},
-		{"the platform stalled, victim lost more than the worst control", []uint64{20, 18, 21}, 22, false},
-		{"one control lost: the bound is that control's", []uint64{0, 0, 14}, 14, true},
-		{"one control lost a little, victim a real window", []uint64{0, 3, 0}, 396, false},
+		{"controls clean, victim clean", []loss{{0, 5}, {0, 6}, {0, 5}}, loss{0, 6}, true},
+		{"controls clean, victim lost one: strict, a hole", []loss{{0, 5}, {0, 5}, {0, 5}}, loss{1, 10}, false},
+		{"controls clean, victim lost many", []loss{{0, 5}, {0, 5}}, loss{400, 2000}, false},
+		{"one stall on every flow, victim lost as much", []loss{{20, 105}, {18, 98}, {21, 110}}, loss{21, 108}, true},
+		{"one stall, victim lost less", []loss{{20, 105}, {18, 98}, {21, 110}}, loss{5, 30}, true},
+		{"one stall, victim clean", []loss{{20, 105}, {18, 98}, {21, 110}}, loss{0, 5}, true},
+		{"one stall, victim lost more than the worst control", []loss{{20, 105}, {18, 98}, {21, 110}}, loss{22, 112}, false},
+		{"one stall, victim's outage a little longer: within two intervals", []loss{{20, 105}, {18, 98}}, loss{20, 114}, true},
+		{"one control lost: the bound is that control's", []loss{{0, 5}, {0, 6}, {14, 75}}, loss{14, 75}, true},
+		{"one control lost a little, victim a real window", []loss{{0, 5}, {3, 20}, {0, 5}}, loss{396, 1980}, false},
+		{"a starved guest: many short losses everywhere, victim one long outage of fewer probes", []loss{{600, 320}, {620, 300}, {500, 140}}, loss{300, 1500}, false},
+		{"a starved guest: victim's losses as short and as many as the controls'", []loss{{600, 320}, {620, 300}, {500, 140}}, loss{580, 310}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var hs []FlowHoles
 			for i, h := range c.controls {
-				hs = append(hs, FlowHoles{Flow: string(rune('a'+i)) + "->z", Holes: h})
+				hs = append(hs, FlowHoles{Flow: string(rune('a'+i)) + "->z", Holes: h.holes, LongestMs: h.longestMs, IntervalMs: 5})
 			}
 			p, err := PlatformLossOf(hs)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := WithinPlatform(c.victim, p); got != c.want {
-				t.Errorf("victim %d against %s: %v, want %v", c.victim, p, got, c.want)
+			v := FlowHoles{Flow: "v->a", Holes: c.victim.holes, LongestMs: c.victim.longestMs, IntervalMs: 5}
+			if got := WithinPlatform(v, p); got != c.want {
+				t.Errorf("victim %+v against %s: %v, want %v", c.victim, p, got, c.want)
 			}
-			// The same verdict through the matchers, a session's flow and a
+			// The same verdict through the matchers: a session's flow and a
 			// window's count.
-			v := flow("v->a", 1000, 1000-c.victim, 1, 1000, c.victim)
-			if got := match(t, HaveNoGap().BeyondPlatform(p), v); got != verdict(c.want) {
-				t.Errorf("HaveNoGap().BeyondPlatform: %s, want %s: %s", got, verdict(c.want), HaveNoGap().BeyondPlatform(p).FailureMessage(v))
+			f := flow("v->a", 1000, 1000-c.victim.holes, 1, 1000, c.victim.holes)
+			f.LongestGapMs = c.victim.longestMs
+			if got := match(t, HaveNoGap().BeyondPlatform(p), f); got != verdict(c.want) {
+				t.Errorf("HaveNoGap().BeyondPlatform: %s, want %s: %s", got, verdict(c.want), HaveNoGap().BeyondPlatform(p).FailureMessage(f))
 			}
-			if got := match(t, BeWithinPlatformLoss(p), FlowHoles{Flow: "v->a", Holes: c.victim}); got != verdict(c.want) {
-				t.Errorf("BeWithinPlatformLoss: %s, want %s", got, verdict(c.want))
+			if got := match(t, BeWithinPlatformLoss(p), v); got != verdict(c.want) {
+				t.Errorf("BeWithinPlatformLoss: %s, want %s: %s", got, verdict(c.want), BeWithinPlatformLoss(p).FailureMessage(v))
 			}
 		})
 	}
@@ -67,17 +76,17 @@ func TestPlatformLossMeasure(t *testing.T) {
 		}
 	})
 	t.Run("the platform's figures and its statement", func(t *testing.T) {
-		p, err := PlatformLossOf([]FlowHoles{{"c->d", 0}, {"d->c", 30}, {"e->c", 12}})
+		p, err := PlatformLossOf([]FlowHoles{{Flow: "c->d"}, {Flow: "d->c", Holes: 30, LongestMs: 150}, {Flow: "e->c", Holes: 12, LongestMs: 160}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Controls != 3 || p.LostFlows != 2 || p.Max != 30 || p.MaxFlow != "d->c" || p.Total != 42 || p.Strict() {
+		if p.Controls != 3 || p.LostFlows != 2 || p.Max != 30 || p.MaxFlow != "d->c" || p.Total != 42 || p.LongestMs != 160 || p.LongestFlow != "e->c" || p.Strict() {
 			t.Errorf("got %+v", p)
 		}
 		if s := p.String(); !strings.Contains(s, "up to 30") || !strings.Contains(s, "d->c") {
 			t.Errorf("statement: %s", s)
 		}
-		clean, _ := PlatformLossOf([]FlowHoles{{"c->d", 0}})
+		clean, _ := PlatformLossOf([]FlowHoles{{Flow: "c->d"}})
 		if s := clean.String(); !clean.Strict() || !strings.Contains(s, "strictly") {
 			t.Errorf("clean platform statement: %s", s)
 		}
@@ -111,16 +120,18 @@ func TestPlatformLossMeasure(t *testing.T) {
 	t.Run("a window's holes count the runs that began in it", func(t *testing.T) {
 		f := flow("a->b", 1000, 970, 1, 1000, 30)
 		f.Delivery = &probe.Delivery{}
-		f.Disruptions = []probe.Disruption{{Lost: 10, StartNs: 100}, {Lost: 20, StartNs: 500}}
+		f.Disruptions = []probe.Disruption{{Lost: 10, StartNs: 100, EndNs: 100 + 45e6}, {Lost: 20, StartNs: 500, EndNs: 500 + 95e6}}
 		f.DisruptionCount = 2
 		rep := &probe.Report{Flows: []probe.GapReport{f}}
+		rep.Rate = 200
 		for _, w := range []struct {
-			from, to int64
-			want     uint64
-		}{{0, 100, 0}, {100, 500, 10}, {0, 1000, 30}, {500, 501, 20}} {
+			from, to  int64
+			want      uint64
+			longestMs float64
+		}{{0, 100, 0, 0}, {100, 500, 10, 45}, {0, 1000, 30, 95}, {500, 501, 20, 95}} {
 			hs, err := WindowHoles(rep, w.from, w.to, nil)
-			if err != nil || hs[0].Holes != w.want {
-				t.Errorf("[%d, %d): %v %v, want %d", w.from, w.to, hs, err, w.want)
+			if err != nil || hs[0].Holes != w.want || hs[0].LongestMs != w.longestMs || hs[0].IntervalMs != 5 {
+				t.Errorf("[%d, %d): %+v %v, want %d holes, longest %.0f ms", w.from, w.to, hs, err, w.want, w.longestMs)
 			}
 		}
 		f.DisruptionCount = 70
@@ -129,13 +140,13 @@ func TestPlatformLossMeasure(t *testing.T) {
 		}
 	})
 	t.Run("refused sends stay strict when the platform lost probes", func(t *testing.T) {
-		p, _ := PlatformLossOf([]FlowHoles{{"c->d", 50}})
+		p, _ := PlatformLossOf([]FlowHoles{{Flow: "c->d", Holes: 50, LongestMs: 250}})
 		f := flow("a->b", 1000, 1000, 1, 1000, 0)
 		f.SendErrors = map[string]uint64{"EHOSTUNREACH": 2}
 		if got := match(t, HaveNoGap().BeyondPlatform(p), f); got != "fail" {
 			t.Errorf("refused sends against a lossy platform: %s, want fail", got)
 		}
-		if msg := HaveNoGap().BeyondPlatform(p).FailureMessage(flow("a->b", 1000, 900, 1, 1000, 100)); !strings.Contains(msg, "more than the platform") || !strings.Contains(msg, "up to 50") {
+		if msg := HaveNoGap().BeyondPlatform(p).FailureMessage(flow("a->b", 1000, 900, 1, 1000, 100)); !strings.Contains(msg, "more than the platform") || !strings.Contains(msg, "up to 50") || !strings.Contains(msg, "250.0 ms") {
 			t.Errorf("message: %s", msg)
 		}
 	})
