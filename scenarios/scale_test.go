@@ -118,6 +118,7 @@ type scaleStep struct {
 	lostOut, lostIn       int64 // the upgraded node's flows
 	lostSample            int64 // the sampled flows among the others
 	platform              harness.PlatformLoss
+	longestOutMs          float64 // the upgraded node's outbound flows
 	longestGapMs          float64
 	longestGapFlow        string
 	upgradeS, convergedS  float64 // UpgradeNode's own time; until converged again
@@ -173,6 +174,7 @@ func (st *scaleStep) book(c *harness.Cluster, node string) {
 		switch {
 		case isFrom(n, f.SrcAddr):
 			st.lostOut += f.Lost
+			st.longestOutMs = max(st.longestOutMs, f.LongestGapMs)
 		case isFrom(n, f.DstAddr):
 			st.lostIn += f.Lost
 		default:
@@ -183,6 +185,23 @@ func (st *scaleStep) book(c *harness.Cluster, node string) {
 		}
 	}
 }
+
+// meminfo is a /proc/meminfo field in bytes (0 when unreadable).
+func meminfo(field string) int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && k == field {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
 func medianOf(xs []float64) float64 {
 	s := slices.Clone(xs)
@@ -224,23 +243,30 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade"), func() {
 			steps = append(steps, st)
 		}
 		end := c.Mark("rollout done")
+		// Memory: what the cluster's processes hold, and what the machine
+		// (the VM's guest, under ci/vm/run) still has.
+		fp, err := c.Footprint()
+		Expect(err).NotTo(HaveOccurred())
+		memTotal, memAvail := meminfo("MemTotal"), meminfo("MemAvailable")
 
 		// Figures: per node and for the whole rollout.
 		res := c.Result(fmt.Sprintf("rolling upgrade, %d nodes, %s", n, pool), nil)
 		var b strings.Builder
 		w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(w, "node\tflows\tlost out\tlost in\tlost sample\tplatform max\tlongest gap ms\tupgrade s\tto converged s\tharness CPU-s/s\tBPF maps KiB\t")
+		fmt.Fprintln(w, "node\tflows\tlost out\tlost in\tlost sample\tplatform max\tplatform longest ms\tlongest out ms\tlongest gap ms\tupgrade s\tto converged s\tharness CPU-s/s\tBPF maps KiB\t")
 		var per, gaps, cpus []float64
 		var lostOut, lostIn, lostSample int64
 		worst, worstFlow := 0.0, ""
 		for _, st := range steps {
-			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.2f\t%.2f\t%.2f\t%d\t\n", st.node, len(st.plan.Flows), st.lostOut, st.lostIn,
-				st.lostSample, st.platform.Max, st.longestGapMs, st.upgradeS, st.convergedS, st.cpuPerS, st.mapBytes/1024)
+			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t%d\t\n", st.node, len(st.plan.Flows), st.lostOut, st.lostIn,
+				st.lostSample, st.platform.Max, st.platform.LongestMs, st.longestOutMs, st.longestGapMs, st.upgradeS, st.convergedS, st.cpuPerS, st.mapBytes/1024)
 			pfx := "node." + st.node + "."
 			res.Figures[pfx+"lostOut"] = float64(st.lostOut)
 			res.Figures[pfx+"lostIn"] = float64(st.lostIn)
 			res.Figures[pfx+"lostSample"] = float64(st.lostSample)
 			res.Figures[pfx+"platformLostPerControlFlowMax"] = float64(st.platform.Max)
+			res.Figures[pfx+"platformLongestOutageMs"] = st.platform.LongestMs
+			res.Figures[pfx+"longestGapOutboundMs"] = st.longestOutMs
 			res.Figures[pfx+"longestGapMs"] = st.longestGapMs
 			res.Figures[pfx+"secondsToConverged"] = st.convergedS
 			per = append(per, st.convergedS)
@@ -258,6 +284,12 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade"), func() {
 		fmt.Fprintf(&b, "flow plan per step: %s; %d probes/s per flow\n", steps[len(steps)-1].plan, scaleRate())
 		fmt.Fprintf(&b, "harness CPU while probing: %.2f CPU-s/s median, %.2f max; BPF maps per session %d KiB in %d counters (%d B each)\n",
 			medianOf(cpus), slices.Max(cpus), steps[0].mapBytes/1024, steps[0].counters, steps[0].mapBytes/max(1, steps[0].counters))
+		fmt.Fprintf(&b, "memory: %d BIRDs %.1f MiB, %d programmers %.1f MiB, harness %.1f MiB (RSS); machine %.0f MiB, %.0f MiB available at the end\n",
+			fp.BIRDs, mib(fp.BIRDBytes), fp.Programmers, mib(fp.ProgrammerBytes), mib(fp.HarnessBytes), mib(memTotal), mib(memAvail))
+		res.Figures["rssBIRDBytes"] = float64(fp.BIRDBytes)
+		res.Figures["rssProgrammerBytes"] = float64(fp.ProgrammerBytes)
+		res.Figures["rssHarnessBytes"] = float64(fp.HarnessBytes)
+		res.Figures["memAvailableBytesAtEnd"] = float64(memAvail)
 		res.Figures["nodes"] = float64(n)
 		res.Figures["rolloutSeconds"] = rollout
 		res.Figures["secondsPerNodeMedian"] = medianOf(per)
