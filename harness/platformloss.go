@@ -266,3 +266,50 @@ func NotInvolving(nodes ...*Node) func(probe.GapReport) bool {
 		return true
 	}
 }
+
+// HolesSince is each flow's holes (selected by keep; nil keeps every flow)
+// that appeared after the snapshot since (probes.Report() taken when the
+// change began) and up to the session's end, with the snapshot through
+// judging the tail as SessionHoles does: for a claim whose window opens
+// with the change, not with the session (under TCG a session's first
+// probes on some flows can be lost while 50 senders start, before the
+// change). The longest outage is the longest run of lost probes that
+// began after since was taken (by send time), or, where a flow had more
+// disruptions than its report lists, its longest gap over the session.
+func HolesSince(rep, since, through *probe.Report, keep func(probe.GapReport) bool) ([]FlowHoles, error) {
+	if since == nil {
+		return nil, fmt.Errorf("HolesSince needs the snapshot taken when the change began")
+	}
+	all, err := SessionHoles(rep, through, keep)
+	if err != nil {
+		return nil, err
+	}
+	before, err := SessionHoles(since, nil, keep)
+	if err != nil {
+		return nil, err
+	}
+	was := map[string]uint64{}
+	for _, h := range before {
+		was[h.Flow] = h.Holes
+	}
+	byFlow := map[string]probe.GapReport{}
+	for _, f := range rep.Flows {
+		byFlow[f.Flow] = f
+	}
+	for i, h := range all {
+		b, ok := was[h.Flow]
+		if !ok {
+			return nil, fmt.Errorf("flow %s is not in the snapshot taken when the change began", h.Flow)
+		}
+		all[i].Holes = h.Holes - min(b, h.Holes)
+		if f := byFlow[h.Flow]; f.DisruptionCount <= len(f.Disruptions) && f.Delivery != nil {
+			all[i].LongestMs = 0
+			for _, d := range f.Disruptions {
+				if d.StartNs >= since.EndNs {
+					all[i].LongestMs = max(all[i].LongestMs, d.DurationMs())
+				}
+			}
+		}
+	}
+	return all, nil
+}

@@ -153,3 +153,31 @@ func TestPlatformLossMeasure(t *testing.T) {
 		}
 	})
 }
+
+func TestHolesSince(t *testing.T) {
+	// At the change: a lost head (13 probes) and 2 missing; by the end 11
+	// more missing in one run after the change, and a tail still in flight.
+	at := &probe.Report{EndNs: 1000, Rate: 50, Flows: []probe.GapReport{flow("a->b", 100, 85, 14, 100, 2)}}
+	end := flow("a->b", 400, 372, 14, 398, 13)
+	end.Delivery = &probe.Delivery{}
+	end.Disruptions = []probe.Disruption{{Lost: 13, StartNs: 10, EndNs: 10 + 240e6}, {Lost: 2, StartNs: 500}, {Lost: 11, StartNs: 2000, EndNs: 2000 + 200e6}}
+	end.DisruptionCount = 3
+	end.LongestGapMs = 692
+	rep := &probe.Report{Rate: 50, Flows: []probe.GapReport{end}}
+	through := &probe.Report{Flows: []probe.GapReport{flow("a->b", 398, 372, 14, 398, 13)}}
+	hs, err := HolesSince(rep, at, through, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hs[0].Holes != 11 || hs[0].LongestMs != 200 {
+		t.Errorf("got %+v, want the 11 lost after the change in a 200 ms run (the head's 692 ms gap was before it)", hs[0])
+	}
+	rep.Flows[0].DisruptionCount = 80
+	hs, err = HolesSince(rep, at, through, nil)
+	if err != nil || hs[0].LongestMs != 692 {
+		t.Errorf("disruptions not all listed: %+v %v, want the session's longest gap", hs, err)
+	}
+	if _, err := HolesSince(rep, nil, through, nil); err == nil {
+		t.Error("no snapshot: want an error")
+	}
+}
