@@ -204,7 +204,8 @@ var _ types.GomegaMatcher = (*ClusterRouteMatcher)(nil)
 
 // GapMatcher matches probe flows that saw no gap in their sequence.
 type GapMatcher struct {
-	through *probe.Report
+	through  *probe.Report
+	platform *PlatformLoss
 }
 
 // HaveNoGap matches a flow (probe.GapReport) or every flow of a
@@ -225,24 +226,30 @@ func HaveNoGap() *GapMatcher { return &GapMatcher{} }
 // arrived.
 func (m *GapMatcher) Through(snapshot *probe.Report) *GapMatcher { m.through = snapshot; return m }
 
+// BeyondPlatform judges the flow's holes against the platform's own loss
+// (platformloss.go): where the platform lost nothing, exactly HaveNoGap;
+// otherwise the flow may lose no more probes than the worst control flow
+// did. Refused sends are judged strictly either way.
+func (m *GapMatcher) BeyondPlatform(p PlatformLoss) *GapMatcher { m.platform = &p; return m }
+
 // gapProblems is what is wrong with one flow, empty when nothing is; an
 // error when there is nothing to judge (so NotTo cannot pass on it either).
 func (m *GapMatcher) gapProblems(f probe.GapReport) ([]string, error) {
-	var out []string
+	var out, holes []string
 	if f.Sent == 0 {
 		return nil, fmt.Errorf("flow %s sent no probe: nothing to judge", f.Flow)
 	}
 	if f.Sent > 0 && f.Received == 0 {
-		out = append(out, fmt.Sprintf("none of %d probes arrived", f.Sent))
+		holes = append(holes, fmt.Sprintf("none of %d probes arrived", f.Sent))
 	}
 	// A probe before the first arrival that came later still is counted
 	// late (not told apart from late probes filling holes above): only
 	// more head probes than late ones is surely a gap.
 	if f.Received > 0 && f.FirstSeq > 1 && f.FirstSeq-1 > f.Late {
-		out = append(out, fmt.Sprintf("probes 1..%d never arrived (the first to arrive was %d)", f.FirstSeq-1, f.FirstSeq))
+		holes = append(holes, fmt.Sprintf("probes 1..%d never arrived (the first to arrive was %d)", f.FirstSeq-1, f.FirstSeq))
 	}
 	if f.Missing > 0 {
-		out = append(out, fmt.Sprintf("%d probes missing below the highest seen (%d)", f.Missing, f.HighestSeq))
+		holes = append(holes, fmt.Sprintf("%d probes missing below the highest seen (%d)", f.Missing, f.HighestSeq))
 	}
 	for errno, n := range f.SendErrors {
 		if errno != "EAGAIN" && n > 0 {
@@ -262,10 +269,25 @@ func (m *GapMatcher) gapProblems(f probe.GapReport) ([]string, error) {
 		case snap.Sent == 0:
 			return nil, fmt.Errorf("flow %s had sent nothing when the snapshot was taken: nothing to judge", f.Flow)
 		case f.HighestSeq < snap.Sent:
-			out = append(out, fmt.Sprintf("probes %d..%d, sent before the snapshot, have not arrived", f.HighestSeq+1, snap.Sent))
+			holes = append(holes, fmt.Sprintf("probes %d..%d, sent before the snapshot, have not arrived", f.HighestSeq+1, snap.Sent))
 		}
 	}
-	return out, nil
+	if m.platform != nil && !m.platform.Strict() && len(holes) > 0 {
+		var snap *probe.GapReport
+		if m.through != nil {
+			for i := range m.through.Flows {
+				if m.through.Flows[i].Flow == f.Flow {
+					snap = &m.through.Flows[i]
+				}
+			}
+		}
+		h := FlowHoles{Flow: f.Flow, Holes: sessionHoles(f, snap), LongestMs: f.LongestGapMs}
+		if WithinPlatform(h, *m.platform) {
+			return out, nil
+		}
+		holes = append(holes, fmt.Sprintf("%d probes lost in all, longest gap %.1f ms: more than the platform: %s", h.Holes, h.LongestMs, m.platform))
+	}
+	return append(out, holes...), nil
 }
 
 func flowsOf(actual any) ([]probe.GapReport, error) {
@@ -318,6 +340,9 @@ func (m *GapMatcher) describe(actual any) string {
 		} else if len(p) > 0 {
 			b.WriteString(": " + strings.Join(p, "; "))
 		}
+	}
+	if m.platform != nil {
+		b.WriteString("\n    " + m.platform.String())
 	}
 	return b.String()
 }

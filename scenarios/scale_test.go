@@ -10,7 +10,16 @@ package scenarios_test
 // pool this kernel can carry natively) BIRD owns the cluster routes in both
 // releases: each step is BIRD SIGKILLed (persist keeps its routes, peers keep
 // them as stale under graceful restart), the programmer replaced, the new
-// BIRD started with -R.
+// BIRD started with -R. On IPIP (in the VM: this kernel has no ipip) the
+// step is the handover of §4: BIRD owns the tunl0 routes on pre-3.33, the
+// 3.33 programmer takes each with one replace; the routes' owner is checked
+// before and after every step.
+//
+// Judged against the platform's own loss (harness/platformloss.go): the
+// sampled flows cross no route the step changes, so what they lose is the
+// machine's (under QEMU TCG every flow stalls ~100 ms at once while a
+// container starts); where they lose nothing — natively — the claim is
+// exactly "no hole".
 //
 // Flow plan per step (harness.PlanFlows): every flow to and from the node
 // being upgraded, plus a seeded sample of the flows among the others — the
@@ -29,8 +38,9 @@ package scenarios_test
 // The hazard's figures are reported, not asserted: the design does not speak
 // of it.
 //
-// Size: BIRDCAGE_SCALE_NODES nodes (default 8, what CI runs; 20+ for the
-// full figure). Probe rate: BIRDCAGE_PROBE_RATE, else 250 per second per
+// Size: BIRDCAGE_SCALE_NODES nodes (default 8 no-encap, 5 IPIP: what CI
+// runs; 20+ for the full figure, e.g. in the VM
+// BIRDCAGE_SCALE_NODES=20 ... -ginkgo.label-filter='scale && ipip'). Probe rate: BIRDCAGE_PROBE_RATE, else 250 per second per
 // flow (at 20 nodes a step carries 54 flows).
 
 import (
@@ -53,13 +63,42 @@ import (
 	"github.com/birdcage/birdcage/topo"
 )
 
-// scaleNodes is the cluster size: $BIRDCAGE_SCALE_NODES, else 8.
-func scaleNodes() int {
+// scaleNodes is the cluster size: $BIRDCAGE_SCALE_NODES, else 8 for
+// no-encap (natively) and 5 for IPIP (in the VM, where TCG makes every
+// node cost several times what it does natively).
+func scaleNodes(pool string) int {
 	if n, err := strconv.Atoi(os.Getenv("BIRDCAGE_SCALE_NODES")); err == nil && n >= 3 {
 		return n
 	}
+	if pool == "ipip" {
+		return 5
+	}
 	return 8
 }
+
+// scaleVia is the device the cluster routes of pool go through ("" for
+// any).
+func scaleVia(pool string) string {
+	if pool == "ipip" {
+		return topo.TunnelDevice
+	}
+	return ""
+}
+
+// ownedBy waits until n's route to every remote block is owner's, via via,
+// and the only one.
+func ownedBy(c *harness.Cluster, n *harness.Node, owner harness.Owner, via string) {
+	GinkgoHelper()
+	for _, b := range c.RemoteBlocks(n.Name) {
+		Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
+			Should(harness.HaveClusterRoute(b).ProgrammedBy(owner).Via(via).Only(), "%s's route to %s should be %s's", n.Name, b, owner)
+	}
+}
+
+// platformMayStall says whether this run is under QEMU TCG, where the
+// whole guest stalls for ~100 ms now and then (a process or container
+// starting) and every flow loses probes at once.
+func platformMayStall() bool { return os.Getenv(harness.VMAccelEnv) == "tcg" }
 
 // scaleRate is the probe rate of the scale scenarios.
 func scaleRate() int {
@@ -78,12 +117,14 @@ type scaleStep struct {
 	plan                  harness.FlowPlan
 	lostOut, lostIn       int64 // the upgraded node's flows
 	lostSample            int64 // the sampled flows among the others
+	platform              harness.PlatformLoss
+	longestOutMs          float64 // the upgraded node's outbound flows
 	longestGapMs          float64
 	longestGapFlow        string
 	upgradeS, convergedS  float64 // UpgradeNode's own time; until converged again
 	cpuPerS               float64 // harness CPU-s per second over the session
 	mapBytes, counters    int64
-	atEnd, final          *probe.Report
+	atBegin, atEnd, final *probe.Report
 	bpfCountersAttachedMs float64
 }
 
@@ -104,6 +145,8 @@ func probedChange(ctx SpecContext, c *harness.Cluster, plan harness.FlowPlan, ch
 	st.mapBytes, st.counters = b, int64(n)
 	tp := time.Now()
 	begin := c.Mark("step begins")
+	st.atBegin, err = probes.Report()
+	Expect(err).NotTo(HaveOccurred())
 	Expect(change()).To(Succeed())
 	st.upgradeS = time.Since(tp).Seconds()
 	Expect(c.WaitConverged(ctx)).To(Succeed())
@@ -119,14 +162,21 @@ func probedChange(ctx SpecContext, c *harness.Cluster, plan harness.FlowPlan, ch
 	return st
 }
 
-// book fills the step's loss figures for node.
+// book fills the step's loss figures for node, and measures the platform's
+// own loss on the flows that do not involve it (the sample).
 func (st *scaleStep) book(c *harness.Cluster, node string) {
+	GinkgoHelper()
 	st.node = node
 	n := c.Node(node)
+	controls, err := harness.HolesSince(st.final, st.atBegin, st.atEnd, harness.NotInvolving(n))
+	Expect(err).NotTo(HaveOccurred())
+	st.platform, err = harness.PlatformLossOf(controls)
+	Expect(err).NotTo(HaveOccurred(), "guard: the sample measures the platform's own loss")
 	for _, f := range st.final.Flows {
 		switch {
 		case isFrom(n, f.SrcAddr):
 			st.lostOut += f.Lost
+			st.longestOutMs = max(st.longestOutMs, f.LongestGapMs)
 		case isFrom(n, f.DstAddr):
 			st.lostIn += f.Lost
 		default:
@@ -138,6 +188,50 @@ func (st *scaleStep) book(c *harness.Cluster, node string) {
 	}
 }
 
+// meminfo is a /proc/meminfo field in bytes (0 when unreadable).
+func meminfo(field string) int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && k == field {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// judge asserts the claim on the step's flows that keep selects: where the
+// platform lost nothing, exactly no hole over the session; otherwise no
+// more lost since the change began than the platform lost (a session's
+// first probes can be lost under TCG while its senders start, before the
+// change), and no refused send.
+func (st *scaleStep) judge(keep func(probe.GapReport) bool, what string) {
+	GinkgoHelper()
+	if st.platform.Strict() {
+		for _, f := range st.final.Flows {
+			if keep(f) {
+				Expect(f).To(harness.HaveNoGap().Through(st.atEnd), "%s: %s lost probes", what, f.Flow)
+			}
+		}
+		return
+	}
+	hs, err := harness.HolesSince(st.final, st.atBegin, st.atEnd, keep)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(hs).To(harness.BeWithinPlatformLoss(st.platform), what)
+	for _, f := range st.final.Flows {
+		for errno, n := range f.SendErrors {
+			if keep(f) && errno != "EAGAIN" {
+				Expect(n).To(BeZero(), "%s: %s had sends refused with %s", what, f.Flow, errno)
+			}
+		}
+	}
+}
+
 func medianOf(xs []float64) float64 {
 	s := slices.Clone(xs)
 	sort.Float64s(s)
@@ -145,9 +239,10 @@ func medianOf(xs []float64) float64 {
 }
 
 var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade"), func() {
-	It("upgrades every node pre-3.33 → 3.33, one after another, and no upgraded node loses an outbound probe", func(ctx SpecContext) {
-		n := scaleNodes()
-		tp, err := topo.Generate(topo.GenSpec{Nodes: n})
+	DescribeTable("upgrades every node pre-3.33 → 3.33, one after another, and no upgraded node loses an outbound probe", func(ctx SpecContext, pool string) {
+		n := scaleNodes(pool)
+		via := scaleVia(pool)
+		tp, err := topo.Generate(topo.GenSpec{Nodes: n, Pool: pool})
 		Expect(err).NotTo(HaveOccurred())
 		c := startClusterOn(ctx, tp, harness.Options{Release: config.Pre333})
 		start := c.Mark("rollout begins")
@@ -159,34 +254,48 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade"), func() {
 			// has a control among the others.
 			Expect(plan.FocusFlows).To(Equal(2*(n-1)), plan.String())
 			Expect(plan.Sampled).To(BeNumerically(">", 0), plan.String())
+			// Guard: before its upgrade the node's remote-block routes are
+			// the old release's owner's (BIRD's, via tunl0 on IPIP).
+			ownedBy(c, c.Node(nd.Name), roundTripOwner[pool][config.Pre333], via)
 			oldPid := c.Node(nd.Name).BIRD.Pid()
 			st := probedChange(ctx, c, plan, func() error {
 				_, err := c.UpgradeNode(ctx, nd.Name, config.R333, harness.UpgradeOptions{Signal: syscall.SIGKILL})
 				return err
 			})
 			st.book(c, nd.Name)
-			// Guard: the upgrade happened (new release, new BIRD).
+			// Guard: the upgrade happened (new release, new BIRD), and the
+			// routes went to the new release's owner (on IPIP the
+			// programmer: the handover the claim is about took place).
 			Expect(c.Node(nd.Name).Release()).To(Equal(config.R333))
 			Expect(c.Node(nd.Name).BIRD.Pid()).NotTo(Equal(oldPid))
+			ownedBy(c, c.Node(nd.Name), roundTripOwner[pool][config.R333], via)
 			steps = append(steps, st)
 		}
 		end := c.Mark("rollout done")
+		// Memory: what the cluster's processes hold, and what the machine
+		// (the VM's guest, under ci/vm/run) still has.
+		fp, err := c.Footprint()
+		Expect(err).NotTo(HaveOccurred())
+		memTotal, memAvail := meminfo("MemTotal"), meminfo("MemAvailable")
 
 		// Figures: per node and for the whole rollout.
-		res := c.Result(fmt.Sprintf("rolling upgrade, %d nodes, no-encap", n), nil)
+		res := c.Result(fmt.Sprintf("rolling upgrade, %d nodes, %s", n, pool), nil)
 		var b strings.Builder
 		w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(w, "node\tflows\tlost out\tlost in\tlost sample\tlongest gap ms\tupgrade s\tto converged s\tharness CPU-s/s\tBPF maps KiB\t")
+		fmt.Fprintln(w, "node\tflows\tlost out\tlost in\tlost sample\tplatform max\tplatform longest ms\tlongest out ms\tlongest gap ms\tupgrade s\tto converged s\tharness CPU-s/s\tBPF maps KiB\t")
 		var per, gaps, cpus []float64
 		var lostOut, lostIn, lostSample int64
 		worst, worstFlow := 0.0, ""
 		for _, st := range steps {
-			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%.1f\t%.2f\t%.2f\t%.2f\t%d\t\n", st.node, len(st.plan.Flows), st.lostOut, st.lostIn,
-				st.lostSample, st.longestGapMs, st.upgradeS, st.convergedS, st.cpuPerS, st.mapBytes/1024)
+			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t%d\t\n", st.node, len(st.plan.Flows), st.lostOut, st.lostIn,
+				st.lostSample, st.platform.Max, st.platform.LongestMs, st.longestOutMs, st.longestGapMs, st.upgradeS, st.convergedS, st.cpuPerS, st.mapBytes/1024)
 			pfx := "node." + st.node + "."
 			res.Figures[pfx+"lostOut"] = float64(st.lostOut)
 			res.Figures[pfx+"lostIn"] = float64(st.lostIn)
 			res.Figures[pfx+"lostSample"] = float64(st.lostSample)
+			res.Figures[pfx+"platformLostPerControlFlowMax"] = float64(st.platform.Max)
+			res.Figures[pfx+"platformLongestOutageMs"] = st.platform.LongestMs
+			res.Figures[pfx+"longestGapOutboundMs"] = st.longestOutMs
 			res.Figures[pfx+"longestGapMs"] = st.longestGapMs
 			res.Figures[pfx+"secondsToConverged"] = st.convergedS
 			per = append(per, st.convergedS)
@@ -204,6 +313,12 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade"), func() {
 		fmt.Fprintf(&b, "flow plan per step: %s; %d probes/s per flow\n", steps[len(steps)-1].plan, scaleRate())
 		fmt.Fprintf(&b, "harness CPU while probing: %.2f CPU-s/s median, %.2f max; BPF maps per session %d KiB in %d counters (%d B each)\n",
 			medianOf(cpus), slices.Max(cpus), steps[0].mapBytes/1024, steps[0].counters, steps[0].mapBytes/max(1, steps[0].counters))
+		fmt.Fprintf(&b, "memory: %d BIRDs %.1f MiB, %d programmers %.1f MiB, harness %.1f MiB (RSS); machine %.0f MiB, %.0f MiB available at the end\n",
+			fp.BIRDs, mib(fp.BIRDBytes), fp.Programmers, mib(fp.ProgrammerBytes), mib(fp.HarnessBytes), mib(memTotal), mib(memAvail))
+		res.Figures["rssBIRDBytes"] = float64(fp.BIRDBytes)
+		res.Figures["rssProgrammerBytes"] = float64(fp.ProgrammerBytes)
+		res.Figures["rssHarnessBytes"] = float64(fp.HarnessBytes)
+		res.Figures["memAvailableBytesAtEnd"] = float64(memAvail)
 		res.Figures["nodes"] = float64(n)
 		res.Figures["rolloutSeconds"] = rollout
 		res.Figures["secondsPerNodeMedian"] = medianOf(per)
@@ -220,23 +335,25 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade"), func() {
 		res.Figures["bpfMapBytesPerSession"] = float64(steps[0].mapBytes)
 		res.Figures["bpfCountersPerSession"] = float64(steps[0].counters)
 		res.Notes = append(res.Notes, "flow plan per step: "+steps[0].plan.String())
-		report(fmt.Sprintf("rolling upgrade of %d nodes pre-3.33 → 3.33 (no-encap, old BIRD SIGKILL)", n), b.String(), res)
+		report(fmt.Sprintf("rolling upgrade of %d nodes pre-3.33 → 3.33 (%s, old BIRD SIGKILL)", n, pool), b.String(), res)
 
 		// The claim, at every step: nothing lost on the upgraded node's way
-		// out while it was being upgraded.
+		// out while it was being upgraded — beyond what the sample (no
+		// route of its changes) lost at the same time, the platform's own
+		// loss; where the sample lost nothing, exactly nothing.
 		for _, st := range steps {
 			up := c.Node(st.node)
-			for _, f := range st.final.Flows {
-				if isFrom(up, f.SrcAddr) {
-					Expect(f).To(harness.HaveNoGap().Through(st.atEnd), "%s lost probes to %s during its upgrade", st.node, f.DstAddr)
-				}
-			}
+			st.judge(func(f probe.GapReport) bool { return isFrom(up, f.SrcAddr) }, st.node+" lost probes on its way out during its upgrade")
 		}
-	})
+	},
+		Entry("no-encap, natively", "noencap"),
+		// The full form: BIRDCAGE_SCALE_NODES=20 (see the README).
+		Entry("IPIP, in the VM", Label("ipip"), "ipip"),
+	)
 
-	It("shows the consecutive-restart hazard: a node restarted twice inside the graceful-restart window, against the same restarts spaced", func(ctx SpecContext) {
-		n := min(scaleNodes(), 8)
-		tp, err := topo.Generate(topo.GenSpec{Nodes: n})
+	DescribeTable("shows the consecutive-restart hazard: a node restarted twice inside the graceful-restart window, against the same restarts spaced", func(ctx SpecContext, pool string) {
+		n := min(scaleNodes(pool), 8)
+		tp, err := topo.Generate(topo.GenSpec{Nodes: n, Pool: pool})
 		Expect(err).NotTo(HaveOccurred())
 		c := startClusterOn(ctx, tp, harness.Options{Release: config.R333})
 		const victim = "node-2"
@@ -336,7 +453,7 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade"), func() {
 		spacedNoRoute, spacedPeers := noRoute(spaced)
 		quickNoRoute, quickPeers := noRoute(quick)
 
-		res := c.Result(fmt.Sprintf("consecutive restart, %d nodes, no-encap", n), quick.final)
+		res := c.Result(fmt.Sprintf("consecutive restart, %d nodes, %s", n, pool), quick.final)
 		var b strings.Builder
 		w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(w, "second restart\tvictim in GR recovery at 2nd kill\tpeers without session at 2nd kill\tlost out\tlost in\tlost sample\tlongest gap ms\tpeers without route\tlongest no-route ms\t")
@@ -353,6 +470,7 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade"), func() {
 		}
 		_ = w.Flush()
 		fmt.Fprintf(&b, "victim %s blocks %s; flow plan: %s\n", victim, strings.Join(victimBlocks, ", "), plan)
+		fmt.Fprintf(&b, "spaced: %s\nquick: %s\n", spaced.platform, quick.platform)
 		for k, v := range map[string]float64{
 			"spaced.peersWithoutSessionAtSecondKill": float64(atSecondSpaced), "spaced.lostIn": float64(spaced.lostIn),
 			"spaced.lostOut": float64(spaced.lostOut), "spaced.longestGapMs": spaced.longestGapMs,
@@ -360,10 +478,11 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade"), func() {
 			"quick.lostIn": float64(quick.lostIn), "quick.lostOut": float64(quick.lostOut),
 			"quick.longestGapMs": quick.longestGapMs, "quick.longestNoRouteMs": quickNoRoute,
 			"quick.peersWithoutRoute": float64(quickPeers), "lostSample": float64(spaced.lostSample + quick.lostSample),
+			"spaced.platformLostPerControlFlowMax": float64(spaced.platform.Max), "quick.platformLostPerControlFlowMax": float64(quick.platform.Max),
 		} {
 			res.Figures[k] = v
 		}
-		report(fmt.Sprintf("consecutive restart of %s (SIGKILL twice), %d nodes", victim, n), b.String(), res)
+		report(fmt.Sprintf("consecutive restart of %s (SIGKILL twice), %d nodes, %s", victim, n, pool), b.String(), res)
 
 		// Guards: the quick second kill did land inside the window (peers
 		// without their session to the victim), the spaced one outside it.
@@ -372,11 +491,17 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade"), func() {
 		Expect(atSecondSpaced).To(Equal(0), "the control's second restart came before convergence")
 		Expect(recoveringSpaced).To(BeFalse(), "the control's second restart came during the victim's recovery")
 		// The control: restarts spaced beyond the window lose nothing
-		// either way (each one is an ordinary graceful restart), and
-		// nothing among the others.
-		for _, f := range spaced.final.Flows {
-			Expect(f).To(harness.HaveNoGap().Through(spaced.atEnd), "spaced restarts: %s lost probes", f.Flow)
+		// either way (each one is an ordinary graceful restart) beyond the
+		// platform's own loss (the sample's), and nothing among the others
+		// — except under TCG, where the sample's loss is the platform's
+		// stall and is what the victim's flows are judged against.
+		sample := harness.NotInvolving(c.Node(victim))
+		spaced.judge(func(f probe.GapReport) bool { return !sample(f) }, "spaced restarts: the victim's flows lost probes")
+		if !platformMayStall() {
+			Expect(spaced.lostSample+quick.lostSample).To(BeZero(), "flows away from the victim lost probes")
 		}
-		Expect(spaced.lostSample+quick.lostSample).To(BeZero(), "flows away from the victim lost probes")
-	})
+	},
+		Entry("no-encap, natively", "noencap"),
+		Entry("IPIP, in the VM", Label("ipip"), "ipip"),
+	)
 })

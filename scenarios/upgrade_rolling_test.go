@@ -17,7 +17,9 @@ package scenarios_test
 // (proto 80) — the event the claim is about happened, and was one
 // operation. Judged over the whole rolling upgrade, on every node, for
 // every remote block: no delete, never two routes, no window without one,
-// no probe lost on any flow.
+// no probe lost on any flow — beyond, while a node is upgraded, what the
+// flows between the other nodes lost at the same time (the platform's own
+// loss, harness/platformloss.go; none natively, so exactly no hole there).
 
 import (
 	"fmt"
@@ -29,6 +31,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -43,6 +46,7 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 		begin := c.Mark("rolling upgrade begins")
 
 		var table strings.Builder
+		var starts []int64 // each node's upgrade began
 		for _, n := range c.Nodes() {
 			remote := c.RemoteBlocks(n.Name)
 			for _, b := range remote {
@@ -50,6 +54,7 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice).Only(), "guard: before its upgrade %s's route to %s is BIRD's", n.Name, b)
 			}
 			from := c.Mark(fmt.Sprintf("upgrade of %s begins", n.Name))
+			starts = append(starts, from.Mono)
 			act(c.UpgradeNode(ctx, n.Name, config.R333, harness.UpgradeOptions{}))
 			for _, b := range remote {
 				Eventually(n).WithTimeout(30 * time.Second).WithPolling(20 * time.Millisecond).
@@ -77,7 +82,6 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 		// not probes sent while waiting afterwards.
 		rep, err := probes.Stop()
 		Expect(err).NotTo(HaveOccurred())
-		Expect(rep).To(harness.HaveNoGap(), "no flow may have a hole in its probe sequence across the rolling upgrade")
 
 		res := c.Result("rolling upgrade IPIP, every node in turn", rep)
 		deletes, doubles := 0, 0
@@ -106,8 +110,44 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 				Expect(tl.NoRouteWindows(b, begin.Mono, end.Mono)).To(BeEmpty(), "%s had no route to %s for a while", n.Name, b)
 			}
 		}
-		for _, f := range rep.Flows {
-			Expect(f).To(harness.HaveNoGap(), "flow %s lost probes during the rolling upgrade", f.Flow)
+		// The probes, node by node: in the stretch from one node's upgrade
+		// to the next one's, the flows between the other nodes measure the
+		// platform's own loss (under TCG every flow loses ~100 ms at once
+		// while a container starts). Where no stretch's controls lost
+		// anything the claim is exactly as before: no hole on any flow over
+		// the whole roll. Otherwise each stretch's flows to and from the
+		// node being upgraded may lose no more than its controls.
+		nodes := c.Nodes()
+		platforms := make([]harness.PlatformLoss, len(nodes))
+		strict := true
+		for i, n := range nodes {
+			to := end.Mono
+			if i+1 < len(starts) {
+				to = starts[i+1]
+			}
+			controls, err := harness.WindowHoles(rep, starts[i], to, harness.NotInvolving(n))
+			Expect(err).NotTo(HaveOccurred())
+			platforms[i], err = harness.PlatformLossOf(controls)
+			Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve %s measure the platform's own loss", n.Name)
+			AddReportEntry("platform loss while "+n.Name+" was upgraded", platforms[i].String())
+			res.Figures["platformLostPerControlFlowMax."+n.Name] = float64(platforms[i].Max)
+			strict = strict && platforms[i].Strict()
+		}
+		if strict {
+			for _, f := range rep.Flows {
+				Expect(f).To(harness.HaveNoGap(), "flow %s lost probes during the rolling upgrade", f.Flow)
+			}
+			return
+		}
+		for i, n := range nodes {
+			to := end.Mono
+			if i+1 < len(starts) {
+				to = starts[i+1]
+			}
+			control := harness.NotInvolving(n)
+			involved, err := harness.WindowHoles(rep, starts[i], to, func(f probe.GapReport) bool { return !control(f) })
+			Expect(err).NotTo(HaveOccurred())
+			Expect(involved).To(harness.BeWithinPlatformLoss(platforms[i]), "flows to and from %s lost probes during its upgrade", n.Name)
 		}
 	})
 })
