@@ -51,7 +51,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -281,14 +280,12 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade"), func() {
 		// Figures: per node and for the whole rollout.
 		res := c.Result(fmt.Sprintf("rolling upgrade, %d nodes, %s", n, pool), nil)
 		var b strings.Builder
-		w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(w, "node\tflows\tlost out\tlost in\tlost sample\tplatform max\tplatform longest ms\tlongest out ms\tlongest gap ms\tupgrade s\tto converged s\tharness CPU-s/s\tBPF maps KiB\t")
+		tab := harness.NewTable("node", "flows", "lost out", "lost in", "lost sample", "platform max", "platform longest ms", "longest out ms", "longest gap ms", "upgrade s", "to converged s", "harness CPU-s/s", "BPF maps KiB").AlignRight()
 		var per, gaps, cpus []float64
 		var lostOut, lostIn, lostSample int64
 		worst, worstFlow := 0.0, ""
 		for _, st := range steps {
-			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t%d\t\n", st.node, len(st.plan.Flows), st.lostOut, st.lostIn,
-				st.lostSample, st.platform.Max, st.platform.LongestMs, st.longestOutMs, st.longestGapMs, st.upgradeS, st.convergedS, st.cpuPerS, st.mapBytes/1024)
+			tab.Add(st.node, len(st.plan.Flows), st.lostOut, st.lostIn, st.lostSample, st.platform.Max, harness.Cellf("%.1f", st.platform.LongestMs), harness.Cellf("%.1f", st.longestOutMs), harness.Cellf("%.1f", st.longestGapMs), harness.Cellf("%.2f", st.upgradeS), harness.Cellf("%.2f", st.convergedS), harness.Cellf("%.2f", st.cpuPerS), st.mapBytes/1024)
 			pfx := "node." + st.node + "."
 			res.Figures[pfx+"lostOut"] = float64(st.lostOut)
 			res.Figures[pfx+"lostIn"] = float64(st.lostIn)
@@ -306,7 +303,7 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade"), func() {
 				worst, worstFlow = st.longestGapMs, st.node+": "+st.longestGapFlow
 			}
 		}
-		_ = w.Flush()
+		b.WriteString(tab.String())
 		rollout := float64(end.Mono-start.Mono) / 1e9
 		fmt.Fprintf(&b, "rollout: %d nodes in %.1f s (%.2f s per node median, %.2f max); lost out %d, in %d, sample %d; longest gap %.1f ms (%s)\n",
 			n, rollout, medianOf(per), slices.Max(per), lostOut, lostIn, lostSample, worst, worstFlow)
@@ -455,8 +452,7 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade"), func() {
 
 		res := c.Result(fmt.Sprintf("consecutive restart, %d nodes, %s", n, pool), quick.final)
 		var b strings.Builder
-		w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(w, "second restart\tvictim in GR recovery at 2nd kill\tpeers without session at 2nd kill\tlost out\tlost in\tlost sample\tlongest gap ms\tpeers without route\tlongest no-route ms\t")
+		tab := harness.NewTable("second restart", "victim in GR recovery at 2nd kill", "peers without session at 2nd kill", "lost out", "lost in", "lost sample", "longest gap ms", "peers without route", "longest no-route ms").AlignRight()
 		for _, r := range []struct {
 			name            string
 			recovering      bool
@@ -465,10 +461,9 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade"), func() {
 			noRouteMs       float64
 		}{{"after the window closed (control)", recoveringSpaced, spaced, atSecondSpaced, spacedPeers, spacedNoRoute},
 			{"inside the GR window", recoveringQuick, quick, atSecond, quickPeers, quickNoRoute}} {
-			fmt.Fprintf(w, "%s\t%v\t%d\t%d\t%d\t%d\t%.1f\t%d\t%.1f\t\n", r.name, r.recovering, r.atSecond, r.st.lostOut, r.st.lostIn, r.st.lostSample,
-				r.st.longestGapMs, r.peers, r.noRouteMs)
+			tab.Add(r.name, r.recovering, r.atSecond, r.st.lostOut, r.st.lostIn, r.st.lostSample, harness.Cellf("%.1f", r.st.longestGapMs), r.peers, harness.Cellf("%.1f", r.noRouteMs))
 		}
-		_ = w.Flush()
+		b.WriteString(tab.String())
 		fmt.Fprintf(&b, "victim %s blocks %s; flow plan: %s\n", victim, strings.Join(victimBlocks, ", "), plan)
 		fmt.Fprintf(&b, "spaced: %s\nquick: %s\n", spaced.platform, quick.platform)
 		for k, v := range map[string]float64{
