@@ -44,8 +44,9 @@ type RouteRequest struct {
 	RouteType uint8 // rtm_type (unix.RTN_UNICAST, ...)
 	Gateway   netip.Addr
 	OIF       int
-	// Truncated: the request was longer than the trace copies, so
-	// attributes after the cut are missing.
+	// Truncated: the send this request came in was longer than the trace
+	// copies (8 × 512 bytes), so this request's attributes after the cut,
+	// or the requests that followed it in the same send, are missing.
 	Truncated bool
 
 	Seq uint32 // the request's netlink sequence number
@@ -117,7 +118,7 @@ func routeTraceUnsupported(err error) bool {
 const nltraceRing = 4 << 20
 
 // Syscall numbers the program watches (x86-64).
-var nltraceSyscalls = map[string]uint32{"nr_sendto": 44, "nr_recvfrom": 45, "nr_sendmsg": 46, "nr_recvmsg": 47}
+var nltraceSyscalls = map[string]uint32{"nr_sendto": 44, "nr_recvfrom": 45, "nr_sendmsg": 46, "nr_recvmsg": 47, "nr_recvmmsg": 299}
 
 // RouteTracer records the route requests the processes of one network
 // namespace send over netlink and the kernel's acks to them, from raw
@@ -141,6 +142,8 @@ type RouteTracer struct {
 // or received.
 type rawNetlink struct {
 	at       int64
+	id       uint64 // the chunks of one send share it
+	offset   uint32
 	pid, tid int
 	comm     string
 	netns    uint64
@@ -272,6 +275,16 @@ func (t *RouteTracer) drainLocked() error {
 		if err != nil {
 			return err
 		}
+		// A later chunk of a long send joins the record before it.
+		if k := len(t.raw) - 1; r.offset > 0 && k >= 0 && !r.recv {
+			if p := &t.raw[k]; !p.recv && p.id == r.id && p.tid == r.tid && int(r.offset) == len(p.data) {
+				p.data = append(p.data, r.data...)
+				continue
+			}
+		}
+		if r.offset > 0 {
+			continue // its first chunk was lost: nothing parses from the middle
+		}
 		t.raw = append(t.raw, r)
 	}
 }
@@ -307,7 +320,7 @@ func (t *RouteTracer) Close() error {
 
 // Layout of struct event in nltrace.c.
 const (
-	evHeader  = 8 + 4*6 + 16 // ts, pid, tid, netns, kind, len, captured, comm
+	evHeader  = 8 + 8 + 4*8 + 16 // ts, id, pid, tid, netns, kind, len, captured, offset, pad, comm
 	evDataMax = 512
 	rtmsgSize = 12
 )
@@ -318,15 +331,17 @@ func parseRawNetlink(raw []byte) (rawNetlink, error) {
 	}
 	ne := binary.NativeEndian
 	r := rawNetlink{
-		at:    int64(ne.Uint64(raw[0:])),
-		pid:   int(ne.Uint32(raw[8:])),
-		tid:   int(ne.Uint32(raw[12:])),
-		netns: uint64(ne.Uint32(raw[16:])),
-		recv:  ne.Uint32(raw[20:]) == 2,
-		len:   ne.Uint32(raw[24:]),
-		comm:  strings.TrimRight(string(raw[32:48]), "\x00"),
+		at:     int64(ne.Uint64(raw[0:])),
+		id:     ne.Uint64(raw[8:]),
+		pid:    int(ne.Uint32(raw[16:])),
+		tid:    int(ne.Uint32(raw[20:])),
+		netns:  uint64(ne.Uint32(raw[24:])),
+		recv:   ne.Uint32(raw[28:]) == 2,
+		len:    ne.Uint32(raw[32:]),
+		offset: ne.Uint32(raw[40:]),
+		comm:   strings.TrimRight(string(raw[48:64]), "\x00"),
 	}
-	captured := min(ne.Uint32(raw[28:]), evDataMax)
+	captured := min(ne.Uint32(raw[36:]), evDataMax)
 	r.data = append([]byte(nil), raw[evHeader:evHeader+int(captured)]...)
 	return r, nil
 }
@@ -366,7 +381,9 @@ func pairRequests(raw []rawNetlink) []RouteRequest {
 			}
 			req := parseRouteRequest(h, payloads[k])
 			req.At, req.PID, req.TID, req.Comm, req.NetNS = r.at, r.pid, r.tid, r.comm, r.netns
-			req.Truncated = req.Truncated || (k == len(hdrs)-1 && int(h.Len) > len(r.data))
+			// The last request seen of a send cut short: what followed it
+			// (the rest of a batch longer than the trace copies) is missing.
+			req.Truncated = req.Truncated || (k == len(hdrs)-1 && (int(h.Len) > len(r.data) || int(r.len) > len(r.data)))
 			req.Seq = h.Seq
 			for _, a := range raw[i+1:] {
 				if !a.recv || a.pid != r.pid {

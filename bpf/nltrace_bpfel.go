@@ -14,10 +14,10 @@ import (
 )
 
 type nltracePending struct {
-	_     structs.HostLayout
-	Ptr   uint64
-	IsMsg uint32
-	Pad   uint32
+	_   structs.HostLayout
+	Ptr uint64
+	How uint32
+	Pad uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -30,6 +30,7 @@ const (
 	nltraceProgNltraceEnter = "nltrace_enter"
 	nltraceProgNltraceExit  = "nltrace_exit"
 	nltraceVarNrRecvfrom    = "nr_recvfrom"
+	nltraceVarNrRecvmmsg    = "nr_recvmmsg"
 	nltraceVarNrRecvmsg     = "nr_recvmsg"
 	nltraceVarNrSendmsg     = "nr_sendmsg"
 	nltraceVarNrSendto      = "nr_sendto"
@@ -96,6 +97,7 @@ type nltraceMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type nltraceVariableSpecs struct {
 	NrRecvfrom  *ebpf.VariableSpec `ebpf:"nr_recvfrom"`
+	NrRecvmmsg  *ebpf.VariableSpec `ebpf:"nr_recvmmsg"`
 	NrRecvmsg   *ebpf.VariableSpec `ebpf:"nr_recvmsg"`
 	NrSendmsg   *ebpf.VariableSpec `ebpf:"nr_sendmsg"`
 	NrSendto    *ebpf.VariableSpec `ebpf:"nr_sendto"`
@@ -140,6 +142,7 @@ func (m *nltraceMaps) Close() error {
 // It can be passed to loadNltraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type nltraceVariables struct {
 	NrRecvfrom  *ebpf.Variable `ebpf:"nr_recvfrom"`
+	NrRecvmmsg  *ebpf.Variable `ebpf:"nr_recvmmsg"`
 	NrRecvmsg   *ebpf.Variable `ebpf:"nr_recvmsg"`
 	NrSendmsg   *ebpf.Variable `ebpf:"nr_sendmsg"`
 	NrSendto    *ebpf.Variable `ebpf:"nr_sendto"`

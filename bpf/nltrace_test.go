@@ -14,8 +14,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"github.com/birdcage/birdcage/internal/testenv"
+	"github.com/containernetworking/plugins/pkg/ns"
 	"golang.org/x/sys/unix"
 )
 
@@ -234,5 +236,83 @@ func TestRouteRequestsPairWithTheirAcks(t *testing.T) {
 	}
 	if a := got[1]; a.Op() != "add" || a.Answered || a.Dst != netip.MustParsePrefix("0.0.0.0/26") {
 		t.Errorf("unacked add read as %v", a)
+	}
+}
+
+// A batch of requests in one sendto (longer than one record) with the acks
+// read by recvmmsg, as the route programmer's writer does: every request is
+// seen, each paired with its own ack.
+func TestRouteTraceJoinsBatchesAndReadsRecvmmsg(t *testing.T) {
+	a := testenv.NewNetNS(t, "a")
+	mustIP(t, a.Name, "link", "set", "lo", "up")
+	tr := startTrace(t, a.NS.Path())
+	const n = 20
+	ne := binary.NativeEndian
+	var batch []byte
+	for i := range n {
+		m := make([]byte, 16+12, 64)
+		m[16], m[17], m[16+4], m[16+5], m[16+6], m[16+7] = unix.AF_INET, 32, unix.RT_TABLE_MAIN, 99, unix.RT_SCOPE_LINK, unix.RTN_UNICAST
+		m = append(m, 8, 0, unix.RTA_DST, 0, 192, 0, 2, byte(i+1))
+		m = append(m, 8, 0, unix.RTA_OIF, 0, 1, 0, 0, 0) // lo
+		ne.PutUint32(m[0:], uint32(len(m)))
+		ne.PutUint16(m[4:], unix.RTM_NEWROUTE)
+		ne.PutUint16(m[6:], unix.NLM_F_REQUEST|unix.NLM_F_ACK|unix.NLM_F_CREATE|unix.NLM_F_EXCL)
+		ne.PutUint32(m[8:], uint32(1000+i))
+		batch = append(batch, m...)
+	}
+	if len(batch) <= evDataMax {
+		t.Fatalf("batch of %d bytes does not span records", len(batch))
+	}
+	got := 0
+	err := a.NS.Do(func(_ ns.NetNS) error {
+		fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+			return err
+		}
+		if err := unix.Sendto(fd, batch, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+			return err
+		}
+		type mmsg struct {
+			hdr unix.Msghdr
+			n   uint32
+		}
+		bufs := make([][]byte, 8)
+		iovs := make([]unix.Iovec, 8)
+		mm := make([]mmsg, 8)
+		for k := range mm {
+			bufs[k] = make([]byte, 4096)
+			iovs[k].Base = &bufs[k][0]
+			iovs[k].SetLen(len(bufs[k]))
+			mm[k].hdr.Iov = &iovs[k]
+			mm[k].hdr.SetIovlen(1)
+		}
+		for got < n {
+			r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&mm[0])), uintptr(len(mm)), unix.MSG_WAITFORONE, 0, 0)
+			if e != 0 {
+				return e
+			}
+			got += int(r)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := tr.Events()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != n {
+		t.Fatalf("saw %d requests of the batch of %d: %v", len(evs), n, evs)
+	}
+	for i, e := range evs {
+		want := netip.PrefixFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(i + 1)}), 32)
+		if e.Dst != want || e.Seq != uint32(1000+i) || !e.Answered || e.Errno != 0 || e.Truncated || e.Protocol != 99 {
+			t.Errorf("request %d of the batch: %v (seq %d, truncated %v), want add %s seq %d answered ok", i, e, e.Seq, e.Truncated, want, 1000+i)
+		}
 	}
 }
