@@ -15,6 +15,17 @@
 // returns TC_ACT_UNSPEC (TCX_NEXT), so it never changes what happens to a
 // packet and coexists with other TC programs.
 //
+// The second instrument is the netlink route trace (nltrace.c, RouteTracer):
+// raw tracepoint programs on sys_enter/sys_exit that record the
+// RTM_NEWROUTE/RTM_DELROUTE requests the processes of one network namespace
+// send and the kernel's acks to them, so a test can tell what a process
+// asked the kernel (and the errno it was refused with) from what the route
+// table ended up holding. It is built on syscalls because this project's
+// host kernel refuses fentry/fexit and LSM programs at load (EPERM, proved
+// with a trivial program) and has no kprobes, while raw tracepoints and
+// bpf_probe_read_user work; TraceRoutes returns a RouteTraceError (a
+// testenv.FeatureError) where the kernel cannot.
+//
 // It must not know about scenarios, topologies or what a flow means to the
 // caller; it answers "what crossed this hook".
 package bpf

@@ -203,10 +203,34 @@ var _ = Describe("Double programming judged per component", Label("noencap", "ip
 
 		// 2. Both own no-encap: both must be seen trying, for every block
 		// of both families, whatever route survived.
+		traces := traceRoutes(c)
 		from := offsets()
 		setPairLive(ctx, c, "Enabled", "Enabled", true, rel)
 		both := expectAll("Enabled / Enabled", from, true, true)
 		row("Enabled/Enabled", both)
+		// The same from the kernel's side (routetrace_test.go): a netlink
+		// trace shows both processes send an add for every remote block, and
+		// what the kernel answered each.
+		var birdAdds, progAdds harness.RouteRequests
+		Eventually(func() error {
+			birdAdds, progAdds = nil, nil
+			var missing []string
+			for _, b := range blocks {
+				reqs, err := traces[b.node.Name].Requests()
+				if err != nil {
+					return err
+				}
+				ba, pa := addsBy(b.node, reqs, b.cidr)
+				if len(ba) == 0 || len(pa) == 0 {
+					missing = append(missing, fmt.Sprintf("%s %s: BIRD sent %d adds, the programmer %d", b.node.Name, b.cidr, len(ba), len(pa)))
+				}
+				birdAdds, progAdds = append(birdAdds, ba...), append(progAdds, pa...)
+			}
+			if len(missing) > 0 {
+				return fmt.Errorf("trace: both components should send an add for every remote block:\n  %s", strings.Join(missing, "\n  "))
+			}
+			return nil
+		}).WithContext(ctx).WithTimeout(scaled(30 * time.Second)).WithPolling(200 * time.Millisecond).Should(Succeed())
 		hidden := 0
 		for _, v := range both {
 			if v.kernelRoutes == 1 {
@@ -231,6 +255,9 @@ var _ = Describe("Double programming judged per component", Label("noencap", "ip
 		res.Figures["remoteBlocksIPv4"] = float64(v4)
 		res.Figures["remoteBlocksIPv6"] = float64(v6)
 		res.Figures["doubleProgrammedBlocksWithOneKernelRoute"] = float64(hidden)
+		res.Figures["traceBIRDAddsEnabledEnabled"] = float64(len(birdAdds))
+		res.Figures["traceProgrammerAddsEnabledEnabled"] = float64(len(progAdds))
+		res.Notes = append(res.Notes, "netlink trace, Enabled/Enabled: BIRD's adds answered "+errnoCounts(birdAdds)+"; the programmer's "+errnoCounts(progAdds))
 		res.Notes = append(res.Notes, "a double-programmed block with one kernel route is the hiding the claim is about: the surviving route alone looks like one owner's")
 		report("double programming per component (BIRD's kernel export per family, the programmer's own log)", table.String(), res)
 	})
