@@ -1,5 +1,6 @@
 // A package for ci/vm/gotest's own test: what it does depends on
-// GOTEST_FAKE (pass, fail, crash).
+// GOTEST_FAKE (pass, fail, crash; guest-panic panics the guest kernel, and
+// only inside the birdcage VM: a by-hand check of the real crash path).
 package fake
 
 import (
@@ -15,6 +16,13 @@ func TestOne(t *testing.T) {
 		case "crash":
 			t.Log("CRASH-HERE")
 			select {} // the fake VM ends while this test runs
+		case "guest-panic":
+			if h, _ := os.Hostname(); h != "birdcage-vm" {
+				t.Fatalf("GOTEST_FAKE=guest-panic panics the kernel: only inside the birdcage VM, not on %q", h)
+			}
+			t.Log("panicking the guest kernel")
+			os.WriteFile("/proc/sysrq-trigger", []byte("c"), 0)
+			select {}
 		}
 	})
 }
