@@ -73,13 +73,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gotest:", err)
 		os.Exit(2)
 	}
+	code := run(entries, runnerPath, *timeout, work, os.Stdout, json.NewEncoder(os.Stdout))
 	if *keep {
 		fmt.Fprintln(os.Stderr, "gotest: build directory kept:", work)
 	} else {
-		defer os.RemoveAll(work)
+		os.RemoveAll(work)
 	}
-	out := json.NewEncoder(os.Stdout)
-	os.Exit(run(entries, runnerPath, *timeout, work, os.Stdout, out))
+	os.Exit(code)
 }
 
 // event is a `go test -json` event (cmd/test2json's fields).

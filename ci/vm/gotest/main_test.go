@@ -18,7 +18,14 @@ const fakePkg = "github.com/birdcage/birdcage/ci/vm/gotest/testdata/fake"
 func runFake(t *testing.T, mode string) (int, []event) {
 	t.Helper()
 	cmd := exec.Command("go", "run", ".", "-exec", "testdata/fakevm", "-timeout", "1m", "--", "./testdata/fake", "-test.run=^TestOne$|^TestTwo$")
-	cmd.Env = append(os.Environ(), "GOTEST_FAKE="+mode)
+	tmp := t.TempDir()
+	cmd.Env = append(os.Environ(), "GOTEST_FAKE="+mode, "TMPDIR="+tmp)
+	defer func() {
+		// Its build directory (test binaries, the guest script) goes too.
+		if left, _ := filepath.Glob(filepath.Join(tmp, "birdcage-vmtests.*")); len(left) > 0 {
+			t.Errorf("left behind: %v", left)
+		}
+	}()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
