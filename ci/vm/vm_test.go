@@ -5,7 +5,10 @@
 // process or per-run temp dir is left behind in any of those paths.
 //
 // Each test boots a VM (~5-10 s under TCG), so they run only with
-// BIRDCAGE_VM_TESTS=1 (CI sets it after ci/vm/prepare-kernel).
+// BIRDCAGE_VM_TESTS=1 (CI sets it after ci/vm/prepare-kernel). Boots are
+// kept to what a claim needs (13 in all), and the tests that judge no time
+// run two at a time (t.Parallel); those that do (timeout, interrupt, the KVM
+// fallback and the boot watchdog) run alone.
 package vm
 
 import (
@@ -136,7 +139,8 @@ func processesMentioning(s string) []string {
 // 1. The command's exit status, stdout and stderr come back unchanged.
 func TestExitStatusAndStreams(t *testing.T) {
 	run := runner(t)
-	for _, code := range []int{0, 1, 3} {
+	t.Parallel()
+	for _, code := range []int{0, 3} {
 		r := vmRun(t, run, nil, ".", "sh", "-c", fmt.Sprintf("echo out; echo err >&2; exit %d", code))
 		if r.code != code || r.stdout != "out\n" || r.stderr != "err\n" {
 			t.Errorf("exit %d: want code %d stdout %q stderr %q, got %d %q %q",
@@ -149,17 +153,27 @@ func TestExitStatusAndStreams(t *testing.T) {
 	}
 }
 
-// 2. The guest command sees exactly the caller's environment and cwd.
+// 2. The guest command sees exactly the caller's environment and cwd. One
+// boot: a command given relative to the cwd, as go test -exec does for a
+// package-relative path, prints the cwd and then the environment.
 func TestEnvironmentAndCwd(t *testing.T) {
 	run := runner(t)
+	t.Parallel()
 	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "probe.sh"), []byte("#!/bin/sh\npwd\nexec /usr/bin/env -0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	odd := "spaces and 'quotes' \"double\" $dollar `tick` \\ newline\nend"
-	r := vmRun(t, run, []string{"BIRDCAGE_VM_PROBE=" + odd}, dir, "/usr/bin/env", "-0")
+	r := vmRun(t, run, []string{"BIRDCAGE_VM_PROBE=" + odd}, dir, "./probe.sh")
 	if r.code != 0 {
-		t.Fatalf("env in the guest: exit %d, stderr %q", r.code, r.stderr)
+		t.Fatalf("./probe.sh in the guest: exit %d, stderr %q", r.code, r.stderr)
+	}
+	cwd, envs, _ := strings.Cut(r.stdout, "\n")
+	if cwd != dir {
+		t.Errorf("cwd in the guest: want %q, got %q", dir, cwd)
 	}
 	got := map[string]string{}
-	for _, kv := range strings.Split(strings.TrimSuffix(r.stdout, "\x00"), "\x00") {
+	for _, kv := range strings.Split(strings.TrimSuffix(envs, "\x00"), "\x00") {
 		k, v, _ := strings.Cut(kv, "=")
 		got[k] = v
 	}
@@ -171,15 +185,6 @@ func TestEnvironmentAndCwd(t *testing.T) {
 			t.Errorf("%s in the guest: want %q, got %q", k, os.Getenv(k), got[k])
 		}
 	}
-	// A command given relative to the cwd, as go test -exec does for a
-	// package-relative path.
-	if err := os.WriteFile(filepath.Join(dir, "probe.sh"), []byte("#!/bin/sh\npwd\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	r = vmRun(t, run, nil, dir, "./probe.sh")
-	if strings.TrimSpace(r.stdout) != dir {
-		t.Errorf("cwd in the guest: want %q, got %q (exit %d, stderr %q)", dir, r.stdout, r.code, r.stderr)
-	}
 }
 
 // 3. The guest kernel has ipip: a fresh netns (unshare, ip netns add) gets the
@@ -187,6 +192,7 @@ func TestEnvironmentAndCwd(t *testing.T) {
 // from the host run.
 func TestGuestHasIPIP(t *testing.T) {
 	run := runner(t)
+	t.Parallel()
 	script := `set -e
 unshare -n ip -d link show tunl0
 ip netns add birdcage-vm-test
@@ -226,6 +232,7 @@ func TestTimeout(t *testing.T) {
 // printed log.
 func TestGuestPanic(t *testing.T) {
 	run := runner(t)
+	t.Parallel()
 	r := vmRun(t, run, nil, ".", "sh", "-c", "echo c >/proc/sysrq-trigger")
 	if r.code != 125 || !strings.Contains(r.stderr, "Kernel panic") {
 		t.Errorf("guest panic: want exit 125 and \"Kernel panic\" in stderr, got %d:\n%s", r.code, r.stderr)
@@ -271,6 +278,7 @@ func TestInterrupt(t *testing.T) {
 // TestHelperInsideVM is the test that runs in the guest.
 func TestGoTestExec(t *testing.T) {
 	run := runner(t)
+	t.Parallel()
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	repo, err := filepath.Abs("../..")
 	if err != nil {
@@ -461,16 +469,14 @@ func TestUnusableKVMFallsBackToTCG(t *testing.T) {
 			}
 
 			// The verdict is cached: no second probe, no second line.
-			r, _ = timedRun(t, run, env, "echo", "again")
-			if r.code != 0 || r.stdout != "again\n" || strings.Contains(r.stderr, "unusable") {
-				t.Errorf("second run: want \"again\" with no probe line, got exit %d stdout %q stderr:\n%s", r.code, r.stdout, r.stderr)
+			// (`run --accel` takes the same path as a run's choice of
+			// accelerator, without booting a VM for it.)
+			r, _ = timedRun(t, run, env, "--accel")
+			if r.code != 0 || r.stdout != "tcg\n" || strings.Contains(r.stderr, "unusable") {
+				t.Errorf("second run (--accel): want \"tcg\" with no probe line, got exit %d stdout %q stderr:\n%s", r.code, r.stdout, r.stderr)
 			}
 			if n := kvmRuns(); n != 1 {
 				t.Errorf("second run probed KVM again (%d KVM boots in all)", n)
-			}
-			r, _ = timedRun(t, run, env, "--accel")
-			if r.code != 0 || r.stdout != "tcg\n" {
-				t.Errorf("run --accel: want \"tcg\", got exit %d %q", r.code, r.stdout)
 			}
 		})
 	}
