@@ -99,16 +99,3 @@ birdcage_vm_setup() {
 	fi
 	echo "vm: accelerator $BIRDCAGE_VM_ACCEL_USED; probe rate ${BIRDCAGE_PROBE_RATE:-1000 (default)} Hz per flow; scenario waits x${BIRDCAGE_TIMEOUT_SCALE:-1}; VM timeout $BIRDCAGE_VM_TIMEOUT"
 }
-
-# birdcage_vm_go_tests RUNNER LIST: go test -json, under RUNNER, of the Go
-# tests named in LIST (ci/vm/ipip-tests: `./pkg Test[/sub]` lines), one go
-# test per package with a -run pattern built from its lines.
-birdcage_vm_go_tests() {
-	local runner=$1 list=$2 pkg tops subs
-	for pkg in $(grep -v '^#' "$list" | awk 'NF { print $1 }' | sort -u); do
-		tops=$(awk -v p="$pkg" '$1 == p { split($2, a, "/"); print a[1] }' "$list" | sort -u | paste -sd'|')
-		subs=$(awk -v p="$pkg" '$1 == p { n = split($2, a, "/"); if (n > 1) print a[2] }' "$list" | sort -u | paste -sd'|')
-		go test -json -count=1 -timeout "$BIRDCAGE_GO_TIMEOUT" -exec "$runner" "$pkg" \
-			-run "^($tops)\$${subs:+/^($subs)\$}"
-	done
-}

@@ -303,7 +303,7 @@ func plan(list string, groups []string) ([]*entry, error) {
 
 // fromList builds one entry per package of a `./pkg TestName[/sub]` file,
 // with -test.run=^(A|B)$/^(x|y)$ from its lines (as ci/deps.sh's
-// birdcage_vm_go_tests did for go test -run).
+// the shell helper it replaced did for go test -run).
 func fromList(path string) ([]*entry, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
