@@ -16,6 +16,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/birdcage/birdcage/ci/testlist"
 )
 
 type event struct {
@@ -223,21 +225,13 @@ func readExpected(path string) ([]expectedTest, error) {
 	if path == "" {
 		return nil, nil
 	}
-	b, err := os.ReadFile(path)
+	es, err := testlist.Read(path)
 	if err != nil {
 		return nil, err
 	}
 	var out []expectedTest
-	for i, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		f := strings.Fields(line)
-		if len(f) != 2 || !strings.HasPrefix(f[0], "./") || !strings.HasPrefix(f[1], "Test") {
-			return nil, fmt.Errorf("%s:%d: want \"./package TestName[/subtest]\", got %q", path, i+1, line)
-		}
-		out = append(out, expectedTest{modulePrefix + strings.TrimPrefix(f[0], "./"), f[1]})
+	for _, e := range es {
+		out = append(out, expectedTest{modulePrefix + strings.TrimPrefix(e.Package, "./"), e.Test})
 	}
 	return out, nil
 }

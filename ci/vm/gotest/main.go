@@ -39,6 +39,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/birdcage/birdcage/ci/testlist"
 )
 
 type entry struct {
@@ -302,10 +304,9 @@ func plan(list string, groups []string) ([]*entry, error) {
 }
 
 // fromList builds one entry per package of a `./pkg TestName[/sub]` file,
-// with -test.run=^(A|B)$/^(x|y)$ from its lines (as ci/deps.sh's
-// the shell helper it replaced did for go test -run).
+// with -test.run=^(A|B)$/^(x|y)$ from its lines.
 func fromList(path string) ([]*entry, error) {
-	b, err := os.ReadFile(path)
+	es, err := testlist.Read(path)
 	if err != nil {
 		return nil, err
 	}
@@ -320,22 +321,14 @@ func fromList(path string) ([]*entry, error) {
 		}
 		return append(xs, x)
 	}
-	for i, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		f := strings.Fields(line)
-		if len(f) != 2 || !strings.HasPrefix(f[0], "./") || !strings.HasPrefix(f[1], "Test") {
-			return nil, fmt.Errorf("%s:%d: want \"./package TestName[/subtest]\", got %q", path, i+1, line)
-		}
-		s := sels[f[0]]
+	for _, e := range es {
+		s := sels[e.Package]
 		if s == nil {
 			s = &sel{}
-			sels[f[0]] = s
-			pkgs = append(pkgs, f[0])
+			sels[e.Package] = s
+			pkgs = append(pkgs, e.Package)
 		}
-		top, sub, hasSub := strings.Cut(f[1], "/")
+		top, sub, hasSub := strings.Cut(e.Test, "/")
 		s.tops = add(s.tops, top)
 		if hasSub {
 			s.subs = add(s.subs, sub)
