@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/birdcage/birdcage/bpf"
 	"github.com/birdcage/birdcage/harness"
@@ -352,6 +353,45 @@ func (l *Lab) KillBIRD(ctx context.Context, node string, sig syscall.Signal) (ha
 func (l *Lab) StartBIRD(ctx context.Context, node string, recovery bool) (harness.Event, error) {
 	return l.Do(ctx, ActionStartBIRD, fmt.Sprintf("StartBIRD(%s, recovery=%v)", node, recovery),
 		map[string]string{"node": node, "recovery": fmt.Sprint(recovery)})
+}
+
+// BGPSessions asks a node's BIRD (the manifest's birdc action, `show
+// protocols`) for its BGP sessions: how many, and how many Established.
+func (l *Lab) BGPSessions(ctx context.Context, node string) (total, established int, _ error) {
+	r, err := l.M.Run(ctx, ActionBirdc, map[string]string{"node": node, "command": "show protocols"})
+	if err != nil {
+		return 0, 0, err
+	}
+	// birdc's table: name, proto, table, state, since, info.
+	for _, line := range strings.Split(r.Output, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || f[1] != "BGP" {
+			continue
+		}
+		total++
+		if f[3] == "up" && f[len(f)-1] == "Established" {
+			established++
+		}
+	}
+	return total, established, nil
+}
+
+// WaitBGPEstablished polls a node's BIRD (every 200 ms, by the birdc
+// action) until it has BGP sessions and all of them are Established.
+func (l *Lab) WaitBGPEstablished(ctx context.Context, node string) error {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		total, up, err := l.BGPSessions(ctx, node)
+		if err == nil && total > 0 && up == total {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("lab %s: %s: BGP sessions %d of %d Established (%v): %w", l.M.Name, node, up, total, err, ctx.Err())
+		case <-t.C:
+		}
+	}
 }
 
 // signalName is KILL, TERM, ... as kill(1) and pkill take it.

@@ -360,12 +360,14 @@ func Build(ctx context.Context, r *run.Run, o Options) (*Lab, error) {
 		Upgrade:                 "{manifestDir}/upgrade.sh {manifestDir} {node} {release} {signal}",
 		KillBIRD:                "kill -s {signal} $(cat {manifestDir}/nodes/{node}/bird.pid)",
 		StartBIRD:               "echo bird-start {recovery} > {manifestDir}/nodes/{node}/ctl",
+		Birdc:                   "birdc -s {manifestDir}/nodes/{node}/bird.ctl {command}",
 	}
 	if rc != nil {
 		rexec := "runc --root " + rc.root + " exec " + r.Name("lab-") + "{node} "
 		m.Actions.Upgrade = rexec + "bash {manifestDir}/upgrade.sh {manifestDir} {node} {release} {signal}"
 		m.Actions.KillBIRD = rexec + `sh -c 'kill -s "$1" "$(cat "$2")"' - {signal} {manifestDir}/nodes/{node}/bird.pid`
 		m.Actions.StartBIRD = rexec + `sh -c 'echo bird-start "$1" >"$2"' - {recovery} {manifestDir}/nodes/{node}/ctl`
+		m.Actions.Birdc = rexec + "birdc -s {manifestDir}/nodes/{node}/bird.ctl {command}"
 	}
 	b, err := yaml.Marshal(m)
 	if err != nil {
@@ -512,13 +514,23 @@ func sysctl(ctx context.Context, w where, kv ...string) error {
 func tunnel(ctx context.Context, w where, addr string) error {
 	if err := command(ctx, w.in("ip", "link", "show", "tunl0")...); err != nil {
 		if err := ipIn(ctx, w, "link add name tunl0 type ipip"); err != nil {
-			return fmt.Errorf("no tunl0 (a kernel without ipip? run the IPIP lab under ci/vm/run): %w", err)
+			return noIPIP{err}
 		}
 	}
 	return errors.Join(
 		ipIn(ctx, w, "link set tunl0 mtu 1480", "addr add "+addr+"/32 dev tunl0", "link set tunl0 up"),
 		sysctl(ctx, w, "net.ipv4.conf.tunl0.rp_filter=0"))
 }
+
+// noIPIP is the error of a kernel without ipip; it names the missing
+// feature (testenv.FeatureError), so a test skips rather than fails.
+type noIPIP struct{ err error }
+
+func (e noIPIP) Error() string {
+	return fmt.Sprintf("no tunl0 (a kernel without ipip: run the IPIP lab under ci/vm/run): %v", e.err)
+}
+func (e noIPIP) Unwrap() error          { return e.err }
+func (e noIPIP) MissingFeature() string { return "ipip" }
 
 func copyFile(from, to string) error {
 	b, err := os.ReadFile(from)
