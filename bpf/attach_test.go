@@ -172,3 +172,66 @@ func TestAttachInNetns(t *testing.T) {
 		})
 	}
 }
+
+// Two legacy counters on one device (ingress and egress, as a probe hop
+// pair) share the clsact qdisc the first added: whichever closes first,
+// the device is left without it — the lab's before/after comparison
+// caught the one closing order that left it behind.
+func TestLegacyCountersSharingAQdiscLeaveNone(t *testing.T) {
+	needRoot(t)
+	for _, first := range []Direction{Ingress, Egress} {
+		t.Run("first closed "+first.String(), func(t *testing.T) {
+			_, b := vethPair(t)
+			cs := map[Direction]*Counter{}
+			for _, d := range []Direction{Ingress, Egress} {
+				c, err := Attach(AttachOptions{Netns: b.Path(), Iface: "b0", Direction: d, Legacy: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				cs[d] = c
+			}
+			hb, err := nsutil.Handle(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer hb.Close()
+			l, err := hb.LinkByName("b0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			clsacts := func() int {
+				qs, err := hb.QdiscList(l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := 0
+				for _, q := range qs {
+					if q.Type() == "clsact" {
+						n++
+					}
+				}
+				return n
+			}
+			if clsacts() != 1 {
+				t.Fatalf("guard: %d clsact qdiscs on b0 while both counters are attached, want 1", clsacts())
+			}
+			second := Egress
+			if first == Egress {
+				second = Ingress
+			}
+			if err := cs[first].Close(); err != nil {
+				t.Fatal(err)
+			}
+			if clsacts() != 1 {
+				t.Fatalf("the qdisc went while the %s counter still hangs on it", second)
+			}
+			if err := cs[second].Close(); err != nil {
+				t.Fatal(err)
+			}
+			if n := clsacts(); n != 0 {
+				t.Errorf("%d clsact qdiscs left on b0 after both counters closed", n)
+			}
+		})
+	}
+}

@@ -164,7 +164,14 @@ func Attach(o AttachOptions) (*Counter, error) {
 	}
 	// The handle stays open for Close: it deletes the filter in this netns
 	// even after the netns lost its name.
-	if err := c.attachClsact(h, lk); err != nil {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(n.Fd()), &st); err != nil {
+		h.Close()
+		c.coll.Close()
+		return nil, fmt.Errorf("%s: netns: %w", what, err)
+	}
+	key := clsactKey{dev: uint64(st.Dev), ino: st.Ino, ifindex: lk.Attrs().Index}
+	if err := c.attachClsact(h, lk, key); err != nil {
 		h.Close()
 		c.coll.Close()
 		return nil, fmt.Errorf("%s: clsact: %w", what, err)
@@ -208,7 +215,24 @@ func (c *Counter) attachTCX(n ns.NetNS, ifindex int) error {
 	return nil
 }
 
-func (c *Counter) attachClsact(h *netlink.Handle, lk netlink.Link) error {
+// clsactKey names an interface in a network namespace.
+type clsactKey struct {
+	dev, ino uint64 // the namespace's
+	ifindex  int
+}
+
+// ourQdiscs counts, per interface, the attached counters that share a
+// clsact qdisc birdcage added there (an ingress and an egress counter on
+// one device, say): the last of them to detach removes it, whichever
+// order they close in, so the namespace is left as found.
+var (
+	ourQdiscsMu sync.Mutex
+	ourQdiscs   = map[clsactKey]int{}
+)
+
+func (c *Counter) attachClsact(h *netlink.Handle, lk netlink.Link, key clsactKey) error {
+	ourQdiscsMu.Lock()
+	defer ourQdiscsMu.Unlock()
 	idx := lk.Attrs().Index
 	qdisc := &netlink.GenericQdisc{
 		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: idx, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT},
@@ -220,6 +244,12 @@ func (c *Counter) attachClsact(h *netlink.Handle, lk netlink.Link) error {
 	} else if err != nil {
 		return fmt.Errorf("add clsact qdisc: %w", err)
 	}
+	if createdQdisc {
+		// A qdisc of ours that outlived its counters (a crashed run) is
+		// not counted; one made now is.
+		ourQdiscs[key] = 0
+	}
+	_, shares := ourQdiscs[key]
 	parent := uint32(netlink.HANDLE_MIN_INGRESS)
 	if c.opts.Direction == Egress {
 		parent = netlink.HANDLE_MIN_EGRESS
@@ -250,13 +280,26 @@ func (c *Counter) attachClsact(h *netlink.Handle, lk netlink.Link) error {
 	}
 	if err := h.FilterAdd(filter); err != nil {
 		if createdQdisc {
+			delete(ourQdiscs, key)
 			_ = h.QdiscDel(qdisc)
 		}
 		return fmt.Errorf("add cls_bpf filter: %w", err)
 	}
+	if shares {
+		ourQdiscs[key]++
+	}
 	c.mode = ModeClsact
 	c.detach = func() error {
 		defer h.Close()
+		ourQdiscsMu.Lock()
+		defer ourQdiscsMu.Unlock()
+		last := false
+		if shares {
+			ourQdiscs[key]--
+			if last = ourQdiscs[key] <= 0; last {
+				delete(ourQdiscs, key)
+			}
+		}
 		err := h.FilterDel(filter)
 		if errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL) {
 			return nil // the interface (and its filters) is gone
@@ -264,7 +307,7 @@ func (c *Counter) attachClsact(h *netlink.Handle, lk netlink.Link) error {
 		if err != nil {
 			return fmt.Errorf("delete cls_bpf filter: %w", err)
 		}
-		if !createdQdisc {
+		if !last {
 			return nil
 		}
 		// Remove the qdisc we added only if nobody else's filter hangs on it.

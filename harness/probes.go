@@ -58,11 +58,62 @@ type ProbeOptions struct {
 	MayNotFlow bool
 }
 
-// Probes starts probe traffic, with counters at every node's uplinks and
-// tunl0 so reports say where probes vanished. Harness events are marked in
-// the session too. It returns once every flow is delivering probes — a
-// guard against judging a handover on traffic that never flowed — unless
-// MayNotFlow is set.
+// ProbeSession is what a target (a built cluster, an attached lab) gives
+// StartProbeSession beside the options: where its counters go and how a
+// session joins it.
+type ProbeSession struct {
+	ProbeOptions
+	// Hops are the per-hop counters (ignored with NoHops).
+	Hops []probe.Hop
+	// Prepare, if set, runs with the session's options just before it
+	// starts (the cluster's packet captures).
+	Prepare func(probe.Options) error
+	// Register adds the started session to its target, which marks its
+	// events so far in it and stops it when the target goes.
+	Register func(*probe.Session)
+}
+
+// StartProbeSession starts probe traffic over the flows (which the caller
+// has defaulted; none is an error), at the rate asked or the default, with
+// the counters, registers it, and returns once every flow is delivering
+// probes — a guard against judging a handover on traffic that never
+// flowed — unless MayNotFlow is set. It is the one probe-session builder:
+// the built-in cluster's Probes and a lab's (harness/lab) both use it.
+func StartProbeSession(ctx context.Context, s ProbeSession) (*probe.Session, error) {
+	if len(s.Flows) == 0 {
+		return nil, fmt.Errorf("probes: no workload pairs to probe")
+	}
+	if s.Rate == 0 {
+		s.Rate = DefaultProbeRate()
+	}
+	po := probe.Options{Rate: s.Rate, Flows: s.Flows}
+	if !s.NoHops {
+		po.Hops = s.Hops
+	}
+	if s.Prepare != nil {
+		if err := s.Prepare(po); err != nil {
+			return nil, err
+		}
+	}
+	ps, err := probe.Start(ctx, po)
+	if err != nil {
+		return nil, err
+	}
+	if s.Register != nil {
+		s.Register(ps)
+	}
+	if s.MayNotFlow {
+		return ps, nil
+	}
+	if err := ps.WaitFlowing(ctx); err != nil {
+		return nil, fmt.Errorf("probes never flowed (a handover judged on no traffic proves nothing): %w", err)
+	}
+	return ps, nil
+}
+
+// Probes starts probe traffic (StartProbeSession), with counters at every
+// node's uplinks and tunl0 so reports say where probes vanished. Harness
+// events are marked in the session too.
 func (c *Cluster) Probes(ctx context.Context, o ProbeOptions) (*probe.Session, error) {
 	if o.Flows == nil {
 		o.Flows = c.EveryNodePair()
@@ -70,34 +121,16 @@ func (c *Cluster) Probes(ctx context.Context, o ProbeOptions) (*probe.Session, e
 	if len(o.Flows) == 0 {
 		return nil, fmt.Errorf("probes: topology %s has no workload pairs", c.Net.Topology.Name)
 	}
-	if o.Rate == 0 {
-		o.Rate = DefaultProbeRate()
-	}
-	po := probe.Options{Rate: o.Rate, Flows: o.Flows}
-	if !o.NoHops {
-		po.Hops = c.hops()
-	}
-	if err := c.startCaptures(po); err != nil {
-		return nil, err
-	}
-	s, err := probe.Start(ctx, po)
-	if err != nil {
-		return nil, err
-	}
-	c.Run.DeferLocal("probe session", s.Close)
-	c.mu.Lock()
-	c.sessions = append(c.sessions, s)
-	for _, e := range c.events {
-		s.MarkAt(e.Name, e.Mono)
-	}
-	c.mu.Unlock()
-	if o.MayNotFlow {
-		return s, nil
-	}
-	if err := s.WaitFlowing(ctx); err != nil {
-		return nil, fmt.Errorf("probes never flowed (a handover judged on no traffic proves nothing): %w", err)
-	}
-	return s, nil
+	return StartProbeSession(ctx, ProbeSession{ProbeOptions: o, Hops: c.hops(), Prepare: c.startCaptures,
+		Register: func(s *probe.Session) {
+			c.Run.DeferLocal("probe session", s.Close)
+			c.mu.Lock()
+			c.sessions = append(c.sessions, s)
+			for _, e := range c.events {
+				s.MarkAt(e.Name, e.Mono)
+			}
+			c.mu.Unlock()
+		}})
 }
 
 func (c *Cluster) hops() []probe.Hop {

@@ -13,15 +13,18 @@ package scenarios_test
 // configuration is put back.
 //
 // These specs exist only when $BIRDCAGE_LAB names a lab: a manifest path
-// (`birdcage run --lab MANIFEST`), or "handmade" for the kind-shaped lab
-// harness/lab/handmade builds per spec with ip commands. Specs whose
-// actions the manifest lacks skip, naming them.
+// (`birdcage run --lab MANIFEST`), or one of the kind-shaped labs
+// harness/lab/handmade builds per spec: "handmade" (named namespaces made
+// with ip commands) or "handmade-runc" (every node a runc container with
+// its own network namespace, the programmer and BIRD inside it, actions by
+// runc exec). Specs whose actions the manifest lacks skip, naming them.
 
 import (
 	"context"
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -31,8 +34,10 @@ import (
 	"github.com/birdcage/birdcage/harness/lab"
 	"github.com/birdcage/birdcage/harness/lab/handmade"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/run"
+	"github.com/birdcage/birdcage/internal/testenv"
 )
 
 // labEnv names the lab the lab specs run against.
@@ -45,7 +50,7 @@ var _ = func() bool {
 	Describe("Live programClusterRoutes change against a lab", Label("lab", "liveconfig"), func() {
 		DescribeTable("moves every cluster route to the new owner, with a gap that is measured, and leaves the lab as found",
 			func(ctx SpecContext, from, to ownership) {
-				l, timing := attachLab(ctx, from, lab.ActionSetProgramClusterRoutes)
+				l, timing := attachLab(ctx, labStart{from: from}, lab.ActionSetProgramClusterRoutes)
 				res, rep, hs := labLiveChange(ctx, l, from, to, timing)
 				if to.owner == harness.ByBIRD {
 					// As on the built-in target: the window is bounded by
@@ -67,20 +72,39 @@ var _ = func() bool {
 	return true
 }()
 
-// attachLab attaches to $BIRDCAGE_LAB in the `from` configuration, settled,
-// and registers the spec's end: `from` put back (it is the starting state),
-// detach, and the before/after comparison, which fails the spec if the lab
-// is not as found. A manifest without the actions skips, naming them.
-func attachLab(ctx context.Context, from ownership, needs ...lab.Action) (*lab.Lab, harness.TimingModel) {
+// labStart is the state a lab spec starts from, and how it is put back.
+type labStart struct {
+	// from is the routes' owner and the programClusterRoutes values.
+	from ownership
+	// ipip and release shape a hand-made lab (an IPIP pool; every node on
+	// release, "" for 3.33); a manifest's lab must already be so.
+	ipip    bool
+	release config.Release
+	// upgraded is the node a spec upgrades: the end moves it back to
+	// release (the old BIRD TERMed) rather than setting programClusterRoutes.
+	upgraded string
+}
+
+// handmadeLabs are the $BIRDCAGE_LAB values that build a hand-made lab.
+var handmadeLabs = map[string]handmade.Flavour{"handmade": handmade.NetnsFlavour, "handmade-runc": handmade.RuncFlavour}
+
+// attachLab attaches to $BIRDCAGE_LAB in the start state, settled, and
+// registers the spec's end: the start put back, detach, and the
+// before/after comparison, which fails the spec if the lab is not as
+// found. A manifest without the actions skips, naming them.
+func attachLab(ctx context.Context, start labStart, needs ...lab.Action) (*lab.Lab, harness.TimingModel) {
 	GinkgoHelper()
+	from := start.from
 	timing, err := harness.TimingFromEnv()
 	Expect(err).NotTo(HaveOccurred())
 	var m *lab.Manifest
-	if name := os.Getenv(labEnv); name == "handmade" {
+	if name := os.Getenv(labEnv); handmadeLabs[name] != "" {
 		r, err := run.New()
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func() { Expect(r.Close()).To(Succeed(), "tear down the hand-made lab") })
-		hl, err := handmade.Build(ctx, r, handmade.Options{Felix: from.felix, BGP: from.bgp, Timing: timing})
+		hl, err := handmade.Build(ctx, r, handmade.Options{Flavour: handmadeLabs[name], IPIP: start.ipip, Release: start.release,
+			Felix: from.felix, BGP: from.bgp, Timing: timing})
+		testenv.SkipIfMissing(GinkgoT(), err, "hand-made lab "+name)
 		Expect(err).NotTo(HaveOccurred(), "build the hand-made lab")
 		m, err = lab.Load(hl.Manifest)
 		Expect(err).NotTo(HaveOccurred())
@@ -107,7 +131,16 @@ func attachLab(ctx context.Context, from ownership, needs ...lab.Action) (*lab.L
 	l, err := lab.Attach(ctx, m, lab.AttachOptions{})
 	Expect(err).NotTo(HaveOccurred(), "attach to lab %s", m.Source())
 	DeferCleanup(func(ctx SpecContext) {
-		if m.Has(lab.ActionSetProgramClusterRoutes) {
+		switch {
+		case start.upgraded != "":
+			rel := start.release
+			if rel == "" {
+				rel = config.R333
+			}
+			_, err := l.UpgradeNode(ctx, start.upgraded, rel, syscall.SIGTERM)
+			Expect(err).NotTo(HaveOccurred(), "move %s back to %s", start.upgraded, rel)
+			waitLabOwned(ctx, l, from.owner, "the lab's starting owner is back")
+		case m.Has(lab.ActionSetProgramClusterRoutes):
 			_, err := l.SetProgramClusterRoutes(ctx, from.felix, from.bgp)
 			Expect(err).NotTo(HaveOccurred(), "put the lab's starting configuration back")
 			waitLabOwned(ctx, l, from.owner, "the lab's starting owner is back")
@@ -120,7 +153,7 @@ func attachLab(ctx context.Context, from ownership, needs ...lab.Action) (*lab.L
 		}
 		fmt.Printf("[birdcage] lab %s: %d namespaces compared before/after: %d differ\n", m.Name, len(l.Snapshots()), len(diffs))
 		Expect(diffs).To(BeEmpty(), "the lab is not as found after detaching:\n%s", b.String())
-	}, NodeTimeout(2*time.Minute))
+	}, NodeTimeout(scaled(2*time.Minute)))
 	return l, timing
 }
 
@@ -128,7 +161,7 @@ func attachLab(ctx context.Context, from ownership, needs ...lab.Action) (*lab.L
 // route, the owner's.
 func waitLabOwned(ctx context.Context, l *lab.Lab, owner harness.Owner, why string) {
 	GinkgoHelper()
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, scaled(60*time.Second))
 	defer cancel()
 	proto := labProto(l, owner)
 	var blocks int

@@ -15,7 +15,7 @@ func labRun(manifest, filter string, filterGiven bool) (env []string, _ string, 
 	if manifest == "" {
 		return nil, filter, nil
 	}
-	if manifest != "handmade" {
+	if manifest != "handmade" && manifest != "handmade-runc" {
 		if _, err := lab.Load(manifest); err != nil {
 			return nil, "", err
 		}

@@ -144,7 +144,7 @@ func runCmd() *cobra.Command {
 		},
 	}
 	c.Flags().StringVarP(&label, "label", "l", "headline", "Ginkgo label filter (headline, ipip, noencap, upgrade, ...); the argument wins")
-	c.Flags().StringVar(&labPath, "lab", "", "run the lab scenarios against the lab this manifest describes (harness/lab; \"handmade\": a lab built per spec with ip commands)")
+	c.Flags().StringVar(&labPath, "lab", "", "run the lab scenarios against the lab this manifest describes (harness/lab; \"handmade\": a lab built per spec with ip commands, \"handmade-runc\": one whose nodes are runc containers)")
 	c.Flags().BoolVar(&keepOnFail, "keep-on-fail", false, "leave the first failed spec's cluster up and print how to get in (birdcage exec/routes/down); sets $"+harness.KeepOnFailEnv)
 	c.Flags().BoolVar(&pcap, "pcap", false, "capture the probes on every node's uplinks (and tunl0) during the probe window into the artifacts, linked from the report; sets $"+harness.PcapEnv)
 	return c

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/birdcage/birdcage/bpf"
 	"github.com/birdcage/birdcage/harness"
@@ -246,14 +247,9 @@ func (l *Lab) Events() []harness.Event {
 	return append([]harness.Event(nil), l.events...)
 }
 
-// ProbeOptions shape a probe session in the lab; Flows default to every
-// ordered pair of the nodes' first workloads.
-type ProbeOptions struct {
-	Rate       int // 0: harness.DefaultProbeRate()
-	Flows      []probe.Flow
-	NoHops     bool
-	MayNotFlow bool
-}
+// ProbeOptions shape a probe session in the lab, as on a built cluster;
+// Flows default to every ordered pair of the nodes' first workloads.
+type ProbeOptions = harness.ProbeOptions
 
 // FirstWorkloads is each node's first workload, in manifest order.
 func (l *Lab) FirstWorkloads() []probe.Endpoint {
@@ -266,9 +262,10 @@ func (l *Lab) FirstWorkloads() []probe.Endpoint {
 	return out
 }
 
-// Probes starts probe traffic between the lab's workloads, with counters
-// at the nodes' listed interfaces, and returns once every flow delivers
-// (unless MayNotFlow). Detach stops it if the caller has not.
+// Probes starts probe traffic between the lab's workloads
+// (harness.StartProbeSession), with counters at the nodes' listed
+// interfaces, and returns once every flow delivers (unless MayNotFlow).
+// Detach stops it if the caller has not.
 func (l *Lab) Probes(ctx context.Context, o ProbeOptions) (*probe.Session, error) {
 	if o.Flows == nil {
 		o.Flows = probe.AllPairs(l.FirstWorkloads()...)
@@ -276,34 +273,25 @@ func (l *Lab) Probes(ctx context.Context, o ProbeOptions) (*probe.Session, error
 	if len(o.Flows) == 0 {
 		return nil, fmt.Errorf("lab %s: no workload pairs to probe (give nodes workloads)", l.M.Name)
 	}
-	if o.Rate == 0 {
-		o.Rate = harness.DefaultProbeRate()
-	}
-	po := probe.Options{Rate: o.Rate, Flows: o.Flows}
-	if !o.NoHops {
-		for _, n := range l.Nodes {
-			for _, ifn := range n.spec.Interfaces {
-				po.Hops = append(po.Hops,
-					probe.Hop{Name: n.Name + "/" + ifn + " egress", Netns: n.Netns, Iface: ifn, Direction: bpf.Egress},
-					probe.Hop{Name: n.Name + "/" + ifn + " ingress", Netns: n.Netns, Iface: ifn, Direction: bpf.Ingress})
-			}
+	var hops []probe.Hop
+	for _, n := range l.Nodes {
+		for _, ifn := range n.spec.Interfaces {
+			hops = append(hops,
+				probe.Hop{Name: n.Name + "/" + ifn + " egress", Netns: n.Netns, Iface: ifn, Direction: bpf.Egress},
+				probe.Hop{Name: n.Name + "/" + ifn + " ingress", Netns: n.Netns, Iface: ifn, Direction: bpf.Ingress})
 		}
 	}
-	s, err := probe.Start(ctx, po)
+	s, err := harness.StartProbeSession(ctx, harness.ProbeSession{ProbeOptions: o, Hops: hops,
+		Register: func(s *probe.Session) {
+			l.mu.Lock()
+			l.sessions = append(l.sessions, s)
+			for _, e := range l.events {
+				s.MarkAt(e.Name, e.Mono)
+			}
+			l.mu.Unlock()
+		}})
 	if err != nil {
 		return nil, fmt.Errorf("lab %s: %w", l.M.Name, err)
-	}
-	l.mu.Lock()
-	l.sessions = append(l.sessions, s)
-	for _, e := range l.events {
-		s.MarkAt(e.Name, e.Mono)
-	}
-	l.mu.Unlock()
-	if o.MayNotFlow {
-		return s, nil
-	}
-	if err := s.WaitFlowing(ctx); err != nil {
-		return nil, fmt.Errorf("lab %s: probes never flowed (a handover judged on no traffic proves nothing): %w", l.M.Name, err)
 	}
 	return s, nil
 }
@@ -352,6 +340,45 @@ func (l *Lab) KillBIRD(ctx context.Context, node string, sig syscall.Signal) (ha
 func (l *Lab) StartBIRD(ctx context.Context, node string, recovery bool) (harness.Event, error) {
 	return l.Do(ctx, ActionStartBIRD, fmt.Sprintf("StartBIRD(%s, recovery=%v)", node, recovery),
 		map[string]string{"node": node, "recovery": fmt.Sprint(recovery)})
+}
+
+// BGPSessions asks a node's BIRD (the manifest's birdc action, `show
+// protocols`) for its BGP sessions: how many, and how many Established.
+func (l *Lab) BGPSessions(ctx context.Context, node string) (total, established int, _ error) {
+	r, err := l.M.Run(ctx, ActionBirdc, map[string]string{"node": node, "command": "show protocols"})
+	if err != nil {
+		return 0, 0, err
+	}
+	// birdc's table: name, proto, table, state, since, info.
+	for _, line := range strings.Split(r.Output, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || f[1] != "BGP" {
+			continue
+		}
+		total++
+		if f[3] == "up" && f[len(f)-1] == "Established" {
+			established++
+		}
+	}
+	return total, established, nil
+}
+
+// WaitBGPEstablished polls a node's BIRD (every 200 ms, by the birdc
+// action) until it has BGP sessions and all of them are Established.
+func (l *Lab) WaitBGPEstablished(ctx context.Context, node string) error {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		total, up, err := l.BGPSessions(ctx, node)
+		if err == nil && total > 0 && up == total {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("lab %s: %s: BGP sessions %d of %d Established (%v): %w", l.M.Name, node, up, total, err, ctx.Err())
+		case <-t.C:
+		}
+	}
 }
 
 // signalName is KILL, TERM, ... as kill(1) and pkill take it.

@@ -104,6 +104,7 @@ type NetnsRef struct {
 //	setProgramClusterRoutes  {felix} {bgp}
 //	killBIRD                 {node} {signal}
 //	startBIRD                {node} {recovery}
+//	birdc                    {node} {command}
 //
 // and {manifestDir} in every one. Values are substituted shell-quoted.
 type Actions struct {
@@ -111,6 +112,11 @@ type Actions struct {
 	SetProgramClusterRoutes string `json:"setProgramClusterRoutes,omitempty"`
 	KillBIRD                string `json:"killBIRD,omitempty"`
 	StartBIRD               string `json:"startBIRD,omitempty"`
+	// Birdc runs a birdc command ("show protocols") against a node's
+	// BIRD and prints its answer: not an action on the lab but a look
+	// into it, so scenarios can wait for BIRD's sessions as they do on
+	// the built-in target.
+	Birdc string `json:"birdc,omitempty"`
 }
 
 // Action names an action, as the manifest spells it.
@@ -121,6 +127,7 @@ const (
 	ActionSetProgramClusterRoutes Action = "setProgramClusterRoutes"
 	ActionKillBIRD                Action = "killBIRD"
 	ActionStartBIRD               Action = "startBIRD"
+	ActionBirdc                   Action = "birdc"
 )
 
 // placeholders each action may use (besides manifestDir).
@@ -129,6 +136,7 @@ var placeholders = map[Action][]string{
 	ActionSetProgramClusterRoutes: {"felix", "bgp"},
 	ActionKillBIRD:                {"node", "signal"},
 	ActionStartBIRD:               {"node", "recovery"},
+	ActionBirdc:                   {"node", "command"},
 }
 
 // Runtimes are the container runtimes a `container:` reference may name.
@@ -145,6 +153,8 @@ func (a Actions) Template(act Action) string {
 		return a.KillBIRD
 	case ActionStartBIRD:
 		return a.StartBIRD
+	case ActionBirdc:
+		return a.Birdc
 	}
 	return ""
 }
@@ -287,7 +297,7 @@ func (m *Manifest) validate() error {
 			addrs[a] = w.Name
 		}
 	}
-	for _, act := range []Action{ActionUpgrade, ActionSetProgramClusterRoutes, ActionKillBIRD, ActionStartBIRD} {
+	for _, act := range []Action{ActionUpgrade, ActionSetProgramClusterRoutes, ActionKillBIRD, ActionStartBIRD, ActionBirdc} {
 		tmpl := m.Actions.Template(act)
 		allowed := append([]string{"manifestDir"}, placeholders[act]...)
 		for _, sub := range placeholder.FindAllStringSubmatch(tmpl, -1) {

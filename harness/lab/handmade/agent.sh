@@ -1,11 +1,13 @@
 #!/bin/bash
 # Node agent of the hand-made lab: the calico-node container's role. It runs
-# inside the node's network namespace, keeps the route programmer running
-# (restarting it whenever it exits, as a pod's restart policy does: exit 129
-# is the programmer asking for a restart after a config change), and starts
-# BIRD when told on its control FIFO. Commands, one per line:
+# inside the node's network namespace (under `ip netns exec`, or as a runc
+# container's init), keeps the route programmer running (restarting it
+# whenever it exits, as a pod's restart policy does: exit 129 is the
+# programmer asking for a restart after a config change), and starts BIRD
+# when told on its control FIFO. Commands, one per line:
 #   bird-start [true|false]   start BIRD (true: with -R, graceful-restart recovery)
 #   stop                      stop BIRD and the programmer, then exit
+# SIGTERM (`runc kill`, `docker stop`) is a stop too.
 # Files in the node's directory $1: release, bird.conf, ctl (FIFO),
 # bird.pid, programmer.pid, status.json, programmer.log, bird.log.
 set -u
@@ -32,11 +34,12 @@ programmer_loop &
 loop_pid=$!
 bird_start false
 echo ready >"$d/agent.ready"
+# Opened read-write: the open never waits for a writer. The read goes on
+# through a signal, so SIGTERM's trap says "stop" down the FIFO itself.
+exec 3<>"$d/ctl"
+trap 'echo stop >&3' TERM
 while :; do
-	# Reopened per command: every writer's close ends one read.
-	if ! read -r cmd arg <"$d/ctl"; then
-		continue
-	fi
+	read -r cmd arg <&3 || continue
 	case $cmd in
 	bird-start) bird_start "$arg" ;;
 	stop) break ;;

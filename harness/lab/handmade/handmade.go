@@ -1,16 +1,28 @@
 // Package handmade builds a lab the way a team's own script would — not
 // with birdcage's builder (topo/) or cluster (harness/): namespaces, veths,
-// addresses and sysctls by `ip` and `sysctl` commands, and per node a
-// bash agent playing the calico-node container (the route programmer under
-// a restart loop, BIRD started on command). It is shaped like a kind
-// cluster running calico-node on a no-encap pool: three nodes on one L2
-// segment, a Calico-style workload per node. Actions are shell scripts.
+// addresses and sysctls by `ip`, `nsenter` and `sysctl` commands, and per
+// node a bash agent playing the calico-node container (the route programmer
+// under a restart loop, BIRD started on command). It is shaped like a kind
+// cluster running calico-node: three nodes on one L2 segment, a
+// Calico-style workload per node, a no-encap or an IPIP pool. Actions are
+// shell scripts.
+//
+// It comes in two flavours. In the ip-netns one every node and workload is
+// a named namespace (`ip netns add`) and the agent runs under `ip netns
+// exec`. In the runc one — kind's shape — every node is a runc container
+// with a network namespace of its own, made by runc, its agent the
+// container's init, so the programmer and BIRD run inside it; every
+// workload is a runc "pod" container of its own. The manifest then names
+// nodes and workloads by container (resolved through `runc state`), and its
+// actions are `runc exec` commands; the lab is stopped with `runc kill`.
+// Only the switch between the nodes (a bridge, kind's docker network) is a
+// named namespace in both.
 //
 // It exists to test the attach mode (harness/lab) against something
 // birdcage did not build. The BIRD configs are rendered ahead of time by
-// harness/confd for every programClusterRoutes value, which is what the
-// lab's "confd" installs; the datastore is birdcage's directory format,
-// which the programmer reads.
+// harness/confd for every programClusterRoutes value and release, which is
+// what the lab's "confd" installs; the datastore is birdcage's directory
+// format, which the programmer reads.
 package handmade
 
 import (
@@ -48,8 +60,25 @@ var setScript []byte
 //go:embed upgrade.sh
 var upgradeScript []byte
 
+// Flavour is how the lab makes its nodes.
+type Flavour string
+
+const (
+	// NetnsFlavour: named namespaces (`ip netns add`), agents under `ip
+	// netns exec`.
+	NetnsFlavour Flavour = "netns"
+	// RuncFlavour: each node a runc container with its own network
+	// namespace, the agent its init; each workload a runc container.
+	RuncFlavour Flavour = "runc"
+)
+
 // Options shape the lab.
 type Options struct {
+	// Flavour is NetnsFlavour (default) or RuncFlavour.
+	Flavour Flavour
+	// IPIP makes the pool IPIP (ipipMode Always, tunl0 up on every node);
+	// the default is a no-encap pool. Needs a kernel with ipip.
+	IPIP bool
 	// Nodes is the node count (default 3, at most 9).
 	Nodes int
 	// Release every node starts on (default 3.33).
@@ -71,8 +100,12 @@ type Lab struct {
 	// Dir holds its datastore, node directories and scripts.
 	Dir string
 	// Namespaces are the named namespaces it made (for the caller's
-	// before/after checks).
+	// before/after checks): in the runc flavour only the switch's.
 	Namespaces []string
+	// RuncRoot and Containers are runc's state directory and the
+	// containers made in the runc flavour (nodes, then their workloads).
+	RuncRoot   string
+	Containers []string
 }
 
 const pool = "10.244.0.0/16"
@@ -85,6 +118,12 @@ func Build(ctx context.Context, r *run.Run, o Options) (*Lab, error) {
 	}
 	if o.Nodes > 9 {
 		return nil, fmt.Errorf("handmade lab: %d nodes: at most 9", o.Nodes)
+	}
+	if o.Flavour == "" {
+		o.Flavour = NetnsFlavour
+	}
+	if o.Flavour != NetnsFlavour && o.Flavour != RuncFlavour {
+		return nil, fmt.Errorf("handmade lab: flavour %q: want %s or %s", o.Flavour, NetnsFlavour, RuncFlavour)
 	}
 	if o.Release == "" {
 		o.Release = config.R333
@@ -112,24 +151,37 @@ func Build(ctx context.Context, r *run.Run, o Options) (*Lab, error) {
 	if err := os.WriteFile(filepath.Join(dir, "confd-latency"), fmt.Appendf(nil, "%.3f\n", o.Timing.ConfdLatency.Seconds()), 0o644); err != nil {
 		return nil, err
 	}
+	var rc *runcLab
+	if o.Flavour == RuncFlavour {
+		if rc, err = newRuncLab(r, dir, prog, o.Timing); err != nil {
+			return nil, err
+		}
+		l.RuncRoot = rc.root
+		// The lab's scripts reach a node's software through runc.
+		if err := os.WriteFile(filepath.Join(dir, "runc-root"), []byte(rc.root+"\n"), 0o644); err != nil {
+			return nil, err
+		}
+	}
 
-	// 1. Namespaces: a switch (a bridge) and per node one for the node and
-	// one for its workload.
-	netns := func(what string) (string, error) {
+	// 1. Namespaces: a switch (a bridge) and, in the ip-netns flavour, per
+	// node one for the node and one for its workload.
+	netns := func(what string) (where, error) {
 		name := r.Name("lab-" + what)
 		if err := ip(ctx, "netns", "add", name); err != nil {
-			return "", err
+			return where{}, err
 		}
 		r.Defer("lab netns "+name, func() error { return ip(context.Background(), "netns", "del", name) })
 		l.Namespaces = append(l.Namespaces, name)
+		w := where{name: name}
 		// An IPv4-only lab: no link-local routes appearing after the fact.
-		return name, sysctl(ctx, name, "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+		return w, sysctl(ctx, w, "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
 	}
-	sw, err := netns("sw")
+	swNS, err := netns("sw")
 	if err != nil {
 		return nil, err
 	}
-	if err := ipIn(ctx, sw, "link add br0 type bridge", "link set br0 up"); err != nil {
+	sw := swNS.name
+	if err := ipIn(ctx, swNS, "link add br0 type bridge", "link set br0 up"); err != nil {
 		return nil, err
 	}
 
@@ -144,22 +196,61 @@ func Build(ctx context.Context, r *run.Run, o Options) (*Lab, error) {
 			putErr = ds.Put(k, name, doc)
 		}
 	}
-	put(datastore.KindIPPool, "pool", datastore.IPPool{Name: "pool", CIDR: pool, IPIPMode: datastore.EncapNever, VXLANMode: datastore.EncapNever, BlockSize: 26})
+	ipipMode := datastore.EncapNever
+	if o.IPIP {
+		ipipMode = datastore.EncapAlways
+	}
+	put(datastore.KindIPPool, "pool", datastore.IPPool{Name: "pool", CIDR: pool, IPIPMode: ipipMode, VXLANMode: datastore.EncapNever, BlockSize: 26})
 	put(datastore.KindFelixConfiguration, "", datastore.FelixConfiguration{ProgramClusterRoutes: string(o.Felix), RouteRefreshInterval: "5s"})
 	put(datastore.KindBGPConfiguration, "", datastore.BGPConfiguration{ProgramClusterRoutes: string(o.BGP)})
 
 	m := lab.Manifest{Name: "handmade", Pools: []string{pool}, Datastore: &lab.Datastore{Dir: filepath.Join(dir, "datastore")}}
-	type node struct{ name, ns, wl string }
+	if rc != nil {
+		m.Name, m.Runtime, m.RuncRoot = "handmade-runc", "runc", rc.root
+	}
+	if o.IPIP {
+		m.Name += "-ipip"
+	}
+	type node struct {
+		name string
+		ns   where
+		ctr  *container // the node's container (runc flavour)
+		pods []*container
+	}
 	var nodes []node
 	for i := 1; i <= o.Nodes; i++ {
 		name := fmt.Sprintf("node-%d", i)
-		nns, err := netns(fmt.Sprintf("n%d", i))
-		if err != nil {
-			return nil, err
-		}
-		wns, err := netns(fmt.Sprintf("n%d-w", i))
-		if err != nil {
-			return nil, err
+		nd := node{name: name}
+		var wns where
+		nodeRef, wlRef := lab.NetnsRef{}, lab.NetnsRef{}
+		if rc == nil {
+			if nd.ns, err = netns(fmt.Sprintf("n%d", i)); err != nil {
+				return nil, err
+			}
+			if wns, err = netns(fmt.Sprintf("n%d-w", i)); err != nil {
+				return nil, err
+			}
+			nodeRef.Path, wlRef.Path = "/var/run/netns/"+nd.ns.name, "/var/run/netns/"+wns.name
+		} else {
+			// Created, not started: the namespace exists, the agent
+			// waits for `runc start` while the network is plugged.
+			if nd.ctr, err = rc.create(ctx, "lab-"+name, name, rc.nodeProcess(dir, name, prog)); err != nil {
+				return nil, err
+			}
+			pod, err := rc.create(ctx, "lab-"+name+"-wl", name+"-wl", podProcess())
+			if err != nil {
+				return nil, err
+			}
+			nd.pods = append(nd.pods, pod)
+			l.Containers = append(l.Containers, nd.ctr.id, pod.id)
+			nd.ns, wns = where{pid: nd.ctr.pid}, where{pid: pod.pid}
+			nodeRef.Container, wlRef.Container = nd.ctr.id, pod.id
+			if err := sysctl(ctx, nd.ns, "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"); err != nil {
+				return nil, err
+			}
+			if err := sysctl(ctx, wns, "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"); err != nil {
+				return nil, err
+			}
 		}
 		addr := fmt.Sprintf("10.10.0.%d/24", 10+i)
 		block := netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/26", i))
@@ -168,16 +259,22 @@ func Build(ctx context.Context, r *run.Run, o Options) (*Lab, error) {
 		// 3. The node's uplink on the switch, its sysctls, its workload's
 		// veth as Calico's CNI plugin makes it.
 		steps := []error{
-			ip(ctx, "-n", sw, "link", "add", "sw-"+name, "type", "veth", "peer", "name", "eth0", "netns", nns),
-			ipIn(ctx, sw, "link set sw-"+name+" master br0", "link set sw-"+name+" up"),
-			ipIn(ctx, nns, "link set lo up", "addr add "+addr+" dev eth0", "link set eth0 up"),
-			sysctl(ctx, nns, "net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0"),
-			ip(ctx, "-n", nns, "link", "add", hostIf, "address", "ee:ee:ee:ee:ee:ee", "type", "veth", "peer", "name", "eth0", "netns", wns),
-			sysctl(ctx, nns, "net.ipv4.conf."+hostIf+".proxy_arp=1"),
-			ipIn(ctx, nns, "link set "+hostIf+" up", "route replace "+wl.String()+"/32 dev "+hostIf+" scope link"),
+			ip(ctx, "-n", sw, "link", "add", "sw-"+name, "type", "veth", "peer", "name", "eth0", "netns", nd.ns.target()),
+			ipIn(ctx, swNS, "link set sw-"+name+" master br0", "link set sw-"+name+" up"),
+			ipIn(ctx, nd.ns, "link set lo up", "addr add "+addr+" dev eth0", "link set eth0 up"),
+			sysctl(ctx, nd.ns, "net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0"),
+			ipIn(ctx, nd.ns, "link add "+hostIf+" address ee:ee:ee:ee:ee:ee type veth peer name eth0 netns "+wns.target()),
+			sysctl(ctx, nd.ns, "net.ipv4.conf."+hostIf+".proxy_arp=1"),
+			ipIn(ctx, nd.ns, "link set "+hostIf+" up", "route replace "+wl.String()+"/32 dev "+hostIf+" scope link"),
 			ipIn(ctx, wns, "link set lo up", "link set eth0 up", "addr add "+wl.String()+"/32 dev eth0",
 				"neigh add 169.254.1.1 lladdr ee:ee:ee:ee:ee:ee dev eth0 nud permanent",
 				"route add 169.254.1.1 dev eth0 scope link", "route add default via 169.254.1.1 dev eth0"),
+		}
+		if o.IPIP {
+			// What calico-node's startup does on an IPIP pool: tunl0 (the
+			// kernel's fallback device, made if the namespace lacks it)
+			// up, with the first address of the node's block.
+			steps = append(steps, tunnel(ctx, nd.ns, block.Addr().String()))
 		}
 		if err := errors.Join(steps...); err != nil {
 			return nil, fmt.Errorf("handmade lab: %s: %w", name, err)
@@ -186,10 +283,10 @@ func Build(ctx context.Context, r *run.Run, o Options) (*Lab, error) {
 		put(datastore.KindBlockAffinity, fmt.Sprintf("10-244-%d-0-26", i), datastore.BlockAffinity{CIDR: block.String(), Node: name})
 		put(datastore.KindWorkload, name+"-wl", datastore.Workload{Name: name + "-wl", Node: name, Interface: hostIf, Addresses: []string{wl.String() + "/32"}})
 		m.Nodes = append(m.Nodes, lab.Node{
-			Name: name, Netns: lab.NetnsRef{Path: "/var/run/netns/" + nns}, Interfaces: []string{"eth0"},
-			Workloads: []lab.Workload{{Name: name + "-wl", Netns: lab.NetnsRef{Path: "/var/run/netns/" + wns}, Interface: "eth0", Address: wl.String()}},
+			Name: name, Netns: nodeRef, Interfaces: []string{"eth0"},
+			Workloads: []lab.Workload{{Name: name + "-wl", Netns: wlRef, Interface: "eth0", Address: wl.String()}},
 		})
-		nodes = append(nodes, node{name, nns, wns})
+		nodes = append(nodes, nd)
 	}
 	if putErr != nil {
 		return nil, fmt.Errorf("handmade lab: datastore: %w", putErr)
@@ -238,18 +335,39 @@ func Build(ctx context.Context, r *run.Run, o Options) (*Lab, error) {
 		if err := syscall.Mkfifo(filepath.Join(nd, "ctl"), 0o600); err != nil {
 			return nil, err
 		}
-		// 5. The node agent, inside the node's namespace.
-		if err := startAgent(r, nd, n.ns, n.name, filepath.Join(dir, "datastore"), prog, o.Timing); err != nil {
+		// 5. The node agent, inside the node's namespace: under `ip netns
+		// exec`, or as its container's init.
+		if n.ctr != nil {
+			if err := os.WriteFile(filepath.Join(nd, "container"), []byte(n.ctr.id+"\n"), 0o644); err != nil {
+				return nil, err
+			}
+			for _, c := range append([]*container{n.ctr}, n.pods...) {
+				if err := rc.start(ctx, c); err != nil {
+					return nil, err
+				}
+			}
+			continue
+		}
+		if err := startAgent(r, nd, n.ns.name, n.name, filepath.Join(dir, "datastore"), prog, o.Timing); err != nil {
 			return nil, err
 		}
 	}
 
-	// 6. The manifest: actions are the lab's scripts.
+	// 6. The manifest: actions are the lab's scripts, run on the host or,
+	// in the runc flavour, inside the node's container.
 	m.Actions = lab.Actions{
 		SetProgramClusterRoutes: "{manifestDir}/set-program-cluster-routes.sh {manifestDir} {felix} {bgp}",
 		Upgrade:                 "{manifestDir}/upgrade.sh {manifestDir} {node} {release} {signal}",
 		KillBIRD:                "kill -s {signal} $(cat {manifestDir}/nodes/{node}/bird.pid)",
 		StartBIRD:               "echo bird-start {recovery} > {manifestDir}/nodes/{node}/ctl",
+		Birdc:                   "birdc -s {manifestDir}/nodes/{node}/bird.ctl {command}",
+	}
+	if rc != nil {
+		rexec := "runc --root " + rc.root + " exec " + r.Name("lab-") + "{node} "
+		m.Actions.Upgrade = rexec + "bash {manifestDir}/upgrade.sh {manifestDir} {node} {release} {signal}"
+		m.Actions.KillBIRD = rexec + `sh -c 'kill -s "$1" "$(cat "$2")"' - {signal} {manifestDir}/nodes/{node}/bird.pid`
+		m.Actions.StartBIRD = rexec + `sh -c 'echo bird-start "$1" >"$2"' - {recovery} {manifestDir}/nodes/{node}/ctl`
+		m.Actions.Birdc = rexec + "birdc -s {manifestDir}/nodes/{node}/bird.ctl {command}"
 	}
 	b, err := yaml.Marshal(m)
 	if err != nil {
@@ -338,29 +456,81 @@ func startAgent(r *run.Run, nd, nns, node, ds, prog string, timing harness.Timin
 	return nil
 }
 
-// ip runs one ip command.
-func ip(ctx context.Context, args ...string) error {
-	out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput()
+// where is a network namespace as the lab's script reaches it: by its
+// `ip netns` name, or by the PID of a process inside it (a container's
+// init, as kind's scripts reach a node through `docker inspect`).
+type where struct {
+	name string
+	pid  int
+}
+
+// in is argv run inside the namespace.
+func (w where) in(argv ...string) []string {
+	if w.name != "" {
+		return append([]string{"ip", "netns", "exec", w.name}, argv...)
+	}
+	return append([]string{"nsenter", "-t", fmt.Sprint(w.pid), "-n"}, argv...)
+}
+
+// target is the namespace as `ip link set ... netns X` takes it.
+func (w where) target() string {
+	if w.name != "" {
+		return w.name
+	}
+	return fmt.Sprint(w.pid)
+}
+
+// command runs one command.
+func command(ctx context.Context, argv ...string) error {
+	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
 
+// ip runs one ip command.
+func ip(ctx context.Context, args ...string) error {
+	return command(ctx, append([]string{"ip"}, args...)...)
+}
+
 // ipIn runs ip commands (each a space-separated line) in a namespace.
-func ipIn(ctx context.Context, ns string, lines ...string) error {
+func ipIn(ctx context.Context, w where, lines ...string) error {
 	for _, l := range lines {
-		if err := ip(ctx, append([]string{"-n", ns}, strings.Fields(l)...)...); err != nil {
+		if err := command(ctx, w.in(append([]string{"ip"}, strings.Fields(l)...)...)...); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func sysctl(ctx context.Context, ns string, kv ...string) error {
-	args := append([]string{"netns", "exec", ns, "sysctl", "-qw"}, kv...)
-	return ip(ctx, args...)
+func sysctl(ctx context.Context, w where, kv ...string) error {
+	return command(ctx, w.in(append([]string{"sysctl", "-qw"}, kv...)...)...)
 }
+
+// tunnel brings up tunl0 in a node's namespace with addr: the fallback
+// device the ipip module gives every namespace, made by hand where the
+// kernel gives it only to the host's (fb_tunnels_only_for_init_net).
+func tunnel(ctx context.Context, w where, addr string) error {
+	if err := command(ctx, w.in("ip", "link", "show", "tunl0")...); err != nil {
+		if err := ipIn(ctx, w, "link add name tunl0 type ipip"); err != nil {
+			return noIPIP{err}
+		}
+	}
+	return errors.Join(
+		ipIn(ctx, w, "link set tunl0 mtu 1480", "addr add "+addr+"/32 dev tunl0", "link set tunl0 up"),
+		sysctl(ctx, w, "net.ipv4.conf.tunl0.rp_filter=0"))
+}
+
+// noIPIP is the error of a kernel without ipip; it names the missing
+// feature (testenv.FeatureError), so a test skips rather than fails.
+type noIPIP struct{ err error }
+
+func (e noIPIP) Error() string {
+	return fmt.Sprintf("no tunl0 (a kernel without ipip: run the IPIP lab under ci/vm/run): %v", e.err)
+}
+func (e noIPIP) Unwrap() error          { return e.err }
+func (e noIPIP) MissingFeature() string { return "ipip" }
 
 func copyFile(from, to string) error {
 	b, err := os.ReadFile(from)

@@ -66,8 +66,19 @@ func waitOwned(ctx context.Context, t *testing.T, l *lab.Lab, proto kroute.Proto
 }
 
 func TestAttachLeavesHandmadeLabAsFound(t *testing.T) {
+	t.Run("ip-netns", func(t *testing.T) { attachLeavesLabAsFound(t, handmade.NetnsFlavour) })
+	t.Run("runc", func(t *testing.T) {
+		if _, err := exec.LookPath("runc"); err != nil {
+			t.Skipf("needs runc (Debian package runc): %v", err)
+		}
+		attachLeavesLabAsFound(t, handmade.RuncFlavour)
+	})
+}
+
+func attachLeavesLabAsFound(t *testing.T, flavour handmade.Flavour) {
 	needLab(t)
 	ctx := context.Background()
+	var hl *handmade.Lab
 	r, err := run.New()
 	if err != nil {
 		t.Fatal(err)
@@ -82,8 +93,22 @@ func TestAttachLeavesHandmadeLabAsFound(t *testing.T) {
 				t.Errorf("namespace %s left after the lab's teardown", n)
 			}
 		}
+		if hl != nil && hl.RuncRoot != "" {
+			// Asking runc would recreate its --root; its state dir says.
+			for _, c := range hl.Containers {
+				if _, err := os.Stat(filepath.Join(hl.RuncRoot, c)); err == nil {
+					t.Errorf("container %s left after the lab's teardown", c)
+				}
+			}
+		}
+		if hl == nil {
+			return
+		}
+		if out, err := exec.Command("pgrep", "-f", hl.Dir).Output(); err == nil {
+			t.Errorf("processes of the lab left after its teardown: %s", out)
+		}
 	}()
-	hl, err := handmade.Build(ctx, r, handmade.Options{Programmer: programmer(t), Timing: harness.RealisticTiming()})
+	hl, err = handmade.Build(ctx, r, handmade.Options{Flavour: flavour, Programmer: programmer(t), Timing: harness.RealisticTiming()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,9 +139,29 @@ func TestAttachLeavesHandmadeLabAsFound(t *testing.T) {
 	// While attached, the BPF counters sit inside the lab's namespaces:
 	// on node-1's eth0 (both directions) and on its workload's eth0.
 	before := l.Snapshots()[0]
-	n1 := "/var/run/netns/" + hl.Namespaces[1]
+	n1 := l.Nodes[0].Netns
 	if before.Netns != n1 {
 		t.Fatalf("first snapshot is %s, want %s", before.Netns, n1)
+	}
+	if flavour == handmade.RuncFlavour {
+		// The manifest names node-1 by container: attach asked runc.
+		if m.Nodes[0].Netns.Container != hl.Containers[0] || !strings.HasPrefix(n1, "/proc/") {
+			t.Fatalf("node-1 is %+v, resolved to %s: want container %s, resolved to /proc/PID/ns/net", m.Nodes[0].Netns, n1, hl.Containers[0])
+		}
+		// The programmer and BIRD run inside node-1's container: their
+		// network namespace is the container's, not the host's.
+		for _, f := range []string{"bird.pid", "programmer.pid"} {
+			out, err := exec.Command("runc", "--root", hl.RuncRoot, "exec", hl.Containers[0], "sh", "-c",
+				`readlink /proc/$(cat "$1")/ns/net /proc/1/ns/net`, "-", filepath.Join(hl.Dir, "nodes", "node-1", f)).CombinedOutput()
+			ns := strings.Fields(string(out))
+			if err != nil || len(ns) != 2 || ns[0] != ns[1] {
+				t.Fatalf("%s of node-1 inside its container: %v: %s", f, err, out)
+			}
+			host, _ := os.Readlink(n1)
+			if ns[0] != host {
+				t.Fatalf("node-1's %s is in %s, its container's namespace (attach resolved) is %s", f, ns[0], host)
+			}
+		}
 	}
 	during, err := lab.TakeSnapshot(n1)
 	if err != nil {
@@ -134,8 +179,10 @@ func TestAttachLeavesHandmadeLabAsFound(t *testing.T) {
 	}
 
 	// 4. Positive control: a change behind the lab's back shows.
-	ns1 := filepath.Base(n1)
-	if out, err := exec.Command("ip", "-n", ns1, "route", "add", "10.99.0.0/24", "dev", "eth0").CombinedOutput(); err != nil {
+	in1 := func(args ...string) *exec.Cmd {
+		return exec.Command("nsenter", append([]string{"--net=" + n1, "ip"}, args...)...)
+	}
+	if out, err := in1("route", "add", "10.99.0.0/24", "dev", "eth0").CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
 	after, err := lab.TakeSnapshot(n1)
@@ -146,7 +193,7 @@ func TestAttachLeavesHandmadeLabAsFound(t *testing.T) {
 	if d.Empty() || !strings.Contains(d.String(), "routes: added: table 254 type 1 10.99.0.0/24") {
 		t.Fatalf("a route added by hand is not in the comparison: %q", d.String())
 	}
-	if out, err := exec.Command("ip", "-n", ns1, "route", "del", "10.99.0.0/24").CombinedOutput(); err != nil {
+	if out, err := in1("route", "del", "10.99.0.0/24").CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
 
