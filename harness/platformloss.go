@@ -13,9 +13,10 @@ package harness
 //   - where the controls lost nothing (natively, KVM, any machine that did
 //     not stall) the claim is exactly "no hole", as HaveNoGap says it;
 //   - otherwise a judged flow may lose no more probes than the worst
-//     control flow lost over the same span, and its longest outage may be
-//     at most twice the longest any control flow had (plus two probe
-//     intervals).
+//     control flow lost over the same span plus one more of the platform's
+//     longest outages (as many probes as fit in it), and its longest outage
+//     may be at most twice the longest any control flow had (plus two
+//     probe intervals).
 //
 // Every flow of a session runs at the same rate, so a stall that hits every
 // flow removes about the same number of probes from each, in outages of
@@ -25,10 +26,16 @@ package harness
 // a route missing for a second is one outage far longer than any of
 // those. Twice, not once: in that run a judged flow's longest outage was
 // 1.29× the longest of its 12 controls (166 vs 129 ms), with fewer probes
-// lost than the worst control.
+// lost than the worst control. One more outage's worth of probes, not
+// none: flows are hit by the stalls independently, so a judged flow can be
+// hit once more than the worst of its controls (seen in CI: 12 controls
+// lost 2745–2773 probes each over a 14 s hazard run, two judged flows
+// 2809 and 2820, every outage under 621 ms; a route missing for as long as
+// the slack is already past the outage bound).
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/onsi/gomega/types"
@@ -62,6 +69,9 @@ type PlatformLoss struct {
 	LongestMs   float64
 	LongestFlow string
 	SlackMs     float64
+	// SlackProbes is how many probes one outage as long as LongestMs
+	// removes from a flow: what a judged flow may lose beyond Max.
+	SlackProbes uint64
 }
 
 // Strict says whether the platform lost nothing, so the claim is exactly
@@ -73,8 +83,8 @@ func (p PlatformLoss) String() string {
 	if p.Strict() {
 		return fmt.Sprintf("platform lost nothing on %d control flows: judged strictly (no hole)", p.Controls)
 	}
-	return fmt.Sprintf("platform lost up to %d probes on one control flow (%s; %d of %d control flows lost, %d in all), longest outage %.1f ms (%s): a judged flow may lose no more, in an outage at most twice as long (+%.1f ms)",
-		p.Max, p.MaxFlow, p.LostFlows, p.Controls, p.Total, p.LongestMs, p.LongestFlow, p.SlackMs)
+	return fmt.Sprintf("platform lost up to %d probes on one control flow (%s; %d of %d control flows lost, %d in all), longest outage %.1f ms (%s): a judged flow may lose no more than %d (one more such outage), in an outage at most twice as long (+%.1f ms)",
+		p.Max, p.MaxFlow, p.LostFlows, p.Controls, p.Total, p.LongestMs, p.LongestFlow, p.Max+p.SlackProbes, p.SlackMs)
 }
 
 // PlatformLossOf measures the platform's loss from the control flows' holes;
@@ -98,14 +108,18 @@ func PlatformLossOf(controls []FlowHoles) (PlatformLoss, error) {
 		}
 		p.SlackMs = max(p.SlackMs, 2*c.IntervalMs)
 	}
+	if iv := p.SlackMs / 2; iv > 0 && p.Max > 0 {
+		p.SlackProbes = uint64(math.Ceil(p.LongestMs / iv))
+	}
 	return p, nil
 }
 
 // WithinPlatform is the rule's verdict for one flow: no hole at all, or,
 // where the platform lost anything, no more holes than its worst control
-// flow and an outage at most twice its longest (plus SlackMs).
+// flow plus SlackProbes and an outage at most twice its longest (plus
+// SlackMs).
 func WithinPlatform(h FlowHoles, p PlatformLoss) bool {
-	return h.Holes == 0 || (h.Holes <= p.Max && h.LongestMs <= 2*p.LongestMs+p.SlackMs)
+	return h.Holes == 0 || (p.Max > 0 && h.Holes <= p.Max+p.SlackProbes && h.LongestMs <= 2*p.LongestMs+p.SlackMs)
 }
 
 func intervalMs(rep *probe.Report) float64 {
