@@ -75,7 +75,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		node1, node2, node3 := c.Node("node-1"), c.Node("node-2"), c.Node("node-3")
 		block1, block3 := blockOf(node1.NS, "noencap-pool"), blockOf(node3.NS, "noencap-pool")
 		for _, b := range []netip.Prefix{block1, block3} {
-			Eventually(node2).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+			Eventually(node2).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
 				Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Via("eth0").Only(), "guard: BIRD owns no-encap on the 3.33 defaults")
 		}
 		// The route traces of node-1 and node-2: what their BIRDs ask the
@@ -95,7 +95,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		ctl := c.Mark("control: node-1's BIRD gets SIGTERM")
 		act(c.KillBIRD(ctx, node1.Name, syscall.SIGTERM))
 		Eventually(func() []timeline.Event { return deletesOf(c.Timeline(node2.Name), block1, ctl.Mono, 0) }).
-			WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).ShouldNot(BeEmpty(),
+			WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).ShouldNot(BeEmpty(),
 			"control: node-2's BIRD should delete its proto bird route to %s when node-1 withdraws it", block1)
 		controlDel := deletesOf(c.Timeline(node2.Name), block1, ctl.Mono, 0)[0]
 		Expect(controlDel.Route.Protocol).To(Equal(kroute.ProtoBIRD), "control: the route deleted is BIRD's")
@@ -108,7 +108,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 			reqs, err := traces[node2.Name].Requests()
 			ctlDels = reqs.Between(ctl.Mono, 0).To(block1).Deletes()
 			return ctlDels.From(bird2).WithProtocol(kroute.ProtoBIRD).Answered(0), err
-		}).WithTimeout(10*time.Second).WithPolling(20*time.Millisecond).ShouldNot(BeEmpty(),
+		}).WithTimeout(scaled(10*time.Second)).WithPolling(20*time.Millisecond).ShouldNot(BeEmpty(),
 			"control: the trace should show node-2's BIRD (pid %d) send an RTM_DELROUTE %s proto bird that the kernel accepted", bird2, block1)
 		ctlReq := ctlDels.From(bird2).WithProtocol(kroute.ProtoBIRD).Answered(0)[0]
 		Expect(ctlReq.Comm).To(Equal("bird"), "control: the sender is BIRD: %v", ctlReq)
@@ -117,20 +117,20 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		Expect(ctlDels.Answered(syscall.ESRCH)).To(BeEmpty(), "control: no delete of %s was refused: %v", block1, ctlDels.Strings())
 		act(c.StartBIRD(ctx, node1.Name, harness.StartBIRDOptions{}))
 		Expect(c.WaitConverged(ctx)).To(Succeed())
-		Eventually(node2).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+		Eventually(node2).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
 			Should(harness.HaveClusterRoute(block1).ProgrammedBy(harness.ByBIRD).Only(), "node-1's block back to BIRD's route after the control")
 
 		// 3. The programmer takes the no-encap routes too (Felix Enabled;
 		// BGPConfiguration unchanged, so BIRD keeps exporting them).
 		setPairLive(ctx, c, string(config.Enabled), "", false, config.R333)
 		for _, n := range []*harness.Node{node1, node2} {
-			Eventually(n).WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).
+			Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
 				Should(harness.HaveClusterRoute(block3).ProgrammedBy(harness.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).Via("eth0").Only(),
 					"%s's route to %s should now be the programmer's (proto %d), replacing BIRD's", n.Name, block3, designProgrammerProtocol)
 		}
 		// Guard: BIRD still exports node-3's block to node-2's kernel, so
 		// the withdrawal has a kernel route for BIRD to remove.
-		Eventually(func() bool { return exportedToKernel(ctx, node2, block3) }).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).
+		Eventually(func() bool { return exportedToKernel(ctx, node2, block3) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
 			Should(BeTrue(), "guard: node-2's BIRD should still export %s to kernel4 after the programmer took it", block3)
 		Expect(learnedOverBGP(ctx, node2, block3)).To(BeTrue(), "guard: node-2's BIRD learns %s over BGP", block3)
 
@@ -162,9 +162,9 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		birdMetric := confd.KernelMetric(cl.BGP)
 		refused := map[string]harness.RouteRequests{}
 		for _, n := range []*harness.Node{node1, node2} {
-			Eventually(func() string { return lastReconfiguration(ctx, n) }).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).
+			Eventually(func() string { return lastReconfiguration(ctx, n) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
 				ShouldNot(Equal(reconf[n.Name]), "%s's BIRD should reconfigure for BGPConfiguration Disabled", n.Name)
-			Eventually(func() bool { return exportedToKernel(ctx, n, block3) }).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+			Eventually(func() bool { return exportedToKernel(ctx, n, block3) }).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
 				Should(BeFalse(), "%s's BIRD should stop exporting %s to its kernel", n.Name, block3)
 			pid := n.BIRD.Pid()
 			// Sent, and its ack read by BIRD (all of them answered).
@@ -175,7 +175,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 					return nil, err
 				}
 				return dels, err
-			}).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).ShouldNot(BeEmpty(),
+			}).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).ShouldNot(BeEmpty(),
 				"guard: %s's BIRD (pid %d) should send the kernel an RTM_DELROUTE for %s when it stops exporting it, and read the kernel's answer", n.Name, pid, block3)
 			reqs, err := traces[n.Name].Requests()
 			Expect(err).NotTo(HaveOccurred(), "the trace of %s is complete", n.Name)
@@ -198,7 +198,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		Expect(node2.Programmer.Restarts()).To(HaveLen(restartsBefore), "guard: node-2's programmer did not restart (its ownership did not change), so nothing re-programmed the route behind BIRD's delete")
 		endRep, err := probes.Report()
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(func() (*probe.Report, error) { return probes.Report() }).WithTimeout(60*time.Second).WithPolling(50*time.Millisecond).
+		Eventually(func() (*probe.Report, error) { return probes.Report() }).WithTimeout(scaled(60*time.Second)).WithPolling(50*time.Millisecond).
 			Should(harness.HaveNoGap().Through(endRep), "every probe sent before the end mark should arrive")
 		rep, err := probes.Stop()
 		Expect(err).NotTo(HaveOccurred())

@@ -54,7 +54,7 @@ var _ = Describe("Persisted-route cleanup has no time bound", Label("ipip", "cle
 		c := startCluster(ctx, "ipip", harness.Options{Release: config.Pre333, RouteRefreshInterval: lateRefresh})
 		node2, node3 := c.Node("node-2"), c.Node("node-3")
 		early := blockOf(node3.NS, "ipip-pool")
-		Eventually(node2).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+		Eventually(node2).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
 			Should(harness.HaveClusterRoute(early).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice), "guard: BIRD programs %s via tunl0", early)
 		cl, err := c.Datastore(ctx)
 		Expect(err).NotTo(HaveOccurred())
@@ -79,12 +79,12 @@ var _ = Describe("Persisted-route cleanup has no time bound", Label("ipip", "cle
 
 		// 3. Positive control: the early stray goes at the first sync.
 		Eventually(func() []kroute.Route { return birdRoutesTo(node2, []netip.Prefix{early}) }).
-			WithTimeout(time.Minute).WithPolling(50*time.Millisecond).Should(BeEmpty(), "control: the stray to the released block %s is removed", early)
+			WithTimeout(scaled(time.Minute)).WithPolling(50*time.Millisecond).Should(BeEmpty(), "control: the stray to the released block %s is removed", early)
 		earlyAt, _ := firstBIRDDelete(c.Timeline(node2.Name), early, migrated.Mono)
 
 		// 4. Several refresh intervals and full resyncs later...
 		resyncsBefore := waitFullResyncs(node2, lateMinResyncs)
-		Eventually(func() time.Duration { return time.Duration(monoclock.Now() - started) }).WithTimeout(time.Minute).WithPolling(100*time.Millisecond).
+		Eventually(func() time.Duration { return time.Duration(monoclock.Now() - started) }).WithTimeout(scaled(time.Minute)).WithPolling(100*time.Millisecond).
 			Should(BeNumerically(">=", time.Duration(lateMinResyncs)*lateRefresh), "guard: %d refresh intervals since the programmer started", lateMinResyncs)
 
 		// 5. ...a stray proto bird route via tunl0 appears, with a proto
@@ -99,7 +99,7 @@ var _ = Describe("Persisted-route cleanup has no time bound", Label("ipip", "cle
 
 		// 6. The claim: it is removed, by the programmer.
 		Eventually(func() []kroute.Route { return birdRoutesTo(node2, []netip.Prefix{lateStrayDst}) }).
-			WithTimeout(3*time.Minute).WithPolling(50*time.Millisecond).Should(BeEmpty(),
+			WithTimeout(scaled(3*time.Minute)).WithPolling(50*time.Millisecond).Should(BeEmpty(),
 			"the stray %s planted %.1f refresh intervals after the programmer started should be removed", lateStrayDst, sinceStart.Seconds()/lateRefresh.Seconds())
 		lateAt, _ := firstBIRDDelete(c.Timeline(node2.Name), lateStrayDst, planted.Mono)
 		Expect(programmerDeletes(node2.Programmer.LogPath())).To(HaveKey(lateStrayDst.String()), "node-2's programmer log should say it deleted %s", lateStrayDst)
@@ -131,7 +131,7 @@ var _ = Describe("Persisted-route cleanup when BIRD is not run for want of BGP p
 		stray, wanted := blockOf(node3.NS, "ipip-pool"), blockOf(node4.NS, "ipip-pool")
 		for _, n := range []*harness.Node{node1, node2} {
 			for _, b := range []netip.Prefix{stray, wanted} {
-				Eventually(n).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+				Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
 					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice), "guard: BIRD programs %s on %s", b, n.Name)
 			}
 		}
@@ -164,9 +164,9 @@ var _ = Describe("Persisted-route cleanup when BIRD is not run for want of BGP p
 		// 4. The claim: node-2's programmer removes the stray and takes
 		// the wanted block.
 		Eventually(func() []kroute.Route { return birdRoutesTo(node2, []netip.Prefix{stray}) }).
-			WithTimeout(3*time.Minute).WithPolling(50*time.Millisecond).Should(BeEmpty(), "node-2's 3.33 programmer should remove BIRD's stray route to %s", stray)
+			WithTimeout(scaled(3*time.Minute)).WithPolling(50*time.Millisecond).Should(BeEmpty(), "node-2's 3.33 programmer should remove BIRD's stray route to %s", stray)
 		Expect(programmerDeletes(node2.Programmer.LogPath())).To(HaveKey(stray.String()), "node-2's programmer log should say it deleted %s", stray)
-		Eventually(node2).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+		Eventually(node2).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
 			Should(harness.HaveClusterRoute(wanted).ProgrammedBy(harness.ByProgrammer).Via(topo.TunnelDevice).Only(), "node-2's programmer owns the wanted block %s", wanted)
 		removedAt, _ := firstBIRDDelete(c.Timeline(node2.Name), stray, migrated.Mono)
 

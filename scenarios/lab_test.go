@@ -197,7 +197,7 @@ func labLiveChange(ctx SpecContext, l *lab.Lab, from, to ownership, timing harne
 	// 3. Every remote block ends with the new owner's route only, and
 	// every flow delivers again.
 	waitLabOwned(ctx, l, to.owner, "after the change: the new owner's route, and no other")
-	Eventually(flowsDelivering(probes)).WithTimeout(30 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
+	Eventually(flowsDelivering(probes)).WithTimeout(scaled(30 * time.Second)).WithPolling(50 * time.Millisecond).Should(Succeed())
 	end := l.Mark("converged after the change")
 	rep, err := probes.Stop()
 	Expect(err).NotTo(HaveOccurred())

@@ -64,7 +64,7 @@ var _ = Describe("BIRD upgrade on one node, with probes running", Label("noencap
 			established := c.Mark("converged after the BIRD upgrade")
 			expectBIRDPrograms(ctx, up, remote, "after the upgrade to BIRD "+string(to))
 			// Every flow delivering again, so the report's gaps are closed.
-			Eventually(flowsDelivering(probes)).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
+			Eventually(flowsDelivering(probes)).WithContext(ctx).WithTimeout(scaled(60 * time.Second)).WithPolling(50 * time.Millisecond).Should(Succeed())
 			end := c.Mark("every flow delivering")
 			Expect(birdAnswers(ctx, up)).To(HavePrefix("BIRD "+string(to)+"."), "node-2 runs BIRD %s after the upgrade", to)
 			atEnd, err := probes.Report()

@@ -58,7 +58,7 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 				return func() {
 					GinkgoHelper()
 					for _, b := range remote {
-						Eventually(node).WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).
+						Eventually(node).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
 							Should(harness.HaveClusterRoute(b).ProgrammedBy(roundTripOwner[topology][rel]).Via(via).Only(),
 								"node-2's route to %s should be %s's on %s", b, roundTripOwner[topology][rel], rel)
 					}
@@ -82,7 +82,7 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 			Expect(c.WaitConverged(ctx)).To(Succeed())
 			if roundTripOwner[topology][config.R333] == harness.ByProgrammer {
 				Eventually(func() []kroute.Route { return birdRoutesTo(node, remote) }).
-					WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(BeEmpty())
+					WithTimeout(scaled(30 * time.Second)).WithPolling(100 * time.Millisecond).Should(BeEmpty())
 			}
 			upEnd := c.Mark("round trip: upgraded and converged")
 			mid, err := probes.Report()
@@ -94,7 +94,7 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 			act(c.UpgradeNode(ctx, node.Name, config.Pre333, harness.UpgradeOptions{Signal: syscall.SIGKILL}))
 			Expect(c.WaitConverged(ctx)).To(Succeed())
 			for _, b := range remote {
-				Eventually(node).WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).
+				Eventually(node).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
 					Should(harness.HaveClusterRoute(b).Via(via).Only(), "node-2 should end the downgrade with one route to %s", b)
 			}
 			// ...and every other node has a route to node-2's blocks again
@@ -105,7 +105,7 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 					continue
 				}
 				for _, b := range node.NS.Blocks {
-					Eventually(other).WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).
+					Eventually(other).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
 						Should(harness.HaveClusterRoute(b.CIDR).Only(), "%s should reach node-2's block %s again after the downgrade", other.Name, b.CIDR)
 				}
 			}
@@ -120,7 +120,7 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 					}
 				}
 				return true
-			}).WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).Should(BeTrue(), "every flow should deliver again after the downgrade")
+			}).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).Should(BeTrue(), "every flow should deliver again after the downgrade")
 			downEnd := c.Mark("round trip: downgraded and converged")
 			atEnd, err := probes.Report()
 			Expect(err).NotTo(HaveOccurred())

@@ -50,18 +50,18 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 		for _, n := range c.Nodes() {
 			remote := c.RemoteBlocks(n.Name)
 			for _, b := range remote {
-				Eventually(n).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+				Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
 					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice).Only(), "guard: before its upgrade %s's route to %s is BIRD's", n.Name, b)
 			}
 			from := c.Mark(fmt.Sprintf("upgrade of %s begins", n.Name))
 			starts = append(starts, from.Mono)
 			act(c.UpgradeNode(ctx, n.Name, config.R333, harness.UpgradeOptions{}))
 			for _, b := range remote {
-				Eventually(n).WithTimeout(30 * time.Second).WithPolling(20 * time.Millisecond).
+				Eventually(n).WithTimeout(scaled(30 * time.Second)).WithPolling(20 * time.Millisecond).
 					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).Via(topo.TunnelDevice).Only())
 			}
 			Expect(c.WaitConverged(ctx)).To(Succeed())
-			Eventually(func() []kroute.Route { return birdRoutesTo(n, remote) }).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(BeEmpty())
+			Eventually(func() []kroute.Route { return birdRoutesTo(n, remote) }).WithTimeout(scaled(30 * time.Second)).WithPolling(100 * time.Millisecond).Should(BeEmpty())
 			to := c.Mark(fmt.Sprintf("%s converged on 3.33", n.Name))
 			// Positive control: the owner change is a replace to proto 80.
 			tl := c.Timeline(n.Name)
