@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/birdcage/birdcage/harness/probe"
 )
@@ -97,18 +95,16 @@ func (c *Cluster) hopOf(col HopColumn, node string) string {
 // HopTable shows, per flow, its packets at the hops the columns name, what
 // it received, and any send errors.
 func (c *Cluster) HopTable(rep *probe.Report, cols []HopColumn, extra ...func(probe.GapReport) (title, value string)) string {
-	var b strings.Builder
-	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := "flow\t"
+	head := []string{"flow"}
 	for _, col := range cols {
-		head += col.Title + "\t"
+		head = append(head, col.Title)
 	}
-	head += "received\t"
+	head = append(head, "received")
 	for _, x := range extra {
 		t, _ := x(probe.GapReport{})
-		head += t + "\t"
+		head = append(head, t)
 	}
-	fmt.Fprintln(w, head+"send errors\t")
+	t := NewTable(append(head, "send errors")...).AlignRight()
 	flows := slices.Clone(rep.Flows)
 	sort.Slice(flows, func(i, j int) bool { return flows[i].Flow < flows[j].Flow })
 	for _, g := range flows {
@@ -116,27 +112,26 @@ func (c *Cluster) HopTable(rep *probe.Report, cols []HopColumn, extra ...func(pr
 		if src == "" || dst == "" {
 			continue
 		}
-		row := g.Flow + "\t"
+		row := []any{g.Flow}
 		for _, col := range cols {
 			node := src
 			if col.Dst {
 				node = dst
 			}
-			row += fmt.Sprintf("%d\t", HopPackets(g, c.hopOf(col, node)))
+			row = append(row, HopPackets(g, c.hopOf(col, node)))
 		}
-		row += fmt.Sprintf("%d\t", g.Received)
+		row = append(row, g.Received)
 		for _, x := range extra {
 			_, v := x(g)
-			row += v + "\t"
+			row = append(row, v)
 		}
 		errs := "-"
 		if len(g.SendErrors) > 0 {
 			errs = fmt.Sprint(g.SendErrors)
 		}
-		fmt.Fprintln(w, row+errs+"\t")
+		t.Add(append(row, errs)...)
 	}
-	w.Flush()
-	return b.String()
+	return t.String()
 }
 
 // PlaneTable is the hop table of a dual-ToR cluster: per flow, its packets
