@@ -11,7 +11,7 @@ set -euo pipefail
 # shellcheck disable=SC2206 # a word list by design
 # chromium: the HTML report's test opens the report headless and checks the
 # console (and saves a screenshot).
-BIRDCAGE_DEBS=(bird2 runc iproute2 ca-certificates chromium $BIRDCAGE_VM_DEBS)
+BIRDCAGE_DEBS=(bird2 runc iproute2 procps util-linux ca-certificates chromium $BIRDCAGE_VM_DEBS)
 
 birdcage_need_go() {
 	if ! command -v go >/dev/null 2>&1; then
