@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/supervisor"
@@ -122,9 +125,19 @@ func (s ScenarioResult) VerdictOf() Verdict {
 // Results is the run's results file: every scenario's figures as JSON.
 type Results struct {
 	path string
+	join string
 	mu   sync.Mutex
 	doc  ResultsFile
 }
+
+// ResultsJoinEnv, when set, is a token naming one run whose several
+// processes write one results file at once (ci/test runs independent specs
+// in concurrent go test processes). Each process opens the file without
+// starting it afresh unless it was another run's (another token, or none),
+// and adds each row under a lock on the file's directory after reading
+// back what the others added, so no process's row is lost. Unset: the
+// process owns the file and starts it afresh.
+const ResultsJoinEnv = "BIRDCAGE_RESULTS_JOIN"
 
 // ResultsPath is where a scenario run on this kernel writes its results:
 // one file per kernel, so a native run and a VM run side by side keep both.
@@ -157,30 +170,100 @@ func resultsName(kernel, lab string) string {
 	return "results-lab-" + name + "-" + kernel + ".json"
 }
 
-// OpenResults starts a results file at path (its dir is created).
+// OpenResults starts a results file at path (its dir is created), or, with
+// $BIRDCAGE_RESULTS_JOIN set, joins the file that run's other processes
+// write (OpenResultsJoin).
 func OpenResults(path string) (*Results, error) {
+	return OpenResultsJoin(path, os.Getenv(ResultsJoinEnv))
+}
+
+// OpenResultsJoin opens path as one of the processes of the run named join
+// ("": the only one).
+func OpenResultsJoin(path, join string) (*Results, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("results file %s: %w", path, err)
 	}
-	r := &Results{path: path}
+	r := &Results{path: path, join: join}
 	r.doc.Started = time.Now()
 	r.doc.Env = CurrentRunEnv()
+	r.doc.Join = join
+	r.doc.Scenarios = []ScenarioResult{} // an empty run reads back as one
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		r.doc.Kernel = strings.TrimSpace(string(b))
 	}
-	return r, r.write()
+	if join == "" {
+		return r, r.write()
+	}
+	err := r.locked(func() error {
+		if cur, ok, err := r.joined(); err != nil || ok {
+			if ok {
+				r.doc = *cur
+			}
+			return err
+		}
+		return r.write()
+	})
+	return r, err
 }
 
 // Path is where the results are written.
 func (r *Results) Path() string { return r.path }
 
-// Add records one scenario and rewrites the file.
+// Add records one scenario and rewrites the file (joining: the file as the
+// run's other processes left it, plus this row).
 func (r *Results) Add(s ScenarioResult) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.doc.Scenarios = append(r.doc.Scenarios, s)
-	r.doc.Repeats = summarizeRepeats(r.doc.Scenarios)
-	return r.write()
+	add := func() error {
+		r.doc.Scenarios = append(r.doc.Scenarios, s)
+		r.doc.Repeats = summarizeRepeats(r.doc.Scenarios)
+		return r.write()
+	}
+	if r.join == "" {
+		return add()
+	}
+	return r.locked(func() error {
+		cur, ok, err := r.joined()
+		if err != nil {
+			return err
+		}
+		if ok {
+			r.doc = *cur
+		}
+		return add()
+	})
+}
+
+// joined reads the file as this run's processes wrote it: ok is false when
+// there is none yet or it is another run's.
+func (r *Results) joined() (*ResultsFile, bool, error) {
+	if _, err := os.Stat(r.path); errors.Is(err, os.ErrNotExist) {
+		return nil, false, nil
+	}
+	cur, err := ReadResults(r.path)
+	if err != nil {
+		return nil, false, fmt.Errorf("joining run %s: %w", r.join, err)
+	}
+	if cur.Join != r.join {
+		return nil, false, nil
+	}
+	return cur, true, nil
+}
+
+// locked runs fn holding an exclusive lock on the results file's directory
+// (a lock on the directory leaves no lock file behind).
+func (r *Results) locked(fn func() error) error {
+	dir := filepath.Dir(r.path)
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("results file %s: %w", r.path, err)
+	}
+	defer d.Close()
+	if err := unix.Flock(int(d.Fd()), unix.LOCK_EX); err != nil {
+		return fmt.Errorf("results file %s: lock %s: %w", r.path, dir, err)
+	}
+	defer unix.Flock(int(d.Fd()), unix.LOCK_UN)
+	return fn()
 }
 
 func (r *Results) write() error {
@@ -188,7 +271,9 @@ func (r *Results) write() error {
 	if err != nil {
 		return err
 	}
-	tmp := r.path + ".tmp"
+	// One temporary name per process: joined processes write in turn, but
+	// never through one another's temporary file.
+	tmp := fmt.Sprintf("%s.tmp.%d", r.path, os.Getpid())
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
 		return err
 	}

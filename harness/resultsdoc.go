@@ -26,6 +26,9 @@ type ResultsFile struct {
 	Scenarios []ScenarioResult `json:"scenarios"`
 	// Repeats summarises scenarios that ran more than once.
 	Repeats map[string]RepeatSummary `json:"repeats,omitempty"`
+	// Join is the token of the run whose processes write this file
+	// together ($BIRDCAGE_RESULTS_JOIN), if any.
+	Join string `json:"join,omitempty"`
 }
 
 // RunEnv is what a reader of a run's figures needs to know about where it
