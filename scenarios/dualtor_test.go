@@ -56,7 +56,7 @@ import (
 	"github.com/birdcage/birdcage/topo"
 )
 
-var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp"), func() {
+var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 	It("BIRD-owned no-encap routes have one nexthop per ToR plane, and traffic uses both planes", func(ctx SpecContext) {
 		// 1. 3.33 defaults: BIRD owns the no-encap pool. Two workloads per
 		// node, so enough address pairs exist for the hash to spread.

@@ -47,7 +47,7 @@ var _ = func() bool {
 	if os.Getenv(labEnv) == "" {
 		return false
 	}
-	Describe("Live programClusterRoutes change against a lab", Label("lab", "liveconfig"), func() {
+	Describe("Live programClusterRoutes change against a lab", Label("lab", "liveconfig", "timing"), func() {
 		DescribeTable("moves every cluster route to the new owner, with a gap that is measured, and leaves the lab as found",
 			func(ctx SpecContext, from, to ownership) {
 				l, timing := attachLab(ctx, labStart{from: from}, lab.ActionSetProgramClusterRoutes)

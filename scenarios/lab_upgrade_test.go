@@ -41,7 +41,7 @@ var _ = func() bool {
 	if os.Getenv(labEnv) == "" {
 		return false
 	}
-	Describe("Upgrade handover on IPIP against a lab, node by node", Label("lab", "ipip", "upgrade"), func() {
+	Describe("Upgrade handover on IPIP against a lab, node by node", Label("lab", "ipip", "upgrade", "timing"), func() {
 		DescribeTable("the upgraded node loses no outbound probe while the programmer takes over BIRD's tunnel routes, and the lab is left as found",
 			func(ctx SpecContext, sig syscall.Signal) {
 				const upgraded = "node-2"

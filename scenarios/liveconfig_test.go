@@ -54,7 +54,7 @@ var (
 	ipipByBIRD = ownership{config.Disabled, config.Enabled, harness.ByBIRD}
 )
 
-var _ = Describe("Live programClusterRoutes change", Label("liveconfig", "headline"), func() {
+var _ = Describe("Live programClusterRoutes change", Label("liveconfig", "headline", "timing"), func() {
 	DescribeTable("moves every cluster route to the new owner, with a gap that is measured",
 		func(ctx SpecContext, topology string, from, to ownership) {
 			lc := liveChange(ctx, topology, from, to, nil)

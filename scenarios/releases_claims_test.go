@@ -186,7 +186,7 @@ func persistLabels(rel release.Name) Labels {
 // leave it in place.
 var persistGap = map[release.Name]bool{release.BIRD31: true}
 
-var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"), func() {
+var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases", "timing"), func() {
 	for _, rel := range release.All {
 		It(fmt.Sprintf("BIRD %s: the ownership of the no-encap class follows the design's tables for the supported pairs, a double-programming and an unprogramming pair", rel),
 			Label(releaseLabel(rel), "matrix"), func(ctx SpecContext) {

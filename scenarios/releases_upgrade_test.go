@@ -42,7 +42,7 @@ import (
 // birdAnswers is the first line of `birdc show status` on n ("BIRD 2.0.12").
 func birdAnswers(ctx SpecContext, n *harness.Node) string { return birdStatusLine(ctx, n.BIRD) }
 
-var _ = Describe("BIRD upgrade on one node, with probes running", Label("noencap", "upgrade", "releases"), func() {
+var _ = Describe("BIRD upgrade on one node, with probes running", Label("noencap", "upgrade", "releases", "timing"), func() {
 	DescribeTable("the node whose BIRD is replaced keeps its routes and loses no outbound probe",
 		func(ctx SpecContext, from, to release.Name, sig syscall.Signal, full bool) {
 			if full {

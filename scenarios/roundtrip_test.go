@@ -42,7 +42,7 @@ var roundTripOwner = map[string]map[config.Release]harness.Owner{
 	"ipip":    {config.Pre333: harness.ByBIRD, config.R333: harness.ByProgrammer},
 }
 
-var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrade", "roundtrip"), func() {
+var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrade", "roundtrip", "timing"), func() {
 	DescribeTable("node-2 upgraded pre-3.33 → 3.33 and downgraded back with probes throughout; each leg reported",
 		func(ctx SpecContext, topology string) {
 			// 1. Every node on pre-3.33.

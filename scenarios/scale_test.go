@@ -237,7 +237,7 @@ func medianOf(xs []float64) float64 {
 	return s[len(s)/2]
 }
 
-var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade"), func() {
+var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade", "timing"), func() {
 	DescribeTable("upgrades every node pre-3.33 → 3.33, one after another, and no upgraded node loses an outbound probe", func(ctx SpecContext, pool string) {
 		n := scaleNodes(pool)
 		via := scaleVia(pool)

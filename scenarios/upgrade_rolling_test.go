@@ -38,7 +38,7 @@ import (
 	"github.com/birdcage/birdcage/topo"
 )
 
-var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "upgrade", "claim4"), func() {
+var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "upgrade", "claim4", "timing"), func() {
 	It("replaces each BIRD route in one operation: no delete, never two routes, no gap, on every node", func(ctx SpecContext) {
 		c := startCluster(ctx, "ipip", harness.Options{Release: config.Pre333})
 		probes, err := c.Probes(ctx, harness.ProbeOptions{})

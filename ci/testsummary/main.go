@@ -145,7 +145,10 @@ func main() {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n== %s: %d Go tests passed, %d failed, %d skipped", *where, count(passed), count(failed), count(skipped))
 	if specs != [4]int{} {
-		fmt.Fprintf(&b, "; Ginkgo specs: %d passed, %d failed, %d pending, %d skipped", specs[0], specs[1], specs[2], specs[3])
+		// Ginkgo's "Skipped" counts the specs a run's label filter left
+		// out with those that skipped, once per run of the suite (the
+		// native stage runs it in several shards).
+		fmt.Fprintf(&b, "; Ginkgo specs: %d passed, %d failed, %d pending, %d skipped or filtered out (summed over the suite's runs)", specs[0], specs[1], specs[2], specs[3])
 	}
 	b.WriteString("\n")
 	var skipLines []string
