@@ -42,7 +42,10 @@ type Options struct {
 	// RouteRefreshInterval is written into FelixConfiguration when it does
 	// not set one (default 5s: scenarios want drift fixed quickly).
 	RouteRefreshInterval time.Duration
-	// Timers tune BIRD; zero fields take confd.DefaultTimers.
+	// Timers tune BIRD; zero fields take confd.DefaultTimers (a zero
+	// HoldTime/KeepaliveTime leaves BIRD's own 240/80 s). Every node's and
+	// every router's (ToRs, external routers) BGP sessions get the same
+	// values.
 	Timers confd.Timers
 	// Log receives harness events; nil: slog.Default().
 	Log *slog.Logger

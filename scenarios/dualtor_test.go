@@ -19,7 +19,9 @@ package scenarios_test
 //     the routes that never used it keep both, and every flow recovers; the
 //     gap and the lost probes are measured, for a ToR whose BIRD stops
 //     (Cease: its peers withdraw at once) and for one whose links go down
-//     with nothing telling BGP (its peers wait for their hold timer);
+//     with nothing telling BGP (its peers wait for their hold timer, and
+//     the nodes behind it fall back when that timer can expire, not
+//     before and not much after);
 //   - with the programmer owning no-encap, every remote block is one path:
 //     the known gap, shown.
 //
@@ -38,6 +40,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -48,6 +51,8 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/bird"
+	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
@@ -112,14 +117,31 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 
 	DescribeTable("one ToR failing: routes through it fall back to the other plane and every flow recovers, with a gap that is measured",
 		func(ctx SpecContext, failure torFailure) {
-			// 1. BIRD owns no-encap; every remote block dual (guard).
-			c := startCluster(ctx, "dualtor", harness.Options{})
+			// 1. BIRD owns no-encap; every remote block dual (guard). A
+			// hold-timer failure runs every BGP session (nodes and
+			// routers) with the hold time of its form, and waits for the
+			// fallback by it.
+			var opts harness.Options
+			var form holdForm
+			if failure.holdTimer {
+				form = slowForm()
+				opts.Timers = form.timers
+				failure.fallbackTimeout = time.Duration(form.timers.EffectiveHold())*time.Second + time.Minute
+			}
+			c := startCluster(ctx, "dualtor", opts)
 			f := newFabric(c)
 			const failed = "tor-1a"
 			f.expectPaths(func(n *harness.Node, _ netip.Prefix) []string { return f.bothPlanes(n.Name) }, harness.ByBIRD, 30*time.Second)
 			behind := f.behind(failed)
 			Expect(behind).To(ConsistOf("node-1", "node-2"), "guard: %s serves rack 1", failed)
 			plane := f.planeOf(failed)
+			if failure.holdTimer {
+				// Guard: BIRD itself reports the hold time in use on every
+				// session, the ToR-to-ToR ones too (their hold is the
+				// smaller of the two routers', so this is where the
+				// routers' own config shows).
+				expectHoldTime(ctx, c, form.timers.EffectiveHold())
+			}
 
 			// 2. Probes between every pair, flowing (Probes waits for it).
 			probes, err := c.Probes(ctx, harness.ProbeOptions{})
@@ -150,6 +172,12 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 			// 6. Figures: loss, the gap, and when each route fell back (from
 			// the route timeline, not the polling above).
 			res := c.Result("dual-ToR, "+failed+" fails: "+failure.name, rep)
+			title := failure.name
+			if failure.holdTimer {
+				title += ", " + form.name
+				res.Figures["bgpHoldTimeS"] = float64(form.timers.EffectiveHold())
+				res.Figures["bgpKeepaliveTimeS"] = float64(form.timers.EffectiveKeepalive())
+			}
 			res.AddProbeFigures(rep)
 			res.Figures["flowsWithLoss"] = float64(rep.Total.FlowsWithLoss)
 			perNode, noRoute := f.fallbackTimes(want, fail.Mono)
@@ -160,15 +188,55 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 			}
 			res.Figures["lastRouteFellBackMsAfterFailure"] = last
 			res.Figures["longestNoRouteWindowMs"] = noRoute
-			res.Notes = append(res.Notes, failure.note,
+			note := failure.note
+			if failure.holdTimer {
+				note = fmt.Sprintf(note, form.describe())
+			}
+			res.Notes = append(res.Notes, note,
 				"the design makes no loss claim for a ToR failure; loss and gap are figures")
 			var fell []string
 			for _, n := range c.Nodes() {
 				fell = append(fell, fmt.Sprintf("%s %.0f ms", n.Name, perNode[n.Name]))
 			}
+			var window holdWindow
+			if failure.holdTimer {
+				window = newHoldWindow(form.timers, c.Timing().BIRDScanTime)
+				res.Figures["holdExpiryWindowLowMs"] = window.lowMs()
+				res.Figures["holdExpiryWindowHighMs"] = window.highMs()
+				res.Notes = append(res.Notes, window.String())
+			}
 			report(fmt.Sprintf("dual-ToR, %s fails (%s): lost probes per flow; last route single-path %.0f ms after the failure",
-				failed, failure.name, last), harness.GapTable(rep)+"\n"+f.routeTable(harness.ByBIRD)+
+				failed, title, last), harness.GapTable(rep)+"\n"+f.routeTable(harness.ByBIRD)+
 				"\nlast route to fall back, per node, after the failure: "+strings.Join(fell, ", ")+"\n", res)
+
+			// 7. A hold-timer failure: the nodes behind the failed ToR see
+			// no carrier change (an uplink runs through the rack's switch,
+			// topo.Uplinks), so only the hold timer can tell them; each fell
+			// back inside the window in which it can expire. The other
+			// rack's nodes learn it from their ToR, which lost carrier on
+			// its link to the failed one: they fell back first (a control
+			// that the window separates the two ways of noticing).
+			if failure.holdTimer {
+				late := behind
+				Expect(late).NotTo(BeEmpty(), "guard: some node waits for the hold timer, or the spec did not exercise it")
+				firstLate := -1.0
+				for _, node := range late {
+					ms, ok := perNode[node]
+					Expect(ok).To(BeTrue(), "guard: %s (behind %s) has no fallback in its route timeline", node, failed)
+					Expect(window.contains(ms)).To(BeTrue(), "%s fell back %.0f ms after the failure, outside the hold-timer window: %s", node, ms, window)
+					if firstLate < 0 || ms < firstLate {
+						firstLate = ms
+					}
+				}
+				for _, n := range c.Nodes() {
+					if slices.Contains(late, n.Name) {
+						continue
+					}
+					Expect(perNode).To(HaveKey(n.Name), "guard: %s has routes to the failed rack that fell back", n.Name)
+					Expect(perNode[n.Name]).To(BeNumerically("<", firstLate),
+						"%s (told by link state through its ToR) fell back %.0f ms after the failure, not before the first hold-timer node (%.0f ms)", n.Name, perNode[n.Name], firstLate)
+				}
+			}
 		},
 		Entry("its BIRD is SIGTERMed (Cease: peers withdraw at once)", torFailure{
 			name: "BIRD SIGTERM",
@@ -183,10 +251,11 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 			do: func(ctx context.Context, c *harness.Cluster, tor string) harness.Event {
 				return act(c.FailRouterLinks(ctx, tor))
 			},
-			// BIRD's default hold time is 240 s and birdcage has no BFD: a
-			// silent failure is noticed when the hold timer expires.
-			fallbackTimeout: 330 * time.Second,
-			note:            "the ToR's interfaces were set down with its BIRD still running: no Cease, no BFD; the peers notice at BGP hold-timer expiry (BIRD default 240 s) or by link state where they have it",
+			// birdcage has no BFD: a silent failure is noticed when the
+			// hold timer expires (9 s in the reduced form, BIRD's default
+			// 240 s in the full one); fallbackTimeout follows it.
+			holdTimer: true,
+			note:      "the ToR's interfaces were set down with its BIRD still running: no Cease, no BFD; the peers notice at BGP hold-timer expiry (%s) or by link state where they have it",
 		}),
 	)
 
@@ -247,7 +316,124 @@ type torFailure struct {
 	name            string
 	do              func(ctx context.Context, c *harness.Cluster, tor string) harness.Event
 	fallbackTimeout time.Duration
-	note            string
+	// holdTimer: the peers notice only when their BGP hold timer expires.
+	// The spec then runs in the form slowForm gives, takes its
+	// fallbackTimeout from the hold time, and checks the fallback times
+	// against the hold-timer window; note gets the form's description
+	// (%s).
+	holdTimer bool
+	note      string
+}
+
+// slowFullEnv runs the hold-timer spec in its full form, with BIRD's
+// default hold time (nothing rendered: 240 s, ~4 minutes); without it (CI)
+// the reduced form runs every session with a 9 s hold time.
+const slowFullEnv = "BIRDCAGE_SLOW_FULL"
+
+// reducedHoldTimers are the reduced form's BGP timers: the common short
+// pair (keepalive a third of the hold time, as BIRD's default ratio).
+var reducedHoldTimers = confd.Timers{HoldTime: 9, KeepaliveTime: 3}
+
+// holdForm is the form the hold-timer spec runs in.
+type holdForm struct {
+	name   string
+	timers confd.Timers // Options.Timers for the cluster
+}
+
+func slowForm() holdForm {
+	if os.Getenv(slowFullEnv) == "1" {
+		return holdForm{name: "full form: BIRD's default hold time", timers: confd.Timers{}}
+	}
+	return holdForm{name: fmt.Sprintf("reduced form: BGP hold time %d s", reducedHoldTimers.HoldTime), timers: reducedHoldTimers}
+}
+
+func (h holdForm) describe() string {
+	if h.timers.HoldTime == 0 {
+		return fmt.Sprintf("BIRD's default hold time %d s, keepalive %d s; full form, %s=1", h.timers.EffectiveHold(), h.timers.EffectiveKeepalive(), slowFullEnv)
+	}
+	return fmt.Sprintf("hold time %d s, keepalive %d s on every session, nodes and ToRs; reduced form, %s=1 runs BIRD's default 240 s",
+		h.timers.EffectiveHold(), h.timers.EffectiveKeepalive(), slowFullEnv)
+}
+
+// holdWindow is when, after a peer falls silent, a node's kernel route
+// can change because its BGP hold timer expired.
+//
+// The peer's last message came at most one keepalive interval before the
+// failure (BIRD jitters the keepalive timer down, never up). BIRD starts
+// the hold timer with up to 25% jitter off (RFC 4271 §10's procedure,
+// which BIRD's bgp_start_timer applies to every BGP timer, the hold timer
+// included), so it expires 0.75–1 × hold after that message: from
+// 0.75·hold − keepalive after the failure at the earliest, to hold at the
+// latest. BIRD then withdraws the session's routes and writes the merged
+// route at once; two scan times and 2 s more cover a kernel write that
+// waits for a scan and a loaded machine. The low end keeps 1 s of slack
+// and is not scaled (scaling would only lower it); the high end is
+// scaled().
+type holdWindow struct{ low, high time.Duration }
+
+func newHoldWindow(t confd.Timers, scan time.Duration) holdWindow {
+	hold := time.Duration(t.EffectiveHold()) * time.Second
+	keepalive := time.Duration(t.EffectiveKeepalive()) * time.Second
+	return holdWindow{
+		low:  hold*3/4 - keepalive - time.Second,
+		high: scaled(hold + 2*scan + 2*time.Second),
+	}
+}
+
+func (w holdWindow) lowMs() float64  { return float64(w.low) / 1e6 }
+func (w holdWindow) highMs() float64 { return float64(w.high) / 1e6 }
+
+func (w holdWindow) contains(ms float64) bool { return ms >= w.lowMs() && ms <= w.highMs() }
+
+func (w holdWindow) String() string {
+	return fmt.Sprintf("hold-timer fallback window %.0f–%.0f ms after the failure (0.75·hold − keepalive − 1 s .. hold + 2 scan times + 2 s, scaled)", w.lowMs(), w.highMs())
+}
+
+// expectHoldTime waits until every BGP session of every node and router
+// is Established with hold time hold, as BIRD reports it ("Hold timer:
+// remaining/hold" in `show protocols all`): the negotiated value, the
+// smaller of the two sides'.
+func expectHoldTime(ctx context.Context, c *harness.Cluster, hold int) {
+	GinkgoHelper()
+	type speaker struct {
+		name string
+		b    *bird.Instance
+	}
+	var all []speaker
+	for _, n := range c.Nodes() {
+		all = append(all, speaker{n.Name, n.BIRD})
+	}
+	for _, r := range c.Routers() {
+		all = append(all, speaker{r.Name, r.BIRD})
+	}
+	Expect(c.Routers()).NotTo(BeEmpty(), "guard: the topology has routers")
+	want := fmt.Sprintf("/%d", hold)
+	for _, sp := range all {
+		Eventually(func() error {
+			ps, err := sp.b.Client().Protocols(ctx)
+			if err != nil {
+				return err
+			}
+			n := 0
+			for _, p := range ps {
+				if p.Proto != "BGP" {
+					continue
+				}
+				n++
+				if !p.Established() {
+					return fmt.Errorf("%s: session %s is %s/%s", sp.name, p.Name, p.State, p.BGPState)
+				}
+				if h := p.Details["Hold timer"]; !strings.HasSuffix(h, want) {
+					return fmt.Errorf("%s: session %s: hold timer %q, want hold time %d s", sp.name, p.Name, h, hold)
+				}
+			}
+			if n == 0 {
+				return fmt.Errorf("%s: no BGP session", sp.name)
+			}
+			return nil
+		}).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).Should(Succeed(),
+			"every BGP session runs with the hold time in use")
+	}
 }
 
 // fabric is what a dual-ToR scenario needs to know about the topology:

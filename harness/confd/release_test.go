@@ -29,7 +29,8 @@ type releaseGolden struct {
 }
 
 // releaseRenders renders the pool mixes × programClusterRoutes values (3.33)
-// and the route-reflector and kernel-import shapes for BIRD release br.
+// and the route-reflector, kernel-import and hold-time shapes for BIRD
+// release br.
 func releaseRenders(t *testing.T, br release.Name) (out []releaseGolden, refused int) {
 	t.Helper()
 	tunnels, _ := br.TunnelRoutes()
@@ -85,6 +86,11 @@ func releaseRenders(t *testing.T, br release.Name) (out []releaseGolden, refused
 		t.Fatalf("BIRD %s kernel import filter: %v", br, err)
 	}
 	add("shape_kernel_import_filter", r)
+	r, err = Render(testCluster("noencap"), "node-1", config.R333, Options{BIRD: br, Timers: holdTimers, Log: discard()})
+	if err != nil {
+		t.Fatalf("BIRD %s hold time: %v", br, err)
+	}
+	add("shape_hold9", r)
 	return out, refused
 }
 

@@ -50,6 +50,11 @@ type Options struct {
 // the datastore asks of it (BIRD-programmed IPIP routes on 1.6 and 3.1).
 var ErrNotExpressible = errors.New("not expressible in this BIRD release")
 
+// ErrInvalidTimers is wrapped when Timers asks for BGP timers BIRD would
+// refuse or that cannot work (a hold time under BIRD's minimum of 3 s, a
+// keepalive not shorter than the hold time).
+var ErrInvalidTimers = errors.New("invalid BGP timers")
+
 // Timers are BIRD's protocol timers, in seconds. birdcage's defaults are
 // lower than BIRD's so sessions come up in 2–3 s instead of 4–7 s and a
 // failed session retries within seconds instead of a minute.
@@ -59,9 +64,34 @@ type Timers struct {
 	ErrorWaitMin int // BGP "error wait time" min; BIRD default 60
 	ErrorWaitMax int // BGP "error wait time" max; BIRD default 300
 	ScanTime     int // kernel and device "scan time"; Calico uses 2
+	// HoldTime is BGP "hold time": how long a session stays up without a
+	// message from the peer. 0 renders nothing, leaving BIRD's default
+	// (BIRDHoldTime); otherwise at least 3 (BIRD's minimum). Both sides
+	// use the smaller of their two values, so nodes and routers get the
+	// same one. BIRD starts the hold timer (as every BGP timer) up to 25%
+	// short, as RFC 4271 §10 suggests for jitter: a silent peer is dropped
+	// 0.75–1 × the hold time after its last message (BIRD 2.0.12,
+	// proto/bgp/bgp.c bgp_start_timer).
+	HoldTime int
+	// KeepaliveTime is BGP "keepalive time", the interval between
+	// keepalives; it must be shorter than the hold time in use. 0 renders
+	// nothing: BIRD then sends one every third of the hold time.
+	KeepaliveTime int
 }
 
-// DefaultTimers are used for any zero field of Options.Timers.
+// BIRD's own BGP timer defaults, in force when HoldTime and KeepaliveTime
+// are 0 (nothing rendered).
+const (
+	BIRDHoldTime      = 240
+	BIRDKeepaliveTime = BIRDHoldTime / 3
+)
+
+// maxBGPTimer is the largest hold or keepalive time BIRD accepts (the OPEN
+// message's 16-bit field).
+const maxBGPTimer = 65535
+
+// DefaultTimers are used for any zero field of Options.Timers, except
+// HoldTime and KeepaliveTime, whose 0 leaves BIRD's own defaults.
 var DefaultTimers = Timers{ConnectDelay: 2, ConnectRetry: 5, ErrorWaitMin: 1, ErrorWaitMax: 5, ScanTime: 2}
 
 func (t Timers) withDefaults() Timers {
@@ -84,7 +114,44 @@ func (t Timers) withDefaults() Timers {
 	if t.ScanTime > 0 {
 		d.ScanTime = t.ScanTime
 	}
+	// 0 is meaningful here (BIRD's own default, nothing rendered).
+	d.HoldTime, d.KeepaliveTime = t.HoldTime, t.KeepaliveTime
 	return d
+}
+
+// EffectiveHold is the BGP hold time BIRD runs with under t (whole
+// seconds): t.HoldTime, or BIRD's default when it is 0.
+func (t Timers) EffectiveHold() int {
+	if t.HoldTime > 0 {
+		return t.HoldTime
+	}
+	return BIRDHoldTime
+}
+
+// EffectiveKeepalive is the keepalive interval BIRD runs with under t:
+// t.KeepaliveTime, or a third of the hold time when it is 0 (BIRD's rule).
+func (t Timers) EffectiveKeepalive() int {
+	if t.KeepaliveTime > 0 {
+		return t.KeepaliveTime
+	}
+	return max(1, t.EffectiveHold()/3)
+}
+
+// Validate checks the BGP timers (the others take defaults and cannot be
+// wrong): a hold time of 0 (BIRD's default) or 3..65535 s, a keepalive of
+// 0 (a third of the hold time) or 1..65535 s and shorter than the hold time
+// in use. Errors wrap ErrInvalidTimers.
+func (t Timers) Validate() error {
+	switch {
+	case t.HoldTime < 0 || t.HoldTime > maxBGPTimer || (t.HoldTime > 0 && t.HoldTime < 3):
+		return fmt.Errorf("%w: hold time %d s: want 0 (BIRD's default, %d s) or 3..%d s (BIRD's minimum is 3)", ErrInvalidTimers, t.HoldTime, BIRDHoldTime, maxBGPTimer)
+	case t.KeepaliveTime < 0 || t.KeepaliveTime > maxBGPTimer:
+		return fmt.Errorf("%w: keepalive time %d s: want 0 (a third of the hold time) or 1..%d s", ErrInvalidTimers, t.KeepaliveTime, maxBGPTimer)
+	case t.KeepaliveTime > 0 && t.KeepaliveTime >= t.EffectiveHold():
+		return fmt.Errorf("%w: keepalive time %d s is not shorter than the hold time %d s%s; keepalives must arrive within the hold time (a third of it is usual)",
+			ErrInvalidTimers, t.KeepaliveTime, t.EffectiveHold(), map[bool]string{true: "", false: " (BIRD's default)"}[t.HoldTime > 0])
+	}
+	return nil
 }
 
 // Rendered is one node's BIRD configuration and what the render decided.
@@ -197,6 +264,9 @@ func Render(c *datastore.Cluster, node string, rel config.Release, opts Options)
 	self, ok := c.Node(node)
 	if !ok {
 		return Rendered{}, fmt.Errorf("render node %q: %w (nodes: %s)", node, ErrUnknownNode, nodeNames(c))
+	}
+	if err := opts.Timers.Validate(); err != nil {
+		return Rendered{}, fmt.Errorf("render node %q: %w", node, err)
 	}
 	if c.BGP.KernelMetric != nil && (*c.BGP.KernelMetric < 0 || *c.BGP.KernelMetric > 1<<31-1) {
 		return Rendered{}, fmt.Errorf("bgpconfiguration %q: kernelMetric %d: must be 0..2147483647", datastore.SingletonName, *c.BGP.KernelMetric)

@@ -56,6 +56,9 @@ func RenderRouter(r Router) ([]byte, error) {
 	if r.KernelMetric < 0 {
 		return nil, fmt.Errorf("%s: kernelMetric %d: must not be negative", what, r.KernelMetric)
 	}
+	if err := r.Timers.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
 	v := routerView{Router: r, Timers: r.Timers.withDefaults()}
 	seen := map[string]bool{}
 	for i, n := range r.Neighbors {

@@ -7,6 +7,9 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 )
 
+// holdTimers are a non-default hold/keepalive pair.
+var holdTimers = Timers{HoldTime: 9, KeepaliveTime: 3}
+
 // extraShapes renders the shapes beside the ownership matrix: the metric
 // knob, route reflectors, dual-ToR eBGP peers, CrossSubnet IPIP, a VXLAN
 // pool, and a ToR's router config.
@@ -56,6 +59,8 @@ func extraShapes(t *testing.T) []golden {
 		{Name: "rr-ext", PeerIP: "10.9.9.9", ASNumber: 64512},
 	}
 	render("shape_dualtor_node", c, "node-1", config.R333)
+	// The same node with a short BGP hold timer (the reduced slow spec's).
+	renderWith("shape_dualtor_node_hold9", c, "node-1", config.R333, Options{Timers: holdTimers})
 
 	// CrossSubnet IPIP owned by BIRD, plus a VXLAN pool (always the programmer's).
 	c = testCluster("ipip")
@@ -83,5 +88,18 @@ func extraShapes(t *testing.T) []golden {
 		t.Fatalf("render router: %v", err)
 	}
 	out = append(out, golden{"shape_router_tor", rc})
+
+	// The ToR with the same short hold timer as its nodes.
+	rc, err = RenderRouter(Router{
+		Name: "tor-a", RouterID: "172.31.11.1", AS: 65101, Timers: holdTimers,
+		Neighbors: []Neighbor{
+			{Name: "node-1", Address: "172.31.11.2", AS: 65001},
+			{Address: "fd00:31:11::2", AS: 65001},
+		},
+	})
+	if err != nil {
+		t.Fatalf("render router with hold time: %v", err)
+	}
+	out = append(out, golden{"shape_router_tor_hold9", rc})
 	return out
 }
