@@ -204,14 +204,17 @@ func meminfo(field string) int64 {
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
-// judge asserts the claim on the step's flows that keep selects: where the
-// platform lost nothing, exactly no hole over the session; otherwise no
-// more lost since the change began than the platform lost (a session's
-// first probes can be lost under TCG while its senders start, before the
-// change), and no refused send.
+// judge asserts the claim on the step's flows that keep selects: natively,
+// where the platform lost nothing, exactly no hole over the session;
+// otherwise (and always under TCG) no more lost since the change began
+// than the platform lost — none where the controls lost none since then —
+// and no refused send. Under TCG a session's first probes can be lost
+// while its senders start, before the change, on every flow alike: a
+// 20-node run lost ~30 per flow there on the judged and the control flows,
+// with no control losing one after the change began.
 func (st *scaleStep) judge(keep func(probe.GapReport) bool, what string) {
 	GinkgoHelper()
-	if st.platform.Strict() {
+	if st.platform.Strict() && !platformMayStall() {
 		for _, f := range st.final.Flows {
 			if keep(f) {
 				Expect(f).To(harness.HaveNoGap().Through(st.atEnd), "%s: %s lost probes", what, f.Flow)
