@@ -2,6 +2,10 @@ package harness
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/birdcage/birdcage/internal/monoclock"
@@ -25,12 +29,19 @@ func (n *Node) ConfdActions() []ConfdAction {
 
 // watchDatastore plays confd. With TimingModel.ConfdConcurrent (the real
 // arrangement: a confd in every calico/node container) each node has its
-// own datastore watch and goroutine, so every node reacts ConfdLatency after
-// the change, independently. Without it a single confd reacts for every
-// node in turn, so node N's BIRD lags by N × (latency + render + configure).
-// Either way a node's confd re-renders its config and, where the text
-// changed, reconfigures BIRD in place; every render is counted (with its
+// own goroutine, so every node reacts ConfdLatency after the change,
+// independently. Without it a single confd reacts for every node in turn,
+// so node N's BIRD lags by N × (latency + render + configure). Either way a
+// node's confd re-renders its config and, where the text changed,
+// reconfigures BIRD in place; every render is counted (with its
 // deprecation warnings) on its node.
+//
+// One datastore watch serves them all: each change is handed to every
+// group at once (coalesced, as the watch itself coalesces, while a group is
+// still busy with the last one). A watch per node would take an inotify
+// instance per node, and fs.inotify.max_user_instances (128 by default) is
+// one budget for every process of the user: with the programmers' own
+// watches a 100-node cluster would not start.
 func (c *Cluster) watchDatastore(ctx context.Context) error {
 	groups := [][]*Node{c.nodes}
 	if c.timing.ConfdConcurrent {
@@ -39,13 +50,15 @@ func (c *Cluster) watchDatastore(ctx context.Context) error {
 			groups = append(groups, []*Node{n})
 		}
 	}
-	for _, nodes := range groups {
-		ch, err := c.Store.Watch(ctx)
-		if err != nil {
-			return err
-		}
+	ch, err := c.Store.Watch(ctx)
+	if err != nil {
+		return inotifyHint(err, len(c.nodes))
+	}
+	fan := make([]chan struct{}, len(groups))
+	for i, nodes := range groups {
+		fan[i] = make(chan struct{}, 1)
 		c.wg.Add(1)
-		go func() {
+		go func(ch <-chan struct{}) {
 			defer c.wg.Done()
 			for range ch {
 				seen := monoclock.Now()
@@ -55,9 +68,38 @@ func (c *Cluster) watchDatastore(ctx context.Context) error {
 					}
 				}
 			}
-		}()
+		}(fan[i])
 	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer func() {
+			for _, f := range fan {
+				close(f)
+			}
+		}()
+		for range ch {
+			for _, f := range fan {
+				select {
+				case f <- struct{}{}:
+				default: // a change is already pending there
+				}
+			}
+		}
+	}()
 	return nil
+}
+
+// inotifyHint adds to a failed datastore watch what to do when the cause is
+// the per-user inotify instance limit.
+func inotifyHint(err error, nodes int) error {
+	if !errors.Is(err, syscall.EMFILE) && !strings.Contains(err.Error(), "too many open files") {
+		return err
+	}
+	limit, _ := readSysctlInt("fs.inotify.max_user_instances")
+	return fmt.Errorf("%w (each programmer watches the datastore with an inotify instance: %d nodes need about %d, "+
+		"and fs.inotify.max_user_instances=%d is shared by every process of the user; raise it, e.g. sysctl fs.inotify.max_user_instances=%d)",
+		err, nodes, nodes+1, limit, 2*(nodes+1)+128)
 }
 
 // confdReact is one node's confd handling one change: its react-and-render

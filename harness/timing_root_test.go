@@ -8,6 +8,7 @@ package harness
 
 import (
 	"context"
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -115,7 +116,14 @@ func TestConfdConcurrency(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			m := ZeroTiming()
 			m.ConfdLatency, m.ConfdConcurrent = latency, concurrent
+			watchesBefore := ownInotifyInstances(t)
 			c := startOrSkip(t, "noencap", Options{Timing: &m})
+			// However many confds, the harness holds one datastore watch
+			// (one inotify instance): the user's instance budget is left to
+			// the programmers, one each.
+			if got := ownInotifyInstances(t) - watchesBefore; got != 1 {
+				t.Errorf("the harness holds %d more inotify instances with %d nodes' confds running, want 1", got, len(c.Nodes()))
+			}
 			before := map[string]int{}
 			for _, n := range c.Nodes() {
 				before[n.Name] = len(n.ConfdActions())
@@ -165,4 +173,20 @@ func TestConfdConcurrency(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ownInotifyInstances counts this process's inotify instances.
+func ownInotifyInstances(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && l == "anon_inode:inotify" {
+			n++
+		}
+	}
+	return n
 }
