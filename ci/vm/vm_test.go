@@ -189,7 +189,9 @@ func TestEnvironmentAndCwd(t *testing.T) {
 
 // 3. The guest kernel has ipip: a fresh netns (unshare, ip netns add) gets the
 // fallback tunl0; /var/run/netns, cgroup2 and bpffs are there; BIRD and runc
-// from the host run.
+// from the host run. The modules every test needs are loaded (they come with
+// the initramfs), and a BIRDCAGE_VM_MODULES extra that the initramfs does not
+// carry (dummy) is loaded too: the modprobe path still works.
 func TestGuestHasIPIP(t *testing.T) {
 	run := runner(t)
 	t.Parallel()
@@ -200,13 +202,21 @@ ip -n birdcage-vm-test -d link show tunl0
 stat -f -c %T /sys/fs/cgroup /sys/fs/bpf
 bird --version 2>&1
 runc --version | head -n1
+for m in ipip veth bridge sch_ingress cls_bpf act_bpf dummy; do
+	grep -q "^$m " /proc/modules && echo "module loaded: $m" || echo "module missing: $m"
+done
 `
-	r := vmRun(t, run, nil, ".", "sh", "-c", script)
+	r := vmRun(t, run, []string{"BIRDCAGE_VM_MODULES=dummy"}, ".", "sh", "-c", script)
 	if r.code != 0 {
 		t.Fatalf("guest smoke script: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 	if n := strings.Count(r.stdout, "ipip any remote any local any"); n != 2 {
 		t.Errorf("want a fallback ipip tunl0 in both new netns, saw %d:\n%s", n, r.stdout)
+	}
+	for _, m := range []string{"ipip", "veth", "bridge", "sch_ingress", "cls_bpf", "act_bpf", "dummy"} {
+		if !strings.Contains(r.stdout, "module loaded: "+m+"\n") {
+			t.Errorf("module %s is not loaded in the guest:\n%s", m, r.stdout)
+		}
 	}
 	for _, want := range []string{"cgroup2fs", "bpf_fs", "BIRD version", "runc version"} {
 		if !strings.Contains(r.stdout, want) {
