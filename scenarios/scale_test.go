@@ -125,6 +125,34 @@ type scaleStep struct {
 	mapBytes, counters    int64
 	atBegin, atEnd, final *probe.Report
 	bpfCountersAttachedMs float64
+	// softnetDropped is how many packets the kernel dropped from its
+	// per-CPU input backlogs during the step (/proc/net/softnet_stat, all
+	// CPUs; -1 when unreadable): a drop there loses a probe that left its
+	// sender with its route in place.
+	softnetDropped int64
+}
+
+// softnetDropped sums the second column (packets dropped because the
+// backlog was full) of /proc/net/softnet_stat over every CPU; -1 when
+// unreadable.
+func softnetDropped() int64 {
+	b, err := os.ReadFile("/proc/net/softnet_stat")
+	if err != nil {
+		return -1
+	}
+	var total int64
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 2 {
+			return -1
+		}
+		v, err := strconv.ParseInt(f[1], 16, 64)
+		if err != nil {
+			return -1
+		}
+		total += v
+	}
+	return total
 }
 
 // probedChange runs change under a probe session carrying plan: the session
@@ -143,6 +171,7 @@ func probedChange(ctx SpecContext, c *harness.Cluster, plan harness.FlowPlan, ch
 	Expect(err).NotTo(HaveOccurred())
 	st.mapBytes, st.counters = b, int64(n)
 	tp := time.Now()
+	drops0 := softnetDropped()
 	begin := c.Mark("step begins")
 	st.atBegin, err = probes.Report()
 	Expect(err).NotTo(HaveOccurred())
@@ -153,6 +182,11 @@ func probedChange(ctx SpecContext, c *harness.Cluster, plan harness.FlowPlan, ch
 	st.convergedS = float64(end.Mono-begin.Mono) / 1e9
 	st.atEnd, err = probes.Report()
 	Expect(err).NotTo(HaveOccurred())
+	if drops1 := softnetDropped(); drops0 >= 0 && drops1 >= 0 {
+		st.softnetDropped = drops1 - drops0
+	} else {
+		st.softnetDropped = -1
+	}
 	st.final, err = probes.Stop()
 	Expect(err).NotTo(HaveOccurred())
 	cpu1, err := harness.ProcessCPU()
@@ -298,6 +332,7 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade", "timing")
 			res.Figures[pfx+"longestGapOutboundMs"] = st.longestOutMs
 			res.Figures[pfx+"longestGapMs"] = st.longestGapMs
 			res.Figures[pfx+"secondsToConverged"] = st.convergedS
+			res.Figures[pfx+"softnetDropped"] = float64(st.softnetDropped)
 			per = append(per, st.convergedS)
 			gaps = append(gaps, st.longestGapMs)
 			cpus = append(cpus, st.cpuPerS)
@@ -307,6 +342,26 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade", "timing")
 			}
 		}
 		b.WriteString(tab.String())
+		// A step whose upgraded node lost outbound probes: its whole probe
+		// report (send errors, sender pauses, when each gap began) and the
+		// kernel's backlog drops, so a failure can be told apart.
+		for _, st := range steps {
+			up := c.Node(st.node)
+			hs, err := harness.HolesSince(st.final, st.atBegin, st.atEnd, func(f probe.GapReport) bool { return isFrom(up, f.SrcAddr) })
+			Expect(err).NotTo(HaveOccurred())
+			var holes uint64
+			for _, h := range hs {
+				holes += h.Holes
+			}
+			if holes > 0 {
+				fmt.Fprintf(&b, "step %s: %d lost on its way out after the change began; kernel backlog drops during the step: %d\n%s", st.node, holes, st.softnetDropped, harness.GapTable(st.final))
+				for _, f := range st.final.Flows {
+					if isFrom(up, f.SrcAddr) && len(f.SendErrors) > 0 {
+						fmt.Fprintf(&b, "  %s send errors: %v\n", f.Flow, f.SendErrors)
+					}
+				}
+			}
+		}
 		rollout := float64(end.Mono-start.Mono) / 1e9
 		fmt.Fprintf(&b, "rollout: %d nodes in %.1f s (%.2f s per node median, %.2f max); lost out %d, in %d, sample %d; longest gap %.1f ms (%s)\n",
 			n, rollout, medianOf(per), slices.Max(per), lostOut, lostIn, lostSample, worst, worstFlow)
