@@ -130,12 +130,15 @@ type scaleStep struct {
 	// CPUs; -1 when unreadable): a drop there loses a probe that left its
 	// sender with its route in place.
 	softnetDropped int64
+	// outHolesSinceChange is the probes the upgraded node's outbound flows
+	// lost after the change began (what the rollout's claim judges).
+	outHolesSinceChange uint64
 }
 
-// softnetDropped sums the second column (packets dropped because the
+// readSoftnetDrops sums the second column (packets dropped because the
 // backlog was full) of /proc/net/softnet_stat over every CPU; -1 when
 // unreadable.
-func softnetDropped() int64 {
+func readSoftnetDrops() int64 {
 	b, err := os.ReadFile("/proc/net/softnet_stat")
 	if err != nil {
 		return -1
@@ -171,7 +174,7 @@ func probedChange(ctx SpecContext, c *harness.Cluster, plan harness.FlowPlan, ch
 	Expect(err).NotTo(HaveOccurred())
 	st.mapBytes, st.counters = b, int64(n)
 	tp := time.Now()
-	drops0 := softnetDropped()
+	drops0 := readSoftnetDrops()
 	begin := c.Mark("step begins")
 	st.atBegin, err = probes.Report()
 	Expect(err).NotTo(HaveOccurred())
@@ -182,7 +185,7 @@ func probedChange(ctx SpecContext, c *harness.Cluster, plan harness.FlowPlan, ch
 	st.convergedS = float64(end.Mono-begin.Mono) / 1e9
 	st.atEnd, err = probes.Report()
 	Expect(err).NotTo(HaveOccurred())
-	if drops1 := softnetDropped(); drops0 >= 0 && drops1 >= 0 {
+	if drops1 := readSoftnetDrops(); drops0 >= 0 && drops1 >= 0 {
 		st.softnetDropped = drops1 - drops0
 	} else {
 		st.softnetDropped = -1
@@ -205,6 +208,11 @@ func (st *scaleStep) book(c *harness.Cluster, node string) {
 	Expect(err).NotTo(HaveOccurred())
 	st.platform, err = harness.PlatformLossOf(controls)
 	Expect(err).NotTo(HaveOccurred(), "guard: the sample measures the platform's own loss")
+	out, err := harness.HolesSince(st.final, st.atBegin, st.atEnd, func(f probe.GapReport) bool { return isFrom(n, f.SrcAddr) })
+	Expect(err).NotTo(HaveOccurred())
+	for _, h := range out {
+		st.outHolesSinceChange += h.Holes
+	}
 	for _, f := range st.final.Flows {
 		switch {
 		case isFrom(n, f.SrcAddr):
@@ -347,14 +355,8 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade", "timing")
 		// kernel's backlog drops, so a failure can be told apart.
 		for _, st := range steps {
 			up := c.Node(st.node)
-			hs, err := harness.HolesSince(st.final, st.atBegin, st.atEnd, func(f probe.GapReport) bool { return isFrom(up, f.SrcAddr) })
-			Expect(err).NotTo(HaveOccurred())
-			var holes uint64
-			for _, h := range hs {
-				holes += h.Holes
-			}
-			if holes > 0 {
-				fmt.Fprintf(&b, "step %s: %d lost on its way out after the change began; kernel backlog drops during the step: %d\n%s", st.node, holes, st.softnetDropped, harness.GapTable(st.final))
+			if st.outHolesSinceChange > 0 {
+				fmt.Fprintf(&b, "step %s: %d lost on its way out after the change began; kernel backlog drops during the step: %d\n%s", st.node, st.outHolesSinceChange, st.softnetDropped, harness.GapTable(st.final))
 				for _, f := range st.final.Flows {
 					if isFrom(up, f.SrcAddr) && len(f.SendErrors) > 0 {
 						fmt.Fprintf(&b, "  %s send errors: %v\n", f.Flow, f.SendErrors)
