@@ -498,7 +498,10 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade", "timing")
 		// destinations the upgraded node's programmer wants. A peer still
 		// on pre-3.33 routes to the node's block by its own BIRD, which
 		// graceful restart is meant to keep holding as stale across the
-		// node's BIRD restart (in 5 of 80 steps at 20 nodes some did not).
+		// node's BIRD restart. In 5 of 80 steps at 20 nodes some did not:
+		// both ends connected at once, the collision closed the first
+		// session, and the peer took that for a second restart inside the
+		// pending one, which flushes the stale routes (README, Scale).
 		for _, st := range steps {
 			if st.peersNoRoute > 0 {
 				fmt.Fprintf(&b, "step %s: %d peers were without a route to its blocks, longest %.1f ms (%s); their sessions to it once converged (times from the change):\n  %s\n",
