@@ -101,6 +101,18 @@ func TestDualToRRoutesAreMultipath(t *testing.T) {
 			}
 		}
 	}
+	// The cluster-wide matcher (one route dump per node) agrees, and its
+	// control: the same routes are not the programmer's.
+	bird := HaveRemoteBlockRoutes().ProgrammedBy(ByBIRD).Only()
+	if ok, err := bird.Match(c); err != nil || !ok {
+		t.Errorf("HaveRemoteBlockRoutes: %v %s", err, bird.FailureMessage(c))
+	}
+	prog := HaveRemoteBlockRoutes().ProgrammedBy(ByProgrammer)
+	if ok, err := prog.Match(c); err != nil || ok {
+		t.Errorf("control: BIRD's routes matched as the programmer's (err %v)", err)
+	} else if !strings.Contains(prog.FailureMessage(c), "node-1: ") {
+		t.Errorf("control: the failure names no (node, block) pair: %s", prog.FailureMessage(c))
+	}
 }
 
 // UpgradeNode from pre-3.33 to 3.33 on IPIP ends with the node's IPIP

@@ -200,7 +200,7 @@ func probedChange(ctx SpecContext, c *harness.Cluster, plan harness.FlowPlan, ch
 	// sessions up and programmers synced is not enough — a 20-node IPIP
 	// run had three peers without a route to the upgraded node's block for
 	// 2.5 s after both held.
-	Eventually(ctx, everyBlockRouted).WithArguments(c).WithTimeout(scaled(60 * time.Second)).WithPolling(50 * time.Millisecond).Should(Succeed())
+	Eventually(c).WithContext(ctx).WithTimeout(scaled(60 * time.Second)).WithPolling(50 * time.Millisecond).Should(harness.HaveRemoteBlockRoutes())
 	end := c.Mark("step converged")
 	st.convergedS = float64(end.Mono-begin.Mono) / 1e9
 	st.atEnd, err = probes.Report()
@@ -248,30 +248,6 @@ func (st *scaleStep) book(ctx context.Context, c *harness.Cluster, node string) 
 			st.longestGapMs, st.longestGapFlow = f.LongestGapMs, f.Flow
 		}
 	}
-}
-
-// everyBlockRouted is nil once every node has a forwarding route to every
-// other node's blocks (whoever programmed it), else the first that lacks
-// one.
-func everyBlockRouted(c *harness.Cluster) error {
-	for _, nd := range c.Net.Nodes {
-		rs, err := c.Node(nd.Name).Routes(netip.Prefix{})
-		if err != nil {
-			return err
-		}
-		have := map[netip.Prefix]bool{}
-		for _, r := range rs {
-			if r.Forwards() {
-				have[r.Dst] = true
-			}
-		}
-		for _, b := range c.RemoteBlocks(nd.Name) {
-			if !have[b] {
-				return fmt.Errorf("%s has no route to %s", nd.Name, b)
-			}
-		}
-	}
-	return nil
 }
 
 // readPeersNoRoute fills the step's inbound route figures for the node n
