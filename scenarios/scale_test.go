@@ -61,6 +61,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/procfs"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -147,29 +148,6 @@ type scaleStep struct {
 	changeWall       time.Time // when the change began, by the wall clock BIRD reports in
 }
 
-// readSoftnetDrops sums the second column (packets dropped because the
-// backlog was full) of /proc/net/softnet_stat over every CPU; -1 when
-// unreadable.
-func readSoftnetDrops() int64 {
-	b, err := os.ReadFile("/proc/net/softnet_stat")
-	if err != nil {
-		return -1
-	}
-	var total int64
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		f := strings.Fields(l)
-		if len(f) < 2 {
-			return -1
-		}
-		v, err := strconv.ParseInt(f[1], 16, 64)
-		if err != nil {
-			return -1
-		}
-		total += v
-	}
-	return total
-}
-
 // probedChange runs change under a probe session carrying plan: the session
 // starts (and every flow delivers) before change, and stops once change has
 // returned and the cluster has converged again.
@@ -185,7 +163,7 @@ func probedChange(ctx SpecContext, c *harness.Cluster, plan harness.FlowPlan, ch
 	b, n, err := probes.MapBytes()
 	Expect(err).NotTo(HaveOccurred())
 	st.mapBytes, st.counters = b, int64(n)
-	drops0 := readSoftnetDrops()
+	drops0, drops0Err := procfs.SoftnetDropped()
 	st.atBegin, err = probes.Report()
 	Expect(err).NotTo(HaveOccurred())
 	// The step's times run from here, after the snapshot (which takes
@@ -205,7 +183,7 @@ func probedChange(ctx SpecContext, c *harness.Cluster, plan harness.FlowPlan, ch
 	st.convergedS = float64(end.Mono-begin.Mono) / 1e9
 	st.atEnd, err = probes.Report()
 	Expect(err).NotTo(HaveOccurred())
-	if drops1 := readSoftnetDrops(); drops0 >= 0 && drops1 >= 0 {
+	if drops1, err := procfs.SoftnetDropped(); drops0Err == nil && err == nil {
 		st.softnetDropped = drops1 - drops0
 	} else {
 		st.softnetDropped = -1

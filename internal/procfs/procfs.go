@@ -1,5 +1,6 @@
 // Package procfs reads the few process facts the harness reports from
-// /proc: how much memory a process holds.
+// /proc: how much memory a process holds, and how many packets the kernel
+// dropped for want of backlog room.
 package procfs
 
 import (
@@ -25,4 +26,33 @@ func RSS(pid int) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("pid %d: no VmRSS in /proc/%d/status", pid, pid)
+}
+
+// SoftnetDropped is how many packets the kernel has dropped, over every
+// CPU, because a per-CPU input backlog was full (net.core.netdev_max_backlog):
+// the second column of /proc/net/softnet_stat, summed. The count is of the
+// caller's network namespace's kernel, which is the machine's (the file is
+// not per namespace).
+func SoftnetDropped() (int64, error) {
+	b, err := os.ReadFile("/proc/net/softnet_stat")
+	if err != nil {
+		return 0, err
+	}
+	return parseSoftnetDropped(string(b))
+}
+
+func parseSoftnetDropped(s string) (int64, error) {
+	var total int64
+	for i, l := range strings.Split(strings.TrimSpace(s), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 2 {
+			return 0, fmt.Errorf("/proc/net/softnet_stat line %d: %d columns, want at least 2", i+1, len(f))
+		}
+		v, err := strconv.ParseInt(f[1], 16, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/net/softnet_stat line %d: dropped %q: %w", i+1, f[1], err)
+		}
+		total += v
+	}
+	return total, nil
 }
