@@ -78,6 +78,12 @@ const (
 	// R333: the programmer owns IPIP, BIRD owns no-encap, and the programmer
 	// claims `proto bird` routes via tunl0 when it owns IPIP.
 	R333 Release = "3.33"
+	// R331 and R332 name Calico's releases 3.31 and 3.32. They are declared
+	// here so that the confd side and the programmer side of the release
+	// profiles can be built apart; they join Releases when their behaviour
+	// is defined.
+	R331 Release = "3.31"
+	R332 Release = "3.32"
 )
 
 // Releases lists the known releases, oldest first.
