@@ -110,6 +110,19 @@ type ScenarioResult struct {
 	Captures []CaptureFile `json:"captures,omitempty"`
 }
 
+// Key is the row's identity across runs: the spec's full text (its
+// containers' texts and its own, an entry's included), which every row the
+// suite writes carries whether or not the spec got as far as registering a
+// title of its own; Name for rows written outside the suite. Comparisons
+// pair rows by Key, never by the registered title, so a spec that fails
+// before it registers still meets its BASE row.
+func (s ScenarioResult) Key() string {
+	if s.Spec != "" {
+		return s.Spec
+	}
+	return s.Name
+}
+
 // VerdictOf is the row's verdict, for files written before Verdict
 // existed (only Passed then).
 func (s ScenarioResult) VerdictOf() Verdict {

@@ -24,13 +24,18 @@ func compareCmd(jsonOut *bool) *cobra.Command {
 	var maxGapPerFlow time.Duration
 	var allowedDisruptions int
 	var maxLost int64
+	var failOnFail bool
+	var allow []string
 	c := &cobra.Command{
 		Use:   "compare BASE.json NEW.json",
 		Short: "Compare two runs' results (release A, release B): exit 1 on any regression past the thresholds",
-		Long: "Compare two results files scenario by scenario (matched by name) and figure by figure, and per probe\n" +
-			"flow where both have probe reports. A figure regresses when it got worse by more than every threshold\n" +
-			"of its kind (gap figures: --max-gap-increase; loss figures: --max-lost-increase; any figure with a\n" +
-			"non-zero base: --max-ratio when given). A scenario that passed in BASE and fails in NEW regresses.\n" +
+		Long: "Compare two results files scenario by scenario (matched by the spec's full text, so a spec that failed\n" +
+			"before registering its title still pairs) and figure by figure, and per probe flow where both have\n" +
+			"probe reports. A figure regresses when it got worse by more than every threshold of its kind (gap\n" +
+			"figures: --max-gap-increase; loss figures: --max-lost-increase; any figure with a non-zero base:\n" +
+			"--max-ratio when given). A scenario regresses when it passed in BASE and fails in NEW, ran in BASE\n" +
+			"and skipped in NEW, skipped in BASE and fails in NEW, is missing from NEW, is new and fails, or\n" +
+			"(--fail-on-fail) fails on both sides; --allow NAME turns its absence or skip into a remark.\n" +
 			"A budget (--budget FILE, or the flags below, else the scenario's own) judges every flow of NEW.\n" +
 			"Exit status: 0 no regression, 1 a regression, 2 bad input.",
 		Args: cobra.ExactArgs(2),
@@ -80,7 +85,7 @@ func compareCmd(jsonOut *bool) *cobra.Command {
 					badInput(fmt.Errorf("budget %s: scenarios %q are not in %s", budgetFile, unknown, args[1]))
 				}
 			}
-			r := compare.Compare(args[0], base, args[1], nw, compare.Options{Thresholds: th, Budgets: budgets})
+			r := compare.Compare(args[0], base, args[1], nw, compare.Options{Thresholds: th, Budgets: budgets, FailOnFail: failOnFail, Allow: allow})
 			if *jsonOut {
 				b, _ := json.MarshalIndent(r, "", "  ")
 				fmt.Println(string(b))
@@ -107,6 +112,8 @@ func compareCmd(jsonOut *bool) *cobra.Command {
 	f.DurationVar(&maxGapPerFlow, "max-gap-per-flow", 0, "budget: longest gap any flow of NEW may have")
 	f.IntVar(&allowedDisruptions, "allowed-disruptions", 0, "budget: distinct gaps (runs of lost probes) any flow of NEW may have")
 	f.Int64Var(&maxLost, "max-lost", 0, "budget: probes any flow of NEW may lose")
+	f.BoolVar(&failOnFail, "fail-on-fail", false, "a scenario that fails in BASE and again in NEW is a regression")
+	f.StringArrayVar(&allow, "allow", nil, "a scenario (title or spec text) whose absence from NEW or skip in NEW is expected; repeatable")
 	f.StringVar(&htmlOut, "html", "", "also write the two runs side by side as one self-contained HTML file")
 	return c
 }

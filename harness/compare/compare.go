@@ -61,6 +61,26 @@ type Options struct {
 	// Budgets judges NEW's flows; nil: each scenario's own budget (the
 	// one its result carries), if any.
 	Budgets *Budgets
+	// FailOnFail: a scenario that failed in BASE and fails again in NEW
+	// regresses (the claim is still broken); without it that is a remark.
+	FailOnFail bool
+	// Allow names scenarios (their title or their spec text) whose absence
+	// from NEW, or skip in NEW, is a remark, not a regression: a scenario
+	// retired on purpose, a skip that is expected in NEW's environment. A
+	// failure is never allowed; figures and budgets are judged all the
+	// same.
+	Allow []string
+}
+
+func (o Options) allowed(rs ...harness.ScenarioResult) bool {
+	for _, r := range rs {
+		for _, a := range o.Allow {
+			if a == r.Name || a == r.Key() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Report is the whole comparison.
@@ -71,15 +91,27 @@ type Report struct {
 	NewEnv  *harness.RunEnv `json:"newEnv,omitempty"`
 	// Scenarios present in both, in NEW's order.
 	Scenarios []ScenarioDiff `json:"scenarios"`
-	// OnlyInBase and OnlyInNew list scenarios present on one side only.
+	// OnlyInBase and OnlyInNew list scenarios present on one side only
+	// (by title). A scenario missing from NEW regresses unless allowed;
+	// one only in NEW regresses when it fails there.
 	OnlyInBase []string `json:"onlyInBase,omitempty"`
 	OnlyInNew  []string `json:"onlyInNew,omitempty"`
-	// Regressions counts regressed scenarios.
+	// OneSided are the one-sided scenarios that regressed, with why.
+	OneSided []OneSided `json:"oneSided,omitempty"`
+	// Regressions counts regressed scenarios, one-sided ones included.
 	Regressions int        `json:"regressions"`
 	Thresholds  Thresholds `json:"thresholds"`
 	// EnvDiffers names what differs between the two runs' environments
 	// (a TCG VM against native makes every figure incomparable).
 	EnvDiffers []string `json:"envDiffers,omitempty"`
+}
+
+// OneSided is a scenario on one side only that regressed.
+type OneSided struct {
+	Name    string          `json:"name"`
+	Side    string          `json:"side"` // "BASE" or "NEW": where it is
+	Verdict harness.Verdict `json:"verdict"`
+	Why     string          `json:"why"`
 }
 
 // ScenarioDiff is one scenario on both sides.
@@ -137,49 +169,80 @@ type FlowDiff struct {
 	DisruptionsMeasured bool `json:"disruptionsMeasured"`
 }
 
-// Compare compares new against base. Scenarios are paired by name: a
-// name that occurs more than once on a side (a repeated scenario,
-// $BIRDCAGE_REPEAT) is compared as a distribution over all its runs on
-// each side (see compareScenario), never run i against run i.
+// Compare compares new against base. Scenarios are paired by their key
+// (harness.ScenarioResult.Key: the spec's full text), never by the title a
+// spec registers, which a spec that failed early never got to. A key that
+// occurs more than once on a side (a repeated scenario, $BIRDCAGE_REPEAT)
+// is compared as a distribution over all its runs on each side (see
+// compareScenario), never run i against run i.
 func Compare(baseName string, base *harness.ResultsFile, newName string, nw *harness.ResultsFile, o Options) *Report {
 	r := &Report{Base: baseName, New: newName, BaseEnv: base.Env, NewEnv: nw.Env, Thresholds: o.Thresholds}
 	r.EnvDiffers = envDiffers(base, nw)
-	bruns, border := runsByName(base.Scenarios)
-	nruns, norder := runsByName(nw.Scenarios)
-	for _, name := range border {
-		if _, ok := nruns[name]; !ok {
-			r.OnlyInBase = append(r.OnlyInBase, name)
-		}
-	}
-	for _, name := range norder {
-		bi, ok := bruns[name]
-		if !ok {
-			r.OnlyInNew = append(r.OnlyInNew, name)
+	bruns, border := runsByKey(base.Scenarios)
+	nruns, norder := runsByKey(nw.Scenarios)
+	for _, k := range border {
+		if _, ok := nruns[k]; ok {
 			continue
 		}
-		d := compareScenario(pick(base.Scenarios, bi), pick(nw.Scenarios, nruns[name]), o)
-		d.Name, d.BaseIndex, d.NewIndex = name, bi[0], nruns[name][0]
-		if len(bi) > 1 || len(nruns[name]) > 1 {
-			d.BaseRuns, d.NewRuns = bi, nruns[name]
+		bs := pick(base.Scenarios, bruns[k])
+		name := titleOf(bs)
+		r.OnlyInBase = append(r.OnlyInBase, name)
+		if !o.allowed(bs...) {
+			r.OneSided = append(r.OneSided, OneSided{Name: name, Side: "BASE", Verdict: verdictOf(bs),
+				Why: fmt.Sprintf("in BASE (%s), missing from NEW: the claim was not checked", verdictOf(bs))})
+		}
+	}
+	for _, k := range norder {
+		ns := pick(nw.Scenarios, nruns[k])
+		bi, ok := bruns[k]
+		if !ok {
+			name := titleOf(ns)
+			r.OnlyInNew = append(r.OnlyInNew, name)
+			if v := verdictOf(ns); v == harness.VerdictFail && !o.allowed(ns...) {
+				r.OneSided = append(r.OneSided, OneSided{Name: name, Side: "NEW", Verdict: v,
+					Why: "only in NEW, and it fails there: " + firstLine(ns[0].Failure)})
+			}
+			continue
+		}
+		bs := pick(base.Scenarios, bi)
+		d := compareScenario(bs, ns, o)
+		// NEW's title, else BASE's: a NEW run that failed before
+		// registering carries none.
+		d.Name, d.BaseIndex, d.NewIndex = titleOf(append(append([]harness.ScenarioResult{}, ns...), bs...)), bi[0], nruns[k][0]
+		if len(bi) > 1 || len(nruns[k]) > 1 {
+			d.BaseRuns, d.NewRuns = bi, nruns[k]
 		}
 		if d.Regression {
 			r.Regressions++
 		}
 		r.Scenarios = append(r.Scenarios, d)
 	}
+	r.Regressions += len(r.OneSided)
 	return r
 }
 
-// runsByName is each scenario name's indices in rs, and the names in order
-// of first occurrence.
-func runsByName(rs []harness.ScenarioResult) (map[string][]int, []string) {
+// titleOf is a scenario's title for people: the one a run registered
+// (runs that failed early carry only their spec text), else its key.
+func titleOf(rs []harness.ScenarioResult) string {
+	for _, r := range rs {
+		if r.Name != "" && r.Name != r.Spec {
+			return r.Name
+		}
+	}
+	return rs[0].Key()
+}
+
+// runsByKey is each scenario key's indices in rs, and the keys in order of
+// first occurrence.
+func runsByKey(rs []harness.ScenarioResult) (map[string][]int, []string) {
 	m := map[string][]int{}
 	var order []string
 	for i, s := range rs {
-		if _, ok := m[s.Name]; !ok {
-			order = append(order, s.Name)
+		k := s.Key()
+		if _, ok := m[k]; !ok {
+			order = append(order, k)
 		}
-		m[s.Name] = append(m[s.Name], i)
+		m[k] = append(m[k], i)
 	}
 	return m, order
 }
@@ -245,12 +308,29 @@ func compareScenario(bs, ns []harness.ScenarioResult, o Options) ScenarioDiff {
 		} else {
 			d.Reasons = append(d.Reasons, "passed in BASE, fails in NEW: "+firstLine(n.Failure))
 		}
+	case bran > 0 && nran == 0:
+		// Every NEW run skipped: the claim BASE checked was not checked.
+		why := fmt.Sprintf("%s in BASE, skipped in NEW: %s", d.BaseVerdict, firstLine(n.Failure))
+		if o.allowed(ns...) {
+			d.Remarks = append(d.Remarks, why+" (allowed)")
+		} else {
+			d.Regression = true
+			d.Reasons = append(d.Reasons, why)
+		}
+	case bran == 0 && nf > 0:
+		// BASE only skipped: NEW's failure has no base rate to beat, and
+		// is a broken claim all the same.
+		d.Regression = true
+		d.Reasons = append(d.Reasons, "skipped in BASE, fails in NEW: "+firstLine(ns[nt].Failure))
+	case o.FailOnFail && nf > 0 && bf > 0:
+		d.Regression = true
+		d.Reasons = append(d.Reasons, fmt.Sprintf("fails in BASE (%d of %d runs) and in NEW (%d of %d): %s", bf, len(bs), nf, len(ns), firstLine(ns[nt].Failure)))
 	case repeated && nf < bf:
 		d.Remarks = append(d.Remarks, fmt.Sprintf("failed in %d of %d runs in BASE, %d of %d in NEW", bf, len(bs), nf, len(ns)))
 	case repeated && bf > 0:
 		d.Remarks = append(d.Remarks, fmt.Sprintf("failed in %d of %d runs in BASE (%s), %d of %d in NEW", bf, len(bs), firstLine(bs[bt].Failure), nf, len(ns)))
-	case d.BaseVerdict == harness.VerdictPass && d.NewVerdict == harness.VerdictSkip:
-		d.Remarks = append(d.Remarks, "passed in BASE, skipped in NEW: "+firstLine(n.Failure))
+	case d.BaseVerdict == harness.VerdictFail && d.NewVerdict == harness.VerdictFail:
+		d.Remarks = append(d.Remarks, "fails in BASE and in NEW (--fail-on-fail makes this a regression): "+firstLine(ns[nt].Failure))
 	case d.BaseVerdict == harness.VerdictFail && d.NewVerdict == harness.VerdictPass:
 		d.Remarks = append(d.Remarks, "failed in BASE, passes in NEW")
 	}

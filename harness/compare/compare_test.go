@@ -3,8 +3,8 @@ package compare
 // Holds the upgrade gate in place: a figure regresses only past every
 // threshold of its kind, a pass that turns into a failure is a regression
 // whatever the figures say, per-flow gaps and losses are judged like the
-// totals, a budget judges NEW's flows, and scenarios on one side only are
-// listed, not compared.
+// totals, a budget judges NEW's flows, and a scenario missing from NEW is a
+// regression (a claim nobody checked), not a line in a list.
 
 import (
 	"strings"
@@ -104,8 +104,9 @@ func TestCompare(t *testing.T) {
 			t.Errorf("%s: regression %v, want %v (reasons %v)", name, got[name].Regression, want, got[name].Reasons)
 		}
 	}
-	if r.Regressions != 3 {
-		t.Errorf("%d regressions, want 3", r.Regressions)
+	// "gone" is missing from NEW: the fourth.
+	if r.Regressions != 4 {
+		t.Errorf("%d regressions, want 4", r.Regressions)
 	}
 	if rs := got["now fails"].Reasons; len(rs) != 1 || !strings.Contains(rs[0], "node-2 lost 40 probes") {
 		t.Errorf("a new failure's reason should quote its message: %v", rs)
@@ -118,7 +119,7 @@ func TestCompare(t *testing.T) {
 	}
 	txt := r.Text()
 	squeezed := strings.Join(strings.Fields(txt), " ")
-	for _, want := range []string{"REGRESSION gap grew", "longestProbeGapMs 30 300 +270 REGRESSION", "only in BASE (1): gone", "only in NEW (1): new one", "5 scenarios compared, 3 regressed"} {
+	for _, want := range []string{"REGRESSION gap grew", "longestProbeGapMs 30 300 +270 REGRESSION", "only in BASE (1): gone", "only in NEW (1): new one", "REGRESSION gone: in BASE (pass), missing from NEW", "5 scenarios compared, 4 regressed"} {
 		if !strings.Contains(squeezed, want) {
 			t.Errorf("text lacks %q:\n%s", want, txt)
 		}
@@ -305,5 +306,47 @@ func TestCompareRepeatedVerdictsFlowsBudget(t *testing.T) {
 	r = Compare("b", &harness.ResultsFile{Scenarios: withFlow(10, 12, 14)}, "n", &harness.ResultsFile{Scenarios: nw}, Options{Thresholds: DefaultThresholds()})
 	if d := r.Scenarios[0]; !d.Regression || len(d.OverBudget) != 1 || d.OverBudget[0].Run != 2 || !strings.HasPrefix(d.Reasons[len(d.Reasons)-1], "run 2 of 3: over budget") {
 		t.Errorf("the budget should judge every NEW run and name run 2: %+v %v", d.OverBudget, d.Reasons)
+	}
+}
+
+// Verdict transitions that used to be silent: pass→skip, skip→fail, a
+// scenario only in NEW that fails, and rows paired by spec text when the
+// titles differ (a spec that failed before it registered its title).
+func TestVerdictTransitions(t *testing.T) {
+	row := func(spec, title string, v harness.Verdict) harness.ScenarioResult {
+		return harness.ScenarioResult{Spec: spec, Name: title, Verdict: v, Passed: v == harness.VerdictPass}
+	}
+	base := &harness.ResultsFile{Scenarios: []harness.ScenarioResult{
+		row("A spec", "a title", harness.VerdictPass),
+		row("B spec", "b title", harness.VerdictPass),
+		row("C spec", "C spec", harness.VerdictSkip),
+		row("D spec", "d title", harness.VerdictSkip),
+	}}
+	nw := &harness.ResultsFile{Scenarios: []harness.ScenarioResult{
+		row("A spec", "A spec", harness.VerdictFail), // failed before registering
+		row("B spec", "B spec", harness.VerdictSkip),
+		row("C spec", "C spec", harness.VerdictFail),
+		row("D spec", "d title", harness.VerdictSkip), // skip → skip: nothing to judge
+		row("E spec", "E spec", harness.VerdictFail),  // new, and failing
+	}}
+	r := Compare("b", base, "n", nw, Options{Thresholds: DefaultThresholds()})
+	if len(r.OnlyInBase) != 0 || len(r.OnlyInNew) != 1 {
+		t.Fatalf("rows not paired by spec text: only in BASE %v, only in NEW %v", r.OnlyInBase, r.OnlyInNew)
+	}
+	want := map[string]string{"a title": "passed in BASE, fails in NEW", "b title": "pass in BASE, skipped in NEW", "C spec": "skipped in BASE, fails in NEW"}
+	for _, s := range r.Scenarios {
+		w, ok := want[s.Name]
+		if !ok {
+			if s.Regression {
+				t.Errorf("%s regressed: %v", s.Name, s.Reasons)
+			}
+			continue
+		}
+		if !s.Regression || !strings.Contains(strings.Join(s.Reasons, "; "), w) {
+			t.Errorf("%s: regression %v, reasons %v, want %q", s.Name, s.Regression, s.Reasons, w)
+		}
+	}
+	if len(r.OneSided) != 1 || r.OneSided[0].Name != "E spec" || r.Regressions != 4 {
+		t.Errorf("one-sided %+v, %d regressions; want E spec and 4", r.OneSided, r.Regressions)
 	}
 }

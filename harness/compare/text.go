@@ -76,6 +76,12 @@ func (r *Report) Text() string {
 			fmt.Fprintf(&b, "  %s\n", n)
 		}
 	}
+	if len(r.OneSided) > 0 {
+		fmt.Fprintf(&b, "\none-sided regressions (%d):\n", len(r.OneSided))
+		for _, o := range r.OneSided {
+			fmt.Fprintf(&b, "  REGRESSION %s: %s\n", o.Name, o.Why)
+		}
+	}
 	fmt.Fprintf(&b, "\n%d scenarios compared, %d regressed", len(r.Scenarios), r.Regressions)
 	if r.Regressions > 0 {
 		var names []string
@@ -83,6 +89,9 @@ func (r *Report) Text() string {
 			if s.Regression {
 				names = append(names, s.Name)
 			}
+		}
+		for _, o := range r.OneSided {
+			names = append(names, o.Name)
 		}
 		fmt.Fprintf(&b, ": %s", strings.Join(names, "; "))
 	}
