@@ -33,7 +33,7 @@ import (
 	"github.com/birdcage/birdcage/topo"
 )
 
-var _ = Describe("Release defaults with programClusterRoutes unset or unknown", Label("defaults"), func() {
+var _ = Describe("Release defaults with programClusterRoutes unset or unknown", Label("defaults", "claim12"), func() {
 	DescribeTable("a cluster whose fields are unset or unknown gets the design's default owner for every class",
 		func(ctx SpecContext, topology string, rel config.Release, raw string) {
 			c := startCluster(ctx, topology, harness.Options{

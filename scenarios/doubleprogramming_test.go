@@ -78,7 +78,7 @@ type componentView struct {
 	survivor         string
 }
 
-var _ = Describe("Double programming judged per component", Label("noencap", "ipv6", "doubleprogramming"), func() {
+var _ = Describe("Double programming judged per component", Label("noencap", "ipv6", "doubleprogramming", "claim11"), func() {
 	It("sees both components try to program every remote IPv4 and IPv6 block when both own no-encap, and one alone in the controls", func(ctx SpecContext) {
 		const rel = config.R333
 		c := startClusterOn(ctx, dualStackNoEncap(), harness.Options{

@@ -76,7 +76,7 @@ func (b sweepBudget) Ms() float64 {
 	return 2*b.ProbeIntervalMs + b.ConfdLatencyMs + b.ConfdReactMs + b.RestartOverheadMs
 }
 
-var _ = Describe("Live change gap as a function of the programmer's restart time", Label("liveconfig", "sweep", "timing"), func() {
+var _ = Describe("Live change gap as a function of the programmer's restart time", Label("liveconfig", "sweep", "timing", "claim13"), func() {
 	delays, runs, planErr := sweepPlan()
 	for _, tc := range []struct {
 		topology string

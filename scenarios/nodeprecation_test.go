@@ -29,7 +29,7 @@ import (
 
 const noDeprecationIPIPPool = "ipip-pool-no-blocks"
 
-var _ = Describe("No deprecation warning while BIRD programs only no-encap pools", Label("noencap", "deprecation"), func() {
+var _ = Describe("No deprecation warning while BIRD programs only no-encap pools", Label("noencap", "deprecation", "claim7"), func() {
 	It("logs no warning in any render in which BIRD programs no IPIP pool, and one as soon as it does", func(ctx SpecContext) {
 		// 1. 3.33, BIRD owns everything, the cluster has only a no-encap pool.
 		c := startCluster(ctx, "noencap", harness.Options{

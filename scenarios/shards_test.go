@@ -76,30 +76,10 @@ func TestScenarioShardsPartitionTheSuite(t *testing.T) {
 		shards = append(shards, types.MustParseLabelFilter(l))
 	}
 
-	// The suite's specs, from a dry run (no spec body runs, no root needed).
-	report := filepath.Join(t.TempDir(), "dry.json")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestScenarios$", "-ginkgo.dry-run", "-ginkgo.no-color", "-ginkgo.json-report="+report)
-	cmd.Env = append(os.Environ(), "BIRDCAGE_ARTIFACTS="+t.TempDir())
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("dry run: %v\n%s", err, defuse(string(out)))
-	}
-	b, err := os.ReadFile(report)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var reports []types.Report
-	if err := json.Unmarshal(b, &reports); err != nil {
-		t.Fatal(err)
-	}
-	if len(reports) != 1 {
-		t.Fatalf("dry run: %d suite reports, want 1", len(reports))
-	}
+	reports := dryRun(t)
 	perPlace := map[int]int{}
 	specs := 0
-	for _, sr := range reports[0].SpecReports {
-		if sr.LeafNodeType != types.NodeTypeIt {
-			continue
-		}
+	for _, sr := range reports {
 		specs++
 		at := placesOf(shards, sr.Labels())
 		if len(at) != 1 {
@@ -155,5 +135,75 @@ func TestScenarioShardPlaces(t *testing.T) {
 	}
 	if _, err := readShards(bad); err == nil || !strings.Contains(err.Error(), bad+":2") {
 		t.Errorf("a bad filter: %v, want an error naming %s:2", err, bad)
+	}
+}
+
+// dryRun lists the suite's specs (Its only) by a dry run of this very test
+// binary: no spec body runs, no root is needed.
+func dryRun(t *testing.T) []types.SpecReport {
+	t.Helper()
+	report := filepath.Join(t.TempDir(), "dry.json")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestScenarios$", "-ginkgo.dry-run", "-ginkgo.no-color", "-ginkgo.json-report="+report)
+	cmd.Env = append(os.Environ(), "BIRDCAGE_ARTIFACTS="+t.TempDir())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("dry run: %v\n%s", err, defuse(string(out)))
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reports []types.Report
+	if err := json.Unmarshal(b, &reports); err != nil {
+		t.Fatal(err)
+	}
+	if len(reports) != 1 {
+		t.Fatalf("dry run: %d suite reports, want 1", len(reports))
+	}
+	var its []types.SpecReport
+	for _, sr := range reports[0].SpecReports {
+		if sr.LeafNodeType == types.NodeTypeIt {
+			its = append(its, sr)
+		}
+	}
+	return its
+}
+
+// claims is how many claims the verdicts issue (issue 11) numbered: one
+// label each, claim1 … claim13, so that
+// `-ginkgo.label-filter=claimN` runs the specs that hold claim N.
+const claims = 13
+
+func TestEveryClaimHasALabelledSpec(t *testing.T) {
+	specs := dryRun(t)
+	per := map[string][]string{}
+	for _, sr := range specs {
+		for _, l := range sr.Labels() {
+			if strings.HasPrefix(l, "claim") {
+				per[l] = append(per[l], sr.FullText())
+			}
+		}
+	}
+	for n := 1; n <= claims; n++ {
+		l := fmt.Sprintf("claim%d", n)
+		filter := types.MustParseLabelFilter(l)
+		selected := 0
+		for _, sr := range specs {
+			if filter(sr.Labels()) {
+				selected++
+			}
+		}
+		if selected == 0 {
+			t.Errorf("-ginkgo.label-filter=%s selects no spec: claim %d has no spec that can fail for it", l, n)
+		}
+	}
+	for l := range per {
+		var n int
+		if _, err := fmt.Sscanf(l, "claim%d", &n); err != nil || n < 1 || n > claims || l != fmt.Sprintf("claim%d", n) {
+			t.Errorf("label %q (on %q) names no claim: want claim1 … claim%d", l, per[l][0], claims)
+		}
+	}
+	// Guard: the dry run listed the suite.
+	if len(specs) < 50 {
+		t.Fatalf("guard: the dry run listed %d specs", len(specs))
 	}
 }

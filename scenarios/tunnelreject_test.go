@@ -41,7 +41,7 @@ type tunnelRejectRoute struct {
 	rejected bool // by the design's unconditional arms
 }
 
-var _ = Describe("Tunnel-route reject towards iBGP peers", Label("noencap", "tunnelreject"), func() {
+var _ = Describe("Tunnel-route reject towards iBGP peers", Label("noencap", "tunnelreject", "claim6"), func() {
 	It("never exports a route via a *.cali or *.calico device to an iBGP peer, for every ownership pair, while an ordinary route is exported", func(ctx SpecContext) {
 		const rel = config.R333
 		c := startCluster(ctx, "noencap", harness.Options{Release: rel, RouteRefreshInterval: time.Second, Timers: confd.Timers{ScanTime: 1}})

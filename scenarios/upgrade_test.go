@@ -28,7 +28,7 @@ import (
 	"github.com/birdcage/birdcage/topo"
 )
 
-var _ = Describe("Upgrade handover on IPIP, node by node", Label("ipip", "upgrade", "headline", "timing"), func() {
+var _ = Describe("Upgrade handover on IPIP, node by node", Label("ipip", "upgrade", "headline", "timing", "claim4"), func() {
 	DescribeTable("the upgraded node loses no outbound probe while the programmer takes over BIRD's tunnel routes",
 		func(ctx SpecContext, sig syscall.Signal) {
 			// 1. Every node on pre-3.33: BIRD owns the IPIP routes.
