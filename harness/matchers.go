@@ -48,6 +48,8 @@ type ClusterRouteMatcher struct {
 	prefix    netip.Prefix
 	owner     Owner
 	device    string
+	gateway   netip.Addr
+	onlink    bool
 	protocol  kroute.Protocol
 	exclusive bool
 	actual    []kroute.Route
@@ -71,6 +73,15 @@ func (m *ClusterRouteMatcher) ProgrammedBy(o Owner) *ClusterRouteMatcher { m.own
 
 // Via requires the route (or every nexthop) to leave through device.
 func (m *ClusterRouteMatcher) Via(device string) *ClusterRouteMatcher { m.device = device; return m }
+
+// Gateway requires every next hop of the route to go via gw: what a
+// route that "takes over" must still say (the peer node's address, as
+// BIRD's route said), not only who wrote it.
+func (m *ClusterRouteMatcher) Gateway(gw netip.Addr) *ClusterRouteMatcher { m.gateway = gw; return m }
+
+// Onlink requires every next hop to be onlink (a tunnel route via a node
+// address the tunnel device has no connected route to).
+func (m *ClusterRouteMatcher) Onlink() *ClusterRouteMatcher { m.onlink = true; return m }
 
 // Only makes the match exclusive: the node has exactly one route to the
 // prefix (any protocol, any metric) and it is the one described. A route
@@ -132,6 +143,16 @@ func (m *ClusterRouteMatcher) routeMatches(r kroute.Route) bool {
 			return false
 		}
 	}
+	if m.gateway.IsValid() || m.onlink {
+		if len(r.NextHops) == 0 {
+			return false
+		}
+		for _, h := range r.NextHops {
+			if (m.gateway.IsValid() && h.Gateway != m.gateway) || (m.onlink && !h.Onlink) {
+				return false
+			}
+		}
+	}
 	if m.device == "" {
 		return true
 	}
@@ -162,8 +183,14 @@ func (m *ClusterRouteMatcher) wantTo(dst string) string {
 	if m.exclusive {
 		s = fmt.Sprintf("exactly one route to %s, forwarding, programmed by %s", dst, by)
 	}
+	if m.gateway.IsValid() {
+		s += " via gateway " + m.gateway.String()
+	}
 	if m.device != "" {
 		s += " via " + m.device
+	}
+	if m.onlink {
+		s += " onlink"
 	}
 	return s
 }

@@ -59,6 +59,9 @@ func progRoute(d string) kroute.Route {
 func birdRoute(d string, metric int) kroute.Route {
 	return kroute.Route{Dst: block, Type: kroute.Unicast, Protocol: birdProto, NextHops: dev(d), Metric: metric}
 }
+func tunnelRoute(p kroute.Protocol, gw netip.Addr, onlink bool) kroute.Route {
+	return kroute.Route{Dst: block, Type: kroute.Unicast, Protocol: p, NextHops: []kroute.NextHop{{Gateway: gw, Device: "tunl0", Onlink: onlink}}}
+}
 func multipath(devs ...string) kroute.Route {
 	r := kroute.Route{Dst: block, Type: kroute.Unicast, Protocol: birdProto}
 	for i, d := range devs {
@@ -121,6 +124,14 @@ func TestHaveClusterRoute(t *testing.T) {
 			[]kroute.Route{{Dst: block, Protocol: calicoProto, Type: kroute.Unreachable, NextHops: dev("lo")}}, "fail"},
 		{"a device route (no gateway) counts", HaveClusterRoute(block).ProgrammedBy(ByProgrammer).Via("eth0"),
 			[]kroute.Route{progRoute("eth0")}, "pass"},
+		{"tunnel route: the owner's gateway, onlink", HaveClusterRoute(block).ProgrammedBy(ByProgrammer).Via("tunl0").Gateway(peerIP).Onlink(),
+			[]kroute.Route{tunnelRoute(calicoProto, peerIP, true)}, "pass"},
+		{"tunnel route via another node's address", HaveClusterRoute(block).ProgrammedBy(ByProgrammer).Via("tunl0").Gateway(peerIP).Onlink(),
+			[]kroute.Route{tunnelRoute(calicoProto, netip.MustParseAddr("172.18.0.13"), true)}, "fail"},
+		{"tunnel route not onlink", HaveClusterRoute(block).ProgrammedBy(ByProgrammer).Via("tunl0").Gateway(peerIP).Onlink(),
+			[]kroute.Route{tunnelRoute(calicoProto, peerIP, false)}, "fail"},
+		{"a device route has no gateway to match", HaveClusterRoute(block).Gateway(peerIP),
+			[]kroute.Route{progRoute("tunl0")}, "fail"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			n := &fakeNode{name: "node-2", routes: c.routes}

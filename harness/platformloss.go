@@ -12,7 +12,11 @@ package harness
 //     sequence the claim covers);
 //   - where the controls lost nothing (natively, KVM, any machine that did
 //     not stall) the claim is exactly "no hole", as HaveNoGap says it;
-//   - otherwise a judged flow may lose no more probes than the worst
+//   - where the platform is not known to stall (natively, KVM: anything but
+//     TCG), a control flow that lost anything is a broken run, not a
+//     licence: the change touched a route it should not have, or the
+//     machine dropped packets, and nothing is judged against it;
+//   - otherwise (TCG) a judged flow may lose no more probes than the worst
 //     control flow lost over the same span plus one more of the platform's
 //     longest outages (as many probes as fit in it), and its longest outage
 //     may be at most twice the longest any control flow had (plus two
@@ -36,6 +40,7 @@ package harness
 import (
 	"fmt"
 	"math"
+	"os"
 	"strings"
 
 	"github.com/onsi/gomega/types"
@@ -72,7 +77,15 @@ type PlatformLoss struct {
 	// SlackProbes is how many probes one outage as long as LongestMs
 	// removes from a flow: what a judged flow may lose beyond Max.
 	SlackProbes uint64
+	// Stalls says the platform is one known to stall every flow at once
+	// (a VM under TCG), the only kind on which controls may lose probes.
+	Stalls bool
 }
+
+// PlatformStalls reports whether this process runs on a platform known to
+// stall the whole machine (a QEMU guest under TCG, as ci/vm/run says in
+// $BIRDCAGE_VM_ACCEL_USED): the accelerator really used, never a device node.
+func PlatformStalls() bool { return os.Getenv(VMAccelEnv) == "tcg" }
 
 // Strict says whether the platform lost nothing, so the claim is exactly
 // "no hole".
@@ -89,12 +102,14 @@ func (p PlatformLoss) String() string {
 
 // PlatformLossOf measures the platform's loss from the control flows' holes;
 // an error when there is no control (nothing measures the platform, so a
-// tolerance would come from nowhere).
+// tolerance would come from nowhere), and when a control lost anything on a
+// platform that does not stall (PlatformStalls): there a dirty control is a
+// failure of the run.
 func PlatformLossOf(controls []FlowHoles) (PlatformLoss, error) {
 	if len(controls) == 0 {
 		return PlatformLoss{}, fmt.Errorf("no control flow (one with neither end at a node under change): the platform's own loss is not measured")
 	}
-	p := PlatformLoss{Controls: len(controls)}
+	p := PlatformLoss{Controls: len(controls), Stalls: PlatformStalls()}
 	for _, c := range controls {
 		p.Total += c.Holes
 		if c.Holes > 0 {
@@ -110,6 +125,10 @@ func PlatformLossOf(controls []FlowHoles) (PlatformLoss, error) {
 	}
 	if iv := p.SlackMs / 2; iv > 0 && p.Max > 0 {
 		p.SlackProbes = uint64(math.Ceil(p.LongestMs / iv))
+	}
+	if p.Max > 0 && !p.Stalls {
+		return p, fmt.Errorf("control flow %s lost %d probes (%d of %d control flows lost any, longest outage %.1f ms) on a platform that does not stall (%s unset or not tcg): "+
+			"a control crosses no route the change touches, so this is a broken run, not a licence for the judged flows", p.MaxFlow, p.Max, p.LostFlows, p.Controls, p.LongestMs, VMAccelEnv)
 	}
 	return p, nil
 }

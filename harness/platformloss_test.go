@@ -12,6 +12,8 @@ import (
 )
 
 func TestPlatformLossRule(t *testing.T) {
+	// The tolerance exists only where the platform stalls.
+	t.Setenv(VMAccelEnv, "tcg")
 	type loss struct {
 		holes     uint64
 		longestMs float64
@@ -74,7 +76,28 @@ func verdict(ok bool) string {
 	return "fail"
 }
 
+// Natively (and under KVM) a control that lost anything fails the run; a
+// clean control natively gives the strict rule. Under TCG the same loss is
+// the platform's (positive control).
+func TestDirtyControlsFailWhereThePlatformDoesNotStall(t *testing.T) {
+	dirty := []FlowHoles{{Flow: "c->d", IntervalMs: 1}, {Flow: "d->c", Holes: 3, LongestMs: 4, IntervalMs: 1}}
+	for _, accel := range []string{"", "kvm"} {
+		t.Setenv(VMAccelEnv, accel)
+		if _, err := PlatformLossOf(dirty); err == nil || !strings.Contains(err.Error(), "control flow d->c lost 3 probes") {
+			t.Errorf("accelerator %q: a dirty control gave %v, want an error naming it", accel, err)
+		}
+		if p, err := PlatformLossOf(dirty[:1]); err != nil || !p.Strict() {
+			t.Errorf("accelerator %q: clean controls: %+v, %v; want the strict rule", accel, p, err)
+		}
+	}
+	t.Setenv(VMAccelEnv, "tcg")
+	if p, err := PlatformLossOf(dirty); err != nil || p.Max != 3 || !p.Stalls {
+		t.Errorf("tcg: %+v, %v; want the platform's loss measured", p, err)
+	}
+}
+
 func TestPlatformLossMeasure(t *testing.T) {
+	t.Setenv(VMAccelEnv, "tcg")
 	t.Run("no control is an error, not a zero", func(t *testing.T) {
 		if _, err := PlatformLossOf(nil); err == nil {
 			t.Error("no control flow: want an error")

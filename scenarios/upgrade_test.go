@@ -41,7 +41,7 @@ var _ = Describe("Upgrade handover on IPIP, node by node", Label("ipip", "upgrad
 			// before the upgrade, or "no loss" would prove nothing.
 			for _, b := range remote {
 				Eventually(upgraded).WithTimeout(scaled(30 * time.Second)).WithPolling(50 * time.Millisecond).
-					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice))
+					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice).Gateway(nodeAddrOf(c, b)).Onlink())
 			}
 
 			// 3. Probes at 1 kHz both ways between every pair of nodes;
@@ -53,10 +53,11 @@ var _ = Describe("Upgrade handover on IPIP, node by node", Label("ipip", "upgrad
 			begin := act(c.UpgradeNode(ctx, upgraded.Name, config.R333, harness.UpgradeOptions{Signal: sig}))
 
 			// 5. Its IPIP cluster routes move to the programmer: its route,
+			// still via the block's node onlink through tunl0 as BIRD's was,
 			// and no other beside it...
 			for _, b := range remote {
 				Eventually(upgraded).WithTimeout(scaled(30 * time.Second)).WithPolling(20 * time.Millisecond).
-					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer).Via(topo.TunnelDevice).Only())
+					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer).Via(topo.TunnelDevice).Gateway(nodeAddrOf(c, b)).Onlink().Only())
 			}
 			// ...and the cluster converges again (the new BIRD's sessions
 			// are back, so its recovery and reconciliation ran), with no
@@ -129,6 +130,16 @@ func birdRoutesTo(n *harness.Node, blocks []netip.Prefix) []kroute.Route {
 		}
 	}
 	return out
+}
+
+// nodeAddrOf is the address of the node block b is affine to, from the
+// topology: the gateway every tunnel route to b must name.
+func nodeAddrOf(c *harness.Cluster, b netip.Prefix) netip.Addr {
+	nd := c.Net.NodeOfBlock(b)
+	if nd == nil {
+		Fail(fmt.Sprintf("no node of the topology has block %s", b))
+	}
+	return nd.Address.Addr()
 }
 
 // isFrom reports whether addr is one of n's workloads.
