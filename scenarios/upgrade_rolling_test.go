@@ -58,7 +58,8 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 			act(c.UpgradeNode(ctx, n.Name, config.R333, harness.UpgradeOptions{}))
 			for _, b := range remote {
 				Eventually(n).WithTimeout(scaled(30 * time.Second)).WithPolling(20 * time.Millisecond).
-					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).Via(topo.TunnelDevice).Only())
+					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).
+						Via(topo.TunnelDevice).Gateway(nodeAddrOf(c, b)).Onlink().Only())
 			}
 			Expect(c.WaitConverged(ctx)).To(Succeed())
 			Eventually(func() []kroute.Route { return birdRoutesTo(n, remote) }).WithTimeout(scaled(30 * time.Second)).WithPolling(100 * time.Millisecond).Should(BeEmpty())
@@ -77,9 +78,11 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 			fmt.Fprintf(&table, "%s upgraded in %.0f ms\n", n.Name, float64(to.Mono-from.Mono)/1e6)
 		}
 		end := c.Mark("rolling upgrade done")
-		// The claim's window ends here: stop sending (Stop drains what is
-		// in flight) and judge the sequence the receivers saw up to now,
-		// not probes sent while waiting afterwards.
+		// The claim's window ends here: every probe sent up to now must
+		// arrive (the snapshot, for Through), probes sent while waiting
+		// afterwards are not judged; Stop drains what is in flight.
+		atEnd, err := probes.Report()
+		Expect(err).NotTo(HaveOccurred())
 		rep, err := probes.Stop()
 		Expect(err).NotTo(HaveOccurred())
 
@@ -135,7 +138,7 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 		}
 		if strict {
 			for _, f := range rep.Flows {
-				Expect(f).To(harness.HaveNoGap(), "flow %s lost probes during the rolling upgrade", f.Flow)
+				Expect(f).To(harness.HaveNoGap().Through(atEnd), "flow %s lost probes during the rolling upgrade", f.Flow)
 			}
 			return
 		}
