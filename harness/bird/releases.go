@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/birdcage/birdcage/harness/bird/release"
+	"github.com/birdcage/birdcage/internal/run"
 	"github.com/birdcage/birdcage/internal/testenv"
 )
 
@@ -111,7 +112,9 @@ func (r Release) Validate(daemon string, conf []byte) error {
 	if daemon == "" {
 		daemon = "bird"
 	}
-	f, err := os.CreateTemp("", "birdcage-validate-*.conf")
+	// Named for this process, so `birdcage clean` removes it if the
+	// process is killed before the deferred remove.
+	f, err := os.CreateTemp("", run.ProcessTempPattern("validate")+"*.conf")
 	if err != nil {
 		return err
 	}

@@ -146,6 +146,18 @@ func Clean(opts CleanOptions) (CleanReport, error) {
 			}
 		}
 	}
+	// Temp files of processes with no run (ProcessTempPattern) whose
+	// process is gone: what a killed config check or CI tool left.
+	if opts.RunID == "" {
+		for _, t := range staleProcessTemps() {
+			rep.Dirs = append(rep.Dirs, t)
+			if !opts.DryRun {
+				if err := os.RemoveAll(t); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
 	return rep, errors.Join(errs...)
 }
 

@@ -35,12 +35,15 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/birdcage/birdcage/ci/testlist"
+	bcrun "github.com/birdcage/birdcage/internal/run"
 )
 
 type entry struct {
@@ -70,11 +73,23 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gotest:", err)
 		os.Exit(2)
 	}
-	work, err := os.MkdirTemp("", "birdcage-vmtests.")
+	// Named for this process (birdcage clean removes it once the process
+	// is gone), and removed on SIGTERM and Ctrl-C as well as at the end.
+	work, err := os.MkdirTemp("", bcrun.ProcessTempPattern("vmtests"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gotest:", err)
 		os.Exit(2)
 	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
+	go func() {
+		s := <-sigs
+		if !*keep {
+			os.RemoveAll(work)
+		}
+		fmt.Fprintf(os.Stderr, "gotest: %v: stopped\n", s)
+		os.Exit(128 + int(s.(syscall.Signal)))
+	}()
 	code := run(entries, runnerPath, *timeout, work, os.Stdout, json.NewEncoder(os.Stdout))
 	if *keep {
 		fmt.Fprintln(os.Stderr, "gotest: build directory kept:", work)
