@@ -44,8 +44,9 @@ var _ = Describe("Upgrade handover on IPIP, node by node", Label("ipip", "upgrad
 					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice).Gateway(nodeAddrOf(c, b)).Onlink())
 			}
 
-			// 3. Probes at 1 kHz both ways between every pair of nodes;
-			// Probes returns once every flow delivers.
+			// 3. Probes at the run's rate (1 kHz natively, lower in a TCG
+			// VM) both ways between every pair of nodes; Probes returns
+			// once every flow delivers.
 			probes, err := c.Probes(ctx, harness.ProbeOptions{})
 			Expect(err).NotTo(HaveOccurred())
 

@@ -49,7 +49,8 @@ type Namespace struct {
 // Handle opens a netlink handle inside the namespace.
 func (n *Namespace) Handle() (*netlink.Handle, error) { return nsutil.Handle(n.NS) }
 
-// Node is a built node.
+// NodeNS is a built node: its namespace, the topology's spec of it, and
+// the facts derived when it was built (address, blocks, workloads).
 type NodeNS struct {
 	Namespace
 	Spec Node

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -162,7 +163,6 @@ func findRun(args []string) (*topo.Manifest, error) {
 	return nil, fmt.Errorf("several runs are up (%s): name one", strings.Join(ids, ", "))
 }
 
-// findRunFlag is findRun for a --run flag's value.
 // onRun gives c a --run flag, requires root, and hands fn the manifest of
 // the named run (or of the only run up).
 func onRun(c *cobra.Command, fn func(m *topo.Manifest, args []string) error) *cobra.Command {
@@ -276,7 +276,7 @@ func inspect(m *topo.Manifest, name string) (ifaces, routes []string) {
 			as = append(as, ad.IPNet.String())
 		}
 		state := "down"
-		if a.Flags&1 != 0 {
+		if a.Flags&net.FlagUp != 0 {
 			state = "up"
 		}
 		ifaces = append(ifaces, fmt.Sprintf("%-16s %-6s %-5s %s", a.Name, l.Type(), state, strings.Join(as, " ")))

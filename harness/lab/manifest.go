@@ -58,7 +58,7 @@ type Manifest struct {
 }
 
 // Datastore is read-only access to a birdcage-format datastore directory
-// (dataplane/datastore): scenarios that only observe read blocks from it.
+// (internal/calico/datastore): scenarios that only observe read blocks from it.
 type Datastore struct {
 	Dir string `json:"dir"`
 }
