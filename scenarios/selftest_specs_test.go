@@ -49,6 +49,12 @@ var _ = func() bool {
 		It("is skipped", func() {
 			Skip(selftestSkipMsg)
 		})
+		attempt := 0
+		It("runs three times, a row each", MustPassRepeatedly(3), func() {
+			attempt++
+			report("selftest repeated", "figure\n", harness.ScenarioResult{Name: "selftest: repeated", Topology: "none",
+				Figures: map[string]float64{"attempt": float64(attempt)}})
+		})
 		It("passes its body but fails in its teardown", func() {
 			DeferCleanup(func() { Expect(1).To(Equal(2), selftestTeardownMsg) })
 			report("selftest teardown", "figure\n", figures("selftest: teardown fails"))

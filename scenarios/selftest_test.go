@@ -13,6 +13,7 @@ package scenarios_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,8 +63,8 @@ func TestSuiteMachinery(t *testing.T) {
 
 	dir := t.TempDir()
 	out := child(t, dir, []string{selftestEnv + "=fail"}, "-ginkgo.label-filter=selftest")
-	if !strings.Contains(out, "1 Passed | 3 Failed") {
-		t.Fatalf("guard: the child should run the self-test specs (1 passes, 3 fail, 1 skips):\n%s", out)
+	if !strings.Contains(out, "2 Passed | 3 Failed") {
+		t.Fatalf("guard: the child should run the self-test specs (2 pass, one of them three times; 3 fail, 1 skips):\n%s", out)
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "results-*.json"))
 	if len(files) != 1 {
@@ -79,17 +80,33 @@ func TestSuiteMachinery(t *testing.T) {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
+	const prefix = "Suite machinery self-test "
+	const repeatedSpec = prefix + "runs three times, a row each"
 	rows := map[string]harness.ScenarioResult{}
+	var runs []harness.ScenarioResult // the repeated spec's, in order
 	for _, r := range doc.Scenarios {
+		if r.Spec == repeatedSpec {
+			runs = append(runs, r)
+			continue
+		}
 		if _, dup := rows[r.Spec]; dup {
 			t.Errorf("two rows for spec %q", r.Spec)
 		}
 		rows[r.Spec] = r
 	}
-	if len(doc.Scenarios) != 5 {
-		t.Errorf("%d rows, want exactly one per spec that ran (5): %+v", len(doc.Scenarios), doc.Scenarios)
+	if len(doc.Scenarios) != 8 {
+		t.Errorf("%d rows, want exactly one per spec run (5 specs once, one three times: 8): %+v", len(doc.Scenarios), doc.Scenarios)
 	}
-	const prefix = "Suite machinery self-test "
+	// A repeated spec has a row per run, each with its own figures.
+	if len(runs) != 3 {
+		t.Errorf("the repeated spec has %d rows, want 3 (one per run): %+v", len(runs), runs)
+	}
+	for i, r := range runs {
+		if r.Verdict != harness.VerdictPass || r.Figures["attempt"] != float64(i+1) || r.Name != "selftest: repeated" ||
+			!slicesContains(r.Notes, fmt.Sprintf("run %d of 3", i+1)) {
+			t.Errorf("run %d's row: %+v", i+1, r)
+		}
+	}
 	check := func(spec string, verdict harness.Verdict, registered bool, msg string) harness.ScenarioResult {
 		t.Helper()
 		r, ok := rows[prefix+spec]
@@ -161,7 +178,7 @@ func TestSuiteMachinery(t *testing.T) {
 	}
 	for _, want := range []string{
 		"read " + files[0],
-		"1 passed, 3 failed, 1 skipped",
+		"4 passed, 3 failed, 1 skipped", // the repeated spec is 3 rows
 		"PASS  selftest: passes",
 		"FAIL  selftest: registers then fails",
 		selftestFailMsg,

@@ -146,7 +146,41 @@ func report(title, table string, res harness.ScenarioResult) {
 	addFigureEntries(res)
 }
 
-var _ = ReportBeforeEach(func(SpecReport) { registered, clusterWarnings = nil, nil })
+var _ = ReportBeforeEach(func(SpecReport) { registered, clusterWarnings, earlierRuns = nil, nil, nil })
+
+// earlierRuns are the rows of a repeated spec's runs before its last
+// (MustPassRepeatedly, $BIRDCAGE_REPEAT): Ginkgo reports a repeated spec
+// once, after its last attempt, so each attempt that another follows is
+// kept here as it ends, with its own figures, and written as a row of its
+// own beside the last. Ginkgo goes on only after an attempt passed.
+var earlierRuns []earlierRun
+
+type earlierRun struct {
+	attempt int
+	row     harness.ScenarioResult
+}
+
+// Each attempt starts with nothing registered.
+var _ = BeforeEach(func() { registered = nil })
+
+var _ = AfterEach(func() {
+	sr := CurrentSpecReport()
+	if sr.MaxMustPassRepeatedly < 2 || sr.Failed() || sr.NumAttempts >= sr.MaxMustPassRepeatedly {
+		return // not repeated, or this attempt is the last: its row is the final report's
+	}
+	var row harness.ScenarioResult
+	if registered != nil {
+		row = *registered
+	}
+	row.Spec, row.Labels = sr.FullText(), sr.Labels()
+	if row.Name == "" {
+		row.Name = row.Spec
+	}
+	row.Verdict, row.Passed = harness.VerdictPass, true
+	row.Notes = append(row.Notes, fmt.Sprintf("run %d of %d", sr.NumAttempts, sr.MaxMustPassRepeatedly))
+	earlierRuns = append(earlierRuns, earlierRun{attempt: sr.NumAttempts, row: row})
+	registered = nil
+})
 
 // clusterWarnings are the running spec's cluster's warnings, taken before
 // its teardown.
@@ -162,7 +196,19 @@ var _ = ReportAfterEach(func(sr SpecReport) {
 	if sr.NumAttempts == 0 || results == nil {
 		return
 	}
+	for _, e := range earlierRuns {
+		if e.attempt >= sr.NumAttempts {
+			continue // that attempt turned out to be the last (it failed in its cleanup)
+		}
+		if err := results.Add(e.row); err != nil {
+			Fail(fmt.Sprintf("could not write run %d's row of %q to %s: %v", e.attempt, e.row.Spec, results.Path(), err))
+		}
+	}
+	earlierRuns = nil
 	row := scenarioRow(sr, res)
+	if sr.MaxMustPassRepeatedly > 1 {
+		row.Notes = append(row.Notes, fmt.Sprintf("run %d of %d", sr.NumAttempts, sr.MaxMustPassRepeatedly))
+	}
 	for _, w := range clusterWarnings {
 		if !slices.Contains(row.Notes, w) {
 			row.Notes = append(row.Notes, w)
