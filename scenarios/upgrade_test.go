@@ -50,7 +50,11 @@ var _ = Describe("Upgrade handover on IPIP, node by node", Label("ipip", "upgrad
 			probes, err := c.Probes(ctx, harness.ProbeOptions{})
 			Expect(err).NotTo(HaveOccurred())
 
-			// 4. Upgrade node-2 to 3.33, the old BIRD going with sig.
+			// 4. Upgrade node-2 to 3.33, the old BIRD going with sig. The
+			// snapshot just before is where the platform's loss starts to
+			// count: loss while the probes started is no licence.
+			atBegin, err := probes.Report()
+			Expect(err).NotTo(HaveOccurred())
 			begin := act(c.UpgradeNode(ctx, upgraded.Name, config.R333, harness.UpgradeOptions{Signal: sig}))
 
 			// 5. Its IPIP cluster routes move to the programmer: its route,
@@ -99,7 +103,7 @@ var _ = Describe("Upgrade handover on IPIP, node by node", Label("ipip", "upgrad
 			// their holes are the machine's (under QEMU TCG every flow loses
 			// 70–105 ms at once while a container starts). Where they lost
 			// nothing — native, KVM — the claim is exactly "no hole".
-			controls, err := harness.SessionHoles(rep, atEnd, harness.NotInvolving(upgraded))
+			controls, err := harness.HolesSince(rep, atBegin, atEnd, harness.NotInvolving(upgraded))
 			Expect(err).NotTo(HaveOccurred())
 			platform, err := harness.PlatformLossOf(controls)
 			Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve node-2 measure the platform's own loss")
