@@ -49,7 +49,8 @@ type Options struct {
 	Timers confd.Timers
 	// Log receives harness events; nil: slog.Default().
 	Log *slog.Logger
-	// ConvergeTimeout bounds the wait for convergence (default 60s).
+	// ConvergeTimeout bounds the wait for convergence (default 60 s times
+	// $BIRDCAGE_TIMEOUT_SCALE).
 	ConvergeTimeout time.Duration
 	// KernelImportFilter renders the candidate re-advertisement fix into
 	// every node's BIRD config (confd.Options.KernelImportFilter); not
@@ -158,9 +159,11 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 	if opts.Felix.RouteRefreshInterval == "" {
 		opts.Felix.RouteRefreshInterval = opts.RouteRefreshInterval.String()
 	}
-	if opts.ConvergeTimeout == 0 {
-		opts.ConvergeTimeout = 60 * time.Second
+	ct, err := convergeTimeout(opts)
+	if err != nil {
+		return nil, err
 	}
+	opts.ConvergeTimeout = ct
 	log := opts.Log
 	if log == nil {
 		log = slog.Default()

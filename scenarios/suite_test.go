@@ -3,11 +3,9 @@ package scenarios_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,30 +31,15 @@ var (
 
 var _ = BeforeSuite(func() {
 	var err error
-	timeoutScale, err = parseTimeoutScale(os.Getenv(TimeoutScaleEnv))
+	timeoutScale, err = harness.TimeoutScale()
 	Expect(err).NotTo(HaveOccurred())
 	results, err = harness.OpenResults(harness.ResultsPath())
 	Expect(err).NotTo(HaveOccurred())
 })
 
-// TimeoutScaleEnv stretches every scenario's waiting limits (the time an
-// Eventually may take before the spec fails) on a slow machine, e.g. 3
-// under QEMU without KVM. It changes no verdict: a claim that holds holds
-// sooner; a claim that does not still fails, later.
-const TimeoutScaleEnv = "BIRDCAGE_TIMEOUT_SCALE"
-
+// timeoutScale is $BIRDCAGE_TIMEOUT_SCALE (harness.TimeoutScale), which
+// also stretches the harness's own waits.
 var timeoutScale = 1.0
-
-func parseTimeoutScale(v string) (float64, error) {
-	if v == "" {
-		return 1, nil
-	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f < 1 || f > 20 {
-		return 0, fmt.Errorf("%s=%q: want a number from 1 to 20 (how many times longer scenarios may wait)", TimeoutScaleEnv, v)
-	}
-	return f, nil
-}
 
 // scaled is a scenario's waiting limit on this machine.
 func scaled(d time.Duration) time.Duration { return time.Duration(float64(d) * timeoutScale) }
