@@ -106,6 +106,7 @@ func (c *Cluster) Warnings() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := append([]string(nil), c.warnings...)
+	out = append(out, c.timelineGapsLocked()...)
 	if n := c.NeighbourTableOverflows(); n > 0 {
 		out = append(out, fmt.Sprintf("the host's shared neighbour table overflowed %d times during this run (ARP/ND resolutions lost): figures may measure the emulator; see %s", n, RaiseNeighbourLimitsEnv))
 	}

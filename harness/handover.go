@@ -45,6 +45,10 @@ type Handover struct {
 	OldGone  int64   `json:"oldGone"`
 	NewCame  int64   `json:"newCame"`
 	WindowMs float64 `json:"windowMs"` // longest window without a route
+	// Unjudgeable is set when the node's route monitor missed events in
+	// the change's span (timeline.Judgeable): OldGone, NewCame and
+	// WindowMs may then be wrong, and the handover must fail, not pass.
+	Unjudgeable string `json:"unjudgeable,omitempty"`
 	// BIRDConfigured is the node's first confd reconfigure after the
 	// change; Programmed the restarted programmer's first programming
 	// pass. 0 where not seen (a lab does not show them).
@@ -97,7 +101,12 @@ func ReadHandovers(nodes []HandoverNode, ch HandoverChange) Handovers {
 				}
 			}
 			for _, w := range n.Timeline.NoRouteWindows(b, ch.Start, ch.End) {
-				h.WindowMs = max(h.WindowMs, w.Ms())
+				if w.Unjudgeable == "" {
+					h.WindowMs = max(h.WindowMs, w.Ms())
+				}
+			}
+			if err := n.Timeline.Judgeable(ch.Start, ch.End); err != nil {
+				h.Unjudgeable = err.Error()
 			}
 			h.Ordering = orderingOf(h, ch.ToBIRD)
 			if scan := int64(ch.ScanTime); h.Ordering == BIRDTriedFirst && scan > 0 {
@@ -197,6 +206,25 @@ func (hs Handovers) AddFigures(res *ScenarioResult) {
 	}
 }
 
+// Judgeable is nil when every handover was read from a timeline that
+// missed nothing in the change's span; otherwise it names each node's gap
+// (wrapping timeline.ErrUnjudgeable), and the handovers' windows and
+// orderings cannot be trusted.
+func (hs Handovers) Judgeable() error {
+	seen := map[string]bool{}
+	var msgs []string
+	for _, h := range hs {
+		if h.Unjudgeable != "" && !seen[h.Unjudgeable] {
+			seen[h.Unjudgeable] = true
+			msgs = append(msgs, h.Unjudgeable)
+		}
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: handovers: %s", timeline.ErrUnjudgeable, strings.Join(msgs, "; "))
+}
+
 // Table lists every block's handover: who moved first, the window.
 func (hs Handovers) Table() string {
 	var b strings.Builder
@@ -205,6 +233,9 @@ func (hs Handovers) Table() string {
 		pred := ""
 		if h.PredictedWindowMs >= 0 {
 			pred = fmt.Sprintf(" (the scan predicts %.1f ms)", h.PredictedWindowMs)
+		}
+		if h.Unjudgeable != "" {
+			pred += "; " + h.Unjudgeable
 		}
 		fmt.Fprintf(&b, "  %s %s: %.1f ms without a route%s; %s\n", h.Node, h.Block, h.WindowMs, pred, h.Ordering)
 	}

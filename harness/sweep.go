@@ -1,11 +1,13 @@
 package harness
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"sync"
 	"text/tabwriter"
+	"time"
 )
 
 // Sweep is a set of figures measured at several values of one timing-model
@@ -156,4 +158,107 @@ func (s *Sweep) Table(figures ...string) string {
 		}
 	}
 	return b.String()
+}
+
+// SweepStated is what a restart-delay sweep's verdict may depend on: the
+// quantities the run was told (the probe interval, the timing model's
+// ConfdLatency, the delays D it swept), never ones it measured. A tolerance
+// built from the run's own confd reaction or the programmer's own restart
+// overhead grows when the programmer gets slower, so a regression would
+// widen its own allowance.
+type SweepStated struct {
+	ProbeInterval time.Duration // 1 / the probe rate per flow
+	ConfdLatency  time.Duration // TimingModel.ConfdLatency
+}
+
+// SpreadMs is how much the part of a sample's gap that is not D may differ
+// from one sample to another, from the stated quantities alone:
+//
+//   - probe quantisation: a measured gap runs from the last probe before
+//     the outage to the first after it, so it exceeds the outage by between
+//     0 and 2 probe intervals;
+//   - confd's reaction: the gap opens when BIRD withdraws, ConfdLatency
+//     after the change plus a render and configure. Allowing the whole
+//     stated latency as the variation bounds both the jitter of that
+//     reaction and the bend at small D (a delay shorter than the reaction
+//     has gap 0, not D + c with c down to −ConfdLatency).
+//
+// The programmer's fixed overhead beyond D is the same at every D: it moves
+// the intercept, never the slope, and so is not in the spread.
+func (s SweepStated) SpreadMs() float64 {
+	return 2*durMs(s.ProbeInterval) + durMs(s.ConfdLatency)
+}
+
+func durMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// MaxJudgeableSlopeTolerance is the widest slope tolerance at which a sweep
+// still tells a gap one restart long (slope 1) from one half as dependent
+// on the restart: past it the sweep's delays span too little for the
+// stated spread, and the check is unjudgeable, not passed.
+const MaxJudgeableSlopeTolerance = 0.5
+
+// ErrSweepUnjudgeable: the swept delays span too little, for the stated
+// spread, to tell slope 1 from slope ≤ 1/2.
+var ErrSweepUnjudgeable = errors.New("unjudgeable sweep")
+
+// SlopeTolerance is the largest |a − 1| a least-squares fit can show over
+// samples at xs (ms, one entry per sample, repeats included) whose gap is
+// g_i = x_i + c + e_i, c any constant and every e_i in [0, spreadMs].
+//
+// Derivation: the fitted slope is a = Σ w_i g_i with w_i = (x_i − x̄)/Sxx,
+// Sxx = Σ (x_i − x̄)². Since Σ w_i = 0 and Σ w_i x_i = 1, a − 1 = Σ w_i e_i:
+// c drops out. Over e_i in [0, s] that sum is largest with e_i = s where
+// w_i > 0 and 0 elsewhere, and Σ w_i = 0 makes the smallest its negative,
+// so |a − 1| ≤ s · Σ_{w_i > 0} w_i, and the bound is reached. With two
+// distinct delays (any repeats) it is s / (x_max − x_min); with more it can
+// be a little more than that.
+func SlopeTolerance(xs []float64, spreadMs float64) (float64, error) {
+	if len(xs) == 0 {
+		return 0, ErrDegenerateFit
+	}
+	var mx float64
+	for _, x := range xs {
+		mx += x
+	}
+	mx /= float64(len(xs))
+	var sxx, pos float64
+	for _, x := range xs {
+		sxx += (x - mx) * (x - mx)
+		if x > mx {
+			pos += x - mx
+		}
+	}
+	if sxx == 0 {
+		return 0, ErrDegenerateFit
+	}
+	return spreadMs * pos / sxx, nil
+}
+
+// SweepSlopeVerdict is a fitted slope judged against the stated tolerance.
+type SweepSlopeVerdict struct {
+	Slope, Tolerance, SpreadMs float64
+}
+
+// JudgeSlope fits nothing: it judges fit (of gap against D over the
+// samples at xs, in ms) against the tolerance from stated. The error says
+// why the slope is not 1 within it, or wraps ErrSweepUnjudgeable when the
+// tolerance is too wide to mean anything.
+func JudgeSlope(fit Fit, xs []float64, stated SweepStated) (SweepSlopeVerdict, error) {
+	v := SweepSlopeVerdict{Slope: fit.A, SpreadMs: stated.SpreadMs()}
+	tol, err := SlopeTolerance(xs, v.SpreadMs)
+	if err != nil {
+		return v, err
+	}
+	v.Tolerance = tol
+	if tol > MaxJudgeableSlopeTolerance {
+		return v, fmt.Errorf("%w: the delays swept span too little for a %.1f ms spread (2 × probe interval %s + confd latency %s): "+
+			"slope tolerance %.3f is over %.1f, so a gap independent of the restart could not be told from one restart long; sweep longer delays",
+			ErrSweepUnjudgeable, v.SpreadMs, stated.ProbeInterval, stated.ConfdLatency, tol, MaxJudgeableSlopeTolerance)
+	}
+	if d := fit.A - 1; d > tol || d < -tol {
+		return v, fmt.Errorf("gap ≈ %.3f·D %+.1f ms: a slope this far from 1 means the gap is not one restart long "+
+			"(tolerance ±%.3f from a %.1f ms spread: 2 × probe interval %s + confd latency %s, over the delays swept)",
+			fit.A, fit.B, tol, v.SpreadMs, stated.ProbeInterval, stated.ConfdLatency)
+	}
+	return v, nil
 }

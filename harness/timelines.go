@@ -2,6 +2,7 @@ package harness
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/birdcage/birdcage/harness/timeline"
 )
@@ -24,4 +25,18 @@ func (c *Cluster) startTimelines() error {
 		c.timelines[nd.Name] = m
 	}
 	return nil
+}
+
+// timelineGapsLocked is a warning per route-monitor subscription gap: the
+// windows, deletes and flaps judged over one are unjudgeable (and fail).
+// c.mu is held.
+func (c *Cluster) timelineGapsLocked() []string {
+	var out []string
+	for _, m := range c.timelines {
+		for _, g := range m.Gaps() {
+			out = append(out, "route timeline: "+g.String()+": window, delete and flap checks over it are unjudgeable")
+		}
+	}
+	sort.Strings(out)
+	return out
 }

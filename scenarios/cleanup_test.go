@@ -366,8 +366,13 @@ func waitFullResyncs(node *harness.Node, n int) int {
 	return seen
 }
 
-// deletesOf lists the timeline's deletes of exactly p in [from, to].
+// deletesOf lists the timeline's deletes of exactly p in [from, to]. A
+// span the route monitor did not see whole fails the spec as unjudgeable:
+// a delete and re-add in a subscription gap left no event, so an empty
+// list would prove nothing.
 func deletesOf(m *timeline.Monitor, p netip.Prefix, from, to int64) []timeline.Event {
+	GinkgoHelper()
+	Expect(m.Judgeable(from, to)).To(Succeed(), "deletes of %s on %s's route timeline", p, m.Name())
 	var out []timeline.Event
 	for _, e := range m.EventsFor(p, from, to) {
 		if e.Kind == timeline.Delete {

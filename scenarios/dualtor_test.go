@@ -556,6 +556,9 @@ func (f *fabric) fallbackTimes(want func(*harness.Node, netip.Prefix) []string, 
 	perNode = map[string]float64{}
 	for _, n := range f.c.Nodes() {
 		tl := f.c.Timeline(n.Name)
+		// Fallback times read from a timeline that missed events are
+		// unjudgeable.
+		Expect(tl.Judgeable(failedAt, 0)).To(Succeed(), "%s's route timeline since the failure", n.Name)
 		for _, b := range f.c.RemoteBlocks(n.Name) {
 			for _, w := range tl.NoRouteWindows(b, failedAt, 0) {
 				noRouteMs = max(noRouteMs, w.Ms())

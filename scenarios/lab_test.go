@@ -210,5 +210,6 @@ func labLiveChange(ctx SpecContext, l *lab.Lab, from, to ownership, timing harne
 	res.AddProbeFigures(rep)
 	hs.AddFigures(&res)
 	res.Notes = append(res.Notes, "against a lab: the programmer's restarts and confd's reaction are the lab's own and not seen")
+	Expect(hs.Judgeable()).To(Succeed(), "the lab's route timelines over the live change")
 	return res, rep, hs
 }

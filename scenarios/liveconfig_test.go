@@ -151,6 +151,9 @@ func liveChange(ctx SpecContext, topology string, from, to ownership, timing *ha
 	lc.handovers.AddFigures(&res)
 	res.Notes = append(res.Notes, "the design calls this gap unmeasured; these are its figures, under the timing model recorded here")
 	lc.res = res
+	// A route monitor that missed events in the change's span cannot say
+	// how long a window was: fail as unjudgeable rather than report it.
+	Expect(lc.handovers.Judgeable()).To(Succeed(), "the route timelines over the live change")
 	return lc
 }
 

@@ -285,6 +285,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 					}
 					windows, longest := 0, 0.0
 					for _, n := range c.Nodes() {
+						Expect(c.Timeline(n.Name).Judgeable(change.Mono, 0)).To(Succeed(), "%s's route timeline since the change", n.Name)
 						for _, bl := range c.RemoteBlocks(n.Name) {
 							for _, win := range c.Timeline(n.Name).NoRouteWindows(bl, change.Mono, 0) {
 								windows++
@@ -395,6 +396,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 					// none since the kill.
 					settle(ctx, c, append(slices.Clone(remote), own...), start.Mono, fmt.Sprintf("%s, after -R", sig))
 					windows, longest := 0, 0.0
+					Expect(c.Timeline(n.Name).Judgeable(kill.Mono, 0)).To(Succeed(), "%s's route timeline since the kill", n.Name)
 					for _, bl := range remote {
 						Expect(n).To(harness.HaveClusterRoute(bl).ProgrammedBy(harness.ByBIRD).Only(), "design §4 step 3, BIRD %s, %s: after -R node-2 has BIRD's route to %s", rel, sig, bl)
 						ws := c.Timeline(n.Name).NoRouteWindows(bl, kill.Mono, 0)

@@ -439,6 +439,8 @@ func measure(ctx context.Context, c *harness.Cluster, ps []netip.Prefix, from in
 		k, _ := countRefusals(n, logFrom[n.Name])
 		fc.refusals += k
 		m := c.Timeline(n.Name)
+		// Flaps counted on a timeline that missed events are unjudgeable.
+		Expect(m.Judgeable(from, s.end)).To(Succeed(), "%s: %s's route timeline", name, n.Name)
 		for _, p := range ps {
 			f := m.Flaps(p, from, s.end)
 			fc.events += f.Changes()

@@ -141,6 +141,8 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 				res.Figures[l.name+"LongestGapMs"] = f.longestMs
 				res.Figures[l.name+"Seconds"] = float64(l.to-l.from) / 1e9
 				var window int64 // ns
+				// A leg the route monitor did not see whole is unjudgeable.
+				Expect(c.Timeline(node.Name).Judgeable(l.from, l.to)).To(Succeed(), "%s leg: %s's route timeline", l.name, node.Name)
 				for _, b := range remote {
 					for _, w := range c.Timeline(node.Name).NoRouteWindows(b, l.from, l.to) {
 						window = max(window, w.Duration())

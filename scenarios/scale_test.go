@@ -19,7 +19,10 @@ package scenarios_test
 // sampled flows cross no route the step changes, so what they lose is the
 // machine's (under QEMU TCG every flow stalls ~100 ms at once while a
 // container starts); where they lose nothing — natively — the claim is
-// exactly "no hole".
+// exactly "no hole". The upgraded node's own routes are judged strictly
+// from its route timeline at every step (keptRoutes): no window, no delete,
+// one route at every instant, via the block's node (dev tunl0 onlink on
+// IPIP); a step the route monitor did not see whole fails as unjudgeable.
 //
 // Flow plan per step (harness.PlanFlows): every flow to and from the node
 // being upgraded, plus a seeded sample of the flows among the others — the
@@ -61,6 +64,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/procfs"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -95,6 +99,41 @@ func ownedBy(c *harness.Cluster, n *harness.Node, owner harness.Owner, via strin
 		Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
 			Should(harness.HaveClusterRoute(b).ProgrammedBy(owner).Via(via).Only(), "%s's route to %s should be %s's", n.Name, b, owner)
 	}
+}
+
+// scaleHop is how a node's route to a block of the node o leaves, as the
+// design writes it: on IPIP via o's address, dev tunl0, onlink (DESIGN.md,
+// the tunnel routes BIRD's filter sets: onlink, ifname tunl0, the BGP next
+// hop); on no-encap via o's address on the generated topology's one
+// shared segment, dev eth0 (topo.Generate: every node's eth0 on "lan").
+func scaleHop(pool string, o *topo.NodeNS) kroute.NextHop {
+	if pool == "ipip" {
+		return kroute.NextHop{Gateway: o.Address.Addr(), Device: topo.TunnelDevice, Onlink: true}
+	}
+	return kroute.NextHop{Gateway: o.Address.Addr(), Device: "eth0"}
+}
+
+// keptRoutes is the claim on the upgraded node's own routes over its step,
+// from its route timeline: for every block of every other node, at no
+// instant without a route, never deleted (on IPIP the owner changes with
+// one replace), exactly one route at every instant, and that route via the
+// block's node as scaleHop says. A span the route monitor did not see whole
+// is unjudgeable: the matcher errs, the step fails.
+func (st *scaleStep) keptRoutes(c *harness.Cluster, pool string) {
+	GinkgoHelper()
+	tl := c.Timeline(st.node)
+	checked := 0
+	for _, o := range c.Net.Nodes {
+		if o.Name == st.node {
+			continue
+		}
+		for _, blk := range o.Blocks {
+			checked++
+			Expect(tl).To(harness.KeepRouteThroughout(blk.CIDR, st.beginMono, st.endMono).Shaped(scaleHop(pool, o)),
+				"step %s: its route to %s's block %s over the upgrade", st.node, o.Name, blk.CIDR)
+		}
+	}
+	Expect(checked).To(BeNumerically(">", 0), "guard: step %s has remote blocks to check", st.node)
 }
 
 // platformMayStall says whether this run is under QEMU TCG, where the
@@ -146,6 +185,9 @@ type scaleStep struct {
 	peerNoRouteWorst string
 	peerSessions     []string
 	changeWall       time.Time // when the change began, by the wall clock BIRD reports in
+	// The step's span on the monotonic clock: from the change to the
+	// cluster converged again (what the route-timeline claim covers).
+	beginMono, endMono int64
 }
 
 // probedChange runs change under a probe session carrying plan: the session
@@ -180,6 +222,7 @@ func probedChange(ctx SpecContext, c *harness.Cluster, plan harness.FlowPlan, ch
 	// 2.5 s after both held.
 	Eventually(c).WithContext(ctx).WithTimeout(scaled(60 * time.Second)).WithPolling(50 * time.Millisecond).Should(harness.HaveRemoteBlockRoutes())
 	end := c.Mark("step converged")
+	st.beginMono, st.endMono = begin.Mono, end.Mono
 	st.convergedS = float64(end.Mono-begin.Mono) / 1e9
 	st.atEnd, err = probes.Report()
 	Expect(err).NotTo(HaveOccurred())
@@ -504,6 +547,9 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade", "timing")
 		for _, st := range steps {
 			up := c.Node(st.node)
 			st.judge(func(f probe.GapReport) bool { return isFrom(up, f.SrcAddr) }, st.node+" lost probes on its way out during its upgrade")
+			// The same claim on the upgraded node's routes, strictly
+			// (no platform allowance: a route does not stall).
+			st.keptRoutes(c, pool)
 		}
 	},
 		Entry("no-encap, natively", "noencap"),

@@ -10,7 +10,11 @@
 // read the existing routes) and keeps working while interfaces come and go:
 // IPv4 routes the kernel removes without a notification (device down or
 // deleted) are found by re-reading the tables and recorded as Resync
-// deletes; a failed subscription is re-established the same way. Its dumps
+// deletes; a failed subscription is re-established the same way, and the
+// interval in which it may have missed changes is recorded as a gap (a
+// GapKind event, Gaps, Judgeable): every window, delete or flap question
+// over a span that overlaps a gap answers "unjudgeable", never "clean",
+// since a delete and re-add inside it left no event. Its dumps
 // go through nsutil.Dump: one that concurrent changes interrupted is redone,
 // never taken as the table (a partial dump would look like deletes) nor
 // reported as an error.

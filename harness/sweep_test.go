@@ -1,0 +1,165 @@
+package harness
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// synthSweep builds the samples of a restart-delay sweep: runs samples at
+// each delay (ms), the gap given by gap(delay, run).
+func synthSweep(delays []float64, runs int, gap func(d float64, run int) float64) (xs []float64, fit Fit) {
+	s := NewSweep("programmerStartupDelay", "ms")
+	for _, d := range delays {
+		for r := 0; r < runs; r++ {
+			s.Add(d, map[string]float64{"longestProbeGapMs": gap(d, r)})
+		}
+	}
+	f, err := s.FitFigure("longestProbeGapMs")
+	if err != nil {
+		panic(err)
+	}
+	return s.FitX, f
+}
+
+var (
+	// Native: 1 kHz probes, the realistic model's 100 ms confd latency.
+	nativeStated = SweepStated{ProbeInterval: time.Millisecond, ConfdLatency: 100 * time.Millisecond}
+	// VM-like: slower probes and a confd latency stated three times
+	// larger; still from stated quantities, so a slow guest does not widen
+	// the tolerance by being slow.
+	vmStated = SweepStated{ProbeInterval: 20 * time.Millisecond, ConfdLatency: 300 * time.Millisecond}
+
+	reducedDelays = []float64{500, 1500}
+	fullDelays    = []float64{0, 200, 1000, 3000}
+)
+
+func TestSweepSlopeFailsAGapIndependentOfTheDelay(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		stated SweepStated
+		delays []float64
+		runs   int
+	}{
+		{"native reduced", nativeStated, reducedDelays, 3},
+		{"native full", nativeStated, fullDelays, 5},
+		{"vm reduced", vmStated, reducedDelays, 3},
+		{"vm full", vmStated, fullDelays, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			// A programmer that is back after a fixed ~700 ms whatever D
+			// is (plus quantisation jitter): the gap does not follow D.
+			xs, fit := synthSweep(tc.delays, tc.runs, func(float64, int) float64 {
+				return 700 + rng.Float64()*2*durMs(tc.stated.ProbeInterval)
+			})
+			v, err := JudgeSlope(fit, xs, tc.stated)
+			if err == nil {
+				t.Fatalf("slope %.3f passed with tolerance %.3f: a gap independent of the restart delay must fail", v.Slope, v.Tolerance)
+			}
+			if errors.Is(err, ErrSweepUnjudgeable) {
+				t.Fatalf("unjudgeable (%v): the plan's delays should judge a %v spread", err, tc.stated)
+			}
+			t.Logf("slope %.3f, tolerance %.3f: %v", v.Slope, v.Tolerance, err)
+		})
+	}
+}
+
+func TestSweepSlopePassesOneRestartLong(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		stated SweepStated
+		delays []float64
+		runs   int
+	}{
+		{"native reduced", nativeStated, reducedDelays, 3},
+		{"native full", nativeStated, fullDelays, 5},
+		{"vm reduced", vmStated, reducedDelays, 3},
+		{"vm full", vmStated, fullDelays, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(3, 4))
+			lat, q := durMs(tc.stated.ConfdLatency), 2*durMs(tc.stated.ProbeInterval)
+			// Slope 1 with every stated effect at its worst: BIRD withdraws
+			// a confd latency after the change (so short delays bend to
+			// 0), a fixed restart overhead of 60 ms (intercept only), the
+			// reaction jittering over the whole stated latency, and the
+			// probe quantisation.
+			xs, fit := synthSweep(tc.delays, tc.runs, func(d float64, _ int) float64 {
+				return max(0, d+60-lat-rng.Float64()*lat*0.5) + rng.Float64()*q
+			})
+			v, err := JudgeSlope(fit, xs, tc.stated)
+			if err != nil {
+				t.Fatalf("a gap one restart long failed: %v", err)
+			}
+			t.Logf("slope %.3f (intercept %+.1f ms), tolerance %.3f", v.Slope, fit.B, v.Tolerance)
+		})
+	}
+}
+
+// A programmer whose restart grows with D beyond D itself (1.5·D) fails:
+// its slowness is not in the tolerance.
+func TestSweepSlopeFailsAProgrammerSlowerThanItsDelay(t *testing.T) {
+	xs, fit := synthSweep(reducedDelays, 3, func(d float64, _ int) float64 { return 1.5*d + 70 })
+	if v, err := JudgeSlope(fit, xs, vmStated); err == nil {
+		t.Fatalf("slope %.3f passed with tolerance %.3f", v.Slope, v.Tolerance)
+	}
+}
+
+// The bound is exact: the worst-case errors reach it, and never exceed it,
+// for two delays and for an uneven set of three.
+func TestSlopeToleranceIsTheWorstCase(t *testing.T) {
+	const s = 100.0
+	for _, xs := range [][]float64{
+		{500, 500, 500, 1500, 1500, 1500},
+		{0, 900, 1000},
+		{0, 0, 200, 200, 1000, 3000, 3000},
+	} {
+		tol, err := SlopeTolerance(xs, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mx float64
+		for _, x := range xs {
+			mx += x
+		}
+		mx /= float64(len(xs))
+		worst := make([]float64, len(xs))
+		for i, x := range xs {
+			worst[i] = x + 40
+			if x > mx {
+				worst[i] += s
+			}
+		}
+		f, _ := LinearFit(xs, worst)
+		if math.Abs(math.Abs(f.A-1)-tol) > 1e-9 {
+			t.Errorf("xs %v: worst-case slope %.6f, tolerance %.6f: the bound is not reached", xs, f.A, tol)
+		}
+		rng := rand.New(rand.NewPCG(5, 6))
+		for k := 0; k < 2000; k++ {
+			y := make([]float64, len(xs))
+			for i, x := range xs {
+				y[i] = x - 70 + rng.Float64()*s
+			}
+			f, _ := LinearFit(xs, y)
+			if math.Abs(f.A-1) > tol+1e-9 {
+				t.Fatalf("xs %v: slope %.6f outside the bound %.6f", xs, f.A, tol)
+			}
+		}
+	}
+	if tol, _ := SlopeTolerance([]float64{500, 1500}, s); math.Abs(tol-s/1000) > 1e-12 {
+		t.Errorf("two delays: tolerance %v, want spread/span %v", tol, s/1000)
+	}
+}
+
+// Delays too close together for the stated spread are unjudgeable, not a
+// pass: a 300 ms span cannot tell slope 0 from slope 1 with a 340 ms spread.
+func TestSweepSlopeUnjudgeableWhenTheDelaysSpanTooLittle(t *testing.T) {
+	xs, fit := synthSweep([]float64{500, 800}, 3, func(d float64, _ int) float64 { return d })
+	_, err := JudgeSlope(fit, xs, vmStated)
+	if !errors.Is(err, ErrSweepUnjudgeable) {
+		t.Fatalf("got %v, want ErrSweepUnjudgeable", err)
+	}
+}
