@@ -169,6 +169,25 @@ func (s *Sweep) Table(figures ...string) string {
 type SweepStated struct {
 	ProbeInterval time.Duration // 1 / the probe rate per flow
 	ConfdLatency  time.Duration // TimingModel.ConfdLatency
+	// PlatformStall is the longest stall the platform is stated to put on
+	// any one event (0 natively; TCGStall in a QEMU guest under TCG): a
+	// property of the machine written down beforehand, not this run's.
+	PlatformStall time.Duration
+}
+
+// TCGStall is the stall stated for a guest under QEMU TCG: the whole guest
+// stops for ~100 ms while a process or container starts, up to 166 ms seen
+// on one flow (notes/platform.md, ci/vm/README.md); 150 ms bounds a single
+// stall, and a sample's gap can take one at each end.
+const TCGStall = 150 * time.Millisecond
+
+// StatedPlatformStall is the stall stated for this process's platform:
+// TCGStall where the platform stalls (PlatformStalls), else 0.
+func StatedPlatformStall() time.Duration {
+	if PlatformStalls() {
+		return TCGStall
+	}
+	return 0
 }
 
 // SpreadMs is how much the part of a sample's gap that is not D may differ
@@ -183,10 +202,14 @@ type SweepStated struct {
 //     reaction and the bend at small D (a delay shorter than the reaction
 //     has gap 0, not D + c with c down to −ConfdLatency).
 //
+//   - the platform's stated stall, at each end of the gap (the withdrawal
+//     that opens it and the programmer's write that closes it can each be
+//     held up by one).
+//
 // The programmer's fixed overhead beyond D is the same at every D: it moves
 // the intercept, never the slope, and so is not in the spread.
 func (s SweepStated) SpreadMs() float64 {
-	return 2*durMs(s.ProbeInterval) + durMs(s.ConfdLatency)
+	return 2*durMs(s.ProbeInterval) + durMs(s.ConfdLatency) + 2*durMs(s.PlatformStall)
 }
 
 func durMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -251,14 +274,14 @@ func JudgeSlope(fit Fit, xs []float64, stated SweepStated) (SweepSlopeVerdict, e
 	}
 	v.Tolerance = tol
 	if tol > MaxJudgeableSlopeTolerance {
-		return v, fmt.Errorf("%w: the delays swept span too little for a %.1f ms spread (2 × probe interval %s + confd latency %s): "+
+		return v, fmt.Errorf("%w: the delays swept span too little for a %.1f ms spread (2 × probe interval %s + confd latency %s + 2 × platform stall %s): "+
 			"slope tolerance %.3f is over %.1f, so a gap independent of the restart could not be told from one restart long; sweep longer delays",
-			ErrSweepUnjudgeable, v.SpreadMs, stated.ProbeInterval, stated.ConfdLatency, tol, MaxJudgeableSlopeTolerance)
+			ErrSweepUnjudgeable, v.SpreadMs, stated.ProbeInterval, stated.ConfdLatency, stated.PlatformStall, tol, MaxJudgeableSlopeTolerance)
 	}
 	if d := fit.A - 1; d > tol || d < -tol {
 		return v, fmt.Errorf("gap ≈ %.3f·D %+.1f ms: a slope this far from 1 means the gap is not one restart long "+
-			"(tolerance ±%.3f from a %.1f ms spread: 2 × probe interval %s + confd latency %s, over the delays swept)",
-			fit.A, fit.B, tol, v.SpreadMs, stated.ProbeInterval, stated.ConfdLatency)
+			"(tolerance ±%.3f from a %.1f ms spread: 2 × probe interval %s + confd latency %s + 2 × platform stall %s, over the delays swept)",
+			fit.A, fit.B, tol, v.SpreadMs, stated.ProbeInterval, stated.ConfdLatency, stated.PlatformStall)
 	}
 	return v, nil
 }

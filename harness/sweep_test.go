@@ -163,3 +163,28 @@ func TestSweepSlopeUnjudgeableWhenTheDelaysSpanTooLittle(t *testing.T) {
 		t.Fatalf("got %v, want ErrSweepUnjudgeable", err)
 	}
 }
+
+// Under TCG the stated spread carries the platform's stated stall at both
+// ends; natively it carries none. Still stated, never measured.
+func TestSweepSpreadCarriesTheStatedPlatformStall(t *testing.T) {
+	t.Setenv(VMAccelEnv, "")
+	if StatedPlatformStall() != 0 {
+		t.Fatal("natively the stated stall must be 0")
+	}
+	t.Setenv(VMAccelEnv, "tcg")
+	s := SweepStated{ProbeInterval: 5 * time.Millisecond, ConfdLatency: 100 * time.Millisecond, PlatformStall: StatedPlatformStall()}
+	if got := s.SpreadMs(); got != 2*5+100+2*150 {
+		t.Fatalf("TCG spread %.1f ms, want %d", got, 2*5+100+2*150)
+	}
+	// The VM's reduced plan (500 ms, 2500 ms) keeps it judgeable, and a gap
+	// independent of the delay still fails there.
+	xs := []float64{500, 500, 500, 2500, 2500, 2500}
+	flat, _ := LinearFit(xs, []float64{900, 950, 920, 930, 910, 940})
+	if _, err := JudgeSlope(flat, xs, s); err == nil || errors.Is(err, ErrSweepUnjudgeable) {
+		t.Errorf("a delay-independent gap under TCG: %v, want a slope failure", err)
+	}
+	one, _ := LinearFit(xs, []float64{600, 700, 650, 2620, 2700, 2650})
+	if _, err := JudgeSlope(one, xs, s); err != nil {
+		t.Errorf("slope 1 under TCG: %v", err)
+	}
+}
