@@ -196,6 +196,7 @@ func StatedPlatformStall() time.Duration {
 //   - probe quantisation: a measured gap runs from the last probe before
 //     the outage to the first after it, so it exceeds the outage by between
 //     0 and 2 probe intervals;
+//
 //   - confd's reaction: the gap opens when BIRD withdraws, ConfdLatency
 //     after the change plus a render and configure. Allowing the whole
 //     stated latency as the variation bounds both the jitter of that
