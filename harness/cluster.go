@@ -33,7 +33,8 @@ import (
 
 // Options shape a cluster's start.
 type Options struct {
-	// Release every node starts on (default 3.33).
+	// Release every node starts on (default 3.33); an alias ("pre-3.33")
+	// is recorded as the release it names.
 	Release config.Release
 	// Felix and BGP are the initial FelixConfiguration and
 	// BGPConfiguration documents.
@@ -55,6 +56,10 @@ type Options struct {
 	// every node's BIRD config (confd.Options.KernelImportFilter); not
 	// Calico's behaviour.
 	KernelImportFilter bool
+	// Knobs depart from the release's rendered BIRD config (no passive
+	// mesh, direct ToR sessions, ...); zero renders the release exactly.
+	// Result rows list every departure.
+	Knobs confd.Knobs
 	// RaiseNeighbourLimits lets the run raise the host-wide neighbour
 	// table limits (net.ipv{4,6}.neigh.default.gc_thresh2/3) when the
 	// topology needs more entries than they allow, restoring them when the
@@ -118,13 +123,15 @@ type Node struct {
 	Programmer *supervisor.Programmer
 	BIRD       *bird.Instance
 
-	mu       sync.Mutex
-	release  config.Release
-	config   []byte
-	renders  int
-	warnings []string
-	peers    []confd.Peer
-	confd    []ConfdAction
+	mu      sync.Mutex
+	release config.Release
+	// departures: the last render's departures from the release.
+	departures []string
+	config     []byte
+	renders    int
+	warnings   []string
+	peers      []confd.Peer
+	confd      []ConfdAction
 }
 
 // Router is a BGP-speaking router (a ToR) running BIRD.
@@ -149,7 +156,7 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 	if opts.Release == "" {
 		opts.Release = config.R333
 	}
-	if _, err := config.ParseRelease(string(opts.Release)); err != nil {
+	if opts.Release, err = config.ParseRelease(string(opts.Release)); err != nil {
 		return nil, err
 	}
 	if opts.RouteRefreshInterval == 0 {
@@ -325,13 +332,14 @@ func (c *Cluster) render(n *Node, cl *datastore.Cluster) (changed bool, err erro
 		birdRelease = n.BIRD.Release().Name
 	}
 	out, err := confd.Render(cl, n.Name, n.release, confd.Options{Log: c.log.With("confd", n.Name), Timers: c.opts.Timers,
-		KernelImportFilter: c.opts.KernelImportFilter, BIRD: birdRelease})
+		KernelImportFilter: c.opts.KernelImportFilter, BIRD: birdRelease, Knobs: c.opts.Knobs})
 	if err != nil {
 		return false, err
 	}
 	n.renders++
 	n.warnings = append(n.warnings, out.Warnings...)
 	n.peers = out.Peers
+	n.departures = out.Departures
 	changed = !bytes.Equal(out.Config, n.config)
 	n.config = out.Daemons() // 1.x: bird.conf and bird6.conf
 	return changed, nil

@@ -126,7 +126,13 @@ func ParseRelease(s string) (Release, error) {
 	if r, ok := Aliases[s]; ok {
 		return r, nil
 	}
-	return "", fmt.Errorf("release %q: %w: valid releases are %s (aliases: %s)", s, ErrUnknownRelease, strings.Join(releaseNames(), ", "), aliasNames())
+	return "", fmt.Errorf("release %q: %w: valid releases are %s", s, ErrUnknownRelease, ReleaseList())
+}
+
+// ReleaseList names the releases and aliases, for flag help:
+// "3.31, 3.32, 3.33 (aliases: new = 3.33, pre-3.33 = 3.32, previous = 3.32)".
+func ReleaseList() string {
+	return strings.Join(releaseNames(), ", ") + " (aliases: " + aliasNames() + ")"
 }
 
 func releaseNames() []string {
