@@ -58,7 +58,7 @@ var _ = Describe("Persisted-route cleanup has no time bound", Label("ipip", "cle
 			Should(harness.HaveClusterRoute(early).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice), "guard: BIRD programs %s via tunl0", early)
 		cl, err := c.Datastore(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		birdMetric := confd.KernelMetric(cl.BGP)
+		birdMetric := confd.RouteMetric(cl.BGP, node2.Release())
 		rs, err := node2.Routes(early)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(rs).To(ContainElement(SatisfyAll(HaveField("Protocol", kroute.ProtoBIRD), HaveField("Metric", birdMetric), HaveField("Onlink()", true))),

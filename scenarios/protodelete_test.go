@@ -97,7 +97,7 @@ var _ = Describe("Protocol-matched delete", Label("ipip", "protodelete"), func()
 		// its protocol and its kernel metric; node-2's kernel must refuse it.
 		cl, err := c.Datastore(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		delErr := deleteAsBIRD(node2, block, confd.KernelMetric(cl.BGP))
+		delErr := deleteAsBIRD(node2, block, confd.RouteMetric(cl.BGP, node2.Release()))
 		Expect(errors.Is(delErr, unix.ESRCH)).To(BeTrue(),
 			"a delete of %s carrying proto bird should miss node-2's proto 80 route (ESRCH); got %v", block, delErr)
 
