@@ -157,7 +157,7 @@ var _ = func() bool {
 				}
 				Expect(controls).To(BeNumerically(">", 0), "guard: flows that do not involve %s measure the platform's own loss", upgraded)
 				res.Figures["platformMissingPerControlFlowMax"] = float64(platform)
-				report(fmt.Sprintf("upgrade of %s pre-3.33 → 3.33 on lab %s, old BIRD %s: lost probes per flow", upgraded, l.M.Name, sig),
+				report(fmt.Sprintf("upgrade of %s 3.32 → 3.33 on lab %s, old BIRD %s: lost probes per flow", upgraded, l.M.Name, sig),
 					harness.GapTable(rep), res)
 
 				// 6. The claim: no window and no delete on the upgraded
