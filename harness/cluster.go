@@ -58,7 +58,9 @@ type Options struct {
 	KernelImportFilter bool
 	// Knobs depart from the release's rendered BIRD config (no passive
 	// mesh, direct ToR sessions, ...); zero renders the release exactly.
-	// Result rows list every departure.
+	// Result rows list every departure. $BIRDCAGE_RENDER_KNOBS
+	// (comma-separated: no-passive, direct-peers) adds to them, so a spec
+	// can be re-run with a departure without editing it.
 	Knobs confd.Knobs
 	// RaiseNeighbourLimits lets the run raise the host-wide neighbour
 	// table limits (net.ipv{4,6}.neigh.default.gc_thresh2/3) when the
@@ -157,6 +159,9 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 		opts.Release = config.R333
 	}
 	if opts.Release, err = config.ParseRelease(string(opts.Release)); err != nil {
+		return nil, err
+	}
+	if opts.Knobs, err = knobsFromEnv(opts.Knobs); err != nil {
 		return nil, err
 	}
 	if opts.RouteRefreshInterval == 0 {
@@ -512,4 +517,23 @@ func (c *Cluster) ProgrammerProtocol(ctx context.Context) kroute.Protocol {
 		return kroute.Protocol(cl.Felix.DeviceRouteProtocol)
 	}
 	return kroute.ProtoCalicoDefault
+}
+
+// RenderKnobsEnv names the render departures a run adds to Options.Knobs.
+const RenderKnobsEnv = "BIRDCAGE_RENDER_KNOBS"
+
+// knobsFromEnv adds $BIRDCAGE_RENDER_KNOBS's departures to k.
+func knobsFromEnv(k confd.Knobs) (confd.Knobs, error) {
+	for _, f := range strings.Split(os.Getenv(RenderKnobsEnv), ",") {
+		switch strings.TrimSpace(f) {
+		case "":
+		case "no-passive":
+			k.NoPassive = true
+		case "direct-peers":
+			k.DirectPeers = true
+		default:
+			return k, fmt.Errorf("$%s: %q: known knobs are no-passive, direct-peers", RenderKnobsEnv, f)
+		}
+	}
+	return k, nil
 }
