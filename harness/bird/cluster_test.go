@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
@@ -181,6 +182,7 @@ func TestNoEncapClusterConverges(t *testing.T) {
 		t.Logf("FIGURE: RSS of bird on %s: %.1f MiB", n.name, float64(rss)/(1<<20))
 	}
 
+	t.Run("passive peering: the greater address connects", func(t *testing.T) { checkPassiveDirection(t, l, c) })
 	t.Run("isolation", func(t *testing.T) { checkIsolation(t, l, nodes[0]) })
 	t.Run("sigkill keeps stale routes on peers, -R restart keeps them", func(t *testing.T) { checkKillAndRecover(t, l, c, nodes) })
 	t.Run("sigterm makes peers withdraw, stop leaves nothing", func(t *testing.T) { checkTerm(t, l, c, nodes) })
@@ -420,4 +422,41 @@ func checkConfigure(t *testing.T, l *lab, c *datastore.Cluster, nodes []*node) {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, n1.name+" reprograms the routes", func() string { return remoteRoutesMissing(l, c, n1.name, n1.ren.Policy.KernelMetric) })
+}
+
+// checkPassiveDirection: every mesh session's TCP connection was opened by
+// the node whose address is the greater string (its peer renders `passive
+// on`: bird.cfg.template @ 3cdeae8f7ace, processMeshPeers @ de60d98e97a7,
+// 6609dea54713), so port 179 is the lesser node's end, on both families.
+func checkPassiveDirection(t *testing.T, l *lab, c *datastore.Cluster) {
+	var pairs int
+	for _, nd := range c.Nodes {
+		out, err := exec.Command("ip", "netns", "exec", l.nsName(nd.Name), "ss", "-Htn", "state", "established", "( sport = :179 or dport = :179 )").CombinedOutput()
+		if err != nil {
+			t.Fatalf("ss in %s: %v: %s", nd.Name, err, out)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 4 {
+				continue
+			}
+			local, err1 := netip.ParseAddrPort(f[2])
+			peer, err2 := netip.ParseAddrPort(f[3])
+			if err1 != nil || err2 != nil {
+				t.Fatalf("%s: ss line %q: %v %v", nd.Name, line, err1, err2)
+			}
+			la, pa := local.Addr().Unmap().String(), peer.Addr().Unmap().String()
+			accepted := local.Port() == 179
+			// The lesser string accepts (it is passive toward the greater).
+			if want := la < pa; accepted != want {
+				t.Errorf("%s: session %s <-> %s: accepted here=%v, want %v (the greater string %s connects)", nd.Name, la, pa, accepted, want, max(la, pa))
+			}
+			pairs++
+		}
+	}
+	// 3 nodes, 2 families: 6 sessions, each seen from both ends.
+	if pairs != 12 {
+		t.Errorf("saw %d session ends, want 12 (3 nodes x 2 peers x 2 families)", pairs)
+	}
+	t.Logf("FACT: all %d mesh session ends connected from the greater-string address", pairs)
 }
