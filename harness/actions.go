@@ -45,6 +45,9 @@ func (c *Cluster) UpgradeNode(ctx context.Context, name string, to config.Releas
 	if o.Signal == 0 {
 		o.Signal = syscall.SIGKILL
 	}
+	if r, err := config.ParseRelease(string(to)); err == nil {
+		to = r // an alias is recorded as the release it names
+	}
 	e := c.Mark(fmt.Sprintf("UpgradeNode(%s→%s)", name, to))
 	fail := func(err error) (Event, error) { return e, fmt.Errorf("upgrade %s: %w", name, err) }
 	if n.BIRD.Running() {

@@ -73,6 +73,25 @@ func (c *Cluster) BIRDReleases() map[string]string {
 	return out
 }
 
+// nodeReleases is each node's Calico release profile and its render's
+// departures from it (nil when no node departs).
+func (c *Cluster) nodeReleases() (map[string]string, map[string][]string) {
+	rel := map[string]string{}
+	var dep map[string][]string
+	for _, n := range c.nodes {
+		n.mu.Lock()
+		rel[n.Name] = string(n.release)
+		if len(n.departures) > 0 {
+			if dep == nil {
+				dep = map[string][]string{}
+			}
+			dep[n.Name] = append([]string(nil), n.departures...)
+		}
+		n.mu.Unlock()
+	}
+	return rel, dep
+}
+
 // upgradeBIRD switches a stopped node's BIRD to release name (UpgradeOptions.BIRD).
 func (c *Cluster) upgradeBIRD(n *Node, name string) error {
 	rel, err := findNodeBIRD(n.Name, name)

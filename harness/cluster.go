@@ -33,7 +33,8 @@ import (
 
 // Options shape a cluster's start.
 type Options struct {
-	// Release every node starts on (default 3.33).
+	// Release every node starts on (default 3.33); an alias ("pre-3.33")
+	// is recorded as the release it names.
 	Release config.Release
 	// Felix and BGP are the initial FelixConfiguration and
 	// BGPConfiguration documents.
@@ -56,6 +57,12 @@ type Options struct {
 	// every node's BIRD config (confd.Options.KernelImportFilter); not
 	// Calico's behaviour.
 	KernelImportFilter bool
+	// Knobs depart from the release's rendered BIRD config (no passive
+	// mesh, direct ToR sessions, ...); zero renders the release exactly.
+	// Result rows list every departure. $BIRDCAGE_RENDER_KNOBS
+	// (comma-separated: no-passive, direct-peers) adds to them, so a spec
+	// can be re-run with a departure without editing it.
+	Knobs confd.Knobs
 	// RaiseNeighbourLimits lets the run raise the host-wide neighbour
 	// table limits (net.ipv{4,6}.neigh.default.gc_thresh2/3) when the
 	// topology needs more entries than they allow, restoring them when the
@@ -120,13 +127,15 @@ type Node struct {
 	Programmer *supervisor.Programmer
 	BIRD       *bird.Instance
 
-	mu       sync.Mutex
-	release  config.Release
-	config   []byte
-	renders  int
-	warnings []string
-	peers    []confd.Peer
-	confd    []ConfdAction
+	mu      sync.Mutex
+	release config.Release
+	// departures: the last render's departures from the release.
+	departures []string
+	config     []byte
+	renders    int
+	warnings   []string
+	peers      []confd.Peer
+	confd      []ConfdAction
 }
 
 // Router is a BGP-speaking router (a ToR) running BIRD.
@@ -151,7 +160,10 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 	if opts.Release == "" {
 		opts.Release = config.R333
 	}
-	if _, err := config.ParseRelease(string(opts.Release)); err != nil {
+	if opts.Release, err = config.ParseRelease(string(opts.Release)); err != nil {
+		return nil, err
+	}
+	if opts.Knobs, err = knobsFromEnv(opts.Knobs); err != nil {
 		return nil, err
 	}
 	if opts.RouteRefreshInterval == 0 {
@@ -329,13 +341,14 @@ func (c *Cluster) render(n *Node, cl *datastore.Cluster) (changed bool, err erro
 		birdRelease = n.BIRD.Release().Name
 	}
 	out, err := confd.Render(cl, n.Name, n.release, confd.Options{Log: c.log.With("confd", n.Name), Timers: c.opts.Timers,
-		KernelImportFilter: c.opts.KernelImportFilter, BIRD: birdRelease})
+		KernelImportFilter: c.opts.KernelImportFilter, BIRD: birdRelease, Knobs: c.opts.Knobs})
 	if err != nil {
 		return false, err
 	}
 	n.renders++
 	n.warnings = append(n.warnings, out.Warnings...)
 	n.peers = out.Peers
+	n.departures = out.Departures
 	changed = !bytes.Equal(out.Config, n.config)
 	n.config = out.Daemons() // 1.x: bird.conf and bird6.conf
 	return changed, nil
@@ -508,4 +521,23 @@ func (c *Cluster) ProgrammerProtocol(ctx context.Context) kroute.Protocol {
 		return kroute.Protocol(cl.Felix.DeviceRouteProtocol)
 	}
 	return kroute.ProtoCalicoDefault
+}
+
+// RenderKnobsEnv names the render departures a run adds to Options.Knobs.
+const RenderKnobsEnv = "BIRDCAGE_RENDER_KNOBS"
+
+// knobsFromEnv adds $BIRDCAGE_RENDER_KNOBS's departures to k.
+func knobsFromEnv(k confd.Knobs) (confd.Knobs, error) {
+	for _, f := range strings.Split(os.Getenv(RenderKnobsEnv), ",") {
+		switch strings.TrimSpace(f) {
+		case "":
+		case "no-passive":
+			k.NoPassive = true
+		case "direct-peers":
+			k.DirectPeers = true
+		default:
+			return k, fmt.Errorf("$%s: %q: known knobs are no-passive, direct-peers", RenderKnobsEnv, f)
+		}
+	}
+	return k, nil
 }

@@ -98,6 +98,12 @@ type ScenarioResult struct {
 	// BIRDReleases is the BIRD release each node and router ran at the end
 	// ("3.1 (bird3 3.1.8-0+deb13u1)").
 	BIRDReleases map[string]string `json:"birdReleases,omitempty"`
+	// Releases is the Calico release profile each node ran at the end
+	// ("3.32", "3.33"; never an alias).
+	Releases map[string]string `json:"releases,omitempty"`
+	// Departures are the ways the rendered BIRD configs departed from
+	// their release (knobs, timers), per node; absent when none did.
+	Departures map[string][]string `json:"departures,omitempty"`
 	// RouteEvents is each node's route timeline of cluster routes (inside
 	// the topology's pools, main table), for the report's swimlanes;
 	// absent in files written before it existed.
@@ -329,6 +335,7 @@ func (c *Cluster) Result(name string, rep *probe.Report) ScenarioResult {
 		s.Duration = monoclock.Ms(monoclock.Now()-ev[0].Mono) / 1000
 	}
 	s.BIRDReleases = c.BIRDReleases()
+	s.Releases, s.Departures = c.nodeReleases()
 	s.ProgrammerProtocol = int(c.ProgrammerProtocol(context.Background()))
 	for _, n := range c.nodes {
 		if rs := n.Programmer.Restarts(); len(rs) > 0 {

@@ -159,7 +159,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		// with protocol bird, and the kernel answer ESRCH.
 		cl, err := c.Store.Read(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		birdMetric := confd.KernelMetric(cl.BGP)
+		birdMetric := confd.RouteMetric(cl.BGP, node1.Release())
 		refused := map[string]harness.RouteRequests{}
 		for _, n := range []*harness.Node{node1, node2} {
 			Eventually(func() string { return lastReconfiguration(ctx, n) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).

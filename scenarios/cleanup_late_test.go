@@ -58,7 +58,7 @@ var _ = Describe("Persisted-route cleanup has no time bound", Label("ipip", "cle
 			Should(harness.HaveClusterRoute(early).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice), "guard: BIRD programs %s via tunl0", early)
 		cl, err := c.Datastore(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		birdMetric := confd.KernelMetric(cl.BGP)
+		birdMetric := confd.RouteMetric(cl.BGP, node2.Release())
 		rs, err := node2.Routes(early)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(rs).To(ContainElement(SatisfyAll(HaveField("Protocol", kroute.ProtoBIRD), HaveField("Metric", birdMetric), HaveField("Onlink()", true))),
@@ -181,7 +181,7 @@ var _ = Describe("Persisted-route cleanup when BIRD is not run for want of BGP p
 		res := c.Result("persisted-route cleanup, BIRD not run for want of BGP peers", nil)
 		res.Figures["strayRemovedAfterMigrationMs"] = float64(removedAt-migrated.Mono) / 1e6
 		res.Figures["routeRefreshIntervalMs"] = float64(lateRefresh.Milliseconds())
-		report(fmt.Sprintf("cleanup with no BGP peers (BIRD not run, BGP enabled): node-2 (3.33) removed the stray %.0f ms after the migration began; node-1 (pre-3.33) kept it",
+		report(fmt.Sprintf("cleanup with no BGP peers (BIRD not run, BGP enabled): node-2 (3.33) removed the stray %.0f ms after the migration began; node-1 (3.32) kept it",
 			res.Figures["strayRemovedAfterMigrationMs"]), "", res)
 	})
 })

@@ -108,10 +108,14 @@ var _ = Describe("Release defaults with programClusterRoutes unset or unknown", 
 		Entry("3.33, unknown value, no-encap", Label("noencap"), "noencap", config.R333, unknownValue),
 		Entry("pre-3.33, unset, no-encap", Label("noencap"), "noencap", config.Pre333, ""),
 		Entry("pre-3.33, unknown value, no-encap", Label("noencap"), "noencap", config.Pre333, unknownValue),
+		Entry("3.31, unset, no-encap", Label("noencap"), "noencap", config.R331, ""),
+		Entry("3.31, unknown value, no-encap", Label("noencap"), "noencap", config.R331, unknownValue),
 		Entry("3.33, unset, IPIP", Label("ipip"), "ipip", config.R333, ""),
 		Entry("3.33, unknown value, IPIP", Label("ipip"), "ipip", config.R333, unknownValue),
 		Entry("pre-3.33, unset, IPIP", Label("ipip"), "ipip", config.Pre333, ""),
 		Entry("pre-3.33, unknown value, IPIP", Label("ipip"), "ipip", config.Pre333, unknownValue),
+		Entry("3.31, unset, IPIP", Label("ipip"), "ipip", config.R331, ""),
+		Entry("3.31, unknown value, IPIP", Label("ipip"), "ipip", config.R331, unknownValue),
 	)
 })
 

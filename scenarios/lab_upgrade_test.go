@@ -158,7 +158,7 @@ var _ = func() bool {
 				Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve %s measure the platform's own loss", upgraded)
 				res.Figures["platformMissingPerControlFlowMax"] = float64(platform.Max)
 				AddReportEntry("platform loss", platform.String())
-				report(fmt.Sprintf("upgrade of %s pre-3.33 → 3.33 on lab %s, old BIRD %s: lost probes per flow", upgraded, l.M.Name, sig),
+				report(fmt.Sprintf("upgrade of %s 3.32 → 3.33 on lab %s, old BIRD %s: lost probes per flow", upgraded, l.M.Name, sig),
 					harness.GapTable(rep), res)
 
 				// 6. The claim: no window and no delete on the upgraded

@@ -83,7 +83,11 @@ var designSupportedPairs = map[[2]string]string{
 // component does not know. The keys name the releases the harness runs.
 var designDefaults = map[config.Release]struct{ felix, bgp string }{
 	config.R333:   {felix: "EnabledIPIPOnly", bgp: "EnabledNoEncapOnly"},
-	config.Pre333: {felix: "Disabled", bgp: "Enabled"},
+	config.Pre333: {felix: "Disabled", bgp: "Enabled"}, // 3.32
+	// 3.31 has no BGPConfiguration field: confd programs every IPIP and
+	// no-encap pool (bird_ipam.cfg.template @ 3cdeae8f7ace); Felix
+	// defaults to Disabled (config_params.go @ 3cdeae8f7ace).
+	config.R331: {felix: "Disabled", bgp: "Enabled"},
 }
 
 // designProgrammerProtocol is the route programmer's kernel protocol when

@@ -97,7 +97,7 @@ var _ = Describe("Protocol-matched delete", Label("ipip", "protodelete"), func()
 		// its protocol and its kernel metric; node-2's kernel must refuse it.
 		cl, err := c.Datastore(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		delErr := deleteAsBIRD(node2, block, confd.KernelMetric(cl.BGP))
+		delErr := deleteAsBIRD(node2, block, confd.RouteMetric(cl.BGP, node2.Release()))
 		Expect(errors.Is(delErr, unix.ESRCH)).To(BeTrue(),
 			"a delete of %s carrying proto bird should miss node-2's proto 80 route (ESRCH); got %v", block, delErr)
 
@@ -142,7 +142,7 @@ var _ = Describe("Protocol-matched delete", Label("ipip", "protodelete"), func()
 			fmt.Sprintf("node-2's BIRD exported %s to its kernel before the withdrawal: %v (3.33's kernel filter rejects IPIP pools)", block, exportedToKernel),
 			fmt.Sprintf("a hand-made delete of %s with BIRD's protocol and metric on node-2: %v", block, delErr),
 			"lost counts probes still in flight when the probes stopped (sent after the end mark); missing counts holes in the sequence")
-		report(fmt.Sprintf("protocol-matched delete: node-3's BIRD SIGTERMed; node-1 (pre-3.33) lost its route %.0f ms after, node-2 (3.33) kept its proto 80 route",
+		report(fmt.Sprintf("protocol-matched delete: node-3's BIRD SIGTERMed; node-1 (3.32) lost its route %.0f ms after, node-2 (3.33) kept its proto 80 route",
 			res.Figures["controlDeleteAfterWithdrawalMs"]), harness.GapTable(rep), res)
 
 		// 9. The claim, on node-2: no loss to node-3, the route stayed

@@ -128,7 +128,7 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 			Expect(err).NotTo(HaveOccurred())
 
 			// 6. Figures, per leg.
-			res := c.Result("upgrade round trip "+topology+" (pre-3.33 → 3.33 → pre-3.33, SIGKILL)", rep)
+			res := c.Result("upgrade round trip "+topology+" (3.32 → 3.33 → 3.32, SIGKILL)", rep)
 			legs := []struct {
 				name     string
 				from, to int64
@@ -170,7 +170,7 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 			}
 			res.Figures["remoteBlocksOwnedByBIRDAfterDowngrade"] = float64(byBIRD)
 			res.Figures["remoteBlocksOwnedByOthersAfterDowngrade"] = float64(byProgrammer)
-			report("upgrade round trip on "+topology+": node-2 pre-3.33 → 3.33 → pre-3.33, lost probes per flow over both legs", harness.GapTable(rep), res)
+			report("upgrade round trip on "+topology+": node-2 3.32 → 3.33 → 3.32, lost probes per flow over both legs", harness.GapTable(rep), res)
 
 			// 7. Guard: probes flowed through both legs (every flow
 			// delivered more during each), so zero loss means something.

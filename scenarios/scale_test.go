@@ -538,7 +538,7 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade", "timing")
 		res.Figures["bpfMapBytesPerSession"] = float64(steps[0].mapBytes)
 		res.Figures["bpfCountersPerSession"] = float64(steps[0].counters)
 		res.Notes = append(res.Notes, "flow plan per step: "+steps[0].plan.String())
-		report(fmt.Sprintf("rolling upgrade of %d nodes pre-3.33 → 3.33 (%s, old BIRD SIGKILL)", n, pool), b.String(), res)
+		report(fmt.Sprintf("rolling upgrade of %d nodes 3.32 → 3.33 (%s, old BIRD SIGKILL)", n, pool), b.String(), res)
 
 		// The claim, at every step: nothing lost on the upgraded node's way
 		// out while it was being upgraded — beyond what the sample (no

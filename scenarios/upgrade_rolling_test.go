@@ -103,7 +103,7 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 		res.Figures["deletesOfRemoteBlocks"] = float64(deletes)
 		res.Figures["prefixesWithTwoRoutes"] = float64(doubles)
 		res.Figures["rollingUpgradeSeconds"] = float64(end.Mono-begin.Mono) / 1e9
-		report("rolling upgrade pre-3.33 → 3.33 of every node in turn (old BIRD SIGKILLed)", table.String()+harness.GapTable(rep), res)
+		report("rolling upgrade 3.32 → 3.33 of every node in turn (old BIRD SIGKILLed)", table.String()+harness.GapTable(rep), res)
 
 		for _, n := range c.Nodes() {
 			tl := c.Timeline(n.Name)

@@ -90,7 +90,7 @@ var _ = Describe("Upgrade handover on IPIP, node by node", Label("ipip", "upgrad
 				}
 			}
 			res.Figures["handoverSeconds"] = float64(end.Mono-begin.Mono) / 1e9
-			report("upgrade of node-2 pre-3.33 → 3.33, old BIRD "+sig.String()+": lost probes per flow", harness.GapTable(rep), res)
+			report("upgrade of node-2 3.32 → 3.33, old BIRD "+sig.String()+": lost probes per flow", harness.GapTable(rep), res)
 
 			// 6. The claim: the route timeline never saw node-2 without a
 			// route, and nothing was lost on its way out...

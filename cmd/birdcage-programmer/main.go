@@ -43,7 +43,7 @@ func run() int {
 	fs := flag.NewFlagSet("birdcage-programmer", flag.ContinueOnError)
 	node := fs.String("node", "", "this node's name in the datastore (required)")
 	dir := fs.String("datastore", "", "datastore directory (required)")
-	release := fs.String("release", string(config.R333), "release profile: pre-3.33 | 3.33")
+	release := fs.String("release", string(config.R333), "release profile: "+config.ReleaseList())
 	status := fs.String("status", "", "status file, rewritten atomically after every sync")
 	logFormat := fs.String("log-format", "text", "log format: json | text")
 	logLevel := fs.String("log-level", "info", "log level: debug | info | warn | error")

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/control"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/run"
@@ -51,22 +52,24 @@ type readyMsg struct {
 
 // clusterUp gives `up` the --cluster mode.
 func clusterUp(up *cobra.Command) *cobra.Command {
-	var cluster, detach, allowUnknown bool
+	var cluster, detach, allowUnknown, noPassive, directPeers bool
 	var release string
 	var felix, bgp []string
 	plain := up.RunE
 	up.Short = "Build a topology (--cluster: the whole cluster, programmer and BIRD per node, driven by the verbs)"
 	f := up.Flags()
 	f.BoolVar(&cluster, "cluster", false, "bring up the whole cluster (datastore, programmer and BIRD per node, ToR BIRDs) under a supervisor the verbs talk to")
-	f.StringVar(&release, "release", string(config.R333), "with --cluster: the release every node starts on (pre-3.33, 3.33)")
+	f.StringVar(&release, "release", string(config.R333), "with --cluster: the Calico release every node starts on: "+config.ReleaseList())
 	f.StringArrayVar(&felix, "felix", nil, "with --cluster: FelixConfiguration KEY=VALUE (programClusterRoutes, deviceRouteProtocol, routeRefreshInterval); repeatable")
 	f.StringArrayVar(&bgp, "bgp", nil, "with --cluster: BGPConfiguration KEY=VALUE (programClusterRoutes, nodeToNodeMeshEnabled, asNumber, bgpEnabled, kernelMetric); repeatable")
 	f.BoolVar(&detach, "detach", false, "with --cluster: run the supervisor in the background and return once the cluster is converged")
 	f.BoolVar(&allowUnknown, "allow-unknown", false, "with --cluster: let programClusterRoutes take a value outside the enum (both sides then use their release default)")
+	f.BoolVar(&noPassive, "no-passive", false, "with --cluster: depart from the release: no `passive on`, both ends of every mesh session connect")
+	f.BoolVar(&directPeers, "direct-peers", false, "with --cluster: depart from the release: BGPPeers on an uplink subnet as direct sessions (gateway direct), not Calico's multihop + recursive")
 	requireRoot(up)
 	up.RunE = func(cmd *cobra.Command, args []string) error {
 		if !cluster {
-			for _, fl := range []string{"release", "felix", "bgp", "detach", "allow-unknown"} {
+			for _, fl := range []string{"release", "felix", "bgp", "detach", "allow-unknown", "no-passive", "direct-peers"} {
 				if cmd.Flags().Changed(fl) {
 					return fmt.Errorf("--%s needs --cluster", fl)
 				}
@@ -85,7 +88,7 @@ func clusterUp(up *cobra.Command) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		opts := harness.Options{Release: rel}
+		opts := harness.Options{Release: rel, Knobs: confd.Knobs{NoPassive: noPassive, DirectPeers: directPeers}}
 		if err := (control.Settings{Felix: felix, BGP: bgp, AllowUnknown: allowUnknown}).Apply(&opts.Felix, &opts.BGP); err != nil {
 			return err
 		}
@@ -431,7 +434,7 @@ func clusterCommands(jsonOut *bool) []*cobra.Command {
 	}, jsonOut, func(_ *cobra.Command, args []string) (control.Request, error) {
 		return control.Request{Verb: "upgrade", Node: args[0], To: to, Signal: sig}, nil
 	})
-	upgrade.Flags().StringVar(&to, "to", "", "release to upgrade to (pre-3.33, 3.33)")
+	upgrade.Flags().StringVar(&to, "to", "", "release to upgrade to: "+config.ReleaseList())
 	upgrade.Flags().StringVar(&sig, "signal", "KILL", "signal the old BIRD gets: KILL (a pod deletion) or TERM (BIRD sends Cease)")
 
 	var allowUnknown bool

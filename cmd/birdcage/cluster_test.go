@@ -306,6 +306,40 @@ func TestLiveClusterCLI(t *testing.T) {
 	s.down(id)
 }
 
+// TestLiveClusterCLIRelease: `up --release 3.32` starts every node on the
+// real release 3.32 (recorded as such, never as an alias), its BIRDs
+// establish every session under 3.32's render (one passive end per mesh
+// pair, Calico's timers, BGP routes at metric 1024), and `upgrade --to new`
+// (the alias of 3.33) moves a node to 3.33. No-encap: natively.
+func TestLiveClusterCLIRelease(t *testing.T) {
+	s := newCLISession(t)
+	id := s.up("-t", "noencap", "--release", "3.32")
+	out, err := s.run("info", "--run", id)
+	if err != nil {
+		t.Fatalf("info: %v", err)
+	}
+	if n := strings.Count(out, " on 3.32"); n != 3 || strings.Contains(out, "pre-3.33") {
+		t.Errorf("info: want 3 nodes on 3.32 and no alias, got:\n%s", out)
+	}
+	for _, node := range []string{"node-1", "node-2"} {
+		out, err = s.run("birdc", node, "--run", id, "--", "show", "protocols", "all")
+		if err != nil || !strings.Contains(out, "Established") {
+			t.Fatalf("birdc %s show protocols all: %v: %s", node, err, out)
+		}
+		t.Logf("%s: %d sessions Established", node, strings.Count(out, "Established"))
+	}
+	out, err = s.run("upgrade", "node-2", "--to", "new", "--signal", "TERM", "--run", id)
+	if err != nil {
+		t.Fatalf("upgrade: %v", err)
+	}
+	for _, want := range []string{"UpgradeNode(node-2→3.33)", "node-2 upgraded 3.32 → 3.33", "BIRD(node-2) sessions Established"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("upgrade's output does not say %q:\n%s", want, out)
+		}
+	}
+	s.down(id)
+}
+
 // TestLiveClusterCLIUpgradeIPIP is the headline upgrade through the CLI: an
 // IPIP cluster on pre-3.33, node-2 upgraded to 3.33 with SIGKILL while
 // probes run, the gap table read, node-2's timeline, down. Needs ipip (the
@@ -332,7 +366,7 @@ func TestLiveClusterCLIUpgradeIPIP(t *testing.T) {
 	if err != nil {
 		t.Fatalf("upgrade: %v", err)
 	}
-	for _, want := range []string{"UpgradeNode(node-2→3.33)", "UpgradeNode(node-2) programmer synced", "node-2 upgraded pre-3.33 → 3.33 (old BIRD got SIGKILL"} {
+	for _, want := range []string{"UpgradeNode(node-2→3.33)", "UpgradeNode(node-2) programmer synced", "node-2 upgraded 3.32 → 3.33 (old BIRD got SIGKILL"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("upgrade's output does not say %q", want)
 		}

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
@@ -110,8 +111,13 @@ func TestNoEncapClusterConverges(t *testing.T) {
 	requireRoot(t)
 	l := newLab(t)
 	c := clusterNodes(3, true)
-	// 1. BGPConfiguration unset in 3.33: BIRD owns no-encap, metric 0.
+	// 1. BGPConfiguration unset in 3.33: BIRD owns no-encap, its BGP
+	// routes at metric 1024 (3.33's calico_kernel_programming sets
+	// krt_metric 1024 for BGP routes: bgp_processor.go @ 6609dea54713).
 	nodes := buildMesh(t, l, c, config.R333)
+	if nodes[0].ren.Policy.KernelMetric != 1024 {
+		t.Fatalf("guard: 3.33 renders BGP routes at metric 1024, policy is %+v", nodes[0].ren.Policy)
+	}
 	if !nodes[0].ren.Policy.Effective.ProgramNoEncapClusterRoutes() {
 		t.Fatalf("guard: BIRD must own no-encap routes here, policy is %+v", nodes[0].ren.Policy)
 	}
@@ -126,9 +132,11 @@ func TestNoEncapClusterConverges(t *testing.T) {
 	took := startAll(t, insts, 60*time.Second)
 	t.Logf("FIGURE: 3-node no-encap mesh (v4+v6 sessions): all sessions Established %v after the first start", took.Round(time.Millisecond))
 
-	// 3. Every node has a proto bird route to every remote block at metric 0.
+	// 3. Every node has a proto bird route to every remote block at metric
+	// 1024 (BIRD 2's kernel protocol at metric 0 writes each route's
+	// krt_metric).
 	for _, n := range nodes {
-		eventually(t, 10*time.Second, n.name+" routes to remote blocks", func() string { return remoteRoutesMissing(l, c, n.name, 0) })
+		eventually(t, 10*time.Second, n.name+" routes to remote blocks", func() string { return remoteRoutesMissing(l, c, n.name, n.ren.Policy.KernelMetric) })
 		v6 := l.birdRoutes(n.name, netlink.FAMILY_V6)
 		for _, blk := range c.Blocks {
 			if blk.Node != n.name && strings.Contains(blk.CIDR, ":") {
@@ -145,9 +153,10 @@ func TestNoEncapClusterConverges(t *testing.T) {
 	}
 
 	for _, r := range l.birdRoutes(nodes[0].name, netlink.FAMILY_V6) {
-		// The kernel stores an IPv6 route asked for at metric 0 at 1024,
-		// for BIRD and the programmer alike.
-		t.Logf("FACT: BIRD's IPv6 route %s on %s at kernel metric 0 is stored with priority %d", r.Dst, nodes[0].name, r.Priority)
+		// 3.33 asks for 1024 on IPv6 too; the kernel would store an IPv6
+		// route asked for at 0 at 1024 anyway, for BIRD and the programmer
+		// alike.
+		t.Logf("FACT: BIRD's IPv6 route %s on %s is stored with priority %d", r.Dst, nodes[0].name, r.Priority)
 		break
 	}
 
@@ -173,6 +182,7 @@ func TestNoEncapClusterConverges(t *testing.T) {
 		t.Logf("FIGURE: RSS of bird on %s: %.1f MiB", n.name, float64(rss)/(1<<20))
 	}
 
+	t.Run("passive peering: the greater address connects", func(t *testing.T) { checkPassiveDirection(t, l, c) })
 	t.Run("isolation", func(t *testing.T) { checkIsolation(t, l, nodes[0]) })
 	t.Run("sigkill keeps stale routes on peers, -R restart keeps them", func(t *testing.T) { checkKillAndRecover(t, l, c, nodes) })
 	t.Run("sigterm makes peers withdraw, stop leaves nothing", func(t *testing.T) { checkTerm(t, l, c, nodes) })
@@ -295,7 +305,7 @@ func checkKillAndRecover(t *testing.T, l *lab, c *datastore.Cluster, nodes []*no
 		return ""
 	})
 	// persist: the killed node keeps its own routes too.
-	if m := remoteRoutesMissing(l, c, n3.name, 0); m != "" {
+	if m := remoteRoutesMissing(l, c, n3.name, n3.ren.Policy.KernelMetric); m != "" {
 		t.Errorf("%s lost kernel routes while BIRD was down (persist): %s", n3.name, m)
 	}
 
@@ -311,7 +321,7 @@ func checkKillAndRecover(t *testing.T, l *lab, c *datastore.Cluster, nodes []*no
 	if err := n1.bird.WaitEstablished(ctx, proto); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, n3.name+" routes after -R", func() string { return remoteRoutesMissing(l, c, n3.name, 0) })
+	eventually(t, 10*time.Second, n3.name+" routes after -R", func() string { return remoteRoutesMissing(l, c, n3.name, n3.ren.Policy.KernelMetric) })
 	if !hasBirdRoute(l, n1.name, n3.block) {
 		t.Errorf("%s has no route to %s after %s recovered", n1.name, n3.block, n3.name)
 	}
@@ -343,7 +353,7 @@ func checkTerm(t *testing.T, l *lab, c *datastore.Cluster, nodes []*node) {
 	if out, err := exec.Command("runc", "--root", l.r.Path("runc"), "state", id).CombinedOutput(); err == nil {
 		t.Errorf("runc still knows container %s after Stop: %s", id, out)
 	}
-	if m := remoteRoutesMissing(l, c, n2.name, 0); m != "" {
+	if m := remoteRoutesMissing(l, c, n2.name, n2.ren.Policy.KernelMetric); m != "" {
 		t.Errorf("%s lost its kernel routes on SIGTERM (persist): %s", n2.name, m)
 	}
 	// Plain restart: routes come back on the peers.
@@ -353,14 +363,14 @@ func checkTerm(t *testing.T, l *lab, c *datastore.Cluster, nodes []*node) {
 	if err := n2.bird.WaitEstablished(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, n1.name+" relearns "+n2.block, func() string { return remoteRoutesMissing(l, c, n1.name, 0) })
+	eventually(t, 10*time.Second, n1.name+" relearns "+n2.block, func() string { return remoteRoutesMissing(l, c, n1.name, n1.ren.Policy.KernelMetric) })
 }
 
 func checkConfigure(t *testing.T, l *lab, c *datastore.Cluster, nodes []*node) {
 	n1 := nodes[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if m := remoteRoutesMissing(l, c, n1.name, 0); m != "" {
+	if m := remoteRoutesMissing(l, c, n1.name, n1.ren.Policy.KernelMetric); m != "" {
 		t.Fatalf("guard: %s routes before configure: %s", n1.name, m)
 	}
 	// 1. A syntax error is refused and changes nothing.
@@ -411,5 +421,42 @@ func checkConfigure(t *testing.T, l *lab, c *datastore.Cluster, nodes []*node) {
 	if err := n1.bird.Configure(ctx, n1.ren.Config); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, n1.name+" reprograms the routes", func() string { return remoteRoutesMissing(l, c, n1.name, 0) })
+	eventually(t, 5*time.Second, n1.name+" reprograms the routes", func() string { return remoteRoutesMissing(l, c, n1.name, n1.ren.Policy.KernelMetric) })
+}
+
+// checkPassiveDirection: every mesh session's TCP connection was opened by
+// the node whose address is the greater string (its peer renders `passive
+// on`: bird.cfg.template @ 3cdeae8f7ace, processMeshPeers @ de60d98e97a7,
+// 6609dea54713), so port 179 is the lesser node's end, on both families.
+func checkPassiveDirection(t *testing.T, l *lab, c *datastore.Cluster) {
+	var pairs int
+	for _, nd := range c.Nodes {
+		out, err := exec.Command("ip", "netns", "exec", l.nsName(nd.Name), "ss", "-Htn", "state", "established", "( sport = :179 or dport = :179 )").CombinedOutput()
+		if err != nil {
+			t.Fatalf("ss in %s: %v: %s", nd.Name, err, out)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 4 {
+				continue
+			}
+			local, err1 := netip.ParseAddrPort(f[2])
+			peer, err2 := netip.ParseAddrPort(f[3])
+			if err1 != nil || err2 != nil {
+				t.Fatalf("%s: ss line %q: %v %v", nd.Name, line, err1, err2)
+			}
+			la, pa := local.Addr().Unmap().String(), peer.Addr().Unmap().String()
+			accepted := local.Port() == 179
+			// The lesser string accepts (it is passive toward the greater).
+			if want := la < pa; accepted != want {
+				t.Errorf("%s: session %s <-> %s: accepted here=%v, want %v (the greater string %s connects)", nd.Name, la, pa, accepted, want, max(la, pa))
+			}
+			pairs++
+		}
+	}
+	// 3 nodes, 2 families: 6 sessions, each seen from both ends.
+	if pairs != 12 {
+		t.Errorf("saw %d session ends, want 12 (3 nodes x 2 peers x 2 families)", pairs)
+	}
+	t.Logf("FACT: all %d mesh session ends connected from the greater-string address", pairs)
 }

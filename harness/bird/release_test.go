@@ -117,10 +117,12 @@ func releaseMesh(t *testing.T, rel bird.Release) {
 	}
 
 	// Routes are exchanged: every node has a proto bird route to every
-	// remote v4 block (metric 0, via its owner) and every remote v6 block.
+	// remote v4 block (metric 1024 in 3.33, carried in bgp_local_pref and
+	// written as each route's krt_metric, via its owner) and every remote
+	// v6 block.
 	routes := time.Now()
 	for _, nd := range c.Nodes {
-		eventually(t, 15*time.Second, nd.Name+" v4 routes", func() string { return remoteRoutesMissing(l, c, nd.Name, 0) })
+		eventually(t, 15*time.Second, nd.Name+" v4 routes", func() string { return remoteRoutesMissing(l, c, nd.Name, confd.RouteMetric(c.BGP, config.R333)) })
 		eventually(t, 15*time.Second, nd.Name+" v6 routes", func() string {
 			got := l.birdRoutes(nd.Name, netlink.FAMILY_V6)
 			var miss []string

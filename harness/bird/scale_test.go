@@ -44,7 +44,7 @@ func TestScaleEstablished(t *testing.T) {
 			}
 			took := startAll(t, insts, 3*time.Minute)
 			last := nodes[len(nodes)-1]
-			d := eventually(t, 30*time.Second, last.name+" routes to every remote block", func() string { return remoteRoutesMissing(l, c, last.name, 0) })
+			d := eventually(t, 30*time.Second, last.name+" routes to every remote block", func() string { return remoteRoutesMissing(l, c, last.name, last.ren.Policy.KernelMetric) })
 			var total int64
 			for _, nd := range nodes {
 				rss, err := nd.bird.RSS()

@@ -17,6 +17,16 @@
 // routes need a filter-settable onlink: not in 1.6, not in 3.1) the render
 // is refused with ErrNotExpressible naming the release and why.
 //
+// Per Calico release (config.Release: 3.31, 3.32, 3.33) it renders what
+// that release's confd renders: mesh sessions passive toward peers whose
+// address is a greater string, Calico's session timers and add paths,
+// BGPPeers multihop with ttl security off and recursive gateways, BGP
+// routes at kernel metric 1024 from 3.32 (carried between nodes in
+// bgp_local_pref), the tunl0 arm of the iBGP export reject in 3.33 only.
+// Options.Knobs depart from the release one emulation choice at a time;
+// every departure is listed in Rendered.Departures and in the config's
+// header. docs/conformance.md tables each fact against Calico's code.
+//
 // It writes text only: running BIRD is harness/bird's job, and it must not
 // know about namespaces, containers or scenarios.
 package confd

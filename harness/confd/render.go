@@ -44,6 +44,41 @@ type Options struct {
 	// 2.x and 3.x get one config with a channel per address family, 1.x
 	// one config per daemon (Rendered.Config for bird, Config6 for bird6).
 	BIRD release.Name
+	// Knobs turn off one emulation choice each; the zero value renders the
+	// Calico release exactly. The kernel metric knob is the datastore's
+	// BGPConfiguration.kernelMetric (see RouteMetric).
+	Knobs Knobs
+}
+
+// Knobs are departures from the release's render, one per emulation choice,
+// so a scenario can show what each changes. Zero is the release.
+type Knobs struct {
+	// NoPassive renders no `passive on`: both ends of every mesh session
+	// connect (birdcage before issue 25).
+	NoPassive bool
+	// DirectPeers renders a BGPPeer on one of the node's uplink subnets as
+	// a direct session with `gateway direct` (birdcage before issue 25),
+	// instead of Calico's `ttl security off; multihop;` and
+	// `gateway recursive`.
+	DirectPeers bool
+	// PeerDebug replaces the sessions' debug option (e.g. "{ states }");
+	// "" is the release's (config.Release.PeerDebug).
+	PeerDebug string
+}
+
+// Departures lists the knobs set in k, for results ("none" when none is).
+func (k Knobs) Departures() []string {
+	var out []string
+	if k.NoPassive {
+		out = append(out, "no passive mesh")
+	}
+	if k.DirectPeers {
+		out = append(out, "direct BGPPeer sessions")
+	}
+	if k.PeerDebug != "" {
+		out = append(out, "peer debug "+k.PeerDebug)
+	}
+	return out
 }
 
 // ErrNotExpressible is wrapped when the BIRD release cannot express what
@@ -55,9 +90,12 @@ var ErrNotExpressible = errors.New("not expressible in this BIRD release")
 // keepalive not shorter than the hold time).
 var ErrInvalidTimers = errors.New("invalid BGP timers")
 
-// Timers are BIRD's protocol timers, in seconds. birdcage's defaults are
-// lower than BIRD's so sessions come up in 2–3 s instead of 4–7 s and a
-// failed session retries within seconds instead of a minute.
+// Timers are BIRD's protocol timers, in seconds. The defaults are Calico's
+// (every release's bgp_template: connect delay 2, connect retry 5, error
+// wait 5,30, kernel and device scan 2; no hold or keepalive time), so
+// sessions come up in 2–3 s and a failed session retries after 5 s, then
+// backs off to 30 s. A scenario may set lower ones; they are a departure
+// from the release (Timers.Departures).
 type Timers struct {
 	ConnectDelay int // BGP "connect delay time"; BIRD default 5
 	ConnectRetry int // BGP "connect retry time"; BIRD default 120
@@ -92,7 +130,32 @@ const maxBGPTimer = 65535
 
 // DefaultTimers are used for any zero field of Options.Timers, except
 // HoldTime and KeepaliveTime, whose 0 leaves BIRD's own defaults.
-var DefaultTimers = Timers{ConnectDelay: 2, ConnectRetry: 5, ErrorWaitMin: 1, ErrorWaitMax: 5, ScanTime: 2}
+var DefaultTimers = Timers{ConnectDelay: config.ConnectDelayTime, ConnectRetry: config.ConnectRetryTime,
+	ErrorWaitMin: config.ErrorWaitMin, ErrorWaitMax: config.ErrorWaitMax, ScanTime: config.KernelScanTime}
+
+// Departures lists the timers t renders that differ from Calico's (none for
+// the zero value).
+func (t Timers) Departures() []string {
+	d, w := t.withDefaults(), DefaultTimers.withDefaults()
+	var out []string
+	add := func(name string, got, want int) {
+		if got != want {
+			out = append(out, fmt.Sprintf("%s %d (Calico %d)", name, got, want))
+		}
+	}
+	add("connect delay time", d.ConnectDelay, w.ConnectDelay)
+	add("connect retry time", d.ConnectRetry, w.ConnectRetry)
+	add("error wait time min", d.ErrorWaitMin, w.ErrorWaitMin)
+	add("error wait time max", d.ErrorWaitMax, w.ErrorWaitMax)
+	add("scan time", d.ScanTime, w.ScanTime)
+	if d.HoldTime != 0 {
+		out = append(out, fmt.Sprintf("hold time %d (Calico renders none)", d.HoldTime))
+	}
+	if d.KeepaliveTime != 0 {
+		out = append(out, fmt.Sprintf("keepalive time %d (Calico renders none)", d.KeepaliveTime))
+	}
+	return out
+}
 
 func (t Timers) withDefaults() Timers {
 	d := DefaultTimers
@@ -173,6 +236,9 @@ type Rendered struct {
 	Policy Policy
 	// Peers are the BGP sessions in Config, in the order rendered.
 	Peers []Peer
+	// Departures are the knobs and timers of this render that differ from
+	// the Calico release (none by default), for results.
+	Departures []string
 }
 
 // Policy is BGPConfiguration.programClusterRoutes resolved for BIRD.
@@ -182,7 +248,8 @@ type Policy struct {
 	Raw string
 	// Effective is the value after config.Resolve.
 	Effective config.ProgramClusterRoutes
-	// KernelMetric is the metric BIRD writes kernel routes at.
+	// KernelMetric is the metric BIRD writes BGP-learned routes at in the
+	// kernel (RouteMetric): the release's, or the kernelMetric knob.
 	KernelMetric int
 }
 
@@ -217,16 +284,35 @@ type Peer struct {
 	// "client" (a reflector's session to its client) or "peer" (an
 	// explicit BGPPeer).
 	Kind string
+	// Passive is true when the session waits for the peer to connect
+	// (`passive on`).
+	Passive bool
 }
 
-// KernelMetric returns the metric BIRD writes kernel routes at: the
-// BGPConfiguration knob, or 0 (the fork's metric, replaceable in place by
-// the programmer's RouteReplace) when unset. BIRD 2's own default is 32.
+// KernelMetric returns the kernel protocol's `metric`: the
+// BGPConfiguration.kernelMetric knob, or 0 when unset (then every route
+// gets its own krt_metric, as the fork's routes do). It is not the metric
+// of BGP routes from 3.32 on; use RouteMetric for that. BIRD 2's own
+// default is 32.
 func KernelMetric(b datastore.BGPConfiguration) int {
 	if b.KernelMetric == nil {
 		return 0
 	}
 	return *b.KernelMetric
+}
+
+// RouteMetric returns the metric BIRD writes BGP-learned cluster routes at
+// in release rel: the kernelMetric knob when set (the kernel protocol then
+// writes every route at it), else the release's (config.Release
+// BGPRouteMetric: 0 in 3.31, 1024 from 3.32). BIRD 2 writes per-route
+// krt_metric only when its kernel protocol's metric is 0, and then manages
+// (re-adds, deletes, takes over after a restart) its routes at whatever
+// metric each carries — measured with BIRD 2.0.12 (docs/conformance.md).
+func RouteMetric(b datastore.BGPConfiguration, rel config.Release) int {
+	if b.KernelMetric != nil {
+		return *b.KernelMetric
+	}
+	return rel.BGPRouteMetric()
 }
 
 // ASNumber returns the AS a node speaks: its own, else the cluster's, else
@@ -272,11 +358,12 @@ func Render(c *datastore.Cluster, node string, rel config.Release, opts Options)
 		return Rendered{}, fmt.Errorf("bgpconfiguration %q: kernelMetric %d: must be 0..2147483647", datastore.SingletonName, *c.BGP.KernelMetric)
 	}
 
+	rel, _ = config.ParseRelease(string(rel)) // an alias renders as its release
 	pol := Policy{
 		Release:      rel,
 		Raw:          c.BGP.ProgramClusterRoutes,
 		Effective:    config.Resolve(c.BGP.ProgramClusterRoutes, rel, config.BIRD, log),
-		KernelMetric: KernelMetric(c.BGP),
+		KernelMetric: RouteMetric(c.BGP, rel),
 	}
 
 	v := view{
@@ -284,12 +371,15 @@ func Render(c *datastore.Cluster, node string, rel config.Release, opts Options)
 		Release:      string(rel),
 		Raw:          pol.Raw,
 		Effective:    string(pol.Effective),
-		KernelMetric: pol.KernelMetric,
+		KernelMetric: KernelMetric(c.BGP),
+		RouteMetric:  pol.KernelMetric,
 		Timers:       opts.Timers.withDefaults(),
+		PeerDebug:    rel.PeerDebug(),
+		BIRDIntMax:   config.BIRDIntMax,
 
 		KernelImportFilter: opts.KernelImportFilter,
 		ProgrammerProtocol: config.EffectiveDeviceRouteProtocol(c.Felix.DeviceRouteProtocol),
-		RejectTunl0:        pol.ProgrammerOwnsIPIP(),
+		RejectTunl0:        rel.RejectsTunl0WhenFelixOwnsIPIP() && pol.ProgrammerOwnsIPIP(),
 		TunnelDevice:       TunnelDevice,
 		LocalAS:            ASNumber(c, self),
 		RRClusterID:        opts.RouteReflectorClusterID,
@@ -301,6 +391,22 @@ func Render(c *datastore.Cluster, node string, rel config.Release, opts Options)
 	if br != release.Default {
 		v.BIRDNote = string(br)
 	}
+	if opts.Knobs.PeerDebug != "" {
+		v.PeerDebug = opts.Knobs.PeerDebug
+	}
+	// From 3.32 a BGP route's kernel metric is 1024, carried between nodes
+	// in bgp_local_pref; the kernelMetric knob writes every route at one
+	// metric instead (no per-route krt_metric).
+	if c.BGP.KernelMetric == nil && rel.CarriesPriorityInLocalPref() {
+		v.PriorityFromLocalPref = true
+		v.NormalPriority = rel.BGPRouteMetric()
+		v.LocalPrefFloor = config.BIRDIntMax - rel.BGPRouteMetric()
+	}
+	v.Departures = opts.Knobs.Departures()
+	if c.BGP.KernelMetric != nil {
+		v.Departures = append(v.Departures, fmt.Sprintf("kernel metric %d for every route", *c.BGP.KernelMetric))
+	}
+	v.Departures = append(v.Departures, opts.Timers.Departures()...)
 	switch {
 	case v.Raw == "":
 		v.RawNote = "unset"
@@ -387,14 +493,14 @@ func Render(c *datastore.Cluster, node string, rel config.Release, opts Options)
 	sort.Strings(v.Blocks4)
 	sort.Strings(v.Blocks6)
 
-	peers, err := sessions(c, self, selfV4, selfV6, v.LocalAS)
+	peers, err := sessions(c, self, selfV4, selfV6, v.LocalAS, rel, opts.Knobs)
 	if err != nil {
 		return Rendered{}, err
 	}
 	v.Peers = peers
 	var out []Peer
 	for _, p := range peers {
-		out = append(out, Peer{Protocol: p.Name, Address: p.addr, AS: p.AS, Internal: p.Internal, Kind: p.Kind})
+		out = append(out, Peer{Protocol: p.Name, Address: p.addr, AS: p.AS, Internal: p.Internal, Kind: p.Kind, Passive: p.Passive})
 		if p.Family == "ipv4" {
 			v.HasV4 = true
 		} else {
@@ -416,19 +522,28 @@ func Render(c *datastore.Cluster, node string, rel config.Release, opts Options)
 		if err != nil {
 			return Rendered{}, fmt.Errorf("render node %q: %w", node, err)
 		}
-		return Rendered{Config: c4, Config6: c6, BIRD: br, Warnings: warnings, Policy: pol, Peers: out}, nil
+		return Rendered{Config: c4, Config6: c6, BIRD: br, Warnings: warnings, Policy: pol, Peers: out, Departures: v.Departures}, nil
 	}
 	var buf bytes.Buffer
 	if err := nodeTemplate.Execute(&buf, v); err != nil {
 		return Rendered{}, fmt.Errorf("render node %q: %w", node, err)
 	}
-	return Rendered{Config: buf.Bytes(), BIRD: br, Warnings: warnings, Policy: pol, Peers: out}, nil
+	return Rendered{Config: buf.Bytes(), BIRD: br, Warnings: warnings, Policy: pol, Peers: out, Departures: v.Departures}, nil
 }
 
 // sessions lists the node's BGP sessions: the full iBGP mesh, or
 // reflector/client sessions when the mesh is off and some nodes reflect,
 // plus explicit BGPPeers for all nodes or for this node.
-func sessions(c *datastore.Cluster, self datastore.Node, selfV4, selfV6 netip.Prefix, localAS int) ([]peerView, error) {
+//
+// Session shape per release (Calico: bird.cfg.template @ 3cdeae8f7ace;
+// bgp_processor.go processMeshPeers/buildPeer @ de60d98e97a7,
+// 6609dea54713): a mesh session is passive when the peer's IP is greater,
+// as a string, than the node's own; so is a global BGPPeer whose IP is a
+// Calico node's; node-specific peers and reflector sessions never are.
+// Every BGPPeer without ttlSecurity is `ttl security off; multihop;` with
+// the template's `gateway recursive`; mesh sessions are too in 3.33, and
+// carry neither line before (BIRD's iBGP default is multihop).
+func sessions(c *datastore.Cluster, self datastore.Node, selfV4, selfV6 netip.Prefix, localAS int, rel config.Release, knobs Knobs) ([]peerView, error) {
 	var out []peerView
 	seen := map[string]string{}
 	add := func(p peerView) error {
@@ -478,12 +593,21 @@ func sessions(c *datastore.Cluster, self datastore.Node, selfV4, selfV6 netip.Pr
 				continue
 			}
 			base := map[string]string{"mesh": "Mesh", "client": "RRClient", "reflector": "RR"}[kind]
-			if err := add(peerView{
+			pv := peerView{
 				Name: protoName(base, fam.peer.Addr()), Family: fam.name, addr: fam.peer.Addr(),
 				Neighbor: fam.peer.Addr().String(), AS: as, Source: fam.src.Addr().String(),
-				Internal: as == localAS, Multihop: true, RRClient: kind == "client",
+				Internal: as == localAS, Recursive: true, RRClient: kind == "client",
 				Kind: kind, Origin: "node " + n.Name,
-			}); err != nil {
+			}
+			switch {
+			case kind != "mesh" || rel.MeshTTLSecurityOff():
+				// Reflector sessions are BGPPeers in Calico.
+				pv.Multihop, pv.TTLOff = true, true
+			}
+			if kind == "mesh" && rel.PassiveMesh() && !knobs.NoPassive && pv.Neighbor > pv.Source {
+				pv.Passive = true
+			}
+			if err := add(pv); err != nil {
 				return nil, err
 			}
 		}
@@ -510,25 +634,54 @@ func sessions(c *datastore.Cluster, self datastore.Node, selfV4, selfV6 netip.Pr
 			Name: protoName(map[bool]string{true: "Global", false: "Node"}[bp.Node == ""], a), Family: fam, addr: a,
 			Neighbor: a.String(), AS: bp.ASNumber, Internal: bp.ASNumber == localAS, Kind: "peer",
 			Origin: "bgppeer " + bp.Name, Description: bp.Name,
+			Multihop: true, TTLOff: true, Recursive: true,
 		}
-		// An uplink on the peer's subnet makes it a directly connected
-		// (ToR) peer: no multihop, source address from that uplink.
+		// An uplink on the peer's subnet: the session leaves from that
+		// uplink's address (birdcage's ToR fabric peers per link; Calico's
+		// default sourceAddress UseNodeIP would use the node's address).
 		if up, ok := uplinkFor(self, a); ok {
 			pv.Source = up.Addr().String()
-		} else {
-			pv.Multihop = true
-			if src.IsValid() {
-				pv.Source = src.Addr().String()
+			if knobs.DirectPeers && !pv.Internal {
+				pv.Multihop, pv.TTLOff, pv.Recursive = false, false, false
 			}
+		} else if src.IsValid() {
+			pv.Source = src.Addr().String()
 		}
-		if pv.Internal {
-			pv.Multihop = true
+		// A global peer that is a Calico node peers one way, as the mesh.
+		if bp.Node == "" && rel.PassiveMesh() && !knobs.NoPassive && isNodeIP(c, a) && pv.Source != "" && pv.Neighbor > nodeIPString(self, a) {
+			pv.Passive = true
 		}
 		if err := add(pv); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// isNodeIP reports whether a is some node's BGP address (Calico's
+// calico_node flag on a BGPPeer with a peerIP: client.go @ de60d98e97a7).
+func isNodeIP(c *datastore.Cluster, a netip.Addr) bool {
+	for _, n := range c.Nodes {
+		v4, v6, err := nodeAddrs(n)
+		if err == nil && (v4.IsValid() && v4.Addr() == a || v6.IsValid() && v6.Addr() == a) {
+			return true
+		}
+	}
+	return false
+}
+
+// nodeIPString is the node's own BGP address of a's family, as a string
+// (Calico compares the peer's IP with it as strings).
+func nodeIPString(n datastore.Node, a netip.Addr) string {
+	v4, v6, _ := nodeAddrs(n)
+	p := v4
+	if a.Is6() {
+		p = v6
+	}
+	if !p.IsValid() {
+		return ""
+	}
+	return p.Addr().String()
 }
 
 // nodeAddrs parses a node's BGP addresses; either may be absent.
@@ -621,21 +774,32 @@ func nodeNames(c *datastore.Cluster) string {
 // view is what bird.conf.tmpl sees.
 type view struct {
 	Node, Release, Raw, RawNote, Effective string
-	KernelMetric                           int
-	KernelImportFilter                     bool
-	ProgrammerProtocol                     int
-	Timers                                 Timers
-	RejectTunl0                            bool
-	TunnelDevice                           string
-	LocalAS                                int
-	RouterID, SourceV4, SourceV6           string
-	RRClusterID                            string
-	IsReflector, MeshOn, BGPEnabled        bool
-	HasV4, HasV6                           bool
-	Pools                                  []poolView
-	Blocks, Blocks4, Blocks6               []string
-	Peers                                  []peerView
-	Warnings                               []string
+	// KernelMetric is the kernel protocol's metric; RouteMetric the
+	// metric of BGP routes in the kernel.
+	KernelMetric, RouteMetric int
+	// PriorityFromLocalPref (3.32 on): BGP routes get krt_metric
+	// NormalPriority in the kernel, carried between nodes as
+	// bgp_local_pref = BIRDIntMax - krt_metric; a route above normal
+	// priority (bgp_local_pref > LocalPrefFloor) gets preference 200.
+	PriorityFromLocalPref           bool
+	NormalPriority, LocalPrefFloor  int
+	BIRDIntMax                      int
+	PeerDebug                       string
+	Departures                      []string
+	KernelImportFilter              bool
+	ProgrammerProtocol              int
+	Timers                          Timers
+	RejectTunl0                     bool
+	TunnelDevice                    string
+	LocalAS                         int
+	RouterID, SourceV4, SourceV6    string
+	RRClusterID                     string
+	IsReflector, MeshOn, BGPEnabled bool
+	HasV4, HasV6                    bool
+	Pools                           []poolView
+	Blocks, Blocks4, Blocks6        []string
+	Peers                           []peerView
+	Warnings                        []string
 	// BIRD is the BIRD release; BIRDNote is set (to it) when it is not the
 	// default, so default renders stay byte-identical.
 	BIRD, BIRDNote string
@@ -654,7 +818,10 @@ type peerView struct {
 	Name, Family, Neighbor, Source, Kind, Origin, Description string
 	AS                                                        int
 	Internal, Multihop, RRClient                              bool
-	addr                                                      netip.Addr
+	// TTLOff renders `ttl security off`; Recursive `gateway recursive`
+	// (else direct); Passive `passive on`.
+	TTLOff, Recursive, Passive bool
+	addr                       netip.Addr
 }
 
 //go:embed bird.conf.tmpl
