@@ -51,6 +51,40 @@ type Options struct {
 	// StartedMono is when the process started (CLOCK_MONOTONIC ns), the
 	// anchor of the restart profile; 0 means when Run is called.
 	StartedMono int64
+	// Emulation knobs; the zero value is the release's own behaviour.
+	Knobs Knobs
+}
+
+// Knobs turn single emulation choices of the route table away from what
+// the release does, so a scenario can show what each one changes.
+type Knobs struct {
+	// WriteOrder overrides the release's write order ("" keeps it:
+	// delete-first in 3.31-3.33); "replace-first" is birdcage's old order.
+	WriteOrder string
+	// DeleteNamesProtocol makes deletes name the route's protocol instead
+	// of Felix's wildcard protocol 0.
+	DeleteNamesProtocol bool
+	// NoTunnelMTU writes no MTU on IPIP tunnel routes (Felix writes host
+	// MTU - 20).
+	NoTunnelMTU bool
+}
+
+// tableOptions is the route table's options for release rel with knobs k
+// on a host of MTU hostMTU.
+func tableOptions(rel config.Release, k Knobs, hostMTU int) (routetable.Options, error) {
+	o := routetable.OptionsFor(rel, hostMTU)
+	if k.WriteOrder != "" {
+		wo, ok := config.ParseWriteOrder(k.WriteOrder)
+		if !ok {
+			return o, fmt.Errorf("write order %q: valid orders are delete-first, replace-first", k.WriteOrder)
+		}
+		o.WriteOrder = wo
+	}
+	o.DeleteNamesProtocol = k.DeleteNamesProtocol
+	if k.NoTunnelMTU {
+		o.TunnelMTU = 0
+	}
+	return o, nil
 }
 
 // RestartProfile is the programmer's modelled start-to-first-program delay.
@@ -132,6 +166,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if o.StartedMono == 0 {
 		o.StartedMono = monoclock.Now()
+	}
+	if _, err := tableOptions(o.Release, o.Knobs, 0); err != nil {
+		return fmt.Errorf("programmer: %w", err)
 	}
 	if o.Restart.StartupDelay < 0 || o.Restart.ResyncDelayPerRoute < 0 {
 		return fmt.Errorf("programmer: restart profile %+v: delays must not be negative", o.Restart)
@@ -395,10 +432,23 @@ func (d *daemon) recompute() {
 	}
 	pol := d.table.Policy()
 	pol.Uplinks = pol.Uplinks[:0]
+	hostMTU := 0
 	for _, u := range ups {
 		pol.Uplinks = append(pol.Uplinks, u.Interface)
+		// Felix's host MTU is the smallest of its host interfaces'; the
+		// uplinks are this node's.
+		if l, err := d.h.LinkByName(u.Interface); err == nil && (hostMTU == 0 || l.Attrs().MTU < hostMTU) {
+			hostMTU = l.Attrs().MTU
+		}
 	}
 	d.table.SetPolicy(pol)
+	opts, _ := tableOptions(d.o.Release, d.o.Knobs, hostMTU) // validated in Run
+	if opts != d.table.Options() {
+		d.log.Info("route table options", "writeOrder", opts.WriteOrder.String(),
+			"deleteNamesProtocol", opts.DeleteNamesProtocol, "tunnelMTU", opts.TunnelMTU, "hostMTU", hostMTU)
+		d.table.SetOptions(opts)
+	}
+	d.status.WriteOrder, d.status.DeleteNamesProtocol, d.status.TunnelMTU = opts.WriteOrder.String(), opts.DeleteNamesProtocol, opts.TunnelMTU
 	d.table.SetDesired(res.Routes)
 	d.status.RoutesDesired = len(res.Routes)
 	d.log.Info("desired routes computed", "desired", len(res.Routes), "notProgrammed", len(res.Skipped))
