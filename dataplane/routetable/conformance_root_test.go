@@ -313,4 +313,3 @@ func TestIPv6KeyMatchesBIRD(t *testing.T) {
 		})
 	}
 }
-
