@@ -33,6 +33,7 @@ package routetable
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"slices"
@@ -311,5 +312,111 @@ func TestIPv6KeyMatchesBIRD(t *testing.T) {
 			expectLines(t, "requests", tn.since(t), []string{"add fd00:67:0:2::/122 proto 80 metric 1024 via fd00:1::12 dev eth0 replace: ok"})
 			expectLines(t, "routes", tn.kernelRoutes(t, dst), []string{"proto 80 metric 1024"})
 		})
+	}
+}
+
+// TestUpgradeWindowDeleteFirst measures, from the route trace, how long each
+// block is without a route when a 3.33 programmer takes over N blocks that a
+// 3.32 BIRD left at metric 1024 via tunl0: delete-first (Felix's order)
+// deletes BIRD's route before it adds its own at 0. For each block the
+// window lies between "its delete was sent" and "its add was acknowledged";
+// requests of one send share a send time, so the lower bound is per send.
+// The replace-first knob is run beside it: its adds go before the deletes,
+// so no block is ever without a route.
+func TestUpgradeWindowDeleteFirst(t *testing.T) {
+	for _, n := range []int{1, 100, 1000} {
+		for _, order := range []config.WriteOrder{config.DeleteFirst, config.ReplaceFirst} {
+			t.Run(fmt.Sprintf("%d blocks, %s", n, order), func(t *testing.T) {
+				tn := newTracedNode(t)
+				tun := tn.ifindex(t, "tunl0")
+				var desired []route.Route
+				for i := range n {
+					dst := fmt.Sprintf("10.%d.%d.%d/26", 65+i/1024, (i/4)%256, (i%4)*64)
+					desired = append(desired, tunnelRoute(dst))
+					_, ipn, _ := net.ParseCIDR(dst)
+					if err := tn.h.RouteAdd(&netlink.Route{Dst: ipn, Gw: net.ParseIP("10.0.1.12"), LinkIndex: tun,
+						Protocol: netlink.RouteProtocol(kroute.ProtoBIRD), Priority: 1024, Flags: int(netlink.FLAG_ONLINK)}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				tb := tn.table(t, NewOwnershipPolicy(80, "tunl0", []string{"eth0"}, config.EnabledIPIPOnly, config.R333), quietLog())
+				opts := OptionsFor(config.R333, 1500)
+				opts.WriteOrder = order
+				tb.SetOptions(opts)
+				// The trace copies 8 × 512 bytes of a send; a window of 48
+				// requests (at most ~64 bytes each) fits, 256 would not.
+				tb.w.window = min(tb.w.window, 48)
+				tn.since(t)
+				tb.SetDesired(desired)
+				tn.in(t, func() {
+					if st, err := tb.Apply(); err != nil || st.Failed != 0 || st.Deleted != n || st.Added != n {
+						t.Errorf("apply: %+v %v", st, err)
+					}
+				})
+				evs, err := tn.tr.Events()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d, _ := tn.tr.Dropped(); d > 0 {
+					t.Fatalf("trace dropped %d records", d)
+				}
+				type pair struct{ del, add *bpf.RouteRequest }
+				per := map[netip.Prefix]*pair{}
+				for i := range evs {
+					e := &evs[i]
+					if e.PID != os.Getpid() || e.Type == 0 {
+						continue
+					}
+					p := per[e.Dst]
+					if p == nil {
+						p = &pair{}
+						per[e.Dst] = p
+					}
+					if e.Type == unix.RTM_DELROUTE && e.Metric == 1024 {
+						p.del = e
+					} else if e.Type == unix.RTM_NEWROUTE {
+						p.add = e
+					}
+				}
+				var lo, hi []int64
+				unanswered := 0 // acks the trace did not pair (they come many to a datagram)
+				for _, d := range desired {
+					p := per[d.Dst]
+					if p == nil || p.del == nil || p.add == nil {
+						t.Fatalf("%s: want a delete of BIRD's route and an add, traced: %+v", d.Dst, p)
+					}
+					if p.del.Errno != 0 || p.add.Errno != 0 {
+						t.Errorf("%s: refused: %v / %v", d.Dst, p.del, p.add)
+					}
+					if order == config.ReplaceFirst {
+						if p.add.At > p.del.At || (p.add.At == p.del.At && p.add.Seq > p.del.Seq) {
+							t.Errorf("%s: replace-first sent the delete first", d.Dst)
+						}
+						continue
+					}
+					if p.add.At < p.del.At || (p.add.At == p.del.At && p.add.Seq < p.del.Seq) {
+						t.Errorf("%s: delete-first sent the add first", d.Dst)
+					}
+					lo = append(lo, p.add.At-p.del.At)
+					if p.add.Answered {
+						hi = append(hi, p.add.AckAt-p.del.At)
+					} else {
+						unanswered++
+					}
+				}
+				if order == config.ReplaceFirst {
+					t.Logf("%d blocks, replace-first: every add sent before its delete; no block without a route", n)
+					return
+				}
+				if len(hi) == 0 {
+					t.Fatalf("no add's acknowledgement was traced")
+				}
+				slices.Sort(lo)
+				slices.Sort(hi)
+				us := func(ns int64) string { return fmt.Sprintf("%.1fµs", float64(ns)/1e3) }
+				t.Logf("%d blocks, delete-first: no-route window per block: lower bound median %s max %s; upper bound median %s max %s (%d of %d acks traced)",
+					n, us(lo[len(lo)/2]), us(lo[len(lo)-1]), us(hi[len(hi)/2]), us(hi[len(hi)-1]), len(hi), n)
+			})
+		}
 	}
 }
