@@ -36,6 +36,22 @@
 //	--resync-delay-per-route D
 //	                     restart profile, per desired route (default
 //	                     $BIRDCAGE_PROGRAMMER_RESYNC_DELAY_PER_ROUTE, else 0)
+//	--write-order O      emulation knob: delete-first | replace-first
+//	                     (default $BIRDCAGE_PROGRAMMER_WRITE_ORDER, else the
+//	                     release's: delete-first, as Felix in 3.31-3.33)
+//	--delete-names-protocol
+//	                     emulation knob: deletes name the route's protocol
+//	                     instead of Felix's wildcard 0 (default on when
+//	                     $BIRDCAGE_PROGRAMMER_DELETE_NAMES_PROTOCOL=1)
+//	--no-tunnel-mtu      emulation knob: no MTU on IPIP routes (Felix writes
+//	                     the host MTU - 20, the host MTU being the smallest
+//	                     of the node's uplinks)
+//
+// Emulation knobs: by default a release profile does what that release's
+// Felix does (docs/conformance-programmer.md); each knob turns one choice
+// away from it so a scenario can show what the choice changes. The status
+// file records the choices in force (writeOrder, deleteNamesProtocol,
+// tunnelMTU).
 //
 // Restart profile: a real Felix spends time between its process start and
 // its first dataplane write (config load, datastore connection, a full
