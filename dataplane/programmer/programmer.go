@@ -426,7 +426,8 @@ func (d *daemon) recompute() {
 		ups = []datastore.Uplink{}
 	}
 	res := calc.DesiredRoutes(d.cluster, d.o.Node, d.key.ProgramClusterRoutes, calc.Options{
-		TunnelDevice: d.o.TunnelDevice, Uplinks: ups, NoEncapMultipathViaGateways: d.o.NoEncapMultipathViaGateways})
+		TunnelDevice: d.o.TunnelDevice, Uplinks: ups, NoEncapMultipathViaGateways: d.o.NoEncapMultipathViaGateways,
+		NoEncapIPv4OnlyWithoutIPIP: d.o.Release.NoEncapIPv4NeedsNoIPIP()})
 	for _, s := range res.Skipped {
 		d.log.Debug("destination not programmed", "dst", s.Dst.String(), "reason", s.Reason)
 	}

@@ -71,6 +71,14 @@ func (r Release) IPIPRouteMTUOverhead() int {
 	return 20
 }
 
+// NoEncapIPv4NeedsNoIPIP reports whether this release's Felix programs IPv4
+// no-encap cluster routes only when no overlay (IPIP, VXLAN, WireGuard) is
+// enabled: 3.31 and 3.32 start the no-encap manager under that condition
+// (dataplane/linux/int_dataplane.go, "if config.ProgramClusterRoutes { if
+// !VXLANEnabled && !IPIPEnabled && !WireguardEnabled"); 3.33 starts it when
+// it owns no-encap routes and no-encap pools exist.
+func (r Release) NoEncapIPv4NeedsNoIPIP() bool { return r == R331 || r == R332 }
+
 // isCalicoRelease reports whether r names one of Calico's releases whose
 // Felix was read (3.31, 3.32, 3.33); any other profile keeps birdcage's
 // earlier behaviour for the Felix-side choices above.
