@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -54,6 +55,17 @@ func run() int {
 		"emulation knob: delete-first | replace-first (default $"+programmer.WriteOrderEnv+", else the release's: delete-first)")
 	deleteNamesProto := fs.Bool("delete-names-protocol", os.Getenv(programmer.DeleteNamesProtocolEnv) == "1",
 		"emulation knob: deletes name the route's protocol, not Felix's wildcard 0 (default $"+programmer.DeleteNamesProtocolEnv+"=1)")
+	envWindow := 0
+	if v := os.Getenv(programmer.WriteWindowEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			fmt.Fprintf(os.Stderr, "birdcage-programmer: $%s=%q: want a non-negative integer\n", programmer.WriteWindowEnv, v)
+			return programmer.ExitUsage
+		}
+		envWindow = n
+	}
+	writeWindow := fs.Int("write-window", envWindow,
+		"emulation knob: route requests in flight at once, 0 = the release's (1, as Felix); e.g. 256 pipelines (default $"+programmer.WriteWindowEnv+")")
 	noTunnelMTU := fs.Bool("no-tunnel-mtu", false, "emulation knob: write no MTU on IPIP routes (Felix writes host MTU - 20)")
 	envDelay, errDelay := durationFromEnv(programmer.StartupDelayEnv)
 	envPerRoute, errPerRoute := durationFromEnv(programmer.ResyncDelayPerRouteEnv)
@@ -79,6 +91,9 @@ func run() int {
 	}
 	if *startupDelay < 0 || *perRoute < 0 {
 		return usage("--startup-delay and --resync-delay-per-route must not be negative")
+	}
+	if *writeWindow < 0 {
+		return usage("--write-window must not be negative")
 	}
 	if *writeOrder != "" {
 		if _, ok := config.ParseWriteOrder(*writeOrder); !ok {
@@ -112,7 +127,8 @@ func run() int {
 		TunnelDevice: *tunnel, NoEncapMultipathViaGateways: *multipath,
 		Restart:     programmer.RestartProfile{StartupDelay: *startupDelay, ResyncDelayPerRoute: *perRoute},
 		StartedMono: started,
-		Knobs:       programmer.Knobs{WriteOrder: *writeOrder, DeleteNamesProtocol: *deleteNamesProto, NoTunnelMTU: *noTunnelMTU},
+		Knobs: programmer.Knobs{WriteOrder: *writeOrder, DeleteNamesProtocol: *deleteNamesProto, NoTunnelMTU: *noTunnelMTU,
+			WriteWindow: *writeWindow},
 	})
 	code := programmer.ExitCode(err)
 	if err != nil && code != programmer.ExitConfigChanged {

@@ -43,6 +43,10 @@
 //	                     emulation knob: deletes name the route's protocol
 //	                     instead of Felix's wildcard 0 (default on when
 //	                     $BIRDCAGE_PROGRAMMER_DELETE_NAMES_PROTOCOL=1)
+//	--write-window N     emulation knob: route requests in flight at once;
+//	                     0 = the release's (1: each request waited for, as
+//	                     Felix); e.g. 256 pipelines a pass (default
+//	                     $BIRDCAGE_PROGRAMMER_WRITE_WINDOW, else 0)
 //	--no-tunnel-mtu      emulation knob: no MTU on IPIP routes (Felix writes
 //	                     the host MTU - 20, the host MTU being the smallest
 //	                     of the node's uplinks)
@@ -51,7 +55,7 @@
 // Felix does (docs/conformance-programmer.md); each knob turns one choice
 // away from it so a scenario can show what the choice changes. The status
 // file records the choices in force (writeOrder, deleteNamesProtocol,
-// tunnelMTU).
+// tunnelMTU, writeWindow).
 //
 // Restart profile: a real Felix spends time between its process start and
 // its first dataplane write (config load, datastore connection, a full

@@ -67,6 +67,9 @@ type Knobs struct {
 	// NoTunnelMTU writes no MTU on IPIP tunnel routes (Felix writes host
 	// MTU - 20).
 	NoTunnelMTU bool
+	// WriteWindow overrides the requests in flight at once (0 keeps the
+	// release's: 1, as Felix); e.g. 256 pipelines a pass.
+	WriteWindow int
 }
 
 // tableOptions is the route table's options for release rel with knobs k
@@ -81,6 +84,12 @@ func tableOptions(rel config.Release, k Knobs, hostMTU int) (routetable.Options,
 		o.WriteOrder = wo
 	}
 	o.DeleteNamesProtocol = k.DeleteNamesProtocol
+	if k.WriteWindow < 0 {
+		return o, fmt.Errorf("write window %d: must not be negative", k.WriteWindow)
+	}
+	if k.WriteWindow > 0 {
+		o.WriteWindow = k.WriteWindow
+	}
 	if k.NoTunnelMTU {
 		o.TunnelMTU = 0
 	}
@@ -446,10 +455,12 @@ func (d *daemon) recompute() {
 	opts, _ := tableOptions(d.o.Release, d.o.Knobs, hostMTU) // validated in Run
 	if opts != d.table.Options() {
 		d.log.Info("route table options", "writeOrder", opts.WriteOrder.String(),
-			"deleteNamesProtocol", opts.DeleteNamesProtocol, "tunnelMTU", opts.TunnelMTU, "hostMTU", hostMTU)
+			"deleteNamesProtocol", opts.DeleteNamesProtocol, "tunnelMTU", opts.TunnelMTU, "hostMTU", hostMTU,
+			"writeWindow", opts.WriteWindow)
 		d.table.SetOptions(opts)
 	}
 	d.status.WriteOrder, d.status.DeleteNamesProtocol, d.status.TunnelMTU = opts.WriteOrder.String(), opts.DeleteNamesProtocol, opts.TunnelMTU
+	d.status.WriteWindow = opts.WriteWindow
 	d.table.SetDesired(res.Routes)
 	d.status.RoutesDesired = len(res.Routes)
 	d.log.Info("desired routes computed", "desired", len(res.Routes), "notProgrammed", len(res.Skipped))

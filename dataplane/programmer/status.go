@@ -26,6 +26,7 @@ const (
 	// Emulation knobs by environment, as the restart profile is.
 	WriteOrderEnv          = "BIRDCAGE_PROGRAMMER_WRITE_ORDER"
 	DeleteNamesProtocolEnv = "BIRDCAGE_PROGRAMMER_DELETE_NAMES_PROTOCOL"
+	WriteWindowEnv         = "BIRDCAGE_PROGRAMMER_WRITE_WINDOW"
 )
 
 // States written to the status file.
@@ -55,6 +56,7 @@ type Status struct {
 	WriteOrder          string `json:"writeOrder,omitempty"`
 	DeleteNamesProtocol bool   `json:"deleteNamesProtocol,omitempty"`
 	TunnelMTU           int    `json:"tunnelMTU,omitempty"`
+	WriteWindow         int    `json:"writeWindow,omitempty"`
 
 	// LastSync is the end of the last sync pass that had no errors.
 	LastSyncUnixNano      int64 `json:"lastSyncUnixNano"`

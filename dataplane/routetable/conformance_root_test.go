@@ -325,8 +325,17 @@ func TestIPv6KeyMatchesBIRD(t *testing.T) {
 // so no block is ever without a route.
 func TestUpgradeWindowDeleteFirst(t *testing.T) {
 	for _, n := range []int{1, 100, 1000} {
-		for _, order := range []config.WriteOrder{config.DeleteFirst, config.ReplaceFirst} {
-			t.Run(fmt.Sprintf("%d blocks, %s", n, order), func(t *testing.T) {
+		for _, v := range []struct {
+			name   string
+			order  config.WriteOrder
+			window int
+		}{
+			{"delete-first, one request at a time (3.33)", config.DeleteFirst, 0},
+			{"delete-first, 48 per send (knob)", config.DeleteFirst, 48},
+			{"replace-first (knob)", config.ReplaceFirst, 0},
+		} {
+			order := v.order
+			t.Run(fmt.Sprintf("%d blocks, %s", n, v.name), func(t *testing.T) {
 				tn := newTracedNode(t)
 				tun := tn.ifindex(t, "tunl0")
 				var desired []route.Route
@@ -342,10 +351,12 @@ func TestUpgradeWindowDeleteFirst(t *testing.T) {
 				tb := tn.table(t, NewOwnershipPolicy(80, "tunl0", []string{"eth0"}, config.EnabledIPIPOnly, config.R333), quietLog())
 				opts := OptionsFor(config.R333, 1500)
 				opts.WriteOrder = order
+				if v.window > 0 {
+					// The trace copies 8 × 512 bytes of a send; 48 requests
+					// (at most ~64 bytes each) fit, 256 would not.
+					opts.WriteWindow = v.window
+				}
 				tb.SetOptions(opts)
-				// The trace copies 8 × 512 bytes of a send; a window of 48
-				// requests (at most ~64 bytes each) fits, 256 would not.
-				tb.w.window = min(tb.w.window, 48)
 				tn.since(t)
 				tb.SetDesired(desired)
 				tn.in(t, func() {
@@ -414,8 +425,8 @@ func TestUpgradeWindowDeleteFirst(t *testing.T) {
 				slices.Sort(lo)
 				slices.Sort(hi)
 				us := func(ns int64) string { return fmt.Sprintf("%.1fµs", float64(ns)/1e3) }
-				t.Logf("%d blocks, delete-first: no-route window per block: lower bound median %s max %s; upper bound median %s max %s (%d of %d acks traced)",
-					n, us(lo[len(lo)/2]), us(lo[len(lo)-1]), us(hi[len(hi)/2]), us(hi[len(hi)-1]), len(hi), n)
+				t.Logf("%d blocks, %s: no-route window per block: lower bound median %s max %s; upper bound median %s max %s (%d of %d acks traced)",
+					n, v.name, us(lo[len(lo)/2]), us(lo[len(lo)-1]), us(hi[len(hi)/2]), us(hi[len(hi)-1]), len(hi), n)
 			})
 		}
 	}

@@ -33,9 +33,12 @@
 //     adds its own at 0: each such block has a moment without a route
 //     (TestUpgradeWindowDeleteFirst measures it).
 //
-// Writes go out pipelined on a netlink socket of the table's own (writer.go):
-// up to a window of RTM_NEWROUTE/RTM_DELROUTE requests per send, each
-// acknowledged and matched back to its route by sequence number, so a pass
+// Writes go out on a netlink socket of the table's own (writer.go). The
+// Calico release profiles send one request at a time and wait for each
+// answer, as Felix does (Options.WriteWindow 1); otherwise they go out
+// pipelined, up to a window of RTM_NEWROUTE/RTM_DELROUTE requests per
+// send, each acknowledged and matched back to its route by sequence
+// number, so a pass
 // costs about what the kernel's own work costs (BenchmarkRoutes10k compares
 // it with `ip -batch` in the same run). Dumps use the netlink library.
 //

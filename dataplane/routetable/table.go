@@ -57,12 +57,17 @@ type Options struct {
 	// TunnelMTU is the MTU (RTAX_MTU) written on IPIP tunnel routes; 0
 	// writes none. Felix writes the IPIP MTU, host MTU - 20 by default.
 	TunnelMTU int
+	// WriteWindow caps the requests in flight at once: 1 sends each request
+	// and waits for its answer before the next, as Felix does; 0 leaves the
+	// writer's own window (up to 256 per send), which makes a pass shorter
+	// than Felix's and so any gap inside it smaller.
+	WriteWindow int
 }
 
 // OptionsFor returns the options of a programmer of release rel on a host
 // whose MTU is hostMTU (0: unknown, no MTU on tunnel routes).
 func OptionsFor(rel config.Release, hostMTU int) Options {
-	o := Options{WriteOrder: rel.ProgrammerWriteOrder()}
+	o := Options{WriteOrder: rel.ProgrammerWriteOrder(), WriteWindow: rel.ProgrammerRequestsInFlight()}
 	if ov := rel.IPIPRouteMTUOverhead(); ov > 0 && hostMTU > ov {
 		o.TunnelMTU = hostMTU - ov
 	}
@@ -505,6 +510,11 @@ func (t *Table) reconcile(links linkIndex) Stats {
 
 	var errs []error
 	if len(ops) > 0 {
+		if t.opts.WriteWindow > 0 && t.opts.WriteWindow < t.w.window {
+			full := t.w.window
+			t.w.window = t.opts.WriteWindow
+			defer func() { t.w.window = full }()
+		}
 		errs = t.w.exchange(len(ops), func(i int, b []byte) ([]byte, uint16, uint16, error) {
 			op := &ops[i]
 			if op.del {

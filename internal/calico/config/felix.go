@@ -46,6 +46,18 @@ func ParseWriteOrder(s string) (WriteOrder, bool) {
 // delete-first in 3.31, 3.32 and 3.33 alike.
 func (r Release) ProgrammerWriteOrder() WriteOrder { return DeleteFirst }
 
+// ProgrammerRequestsInFlight is how many route requests this release's
+// programmer has outstanding at once: Felix's route table makes one netlink
+// call per route and waits for its answer (route_table.go, nl.RouteDel and
+// nl.RouteReplace in loops, in all three releases), so 1. 0 means no limit
+// of the release's own (birdcage's pipelined writer decides).
+func (r Release) ProgrammerRequestsInFlight() int {
+	if r.isCalicoRelease() {
+		return 1
+	}
+	return 0
+}
+
 // OwnsBIRDIPIPRoutes reports whether a programmer of this release, when it
 // owns the IPIP cluster routes, takes `proto bird` routes whose one device is
 // the IPIP device as its own (so it deletes those it does not want). Only
