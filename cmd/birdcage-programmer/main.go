@@ -66,7 +66,8 @@ func run() int {
 	}
 	writeWindow := fs.Int("write-window", envWindow,
 		"emulation knob: route requests in flight at once, 0 = the release's (1, as Felix); e.g. 256 pipelines (default $"+programmer.WriteWindowEnv+")")
-	noTunnelMTU := fs.Bool("no-tunnel-mtu", false, "emulation knob: write no MTU on IPIP routes (Felix writes host MTU - 20)")
+	noTunnelMTU := fs.Bool("no-tunnel-mtu", os.Getenv(programmer.NoTunnelMTUEnv) == "1",
+		"emulation knob: write no MTU on IPIP routes (Felix writes host MTU - 20) (default $"+programmer.NoTunnelMTUEnv+"=1)")
 	envDelay, errDelay := durationFromEnv(programmer.StartupDelayEnv)
 	envPerRoute, errPerRoute := durationFromEnv(programmer.ResyncDelayPerRouteEnv)
 	startupDelay := fs.Duration("startup-delay", envDelay,

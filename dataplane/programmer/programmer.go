@@ -72,6 +72,25 @@ type Knobs struct {
 	WriteWindow int
 }
 
+// Env is the knobs as the environment variables the command reads (only
+// those that are set), for a supervisor to pass.
+func (k Knobs) Env() []string {
+	var env []string
+	if k.WriteOrder != "" {
+		env = append(env, WriteOrderEnv+"="+k.WriteOrder)
+	}
+	if k.DeleteNamesProtocol {
+		env = append(env, DeleteNamesProtocolEnv+"=1")
+	}
+	if k.NoTunnelMTU {
+		env = append(env, NoTunnelMTUEnv+"=1")
+	}
+	if k.WriteWindow > 0 {
+		env = append(env, fmt.Sprintf("%s=%d", WriteWindowEnv, k.WriteWindow))
+	}
+	return env
+}
+
 // tableOptions is the route table's options for release rel with knobs k
 // on a host of MTU hostMTU.
 func tableOptions(rel config.Release, k Knobs, hostMTU int) (routetable.Options, error) {

@@ -27,6 +27,7 @@ const (
 	WriteOrderEnv          = "BIRDCAGE_PROGRAMMER_WRITE_ORDER"
 	DeleteNamesProtocolEnv = "BIRDCAGE_PROGRAMMER_DELETE_NAMES_PROTOCOL"
 	WriteWindowEnv         = "BIRDCAGE_PROGRAMMER_WRITE_WINDOW"
+	NoTunnelMTUEnv         = "BIRDCAGE_PROGRAMMER_NO_TUNNEL_MTU"
 )
 
 // States written to the status file.
