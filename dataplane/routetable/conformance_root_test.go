@@ -32,12 +32,15 @@
 package routetable
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/birdcage/birdcage/bpf"
 	"github.com/birdcage/birdcage/dataplane/route"
@@ -429,5 +432,126 @@ func TestUpgradeWindowDeleteFirst(t *testing.T) {
 					n, v.name, us(lo[len(lo)/2]), us(lo[len(lo)-1]), us(hi[len(hi)/2]), us(hi[len(hi)-1]), len(hi), n)
 			})
 		}
+	}
+}
+
+// TestUpgradeWindowProbe measures the same window with traffic instead of
+// the trace: while a 3.33 table takes over 1000 blocks from a 3.32 BIRD's
+// metric-1024 routes, a sender in the node's namespace sends UDP datagrams
+// round-robin to three of the blocks (the first, middle and last in write
+// order); a send that finds no route fails at once with ENETUNREACH. The
+// window of a block is the span of its failed sends, a lower bound (the
+// sender samples; on a shared 2-core machine it is also descheduled). No
+// trace is attached.
+func TestUpgradeWindowProbe(t *testing.T) {
+	const n = 1000
+	for _, v := range []struct {
+		name   string
+		order  config.WriteOrder
+		window int
+	}{
+		{"delete-first, one request at a time (3.33)", config.DeleteFirst, 0},
+		{"delete-first, pipelined (knob)", config.DeleteFirst, 256},
+		{"replace-first (knob)", config.ReplaceFirst, 0},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			tn := newTestNode(t)
+			tun := tn.ifindex(t, "tunl0")
+			l, _ := tn.h.LinkByIndex(tun)
+			if err := tn.h.LinkSetARPOff(l); err != nil {
+				t.Fatal(err)
+			}
+			var desired []route.Route
+			for i := range n {
+				dst := fmt.Sprintf("10.%d.%d.%d/26", 65+i/1024, (i/4)%256, (i%4)*64)
+				desired = append(desired, tunnelRoute(dst))
+				_, ipn, _ := net.ParseCIDR(dst)
+				if err := tn.h.RouteAdd(&netlink.Route{Dst: ipn, Gw: net.ParseIP("10.0.1.12"), LinkIndex: tun,
+					Protocol: netlink.RouteProtocol(kroute.ProtoBIRD), Priority: 1024, Flags: int(netlink.FLAG_ONLINK)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			probed := []netip.Prefix{desired[0].Dst, desired[n/2].Dst, desired[n-1].Dst}
+			tb := tn.table(t, NewOwnershipPolicy(80, "tunl0", []string{"eth0"}, config.EnabledIPIPOnly, config.R333), quietLog())
+			opts := OptionsFor(config.R333, 1500)
+			opts.WriteOrder = v.order
+			if v.window > 0 {
+				opts.WriteWindow = v.window
+			}
+			tb.SetOptions(opts)
+			tb.SetDesired(desired)
+
+			// The sender: its own thread in the namespace, until stop.
+			type miss struct{ first, last time.Time }
+			misses := make([]miss, len(probed))
+			sent := 0
+			stop, ready, done := make(chan struct{}), make(chan error, 1), make(chan struct{})
+			go func() {
+				defer close(done)
+				ready <- tn.ns.Do(func(ns.NetNS) error {
+					fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+					if err != nil {
+						return err
+					}
+					defer unix.Close(fd)
+					sas := make([]unix.Sockaddr, len(probed))
+					for i, p := range probed {
+						a := p.Addr().As4()
+						a[3]++
+						sas[i] = &unix.SockaddrInet4{Port: 9, Addr: a}
+					}
+					ready <- nil
+					for {
+						select {
+						case <-stop:
+							return nil
+						default:
+						}
+						for i, sa := range sas {
+							err := unix.Sendto(fd, []byte("probe"), unix.MSG_DONTWAIT, sa)
+							sent++
+							if errors.Is(err, unix.ENETUNREACH) {
+								now := time.Now()
+								if misses[i].first.IsZero() {
+									misses[i].first = now
+								}
+								misses[i].last = now
+							}
+						}
+						// A rate loop: leave the CPU to the table between
+						// rounds (the machine has two cores, shared).
+						time.Sleep(20 * time.Microsecond)
+					}
+				})
+			}()
+			if err := <-ready; err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if st, err := tb.Apply(); err != nil || st.Failed != 0 || st.Added != n {
+				t.Errorf("apply: %+v %v", st, err)
+			}
+			pass := time.Since(start)
+			close(stop)
+			<-done
+			<-ready
+			var out []string
+			for i, m := range misses {
+				if m.first.IsZero() {
+					out = append(out, probed[i].String()+" none")
+					continue
+				}
+				out = append(out, fmt.Sprintf("%s %.1fms", probed[i], float64(m.last.Sub(m.first).Microseconds())/1e3))
+			}
+			t.Logf("%s, %d blocks: pass %.1fms, %d sends; failed-send span per probed block (lower bound): %s",
+				v.name, n, float64(pass.Microseconds())/1e3, sent, strings.Join(out, ", "))
+			if v.order == config.ReplaceFirst {
+				for i, m := range misses {
+					if !m.first.IsZero() {
+						t.Errorf("replace-first: %s had no route for a moment", probed[i])
+					}
+				}
+			}
+		})
 	}
 }
