@@ -79,10 +79,12 @@
 // Restart rule: like Felix, the programmer exits when a field it only reads
 // at start changes, so that its supervisor restarts it: the effective
 // programClusterRoutes value (after release defaulting), the effective
-// deviceRouteProtocol, and the pool encapsulation summary (whether any IPIP
-// pool exists; whether no-encap pools exist that the programmer owns).
-// Everything else — blocks, nodes, workloads, uplinks, routeRefreshInterval —
-// is applied live.
+// deviceRouteProtocol, the effective routeRefreshInterval (Felix restarts
+// on any FelixConfiguration change, in 3.31-3.33), and the pool
+// encapsulation summary (whether any IPIP pool exists; in 3.33, whether
+// no-encap pools exist that the programmer owns). Everything else — blocks,
+// nodes, workloads, uplinks — is applied live (and routeRefreshInterval too
+// in a profile that is not a Calico release).
 //
 // Exit codes:
 //

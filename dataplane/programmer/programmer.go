@@ -140,8 +140,13 @@ type restartKey struct {
 	// whoever owns its routes (the IPIP manager always runs).
 	IPIPPools bool
 	// NoEncapNeeded mirrors Felix's NoEncapNeeded: no-encap pools exist
-	// and the programmer owns their routes.
+	// and the programmer owns their routes (3.33; 3.31 and 3.32 do not
+	// restart on it).
 	NoEncapNeeded bool
+	// RouteRefreshInterval is in the key where the release restarts on any
+	// FelixConfiguration change (all three Calico releases); else it is
+	// applied live.
+	RouteRefreshInterval time.Duration
 }
 
 func restartKeyOf(c *datastore.Cluster, rel config.Release, log *slog.Logger) restartKey {
@@ -154,7 +159,12 @@ func restartKeyOf(c *datastore.Cluster, rel config.Release, log *slog.Logger) re
 		k.IPIPPools = k.IPIPPools || p.IsIPIP()
 		noEncapPools = noEncapPools || p.IsNoEncap()
 	}
-	k.NoEncapNeeded = noEncapPools && k.ProgramClusterRoutes.ProgramNoEncapClusterRoutes()
+	k.NoEncapNeeded = noEncapPools && k.ProgramClusterRoutes.ProgramNoEncapClusterRoutes() && rel.RestartsOnNoEncapNeeded()
+	if rel.RestartsOnAnyFelixConfigChange() {
+		if d, err := config.EffectiveRouteRefreshInterval(c.Felix.RouteRefreshInterval); err == nil {
+			k.RouteRefreshInterval = d
+		}
+	}
 	return k
 }
 

@@ -91,6 +91,20 @@ func (r Release) IPIPRouteMTUOverhead() int {
 // it owns no-encap routes and no-encap pools exist.
 func (r Release) NoEncapIPv4NeedsNoIPIP() bool { return r == R331 || r == R332 }
 
+// RestartsOnAnyFelixConfigChange reports whether this release's Felix exits
+// to be restarted when any FelixConfiguration field's effective value
+// changes (felix/daemon/daemon.go: every changed field but CalicoVersion,
+// ClusterGUID, ClusterType and HealthTimeoutOverrides restarts it, in all
+// three releases), routeRefreshInterval included.
+func (r Release) RestartsOnAnyFelixConfigChange() bool { return r.isCalicoRelease() }
+
+// RestartsOnNoEncapNeeded reports whether this release's Felix restarts
+// when "no-encap needed" (no-encap pools exist and Felix owns their routes)
+// changes: 3.33 compares NoEncapEnabled with it beside the IPIP and VXLAN
+// flags (daemon.go, "IPIP, VXLAN and/or noencap encapsulation changed");
+// 3.31 and 3.32 compare only IPIP and VXLAN.
+func (r Release) RestartsOnNoEncapNeeded() bool { return r != R331 && r != R332 }
+
 // isCalicoRelease reports whether r names one of Calico's releases whose
 // Felix was read (3.31, 3.32, 3.33); any other profile keeps birdcage's
 // earlier behaviour for the Felix-side choices above.
