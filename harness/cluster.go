@@ -16,6 +16,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/birdcage/birdcage/dataplane/programmer"
 	"github.com/birdcage/birdcage/harness/bird"
 	"github.com/birdcage/birdcage/harness/bird/release"
 	"github.com/birdcage/birdcage/harness/confd"
@@ -77,6 +78,11 @@ type Options struct {
 	// 2.0); NodeBIRD overrides it per node (harness/birdrelease.go).
 	BIRD     string
 	NodeBIRD map[string]string
+	// ProgrammerKnobs turn single emulation choices of every node's
+	// programmer away from its release (write order, delete protocol,
+	// tunnel MTU, write window); the zero value is the release's own. They
+	// reach the programmer by environment (programmer.Knobs.Env).
+	ProgrammerKnobs programmer.Knobs
 }
 
 // Cluster is one cluster's life: its topology, datastore, and per node a
@@ -242,7 +248,7 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 			return nil, err
 		}
 		if n.Programmer, err = supervisor.New(r, supervisor.Config{Node: nd.Name, Netns: nd.Path, Binary: c.binary,
-			Store: c.Store.Dir, Release: opts.Release, Env: timing.programmerEnv(), Log: c.log}); err != nil {
+			Store: c.Store.Dir, Release: opts.Release, Env: append(timing.programmerEnv(), opts.ProgrammerKnobs.Env()...), Log: c.log}); err != nil {
 			return nil, err
 		}
 		if n.BIRD, err = bird.New(r, bird.Options{Name: nd.Name, NetNS: nd.NetNS, Log: c.log, Release: birdRel}); err != nil {

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -50,6 +51,23 @@ func run() int {
 	tunnel := fs.String("tunnel-device", "tunl0", "IPIP tunnel device")
 	multipath := fs.Bool("noencap-multipath-via-gateways", false,
 		"NOT Felix's behaviour: program indirectly connected no-encap destinations multipath over every uplink gateway")
+	writeOrder := fs.String("write-order", os.Getenv(programmer.WriteOrderEnv),
+		"emulation knob: delete-first | replace-first (default $"+programmer.WriteOrderEnv+", else the release's: delete-first)")
+	deleteNamesProto := fs.Bool("delete-names-protocol", os.Getenv(programmer.DeleteNamesProtocolEnv) == "1",
+		"emulation knob: deletes name the route's protocol, not Felix's wildcard 0 (default $"+programmer.DeleteNamesProtocolEnv+"=1)")
+	envWindow := 0
+	if v := os.Getenv(programmer.WriteWindowEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			fmt.Fprintf(os.Stderr, "birdcage-programmer: $%s=%q: want a non-negative integer\n", programmer.WriteWindowEnv, v)
+			return programmer.ExitUsage
+		}
+		envWindow = n
+	}
+	writeWindow := fs.Int("write-window", envWindow,
+		"emulation knob: route requests in flight at once, 0 = the release's (1, as Felix); e.g. 256 pipelines (default $"+programmer.WriteWindowEnv+")")
+	noTunnelMTU := fs.Bool("no-tunnel-mtu", os.Getenv(programmer.NoTunnelMTUEnv) == "1",
+		"emulation knob: write no MTU on IPIP routes (Felix writes host MTU - 20) (default $"+programmer.NoTunnelMTUEnv+"=1)")
 	envDelay, errDelay := durationFromEnv(programmer.StartupDelayEnv)
 	envPerRoute, errPerRoute := durationFromEnv(programmer.ResyncDelayPerRouteEnv)
 	startupDelay := fs.Duration("startup-delay", envDelay,
@@ -74,6 +92,14 @@ func run() int {
 	}
 	if *startupDelay < 0 || *perRoute < 0 {
 		return usage("--startup-delay and --resync-delay-per-route must not be negative")
+	}
+	if *writeWindow < 0 {
+		return usage("--write-window must not be negative")
+	}
+	if *writeOrder != "" {
+		if _, ok := config.ParseWriteOrder(*writeOrder); !ok {
+			return usage("--write-order %q: valid orders are delete-first, replace-first", *writeOrder)
+		}
 	}
 	rel, err := config.ParseRelease(*release)
 	if err != nil {
@@ -102,6 +128,8 @@ func run() int {
 		TunnelDevice: *tunnel, NoEncapMultipathViaGateways: *multipath,
 		Restart:     programmer.RestartProfile{StartupDelay: *startupDelay, ResyncDelayPerRoute: *perRoute},
 		StartedMono: started,
+		Knobs: programmer.Knobs{WriteOrder: *writeOrder, DeleteNamesProtocol: *deleteNamesProto, NoTunnelMTU: *noTunnelMTU,
+			WriteWindow: *writeWindow},
 	})
 	code := programmer.ExitCode(err)
 	if err != nil && code != programmer.ExitConfigChanged {

@@ -26,6 +26,13 @@ type Options struct {
 	// the first one. NOT Felix's behaviour: Felix programs a single path and
 	// so loses dual-ToR redundancy. For evaluating a candidate fix only.
 	NoEncapMultipathViaGateways bool
+	// NoEncapIPv4OnlyWithoutIPIP is the 3.31 and 3.32 rule: Felix starts
+	// its no-encap route manager for IPv4 only when no overlay is enabled,
+	// so while any IPIP pool exists it programs no IPv4 no-encap routes,
+	// whatever programClusterRoutes says (int_dataplane.go, the
+	// newNoEncapManager condition). IPv6 is unaffected (IPIP is IPv4 only).
+	// Set it with config.Release.NoEncapIPv4NeedsNoIPIP.
+	NoEncapIPv4OnlyWithoutIPIP bool
 }
 
 // Skip is a destination that was considered and is not desired, with why.
@@ -231,10 +238,24 @@ func (k *calculator) remote(dst netip.Prefix, remote, why string) {
 			k.skip(dst, "%s: no-encap pool; programClusterRoutes=%s leaves no-encap cluster routes to BIRD", why, k.owner)
 			return
 		}
+		if k.opts.NoEncapIPv4OnlyWithoutIPIP && dst.Addr().Is4() && k.anyIPIPPool() {
+			k.skip(dst, "%s: no-encap pool; this release programs IPv4 no-encap routes only when no IPIP pool exists, and one does", why)
+			return
+		}
 		k.noEncap(dst, rn, why)
 	default:
 		k.skip(dst, "%s: pool class not modelled", why)
 	}
+}
+
+// anyIPIPPool reports whether any IP pool has IPIP: Felix's "IPIP enabled".
+func (k *calculator) anyIPIPPool() bool {
+	for _, p := range k.pools {
+		if p.IsIPIP() {
+			return true
+		}
+	}
+	return false
 }
 
 func nodeAddr(n datastore.Node, v6 bool) (netip.Addr, bool) {

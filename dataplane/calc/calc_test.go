@@ -266,3 +266,31 @@ func TestIPIPIsIPv4Only(t *testing.T) {
 		t.Errorf("IPv6 IPIP block: routes %v skipped %+v", render(r), r.Skipped)
 	}
 }
+
+// TestNoEncapWithIPIPPerRelease: with programClusterRoutes Enabled and an
+// IPIP pool in the cluster, a 3.31 or 3.32 Felix programs no IPv4 no-encap
+// routes (its no-encap manager needs no overlay enabled: int_dataplane.go on
+// release-v3.31 3cdeae8f7ace and release-v3.32 de60d98e97a7); 3.33 does
+// (6609dea54713, ProgramNoEncapClusterRoutes && NoEncapNeeded). IPv6 is
+// programmed in all three.
+func TestNoEncapWithIPIPPerRelease(t *testing.T) {
+	for _, rel := range []config.Release{config.R331, config.R332, config.R333} {
+		t.Run(string(rel), func(t *testing.T) {
+			r := DesiredRoutes(cluster(), "node-1", config.Enabled, Options{NoEncapIPv4OnlyWithoutIPIP: rel.NoEncapIPv4NeedsNoIPIP()})
+			want := sorted(localRoutes, ipipRoutes, noEncapRoutes)
+			if rel != config.R333 {
+				want = sorted(localRoutes, ipipRoutes, []string{"fd00:67:0:2::/122 via fd00:1::12 dev eth0"})
+			}
+			if got := render(r); !slices.Equal(got, want) {
+				t.Errorf("routes:\n got  %q\n want %q", got, want)
+			}
+			// Without any IPIP pool every release programs them.
+			c := cluster()
+			c.Pools = c.Pools[2:]
+			r = DesiredRoutes(c, "node-1", config.Enabled, Options{NoEncapIPv4OnlyWithoutIPIP: rel.NoEncapIPv4NeedsNoIPIP()})
+			if got := render(r); !slices.Equal(got, sorted(localRoutes, noEncapRoutes)) {
+				t.Errorf("routes without an IPIP pool:\n got  %q", got)
+			}
+		})
+	}
+}

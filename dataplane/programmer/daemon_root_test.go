@@ -207,6 +207,12 @@ func TestDaemonBinaryContract(t *testing.T) {
 		s.DeviceRouteProtocol != 80 || s.LastSyncMonotonicNano == 0 || s.PID == 0 {
 		t.Errorf("status: %+v", s)
 	}
+	// 3.33's Felix choices, no knob set: delete-first, wildcard deletes,
+	// IPIP routes at the uplink's MTU (1500) - 20, one request at a time.
+	if s.WriteOrder != "delete-first" || s.DeleteNamesProtocol || s.TunnelMTU != 1480 || s.WriteWindow != 1 {
+		t.Errorf("route table options in the status: writeOrder %q deleteNamesProtocol %v tunnelMTU %d writeWindow %d; want delete-first, false, 1480, 1",
+			s.WriteOrder, s.DeleteNamesProtocol, s.TunnelMTU, s.WriteWindow)
+	}
 	if !strings.Contains(p.log.String(), `"msg":"route replaced"`) || !strings.Contains(p.log.String(), `"msg":"route deleted"`) {
 		t.Errorf("log lacks route replaced/deleted lines:\n%s", p.log)
 	}

@@ -36,6 +36,26 @@
 //	--resync-delay-per-route D
 //	                     restart profile, per desired route (default
 //	                     $BIRDCAGE_PROGRAMMER_RESYNC_DELAY_PER_ROUTE, else 0)
+//	--write-order O      emulation knob: delete-first | replace-first
+//	                     (default $BIRDCAGE_PROGRAMMER_WRITE_ORDER, else the
+//	                     release's: delete-first, as Felix in 3.31-3.33)
+//	--delete-names-protocol
+//	                     emulation knob: deletes name the route's protocol
+//	                     instead of Felix's wildcard 0 (default on when
+//	                     $BIRDCAGE_PROGRAMMER_DELETE_NAMES_PROTOCOL=1)
+//	--write-window N     emulation knob: route requests in flight at once;
+//	                     0 = the release's (1: each request waited for, as
+//	                     Felix); e.g. 256 pipelines a pass (default
+//	                     $BIRDCAGE_PROGRAMMER_WRITE_WINDOW, else 0)
+//	--no-tunnel-mtu      emulation knob: no MTU on IPIP routes (Felix writes
+//	                     the host MTU - 20, the host MTU being the smallest
+//	                     of the node's uplinks)
+//
+// Emulation knobs: by default a release profile does what that release's
+// Felix does (docs/conformance-programmer.md); each knob turns one choice
+// away from it so a scenario can show what the choice changes. The status
+// file records the choices in force (writeOrder, deleteNamesProtocol,
+// tunnelMTU, writeWindow).
 //
 // Restart profile: a real Felix spends time between its process start and
 // its first dataplane write (config load, datastore connection, a full
@@ -59,10 +79,12 @@
 // Restart rule: like Felix, the programmer exits when a field it only reads
 // at start changes, so that its supervisor restarts it: the effective
 // programClusterRoutes value (after release defaulting), the effective
-// deviceRouteProtocol, and the pool encapsulation summary (whether any IPIP
-// pool exists; whether no-encap pools exist that the programmer owns).
-// Everything else — blocks, nodes, workloads, uplinks, routeRefreshInterval —
-// is applied live.
+// deviceRouteProtocol, the effective routeRefreshInterval (Felix restarts
+// on any FelixConfiguration change, in 3.31-3.33), and the pool
+// encapsulation summary (whether any IPIP pool exists; in 3.33, whether
+// no-encap pools exist that the programmer owns). Everything else — blocks,
+// nodes, workloads, uplinks — is applied live (and routeRefreshInterval too
+// in a profile that is not a Calico release).
 //
 // Exit codes:
 //

@@ -49,6 +49,8 @@ func TestRestartProfileFlags(t *testing.T) {
 		{[]string{"--startup-delay", "-1s"}, ""},
 		{nil, programmer.StartupDelayEnv + "=soon"},
 		{nil, programmer.ResyncDelayPerRouteEnv + "=-5ms"},
+		{[]string{"--write-order", "sideways"}, ""},
+		{nil, programmer.WriteOrderEnv + "=sideways"},
 	} {
 		cmd := exec.Command(bin, append([]string{"--node", "node-1", "--datastore", dir}, tc.args...)...)
 		cmd.Env = append(os.Environ(), tc.env)

@@ -51,6 +51,68 @@ type Options struct {
 	// StartedMono is when the process started (CLOCK_MONOTONIC ns), the
 	// anchor of the restart profile; 0 means when Run is called.
 	StartedMono int64
+	// Emulation knobs; the zero value is the release's own behaviour.
+	Knobs Knobs
+}
+
+// Knobs turn single emulation choices of the route table away from what
+// the release does, so a scenario can show what each one changes.
+type Knobs struct {
+	// WriteOrder overrides the release's write order ("" keeps it:
+	// delete-first in 3.31-3.33); "replace-first" is birdcage's old order.
+	WriteOrder string
+	// DeleteNamesProtocol makes deletes name the route's protocol instead
+	// of Felix's wildcard protocol 0.
+	DeleteNamesProtocol bool
+	// NoTunnelMTU writes no MTU on IPIP tunnel routes (Felix writes host
+	// MTU - 20).
+	NoTunnelMTU bool
+	// WriteWindow overrides the requests in flight at once (0 keeps the
+	// release's: 1, as Felix); e.g. 256 pipelines a pass.
+	WriteWindow int
+}
+
+// Env is the knobs as the environment variables the command reads (only
+// those that are set), for a supervisor to pass.
+func (k Knobs) Env() []string {
+	var env []string
+	if k.WriteOrder != "" {
+		env = append(env, WriteOrderEnv+"="+k.WriteOrder)
+	}
+	if k.DeleteNamesProtocol {
+		env = append(env, DeleteNamesProtocolEnv+"=1")
+	}
+	if k.NoTunnelMTU {
+		env = append(env, NoTunnelMTUEnv+"=1")
+	}
+	if k.WriteWindow > 0 {
+		env = append(env, fmt.Sprintf("%s=%d", WriteWindowEnv, k.WriteWindow))
+	}
+	return env
+}
+
+// tableOptions is the route table's options for release rel with knobs k
+// on a host of MTU hostMTU.
+func tableOptions(rel config.Release, k Knobs, hostMTU int) (routetable.Options, error) {
+	o := routetable.OptionsFor(rel, hostMTU)
+	if k.WriteOrder != "" {
+		wo, ok := config.ParseWriteOrder(k.WriteOrder)
+		if !ok {
+			return o, fmt.Errorf("write order %q: valid orders are delete-first, replace-first", k.WriteOrder)
+		}
+		o.WriteOrder = wo
+	}
+	o.DeleteNamesProtocol = k.DeleteNamesProtocol
+	if k.WriteWindow < 0 {
+		return o, fmt.Errorf("write window %d: must not be negative", k.WriteWindow)
+	}
+	if k.WriteWindow > 0 {
+		o.WriteWindow = k.WriteWindow
+	}
+	if k.NoTunnelMTU {
+		o.TunnelMTU = 0
+	}
+	return o, nil
 }
 
 // RestartProfile is the programmer's modelled start-to-first-program delay.
@@ -78,8 +140,13 @@ type restartKey struct {
 	// whoever owns its routes (the IPIP manager always runs).
 	IPIPPools bool
 	// NoEncapNeeded mirrors Felix's NoEncapNeeded: no-encap pools exist
-	// and the programmer owns their routes.
+	// and the programmer owns their routes (3.33; 3.31 and 3.32 do not
+	// restart on it).
 	NoEncapNeeded bool
+	// RouteRefreshInterval is in the key where the release restarts on any
+	// FelixConfiguration change (all three Calico releases); else it is
+	// applied live.
+	RouteRefreshInterval time.Duration
 }
 
 func restartKeyOf(c *datastore.Cluster, rel config.Release, log *slog.Logger) restartKey {
@@ -92,7 +159,12 @@ func restartKeyOf(c *datastore.Cluster, rel config.Release, log *slog.Logger) re
 		k.IPIPPools = k.IPIPPools || p.IsIPIP()
 		noEncapPools = noEncapPools || p.IsNoEncap()
 	}
-	k.NoEncapNeeded = noEncapPools && k.ProgramClusterRoutes.ProgramNoEncapClusterRoutes()
+	k.NoEncapNeeded = noEncapPools && k.ProgramClusterRoutes.ProgramNoEncapClusterRoutes() && rel.RestartsOnNoEncapNeeded()
+	if rel.RestartsOnAnyFelixConfigChange() {
+		if d, err := config.EffectiveRouteRefreshInterval(c.Felix.RouteRefreshInterval); err == nil {
+			k.RouteRefreshInterval = d
+		}
+	}
 	return k
 }
 
@@ -132,6 +204,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if o.StartedMono == 0 {
 		o.StartedMono = monoclock.Now()
+	}
+	if _, err := tableOptions(o.Release, o.Knobs, 0); err != nil {
+		return fmt.Errorf("programmer: %w", err)
 	}
 	if o.Restart.StartupDelay < 0 || o.Restart.ResyncDelayPerRoute < 0 {
 		return fmt.Errorf("programmer: restart profile %+v: delays must not be negative", o.Restart)
@@ -389,16 +464,32 @@ func (d *daemon) recompute() {
 		ups = []datastore.Uplink{}
 	}
 	res := calc.DesiredRoutes(d.cluster, d.o.Node, d.key.ProgramClusterRoutes, calc.Options{
-		TunnelDevice: d.o.TunnelDevice, Uplinks: ups, NoEncapMultipathViaGateways: d.o.NoEncapMultipathViaGateways})
+		TunnelDevice: d.o.TunnelDevice, Uplinks: ups, NoEncapMultipathViaGateways: d.o.NoEncapMultipathViaGateways,
+		NoEncapIPv4OnlyWithoutIPIP: d.o.Release.NoEncapIPv4NeedsNoIPIP()})
 	for _, s := range res.Skipped {
 		d.log.Debug("destination not programmed", "dst", s.Dst.String(), "reason", s.Reason)
 	}
 	pol := d.table.Policy()
 	pol.Uplinks = pol.Uplinks[:0]
+	hostMTU := 0
 	for _, u := range ups {
 		pol.Uplinks = append(pol.Uplinks, u.Interface)
+		// Felix's host MTU is the smallest of its host interfaces'; the
+		// uplinks are this node's.
+		if l, err := d.h.LinkByName(u.Interface); err == nil && (hostMTU == 0 || l.Attrs().MTU < hostMTU) {
+			hostMTU = l.Attrs().MTU
+		}
 	}
 	d.table.SetPolicy(pol)
+	opts, _ := tableOptions(d.o.Release, d.o.Knobs, hostMTU) // validated in Run
+	if opts != d.table.Options() {
+		d.log.Info("route table options", "writeOrder", opts.WriteOrder.String(),
+			"deleteNamesProtocol", opts.DeleteNamesProtocol, "tunnelMTU", opts.TunnelMTU, "hostMTU", hostMTU,
+			"writeWindow", opts.WriteWindow)
+		d.table.SetOptions(opts)
+	}
+	d.status.WriteOrder, d.status.DeleteNamesProtocol, d.status.TunnelMTU = opts.WriteOrder.String(), opts.DeleteNamesProtocol, opts.TunnelMTU
+	d.status.WriteWindow = opts.WriteWindow
 	d.table.SetDesired(res.Routes)
 	d.status.RoutesDesired = len(res.Routes)
 	d.log.Info("desired routes computed", "desired", len(res.Routes), "notProgrammed", len(res.Skipped))

@@ -23,6 +23,11 @@ const (
 const (
 	StartupDelayEnv        = "BIRDCAGE_PROGRAMMER_STARTUP_DELAY"
 	ResyncDelayPerRouteEnv = "BIRDCAGE_PROGRAMMER_RESYNC_DELAY_PER_ROUTE"
+	// Emulation knobs by environment, as the restart profile is.
+	WriteOrderEnv          = "BIRDCAGE_PROGRAMMER_WRITE_ORDER"
+	DeleteNamesProtocolEnv = "BIRDCAGE_PROGRAMMER_DELETE_NAMES_PROTOCOL"
+	WriteWindowEnv         = "BIRDCAGE_PROGRAMMER_WRITE_WINDOW"
+	NoTunnelMTUEnv         = "BIRDCAGE_PROGRAMMER_NO_TUNNEL_MTU"
 )
 
 // States written to the status file.
@@ -47,6 +52,12 @@ type Status struct {
 	ClaimsBIRDTunnelRoutes      bool   `json:"claimsBIRDTunnelRoutes"`
 	DeviceRouteProtocol         int    `json:"deviceRouteProtocol"`
 	RouteRefreshInterval        string `json:"routeRefreshInterval"`
+	// The route table's emulation choices in force (the release's unless
+	// a knob changed one).
+	WriteOrder          string `json:"writeOrder,omitempty"`
+	DeleteNamesProtocol bool   `json:"deleteNamesProtocol,omitempty"`
+	TunnelMTU           int    `json:"tunnelMTU,omitempty"`
+	WriteWindow         int    `json:"writeWindow,omitempty"`
 
 	// LastSync is the end of the last sync pass that had no errors.
 	LastSyncUnixNano      int64 `json:"lastSyncUnixNano"`

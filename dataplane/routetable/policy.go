@@ -40,10 +40,16 @@ type OwnershipPolicy struct {
 	// Uplinks are the node's uplink devices, which carry no-encap and
 	// CrossSubnet same-subnet cluster routes.
 	Uplinks []string
-	// ClaimBIRDTunnelRoutes takes `proto bird` routes via TunnelDevice as
-	// ours. Set it with NewOwnershipPolicy, which sets it only when the
-	// programmer owns IPIP cluster routes and the release has the rule.
+	// ClaimBIRDTunnelRoutes takes `proto bird` routes whose one next hop is
+	// TunnelDevice as ours. Set it with NewOwnershipPolicy, which sets it
+	// only when the programmer owns IPIP cluster routes and the release has
+	// the rule (Felix's OwnBIRDIPIPRoutes, 3.33).
 	ClaimBIRDTunnelRoutes bool
+	// ProtocolOnAnyDevice takes every main-table route with Protocol as
+	// ours, whatever its device or type (Felix's "exclusive" route
+	// protocol, all three releases). Without it a route of Protocol is ours
+	// only on our devices (birdcage's narrower rule before issue 25).
+	ProtocolOnAnyDevice bool
 }
 
 // NewOwnershipPolicy builds the policy for a programmer of release rel whose
@@ -55,14 +61,18 @@ func NewOwnershipPolicy(protocol int, tunnel string, uplinks []string, owner con
 		WorkloadPrefixes:      []string{"cali"},
 		Uplinks:               uplinks,
 		ClaimBIRDTunnelRoutes: ownsBIRDTunnelRoutes(owner, rel),
+		ProtocolOnAnyDevice:   rel.OwnsProtocolOnAnyDevice(),
 	}
 }
 
 // ownsBIRDTunnelRoutes is the 3.33 rule: BIRD's persisted routes via the
 // tunnel device are the programmer's to clean up exactly when it is the
-// configured owner of IPIP cluster routes.
+// configured owner of IPIP cluster routes (release-v3.33 6609dea54713,
+// felix/routetable/ownershippol/main_route_table_policy.go, NewMainTable's
+// programIPIPClusterRoutes argument; no such field on release-v3.31 or
+// release-v3.32).
 func ownsBIRDTunnelRoutes(owner config.ProgramClusterRoutes, rel config.Release) bool {
-	return owner.ProgramIPIPClusterRoutes() && rel.ClaimsBIRDTunnelRoutes()
+	return owner.ProgramIPIPClusterRoutes() && rel.OwnsBIRDIPIPRoutes()
 }
 
 // ourDevice reports whether dev is one the programmer programs routes on.
@@ -92,6 +102,9 @@ func (p OwnershipPolicy) RouteIsOurs(r kroute.Route) (bool, string) {
 	if r.Table != MainTable {
 		return false, fmt.Sprintf("table %d is not the main table", r.Table)
 	}
+	if p.ProtocolOnAnyDevice && r.Protocol == kroute.Protocol(p.Protocol) {
+		return true, fmt.Sprintf("proto %d, the programmer's own protocol, on any device", r.Protocol)
+	}
 	if r.Type != kroute.Unicast {
 		return false, "not a unicast route"
 	}
@@ -107,10 +120,11 @@ func (p OwnershipPolicy) RouteIsOurs(r kroute.Route) (bool, string) {
 		}
 		return true, fmt.Sprintf("proto %d on our device %s", r.Protocol, devices(r.NextHops))
 	case kroute.ProtoBIRD:
-		for _, h := range r.NextHops {
-			if h.Device != p.TunnelDevice {
-				return false, fmt.Sprintf("proto bird on %s: only proto bird via %s is ever claimed", h.Device, p.TunnelDevice)
-			}
+		// Felix reads a multipath route as one with no device
+		// (route_table.go routeIsSpecialNoIfRoute), so only a single-hop
+		// route via the tunnel device is ever claimed.
+		if len(r.NextHops) != 1 || r.NextHops[0].Device != p.TunnelDevice {
+			return false, fmt.Sprintf("proto bird on %s: only single-hop proto bird via %s is ever claimed", devices(r.NextHops), p.TunnelDevice)
 		}
 		if !p.ClaimBIRDTunnelRoutes {
 			return false, fmt.Sprintf("proto bird via %s, not claimed (the programmer does not own IPIP cluster routes, or the release has no claim rule)", p.TunnelDevice)

@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/birdcage/birdcage/dataplane/route"
+	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/vishvananda/netlink"
@@ -42,6 +43,37 @@ type Stats struct {
 	Errors []error
 }
 
+// Options are the table's emulation choices. The zero value is Felix's
+// behaviour in 3.31, 3.32 and 3.33 except TunnelMTU, which the caller sets
+// from the host's MTU (OptionsFor does both).
+type Options struct {
+	// WriteOrder: deletes before replaces (Felix) or after them.
+	WriteOrder config.WriteOrder
+	// DeleteNamesProtocol makes a delete name the dumped route's protocol,
+	// so it cannot remove a route another component put at the same key
+	// since the dump. Felix's deletes carry protocol 0, the wildcard
+	// (route_table.go deleteRoute): false is Felix.
+	DeleteNamesProtocol bool
+	// TunnelMTU is the MTU (RTAX_MTU) written on IPIP tunnel routes; 0
+	// writes none. Felix writes the IPIP MTU, host MTU - 20 by default.
+	TunnelMTU int
+	// WriteWindow caps the requests in flight at once: 1 sends each request
+	// and waits for its answer before the next, as Felix does; 0 leaves the
+	// writer's own window (up to 256 per send), which makes a pass shorter
+	// than Felix's and so any gap inside it smaller.
+	WriteWindow int
+}
+
+// OptionsFor returns the options of a programmer of release rel on a host
+// whose MTU is hostMTU (0: unknown, no MTU on tunnel routes).
+func OptionsFor(rel config.Release, hostMTU int) Options {
+	o := Options{WriteOrder: rel.ProgrammerWriteOrder(), WriteWindow: rel.ProgrammerRequestsInFlight()}
+	if ov := rel.IPIPRouteMTUOverhead(); ov > 0 && hostMTU > ov {
+		o.TunnelMTU = hostMTU - ov
+	}
+	return o
+}
+
 // Table reconciles desired routes into the main table of one network
 // namespace: it reads the kernel through a netlink handle (dumps) and writes
 // through a socket of its own, many requests in flight at once (writer). It
@@ -50,12 +82,16 @@ type Table struct {
 	h      *netlink.Handle
 	w      *writer
 	policy OwnershipPolicy
+	opts   Options
 	log    *slog.Logger
 
 	desired map[netip.Prefix]route.Route
 	// kernel is what the table believes the main table holds: the last
 	// dump, updated with every successful write since.
 	kernel map[key]kroute.Route
+	// mtu is the RTAX_MTU of the kernel routes in kernel that have one
+	// (kroute.Route does not carry it).
+	mtu    map[key]int
 	synced bool
 	ops    []writeOp // reused across passes
 }
@@ -78,8 +114,15 @@ func Open(ns netns.NsHandle, policy OwnershipPolicy, log *slog.Logger) (*Table, 
 		return nil, err
 	}
 	return &Table{h: h, w: w, policy: policy, log: log,
-		desired: map[netip.Prefix]route.Route{}, kernel: map[key]kroute.Route{}}, nil
+		desired: map[netip.Prefix]route.Route{}, kernel: map[key]kroute.Route{}, mtu: map[key]int{}}, nil
 }
+
+// SetOptions replaces the emulation choices; they take effect at the next
+// Apply.
+func (t *Table) SetOptions(o Options) { t.opts = o }
+
+// Options returns the emulation choices in force.
+func (t *Table) Options() Options { return t.opts }
 
 // Close releases the table's sockets; the kernel's routes stay.
 func (t *Table) Close() {
@@ -124,11 +167,11 @@ func (t *Table) Resync() (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
-	kernel, err := t.readKernel(links)
+	kernel, mtu, err := t.readKernelMTU(links)
 	if err != nil {
 		return Stats{}, err
 	}
-	t.kernel, t.synced = kernel, true
+	t.kernel, t.mtu, t.synced = kernel, mtu, true
 	return t.reconcile(links), nil
 }
 
@@ -152,23 +195,38 @@ func (t *Table) readLinks() (linkIndex, error) {
 }
 
 func (t *Table) readKernel(links linkIndex) (map[key]kroute.Route, error) {
+	k, _, err := t.readKernelMTU(links)
+	return k, err
+}
+
+// readKernelMTU dumps the main table: every route, and the MTU of those
+// that carry one.
+func (t *Table) readKernelMTU(links linkIndex) (map[key]kroute.Route, map[key]int, error) {
 	filter := &netlink.Route{Table: MainTable}
+	type dump struct {
+		routes map[key]kroute.Route
+		mtu    map[key]int
+	}
 	// A dump interrupted by a concurrent change (BIRD programming routes
 	// while we resync) is redone from scratch, a bounded number of times.
-	return nsutil.Dump("route table: list routes", func() (map[key]kroute.Route, error) {
-		out := make(map[key]kroute.Route, len(t.kernel)+len(t.desired))
+	d, err := nsutil.Dump("route table: list routes", func() (dump, error) {
+		out := dump{make(map[key]kroute.Route, len(t.kernel)+len(t.desired)), map[key]int{}}
 		for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
 			err := t.h.RouteListFilteredIter(fam, filter, netlink.RT_FILTER_TABLE, func(r netlink.Route) bool {
 				k := fromNetlink(r, fam, links)
-				out[keyOf(k)] = k
+				out.routes[keyOf(k)] = k
+				if r.MTU != 0 {
+					out.mtu[keyOf(k)] = r.MTU
+				}
 				return true
 			})
 			if err != nil {
-				return nil, err
+				return dump{}, err
 			}
 		}
 		return out, nil
 	})
+	return d.routes, d.mtu, err
 }
 
 // fromNetlink is the table's own reading of a dumped route (see
@@ -240,8 +298,19 @@ func scopeOf(d route.Route) int {
 	return unix.RT_SCOPE_UNIVERSE
 }
 
+// mtuFor is the MTU a replace of d writes (0: none).
+func (t *Table) mtuFor(d route.Route) int {
+	if d.Class == route.ClassIPIPTunnel {
+		return t.opts.TunnelMTU
+	}
+	return 0
+}
+
 // matches reports whether the kernel route is exactly what d would write.
 func (t *Table) matches(d route.Route, k kroute.Route) bool {
+	if t.mtu[keyOf(k)] != t.mtuFor(d) {
+		return false
+	}
 	if k.Protocol != kroute.Protocol(t.policy.Protocol) || k.Type != kroute.Unicast || k.Scope != scopeOf(d) || len(k.NextHops) != len(d.NextHops) {
 		return false
 	}
@@ -269,8 +338,10 @@ type writeOp struct {
 }
 
 // encodeReplace appends the RTM_NEWROUTE body that makes d the kernel's
-// route: metric 0 (the kernel's default for the family), our protocol, the
-// main table; scope link for a single next hop without a gateway.
+// route: metric 0 for IPv4 and 1024 for IPv6, named in the request as Felix
+// names it (RTA_PRIORITY only when not 0), our protocol, the main table;
+// scope link for a single next hop without a gateway; RTAX_MTU when the
+// options give tunnel routes one.
 func (t *Table) encodeReplace(d route.Route, links linkIndex, b []byte) ([]byte, error) {
 	if len(d.NextHops) == 0 {
 		return nil, fmt.Errorf("route %s: no next hop", d.Dst)
@@ -303,6 +374,15 @@ func (t *Table) encodeReplace(d route.Route, links linkIndex, b []byte) ([]byte,
 	}
 	b = appendRtMsg(b, fam, uint8(d.Dst.Bits()), 0, MainTable, uint8(t.policy.Protocol), scope, unix.RTN_UNICAST, flags)
 	b = appendAddrAttr(b, unix.RTA_DST, d.Dst.Addr())
+	if m := metricFor(d.Dst); m > 0 {
+		b = appendAttrU32(b, unix.RTA_PRIORITY, uint32(m))
+	}
+	if mtu := t.mtuFor(d); mtu > 0 {
+		// RTA_METRICS holding one nested RTAX_MTU.
+		b = binary.NativeEndian.AppendUint16(b, unix.SizeofRtAttr*2+4)
+		b = binary.NativeEndian.AppendUint16(b, unix.RTA_METRICS)
+		b = appendAttrU32(b, unix.RTAX_MTU, uint32(mtu))
+	}
 	if len(d.NextHops) == 1 {
 		h := d.NextHops[0]
 		i, err := idx(h.Device)
@@ -341,11 +421,17 @@ func (t *Table) encodeReplace(d route.Route, links linkIndex, b []byte) ([]byte,
 	return b, nil
 }
 
-// encodeDelete appends the RTM_DELROUTE body for cur. The delete names the
-// route's protocol, metric and TOS, so it cannot remove a route another
-// component put in its place since the dump; scope "nowhere" matches any
-// scope (device routes are scope link).
-func encodeDelete(cur kroute.Route, b []byte) []byte {
+// encodeDelete appends the RTM_DELROUTE body for cur: its key (table,
+// destination, TOS, metric), scope "nowhere" and type 0, which match any
+// scope and type (device routes are scope link). Like Felix's delete it
+// names protocol 0, which matches any protocol, unless named is set: then it
+// names cur's protocol, so it cannot remove a route another component put at
+// the same key since the dump.
+func encodeDelete(cur kroute.Route, named bool, b []byte) []byte {
+	proto := uint8(0)
+	if named {
+		proto = uint8(cur.Protocol)
+	}
 	fam := uint8(unix.AF_INET)
 	if cur.Dst.Addr().Is6() {
 		fam = unix.AF_INET6
@@ -354,7 +440,7 @@ func encodeDelete(cur kroute.Route, b []byte) []byte {
 	if cur.Table >= 256 {
 		table = unix.RT_TABLE_UNSPEC
 	}
-	b = appendRtMsg(b, fam, uint8(cur.Dst.Bits()), uint8(cur.TOS), table, uint8(cur.Protocol), unix.RT_SCOPE_NOWHERE, 0, 0)
+	b = appendRtMsg(b, fam, uint8(cur.Dst.Bits()), uint8(cur.TOS), table, proto, unix.RT_SCOPE_NOWHERE, 0, 0)
 	b = appendAddrAttr(b, unix.RTA_DST, cur.Dst.Addr())
 	if cur.Table >= 256 {
 		b = appendAttrU32(b, unix.RTA_TABLE, uint32(cur.Table))
@@ -381,7 +467,8 @@ func (t *Table) reconcile(links linkIndex) Stats {
 	for p := range t.desired {
 		dsts = append(dsts, p)
 	}
-	slices.SortFunc(dsts, route.ComparePrefix) // stable log order
+	slices.SortFunc(dsts, route.ComparePrefix) // stable log and write order
+	var replaces, deletes []writeOp
 	for _, p := range dsts {
 		d := t.desired[p]
 		k := key{d.Dst, metricFor(d.Dst), 0}
@@ -390,26 +477,48 @@ func (t *Table) reconcile(links linkIndex) Stats {
 			st.Unchanged++
 			continue
 		}
-		ops = append(ops, writeOp{d: d, k: k, cur: cur, had: had})
+		replaces = append(replaces, writeOp{d: d, k: k, cur: cur, had: had})
 	}
 	for k, cur := range t.kernel {
 		if d, ok := t.desired[cur.Dst]; ok && k == (key{d.Dst, metricFor(d.Dst), 0}) {
 			continue
 		}
 		if ours, _ := t.policy.RouteIsOurs(cur); ours {
-			ops = append(ops, writeOp{del: true, k: k, cur: cur})
+			deletes = append(deletes, writeOp{del: true, k: k, cur: cur})
 		}
+	}
+	// Felix's deletes go out in map order; ours are sorted, so a pass's
+	// requests are the same from run to run.
+	slices.SortFunc(deletes, func(a, b writeOp) int {
+		if c := route.ComparePrefix(a.k.dst, b.k.dst); c != 0 {
+			return c
+		}
+		if a.k.metric != b.k.metric {
+			return a.k.metric - b.k.metric
+		}
+		return a.k.tos - b.k.tos
+	})
+	// All writes of the pass go out pipelined in one order, the kernel
+	// applies them in it: Felix's deletes first, then replaces (the
+	// WriteOrder knob turns it round).
+	if t.opts.WriteOrder == config.ReplaceFirst {
+		ops = append(append(ops, replaces...), deletes...)
+	} else {
+		ops = append(append(ops, deletes...), replaces...)
 	}
 	t.ops = ops
 
-	// All writes of the pass go out pipelined, replaces first; the kernel
-	// applies them in this order.
 	var errs []error
 	if len(ops) > 0 {
+		if t.opts.WriteWindow > 0 && t.opts.WriteWindow < t.w.window {
+			full := t.w.window
+			t.w.window = t.opts.WriteWindow
+			defer func() { t.w.window = full }()
+		}
 		errs = t.w.exchange(len(ops), func(i int, b []byte) ([]byte, uint16, uint16, error) {
 			op := &ops[i]
 			if op.del {
-				return encodeDelete(op.cur, b), unix.RTM_DELROUTE, 0, nil
+				return encodeDelete(op.cur, t.opts.DeleteNamesProtocol, b), unix.RTM_DELROUTE, 0, nil
 			}
 			b, err := t.encodeReplace(op.d, links, b)
 			return b, unix.RTM_NEWROUTE, unix.NLM_F_CREATE | unix.NLM_F_REPLACE, err
@@ -447,6 +556,11 @@ func (t *Table) replaced(st *Stats, op *writeOp, err error) {
 		return
 	}
 	t.kernel[op.k] = t.asKernel(d)
+	if mtu := t.mtuFor(d); mtu > 0 {
+		t.mtu[op.k] = mtu
+	} else {
+		delete(t.mtu, op.k)
+	}
 	if op.had {
 		st.Replaced++
 		ours, _ := t.policy.RouteIsOurs(op.cur)
@@ -468,6 +582,7 @@ func (t *Table) deleted(st *Stats, k key, cur kroute.Route, err error) {
 		return
 	}
 	delete(t.kernel, k)
+	delete(t.mtu, k)
 	if err != nil {
 		t.log.Info("route already gone", "dst", cur.Dst.String(), "route", cur.String())
 		return

@@ -98,7 +98,7 @@ func TestStrayBIRDTunnelRoutes(t *testing.T) {
 	}{
 		{"owner of IPIP, 3.33: removed", ownerPolicy(), true},
 		{"not owner of IPIP, 3.33: kept", NewOwnershipPolicy(80, "tunl0", []string{"eth0", "eth1"}, config.EnabledNoEncapOnly, config.R333), false},
-		{"owner of IPIP, pre-3.33: kept", NewOwnershipPolicy(80, "tunl0", []string{"eth0", "eth1"}, config.Enabled, config.Pre333), false},
+		{"owner of IPIP, 3.32: kept", NewOwnershipPolicy(80, "tunl0", []string{"eth0", "eth1"}, config.Enabled, config.R332), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tn := newTestNode(t)
@@ -106,7 +106,7 @@ func TestStrayBIRDTunnelRoutes(t *testing.T) {
 			tn.addRoute(t, "10.65.9.0/26", "10.0.1.13", "tunl0", int(kroute.ProtoBIRD), 0, true) // stray: block released
 			tn.addRoute(t, "10.65.8.0/26", "10.0.1.13", "tunl0", unix.RTPROT_STATIC, 0, true)    // other protocol on tunl0
 			tn.addRoute(t, "10.67.9.0/26", "10.0.1.13", "eth0", int(kroute.ProtoBIRD), 0, false) // proto bird elsewhere
-			tn.addRoute(t, "10.68.9.0/26", "10.9.0.2", "ext0", 80, 0, false)                     // our proto, foreign device
+			tn.addRoute(t, "10.68.9.0/26", "10.9.0.2", "ext0", unix.RTPROT_BOOT, 0, false)       // boot (Felix's default DeviceRouteProtocol) on a foreign device
 
 			// 2. One resync with nothing desired.
 			tb := tn.table(t, tc.policy, testLog(t))

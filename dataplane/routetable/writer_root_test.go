@@ -163,13 +163,13 @@ func TestWriterSeesOnlyItsOwnBatch(t *testing.T) {
 	// A request of an earlier sequence number whose refusal (ESRCH) is
 	// left unread in the socket when the next batch begins.
 	w := tb.w
-	stale := encodeDelete(kroute.Route{Dst: netip.MustParsePrefix("10.71.1.0/26"), Table: MainTable, Protocol: 80}, make([]byte, unix.SizeofNlMsghdr))
+	stale := encodeDelete(kroute.Route{Dst: netip.MustParsePrefix("10.71.1.0/26"), Table: MainTable, Protocol: 80}, true, make([]byte, unix.SizeofNlMsghdr))
 	putHdr(stale, unix.RTM_DELROUTE, w.seq-500)
 	if err := unix.Sendto(w.fd, stale, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		t.Fatal(err)
 	}
 	errs := w.exchange(1, func(i int, b []byte) ([]byte, uint16, uint16, error) {
-		return encodeDelete(kroute.Route{Dst: netip.MustParsePrefix("10.71.1.0/26"), Table: MainTable, Protocol: 80}, b), unix.RTM_DELROUTE, 0, nil
+		return encodeDelete(kroute.Route{Dst: netip.MustParsePrefix("10.71.1.0/26"), Table: MainTable, Protocol: 80}, true, b), unix.RTM_DELROUTE, 0, nil
 	})
 	if !errors.Is(errs[0], unix.ESRCH) {
 		t.Fatalf("positive control: delete of a missing route through the writer: %v, want ESRCH", errs[0])
