@@ -25,6 +25,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/internal/kroute/nlroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/run"
@@ -466,7 +467,7 @@ func (n *Node) Routes(dst netip.Prefix) ([]kroute.Route, error) {
 			return nil, fmt.Errorf("node %s: %w", n.Name, err)
 		}
 		for _, r := range rs {
-			kr := kroute.FromNetlink(r, kroute.DevNames(names))
+			kr := nlroute.FromNetlink(r, nlroute.DevNames(names))
 			if !kr.Dst.IsValid() {
 				continue
 			}

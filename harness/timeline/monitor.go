@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/internal/kroute/nlroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -177,7 +178,7 @@ func (m *Monitor) readTables(first bool) error {
 	}
 	seen := map[key]bool{}
 	for _, nr := range all {
-		r := kroute.FromNetlink(nr, m.devNameLocked)
+		r := nlroute.FromNetlink(nr, m.devNameLocked)
 		seen[keyOf(r)] = true
 		if first {
 			m.state[keyOf(r)] = r
@@ -348,7 +349,7 @@ func (m *Monitor) record(at int64, u netlink.RouteUpdate) {
 	if u.Route.Flags&unix.RTM_F_CLONED != 0 {
 		return // route cache entries, not routes
 	}
-	r := kroute.FromNetlink(u.Route, m.devNameLocked)
+	r := nlroute.FromNetlink(u.Route, m.devNameLocked)
 	k := keyOf(r)
 	ev := Event{At: at, Route: r, NlFlags: u.NlFlags}
 	switch u.Type {
