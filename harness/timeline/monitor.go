@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/kroute/nlroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
@@ -21,23 +22,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Event is one change of one route, stamped with CLOCK_MONOTONIC nanoseconds
-// (internal/monoclock) when the monitor received it.
-type Event struct {
-	At    int64        `json:"at"`
-	Kind  Kind         `json:"kind"`
-	Route kroute.Route `json:"route"`
-	// Existing marks the routes found when the monitor started (Kind Add,
-	// At = start): the state before anything was observed, not a change.
-	Existing bool `json:"existing,omitempty"`
-	// Resync marks a delete the kernel did not announce (IPv4 routes go
-	// silently when their device goes down or away, or notifications were
-	// lost); the monitor saw it by re-reading the tables, so At is when it
-	// noticed, not when the kernel acted.
-	Resync bool `json:"resync,omitempty"`
-	// NlFlags are the NLM_F_* flags of the notification (NLM_F_REPLACE etc.).
-	NlFlags uint16 `json:"nlFlags,omitempty"`
-}
+// Event is one change of one route (timeline/event, where the results
+// model reads it).
+type Event = event.Event
 
 // Options names the namespace to watch.
 type Options struct {
