@@ -20,6 +20,7 @@ import (
 	"github.com/birdcage/birdcage/harness/bird/release"
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/supervisor"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
@@ -136,11 +137,8 @@ type Router struct {
 }
 
 // Event is something the harness did, on the same monotonic clock as the
-// probes, the BPF counters and the route timeline.
-type Event struct {
-	Name string `json:"name"`
-	Mono int64  `json:"mono"`
-}
+// probes, the BPF counters and the route timeline (harness/results).
+type Event = results.Event
 
 // Start builds the topology and brings the cluster up: datastore, a route
 // programmer and a BIRD container per node, BIRD on BGP-speaking routers.
@@ -227,7 +225,7 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 			return nil, err
 		}
 		if n.Programmer, err = supervisor.New(r, supervisor.Config{Node: nd.Name, Netns: nd.Path, Binary: c.binary,
-			Store: c.Store.Dir, Release: opts.Release, Env: timing.programmerEnv(), Log: c.log}); err != nil {
+			Store: c.Store.Dir, Release: opts.Release, Env: programmerEnv(timing), Log: c.log}); err != nil {
 			return nil, err
 		}
 		if n.BIRD, err = bird.New(r, bird.Options{Name: nd.Name, NetNS: nd.NetNS, Log: c.log, Release: birdRel}); err != nil {

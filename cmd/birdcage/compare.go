@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/compare"
+	"github.com/birdcage/birdcage/harness/results"
 )
 
 // Exit statuses of `birdcage compare`.
@@ -48,7 +48,7 @@ func compareCmd(jsonOut *bool) *cobra.Command {
 				}
 				budgets = b
 			}
-			flagBudget := harness.Budget{}
+			flagBudget := results.Budget{}
 			if cmd.Flags().Changed("max-gap-per-flow") {
 				ms := float64(maxGapPerFlow) / float64(time.Millisecond)
 				flagBudget.MaxGapMs = &ms
@@ -72,11 +72,11 @@ func compareCmd(jsonOut *bool) *cobra.Command {
 			if th.MaxRatio != 0 && th.MaxRatio <= 1 {
 				badInput(fmt.Errorf("--max-ratio %g: want a ratio above 1 (1.5 = new may be 1.5× base), or 0 for none", th.MaxRatio))
 			}
-			base, err := harness.ReadResults(args[0])
+			base, err := results.ReadResults(args[0])
 			if err != nil {
 				badInput(err)
 			}
-			nw, err := harness.ReadResults(args[1])
+			nw, err := results.ReadResults(args[1])
 			if err != nil {
 				badInput(err)
 			}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/results"
 )
 
 // Thresholds say how much worse a figure may get before it is a
@@ -72,7 +72,7 @@ type Options struct {
 	Allow []string
 }
 
-func (o Options) allowed(rs ...harness.ScenarioResult) bool {
+func (o Options) allowed(rs ...results.ScenarioResult) bool {
 	for _, r := range rs {
 		for _, a := range o.Allow {
 			if a == r.Name || a == r.Key() {
@@ -87,8 +87,8 @@ func (o Options) allowed(rs ...harness.ScenarioResult) bool {
 type Report struct {
 	Base    string          `json:"base"` // labels (file paths)
 	New     string          `json:"new"`
-	BaseEnv *harness.RunEnv `json:"baseEnv,omitempty"`
-	NewEnv  *harness.RunEnv `json:"newEnv,omitempty"`
+	BaseEnv *results.RunEnv `json:"baseEnv,omitempty"`
+	NewEnv  *results.RunEnv `json:"newEnv,omitempty"`
 	// Scenarios present in both, in NEW's order.
 	Scenarios []ScenarioDiff `json:"scenarios"`
 	// OnlyInBase and OnlyInNew list scenarios present on one side only
@@ -110,7 +110,7 @@ type Report struct {
 type OneSided struct {
 	Name    string          `json:"name"`
 	Side    string          `json:"side"` // "BASE" or "NEW": where it is
-	Verdict harness.Verdict `json:"verdict"`
+	Verdict results.Verdict `json:"verdict"`
 	Why     string          `json:"why"`
 }
 
@@ -124,12 +124,12 @@ type ScenarioDiff struct {
 	NewIndex    int                       `json:"newIndex"`
 	BaseRuns    []int                     `json:"baseRuns,omitempty"`
 	NewRuns     []int                     `json:"newRuns,omitempty"`
-	BaseVerdict harness.Verdict           `json:"baseVerdict"`
-	NewVerdict  harness.Verdict           `json:"newVerdict"`
+	BaseVerdict results.Verdict           `json:"baseVerdict"`
+	NewVerdict  results.Verdict           `json:"newVerdict"`
 	Figures     []FigureDiff              `json:"figures"`
 	Flows       []FlowDiff                `json:"flows,omitempty"`
-	Budget      *harness.Budget           `json:"budget,omitempty"`
-	OverBudget  []harness.BudgetViolation `json:"overBudget,omitempty"`
+	Budget      *results.Budget           `json:"budget,omitempty"`
+	OverBudget  []results.BudgetViolation `json:"overBudget,omitempty"`
 	Regression  bool                      `json:"regression"`
 	// Reasons say why it regressed, one line each.
 	Reasons []string `json:"reasons,omitempty"`
@@ -153,8 +153,8 @@ type FigureDiff struct {
 	// BaseStats and NewStats are the figure's distribution over a repeated
 	// scenario's runs (Base and New are then the medians); absent for a
 	// scenario that ran once on each side.
-	BaseStats *harness.Stats `json:"baseStats,omitempty"`
-	NewStats  *harness.Stats `json:"newStats,omitempty"`
+	BaseStats *results.Stats `json:"baseStats,omitempty"`
+	NewStats  *results.Stats `json:"newStats,omitempty"`
 }
 
 // FlowDiff is one probe flow's gap and loss on both sides.
@@ -170,12 +170,12 @@ type FlowDiff struct {
 }
 
 // Compare compares new against base. Scenarios are paired by their key
-// (harness.ScenarioResult.Key: the spec's full text), never by the title a
+// (results.ScenarioResult.Key: the spec's full text), never by the title a
 // spec registers, which a spec that failed early never got to. A key that
 // occurs more than once on a side (a repeated scenario, $BIRDCAGE_REPEAT)
 // is compared as a distribution over all its runs on each side (see
 // compareScenario), never run i against run i.
-func Compare(baseName string, base *harness.ResultsFile, newName string, nw *harness.ResultsFile, o Options) *Report {
+func Compare(baseName string, base *results.ResultsFile, newName string, nw *results.ResultsFile, o Options) *Report {
 	r := &Report{Base: baseName, New: newName, BaseEnv: base.Env, NewEnv: nw.Env, Thresholds: o.Thresholds}
 	r.EnvDiffers = envDiffers(base, nw)
 	bruns, border := runsByKey(base.Scenarios)
@@ -198,7 +198,7 @@ func Compare(baseName string, base *harness.ResultsFile, newName string, nw *har
 		if !ok {
 			name := titleOf(ns)
 			r.OnlyInNew = append(r.OnlyInNew, name)
-			if v := verdictOf(ns); v == harness.VerdictFail && !o.allowed(ns...) {
+			if v := verdictOf(ns); v == results.VerdictFail && !o.allowed(ns...) {
 				r.OneSided = append(r.OneSided, OneSided{Name: name, Side: "NEW", Verdict: v,
 					Why: "only in NEW, and it fails there: " + firstLine(ns[0].Failure)})
 			}
@@ -208,7 +208,7 @@ func Compare(baseName string, base *harness.ResultsFile, newName string, nw *har
 		d := compareScenario(bs, ns, o)
 		// NEW's title, else BASE's: a NEW run that failed before
 		// registering carries none.
-		d.Name, d.BaseIndex, d.NewIndex = titleOf(append(append([]harness.ScenarioResult{}, ns...), bs...)), bi[0], nruns[k][0]
+		d.Name, d.BaseIndex, d.NewIndex = titleOf(append(append([]results.ScenarioResult{}, ns...), bs...)), bi[0], nruns[k][0]
 		if len(bi) > 1 || len(nruns[k]) > 1 {
 			d.BaseRuns, d.NewRuns = bi, nruns[k]
 		}
@@ -223,7 +223,7 @@ func Compare(baseName string, base *harness.ResultsFile, newName string, nw *har
 
 // titleOf is a scenario's title for people: the one a run registered
 // (runs that failed early carry only their spec text), else its key.
-func titleOf(rs []harness.ScenarioResult) string {
+func titleOf(rs []results.ScenarioResult) string {
 	for _, r := range rs {
 		if r.Name != "" && r.Name != r.Spec {
 			return r.Name
@@ -234,7 +234,7 @@ func titleOf(rs []harness.ScenarioResult) string {
 
 // runsByKey is each scenario key's indices in rs, and the keys in order of
 // first occurrence.
-func runsByKey(rs []harness.ScenarioResult) (map[string][]int, []string) {
+func runsByKey(rs []results.ScenarioResult) (map[string][]int, []string) {
 	m := map[string][]int{}
 	var order []string
 	for i, s := range rs {
@@ -247,15 +247,15 @@ func runsByKey(rs []harness.ScenarioResult) (map[string][]int, []string) {
 	return m, order
 }
 
-func pick(rs []harness.ScenarioResult, idx []int) []harness.ScenarioResult {
-	out := make([]harness.ScenarioResult, len(idx))
+func pick(rs []results.ScenarioResult, idx []int) []results.ScenarioResult {
+	out := make([]results.ScenarioResult, len(idx))
 	for i, j := range idx {
 		out[i] = rs[j]
 	}
 	return out
 }
 
-func envDiffers(a, b *harness.ResultsFile) []string {
+func envDiffers(a, b *results.ResultsFile) []string {
 	var out []string
 	if a.Kernel != b.Kernel {
 		out = append(out, fmt.Sprintf("kernel %s vs %s", a.Kernel, b.Kernel))
@@ -294,7 +294,7 @@ func paren(s string) string {
 // NEW failed in a larger share of its runs than BASE did (a failure is a
 // broken claim, not noise; skipped runs judged nothing and do not count);
 // a budget judges every NEW run.
-func compareScenario(bs, ns []harness.ScenarioResult, o Options) ScenarioDiff {
+func compareScenario(bs, ns []results.ScenarioResult, o Options) ScenarioDiff {
 	b, n := bs[0], ns[0]
 	repeated := len(bs) > 1 || len(ns) > 1
 	d := ScenarioDiff{BaseVerdict: verdictOf(bs), NewVerdict: verdictOf(ns)}
@@ -329,17 +329,17 @@ func compareScenario(bs, ns []harness.ScenarioResult, o Options) ScenarioDiff {
 		d.Remarks = append(d.Remarks, fmt.Sprintf("failed in %d of %d runs in BASE, %d of %d in NEW", bf, len(bs), nf, len(ns)))
 	case repeated && bf > 0:
 		d.Remarks = append(d.Remarks, fmt.Sprintf("failed in %d of %d runs in BASE (%s), %d of %d in NEW", bf, len(bs), firstLine(bs[bt].Failure), nf, len(ns)))
-	case d.BaseVerdict == harness.VerdictFail && d.NewVerdict == harness.VerdictFail:
+	case d.BaseVerdict == results.VerdictFail && d.NewVerdict == results.VerdictFail:
 		d.Remarks = append(d.Remarks, "fails in BASE and in NEW (--fail-on-fail makes this a regression): "+firstLine(ns[nt].Failure))
-	case d.BaseVerdict == harness.VerdictFail && d.NewVerdict == harness.VerdictPass:
+	case d.BaseVerdict == results.VerdictFail && d.NewVerdict == results.VerdictPass:
 		d.Remarks = append(d.Remarks, "failed in BASE, passes in NEW")
 	}
 	if b.Probes != nil && n.Probes != nil && b.Probes.Rate != n.Probes.Rate {
 		d.Remarks = append(d.Remarks, fmt.Sprintf("probe rate %d/s in BASE, %d/s in NEW: gaps are comparable, loss counts are not", b.Probes.Rate, n.Probes.Rate))
 	}
-	var names harness.FigureNames
-	for _, r := range append(append([]harness.ScenarioResult{}, bs...), ns...) {
-		names = harness.AddFigureNames(names, r.Figures)
+	var names results.FigureNames
+	for _, r := range append(append([]results.ScenarioResult{}, bs...), ns...) {
+		names = results.AddFigureNames(names, r.Figures)
 	}
 	for _, name := range names.Sorted() {
 		f := judgeRuns(name, KindOf(name), figureSamples(bs, name), figureSamples(ns, name), repeated, o.Thresholds)
@@ -403,14 +403,14 @@ func compareScenario(bs, ns []harness.ScenarioResult, o Options) ScenarioDiff {
 
 // verdictOf is the verdict over runs: fail if any failed, else pass if any
 // passed, else skip.
-func verdictOf(rs []harness.ScenarioResult) harness.Verdict {
-	v := harness.VerdictSkip
+func verdictOf(rs []results.ScenarioResult) results.Verdict {
+	v := results.VerdictSkip
 	for _, r := range rs {
 		switch r.VerdictOf() {
-		case harness.VerdictFail:
-			return harness.VerdictFail
-		case harness.VerdictPass:
-			v = harness.VerdictPass
+		case results.VerdictFail:
+			return results.VerdictFail
+		case results.VerdictPass:
+			v = results.VerdictPass
 		}
 	}
 	return v
@@ -418,17 +418,17 @@ func verdictOf(rs []harness.ScenarioResult) harness.Verdict {
 
 // failures counts the failed runs and the runs that did not skip (a skip
 // judged nothing), and gives the index of the first failure.
-func failures(rs []harness.ScenarioResult) (failed, ran, first int) {
+func failures(rs []results.ScenarioResult) (failed, ran, first int) {
 	first = -1
 	for i, r := range rs {
 		switch r.VerdictOf() {
-		case harness.VerdictFail:
+		case results.VerdictFail:
 			if first < 0 {
 				first = i
 			}
 			failed++
 			ran++
-		case harness.VerdictPass:
+		case results.VerdictPass:
 			ran++
 		}
 	}
@@ -436,7 +436,7 @@ func failures(rs []harness.ScenarioResult) (failed, ran, first int) {
 }
 
 // figureSamples is the figure's value in every run that has it.
-func figureSamples(rs []harness.ScenarioResult, name string) []float64 {
+func figureSamples(rs []results.ScenarioResult, name string) []float64 {
 	var out []float64
 	for _, r := range rs {
 		if v, ok := r.Figures[name]; ok {
@@ -459,7 +459,7 @@ type flowSet struct {
 	order  []string
 }
 
-func flowRuns(rs []harness.ScenarioResult) flowSet {
+func flowRuns(rs []results.ScenarioResult) flowSet {
 	s := flowSet{byFlow: map[string]*flowSamples{}}
 	for _, r := range rs {
 		if r.Probes == nil {
@@ -485,7 +485,7 @@ func flowRuns(rs []harness.ScenarioResult) flowSet {
 // rule of compareScenario. Base and New are the medians; with repeated,
 // BaseStats and NewStats carry both distributions with every sample.
 func judgeRuns(name string, kind Kind, bv, nv []float64, repeated bool, t Thresholds) FigureDiff {
-	bst, nst := harness.Summarize(bv), harness.Summarize(nv)
+	bst, nst := results.Summarize(bv), results.Summarize(nv)
 	f := judge(name, kind, bst.Median, bst.N > 0, nst.Median, nst.N > 0, t)
 	if !repeated {
 		return f

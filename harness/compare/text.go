@@ -5,7 +5,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/results"
 )
 
 // Text renders the comparison for people: per scenario its verdicts, every
@@ -126,7 +126,7 @@ func side(v float64, ok bool) string {
 
 // dist is a side's value, or for a repeated scenario its median with the
 // range of its runs.
-func dist(v float64, ok bool, st *harness.Stats) string {
+func dist(v float64, ok bool, st *results.Stats) string {
 	if !ok || st == nil || st.N < 2 {
 		return side(v, ok)
 	}
