@@ -36,6 +36,7 @@ func (c *Cluster) AddRestartFigures(s *ScenarioResult) {
 	s.Samples["programmerToFirstProgramMs"] = Summarize(toProgram)
 	s.Figures["programmerRestartMsMax"] = s.Samples["programmerRestartMs"].Max
 	s.Figures["programmerToFirstProgramMsMax"] = s.Samples["programmerToFirstProgramMs"].Max
+	s.RecordFigureKinds()
 }
 
 func durationMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

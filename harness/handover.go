@@ -195,6 +195,7 @@ func (hs Handovers) AddFigures(res *ScenarioResult) {
 		res.Figures["handovers: "+string(o)] = float64(n)
 		res.Samples["noRouteWindowMs: "+string(o)] = Summarize(hs.Windows(o))
 	}
+	res.RecordFigureKinds()
 }
 
 // Table lists every block's handover: who moved first, the window.

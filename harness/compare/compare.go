@@ -11,48 +11,106 @@ import (
 
 // Thresholds say how much worse a figure may get before it is a
 // regression. A figure regresses when it got worse by more than every
-// threshold that applies to its kind: with a gap increase of 20 ms and a
-// ratio of 1.5, a gap must grow by more than 20 ms and to more than 1.5×
-// its base. Figures of no kind (counts, restart times) are judged by the
-// ratio alone, and only when one is given.
+// threshold that applies to its kind (results.FigureKind, declared per
+// figure in the results): with a gap increase of 20 ms and a ratio of 1.5,
+// a gap must grow by more than 20 ms and to more than 1.5× its base.
+// Durations (observed times that are not gaps) are judged by the ratio
+// alone, and only when one is given; sizes and the machine's own figures
+// are never judged.
 type Thresholds struct {
-	// MaxGapIncrease applies to gap figures (names with "gap" or
-	// "window": ms without delivery or without a route) and to each
-	// flow's longest gap. Negative: not judged.
+	// MaxGapIncrease applies to gap figures (ms without delivery or
+	// without a route) and to each flow's longest gap. Negative: not
+	// judged.
 	MaxGapIncrease time.Duration `json:"maxGapIncreaseNs"`
-	// MaxLostIncrease applies to loss figures (names with "lost") and to
-	// each flow's lost count. Negative: not judged.
+	// MaxLostIncrease applies to loss figures and to each flow's lost
+	// count. Negative: not judged.
 	MaxLostIncrease int64 `json:"maxLostIncrease"`
-	// MaxRatio (> 1) is how many times its base a figure may become; 0:
-	// not judged. A base of 0 has no ratio: the absolute limits decide.
+	// MaxCountIncrease applies to count figures (events that are bad when
+	// they grow: deletes of remote blocks, prefixes with two routes,
+	// refused writes, flaps). 0: any increase regresses. Negative: not
+	// judged.
+	MaxCountIncrease int64 `json:"maxCountIncrease"`
+	// MaxRatio (> 1) is how many times its base a gap, loss, count or
+	// duration may become; 0: not judged. A base of 0 has no ratio: the
+	// absolute limits decide.
 	MaxRatio float64 `json:"maxRatio,omitempty"`
 }
 
 // DefaultThresholds: a gap may grow by 20 ms (two 10 ms bins, well above
-// the probe interval at 1 kHz), the loss by 20 probes; no ratio.
+// the probe interval at 1 kHz), the loss by 20 probes, a count not at all;
+// no ratio.
 func DefaultThresholds() Thresholds {
-	return Thresholds{MaxGapIncrease: 20 * time.Millisecond, MaxLostIncrease: 20}
+	return Thresholds{MaxGapIncrease: 20 * time.Millisecond, MaxLostIncrease: 20, MaxCountIncrease: 0}
 }
 
-// Kind is what a figure measures, which decides its threshold.
-type Kind string
+// Kind is what a figure measures (results.FigureKind), which decides its
+// threshold.
+type Kind = results.FigureKind
 
-const (
-	KindGap   Kind = "gap"
-	KindLost  Kind = "lost"
-	KindOther Kind = "other"
-)
-
-// KindOf classifies a figure by its name.
+// KindOf is the by-name rule compare used before rows declared their
+// figures' kinds, kept for such rows only: a name with "lost" is loss, one
+// with "gap" or "window" a gap, anything else a duration (the ratio alone
+// judges it). It misjudges figures (windowMs, a watch time, as a gap;
+// platformLost…, machine noise, as loss; counts never), which is why rows
+// now carry FigureKinds.
 func KindOf(figure string) Kind {
 	f := strings.ToLower(figure)
 	switch {
 	case strings.Contains(f, "lost"):
-		return KindLost
+		return results.KindLoss
 	case strings.Contains(f, "gap") || strings.Contains(f, "window"):
-		return KindGap
+		return results.KindGap
 	}
-	return KindOther
+	return results.KindDuration
+}
+
+// figureKinds is how compareScenario judges the figures of one scenario's
+// rows: by the kinds the rows declare (NEW's where both do), or, when no
+// row on either side declares any (files written before kinds), by name.
+type figureKinds struct {
+	byName  bool
+	base    map[string]Kind
+	nw      map[string]Kind
+	remarks []string
+}
+
+func kindsOf(bs, ns []results.ScenarioResult) *figureKinds {
+	k := &figureKinds{base: map[string]Kind{}, nw: map[string]Kind{}}
+	declared := false
+	for _, side := range []struct {
+		rs []results.ScenarioResult
+		m  map[string]Kind
+	}{{bs, k.base}, {ns, k.nw}} {
+		for _, r := range side.rs {
+			if r.FigureKinds != nil {
+				declared = true
+			}
+			for n, kind := range r.FigureKinds {
+				side.m[n] = kind
+			}
+		}
+	}
+	k.byName = !declared
+	return k
+}
+
+// of is figure name's kind ("": undeclared, not judged).
+func (k *figureKinds) of(name string) Kind {
+	if k.byName {
+		return KindOf(name)
+	}
+	nk, inNew := k.nw[name]
+	bk, inBase := k.base[name]
+	switch {
+	case inNew && inBase && nk != bk:
+		k.remarks = append(k.remarks, fmt.Sprintf("%s: kind %q in BASE, %q in NEW: judged as NEW's", name, bk, nk))
+		return nk
+	case inNew:
+		return nk
+	case inBase:
+		return bk
+	}
+	return ""
 }
 
 // Options for Compare.
@@ -341,14 +399,23 @@ func compareScenario(bs, ns []results.ScenarioResult, o Options) ScenarioDiff {
 	for _, r := range append(append([]results.ScenarioResult{}, bs...), ns...) {
 		names = results.AddFigureNames(names, r.Figures)
 	}
+	kinds := kindsOf(bs, ns)
+	if kinds.byName && len(names) > 0 {
+		d.Remarks = append(d.Remarks, "no row declares its figures' kinds (written before kinds existed): figures judged by name")
+	}
 	for _, name := range names.Sorted() {
-		f := judgeRuns(name, KindOf(name), figureSamples(bs, name), figureSamples(ns, name), repeated, o.Thresholds)
+		kind := kinds.of(name)
+		f := judgeRuns(name, kind, figureSamples(bs, name), figureSamples(ns, name), repeated, o.Thresholds)
 		if f.Regression {
 			d.Regression = true
 			d.Reasons = append(d.Reasons, fmt.Sprintf("%s: %s", name, f.Why))
 		}
+		if !judged(kind) && f.HasBase && f.HasNew && f.Delta != 0 {
+			d.Remarks = append(d.Remarks, fmt.Sprintf("%s (%s) %s → %s: not judged", name, kindName(kind), fmtNum(f.Base), fmtNum(f.New)))
+		}
 		d.Figures = append(d.Figures, f)
 	}
+	d.Remarks = append(d.Remarks, kinds.remarks...)
 	bflows, nflows := flowRuns(bs), flowRuns(ns)
 	for _, flow := range nflows.order {
 		bfr, ok := bflows.byFlow[flow]
@@ -357,8 +424,8 @@ func compareScenario(bs, ns []results.ScenarioResult, o Options) ScenarioDiff {
 		}
 		nfr := nflows.byFlow[flow]
 		fd := FlowDiff{Flow: flow,
-			Gap:                 judgeRuns("longest gap ms", KindGap, bfr.gap, nfr.gap, repeated, o.Thresholds),
-			Lost:                judgeRuns("lost", KindLost, bfr.lost, nfr.lost, repeated, o.Thresholds),
+			Gap:                 judgeRuns("longest gap ms", results.KindGap, bfr.gap, nfr.gap, repeated, o.Thresholds),
+			Lost:                judgeRuns("lost", results.KindLoss, bfr.lost, nfr.lost, repeated, o.Thresholds),
 			BaseDisruptions:     bfr.disruptions,
 			NewDisruptions:      nfr.disruptions,
 			DisruptionsMeasured: bfr.measured && nfr.measured,
@@ -507,8 +574,25 @@ func judgeRuns(name string, kind Kind, bv, nv []float64, repeated bool, t Thresh
 	return f
 }
 
-// judge compares one figure. Worse is higher for every birdcage figure
-// that has a threshold (gaps, losses, times).
+// judged says whether compare judges figures of kind at all: sizes, the
+// machine's figures and undeclared ones never are.
+func judged(kind Kind) bool {
+	switch kind {
+	case results.KindGap, results.KindLoss, results.KindCount, results.KindDuration:
+		return true
+	}
+	return false
+}
+
+func kindName(k Kind) string {
+	if k == "" {
+		return "no declared kind"
+	}
+	return string(k)
+}
+
+// judge compares one figure by its kind. Worse is higher for every kind
+// that is judged (gaps, losses, counts, durations).
 func judge(name string, kind Kind, bv float64, hb bool, nv float64, hn bool, t Thresholds) FigureDiff {
 	f := FigureDiff{Name: name, Kind: kind, Base: bv, New: nv, HasBase: hb, HasNew: hn}
 	if !hb || !hn {
@@ -518,33 +602,39 @@ func judge(name string, kind Kind, bv float64, hb bool, nv float64, hn bool, t T
 	if bv != 0 {
 		f.Ratio = nv / bv
 	}
-	if f.Delta <= 0 {
+	if f.Delta <= 0 || !judged(kind) {
 		return f
 	}
 	var limits []string
 	over := true
-	judged := false
+	limited := false
 	switch kind {
-	case KindGap:
+	case results.KindGap:
 		if t.MaxGapIncrease >= 0 {
 			lim := float64(t.MaxGapIncrease) / float64(time.Millisecond)
-			judged = true
+			limited = true
 			over = over && f.Delta > lim
 			limits = append(limits, fmt.Sprintf("+%g ms allowed", lim))
 		}
-	case KindLost:
+	case results.KindLoss:
 		if t.MaxLostIncrease >= 0 {
-			judged = true
+			limited = true
 			over = over && f.Delta > float64(t.MaxLostIncrease)
 			limits = append(limits, fmt.Sprintf("+%d allowed", t.MaxLostIncrease))
 		}
+	case results.KindCount:
+		if t.MaxCountIncrease >= 0 {
+			limited = true
+			over = over && f.Delta > float64(t.MaxCountIncrease)
+			limits = append(limits, fmt.Sprintf("+%d allowed", t.MaxCountIncrease))
+		}
 	}
 	if t.MaxRatio > 0 && bv != 0 {
-		judged = true
+		limited = true
 		over = over && f.Ratio > t.MaxRatio
 		limits = append(limits, fmt.Sprintf("×%g allowed", t.MaxRatio))
 	}
-	if judged && over {
+	if limited && over {
 		f.Regression = true
 		f.Why = fmt.Sprintf("%s → %s (%+g", fmtNum(bv), fmtNum(nv), round(f.Delta))
 		if f.Ratio != 0 {

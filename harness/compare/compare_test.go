@@ -19,10 +19,12 @@ func scen(name string, v results.Verdict, figs map[string]float64) results.Scena
 	return results.ScenarioResult{Name: name, Verdict: v, Passed: v == results.VerdictPass, Figures: figs}
 }
 
+// The by-name rule, now only the fallback for rows without FigureKinds
+// (its "lost" and "other" kinds are results' loss and duration).
 func TestKindOf(t *testing.T) {
 	for name, want := range map[string]Kind{
-		"longestProbeGapMs": KindGap, "longestNoRouteWindowMs": KindGap, "lostProbes": KindLost,
-		"programmerRestartMsMax": KindOther, "handovers: BIRD→programmer": KindOther,
+		"longestProbeGapMs": results.KindGap, "longestNoRouteWindowMs": results.KindGap, "lostProbes": results.KindLoss,
+		"programmerRestartMsMax": results.KindDuration, "handovers: BIRD→programmer": results.KindDuration,
 	} {
 		if got := KindOf(name); got != want {
 			t.Errorf("KindOf(%q) = %s, want %s", name, got, want)

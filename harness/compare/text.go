@@ -111,6 +111,11 @@ func (t Thresholds) String() string {
 	} else {
 		parts = append(parts, "lost not judged")
 	}
+	if t.MaxCountIncrease >= 0 {
+		parts = append(parts, fmt.Sprintf("count +%d", t.MaxCountIncrease))
+	} else {
+		parts = append(parts, "count not judged")
+	}
 	if t.MaxRatio > 0 {
 		parts = append(parts, fmt.Sprintf("ratio ×%g", t.MaxRatio))
 	}

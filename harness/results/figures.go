@@ -23,4 +23,5 @@ func (s *ScenarioResult) AddProbeFigures(rep *report.Report) {
 	s.Figures["duplicateProbes"] = float64(rep.Total.Duplicates)
 	s.Figures["maxReorderDepth"] = float64(rep.Total.MaxReorderDepth)
 	s.Notes = append(s.Notes, fmt.Sprintf("probe interval %.1f ms", 1000/float64(rep.Rate)))
+	s.RecordFigureKinds()
 }

@@ -77,13 +77,18 @@ type ScenarioResult struct {
 	FailureLocation string `json:"failureLocation,omitempty"`
 	// Registered says whether the spec registered its figures before it
 	// ended (false: it failed or skipped first).
-	Registered bool                 `json:"registered"`
-	Duration   float64              `json:"durationSeconds"`
-	Figures    map[string]float64   `json:"figures,omitempty"`
-	Notes      []string             `json:"notes,omitempty"`
-	Probes     *report.Report       `json:"probes,omitempty"`
-	Events     []Event              `json:"events,omitempty"`
-	Restarts   map[string][]Restart `json:"restarts,omitempty"`
+	Registered bool               `json:"registered"`
+	Duration   float64            `json:"durationSeconds"`
+	Figures    map[string]float64 `json:"figures,omitempty"`
+	// FigureKinds is each figure's declared kind (figurekinds.go), what
+	// compare judges it by; "" for a figure with no declared kind (then
+	// compare does not judge it). Absent in files written before kinds
+	// existed: compare then falls back to judging by name.
+	FigureKinds map[string]FigureKind `json:"figureKinds,omitempty"`
+	Notes       []string              `json:"notes,omitempty"`
+	Probes      *report.Report        `json:"probes,omitempty"`
+	Events      []Event               `json:"events,omitempty"`
+	Restarts    map[string][]Restart  `json:"restarts,omitempty"`
 	// ProgrammerProtocol is the route protocol the programmers wrote with
 	// (FelixConfiguration.deviceRouteProtocol, Calico's default when unset):
 	// what the report calls "the programmer's" in the route timeline.
@@ -231,6 +236,7 @@ func (r *Results) Path() string { return r.path }
 func (r *Results) Add(s ScenarioResult) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	s.RecordFigureKinds()
 	add := func() error {
 		r.doc.Scenarios = append(r.doc.Scenarios, s)
 		r.doc.Repeats = summarizeRepeats(r.doc.Scenarios)
