@@ -64,9 +64,9 @@ var figureKinds = map[string]FigureKind{
 	"lostProbes":                    KindLoss,
 	"longestProbeGapMs":             KindGap,
 	"senderPauseInGapMs":            KindMachine, // the sender's own stall, not the network
-	"lateProbes":                    KindCount,
+	"lateProbes":                    KindSize,    // reordering follows a path change: remarked, not judged
 	"duplicateProbes":               KindCount,
-	"maxReorderDepth":               KindCount,
+	"maxReorderDepth":               KindSize,
 	"programmerRestartMsMax":        KindDuration,
 	"programmerToFirstProgramMsMax": KindDuration,
 	"longestNoRouteWindowMs":        KindGap,
@@ -263,9 +263,12 @@ type figureKindRule struct {
 
 // figureKindRules are the dynamic names, in the order they are tried.
 var figureKindRules = []figureKindRule{
-	{Prefix: "handovers: ", Kind: KindSize}, // handovers per ordering (harness/handover.go)
-	{Prefix: "lost ", Kind: KindLoss},       // per flow
-	{Prefix: "missing ", Kind: KindLoss},    // per flow
+	// Handovers per ordering (harness/handover.go): which ordering a
+	// handover takes is a race; the windows it opens are judged, as gaps
+	// (longestNoRouteWindowMs).
+	{Prefix: "handovers: ", Kind: KindSize},
+	{Prefix: "lost ", Kind: KindLoss},    // per flow
+	{Prefix: "missing ", Kind: KindLoss}, // per flow
 	{Prefix: "birdDeletesRefused ", Kind: KindCount},
 	{Prefix: "routeRequestsAfterWithdrawal ", Kind: KindCount},
 	{Prefix: "routeEventsAfterWithdrawal ", Kind: KindCount},
