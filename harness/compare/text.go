@@ -36,9 +36,9 @@ func (r *Report) Text() string {
 		}
 		if len(s.Figures) > 0 {
 			w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(w, "  figure\tbase\tnew\tdelta\t")
+			fmt.Fprintln(w, "  figure\tbase\tnew\tdelta\t\tkind\t")
 			for _, f := range s.Figures {
-				fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", f.Name, dist(f.Base, f.HasBase, f.BaseStats), dist(f.New, f.HasNew, f.NewStats), delta(f), regMark(f.Regression))
+				fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\t%s\t\n", f.Name, dist(f.Base, f.HasBase, f.BaseStats), dist(f.New, f.HasNew, f.NewStats), delta(f), regMark(f.Regression), kindName(f.Kind))
 			}
 			w.Flush()
 		}
