@@ -8,6 +8,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness/pcap"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -18,16 +19,9 @@ const PcapEnv = "BIRDCAGE_PCAP"
 // PcapEnabled reports whether $BIRDCAGE_PCAP is set to a true value.
 func PcapEnabled() (bool, error) { return envBool(PcapEnv) }
 
-// CaptureFile is one interface's capture in a scenario's results: the
-// probes that crossed a node's uplink (or tunl0) during the probe window.
-type CaptureFile struct {
-	Node  string `json:"node"`
-	Iface string `json:"iface"`
-	// Path is the pcap file, relative to the artifacts dir (the results
-	// file's dir), so a report beside the results links it.
-	Path string `json:"path"`
-	pcap.Stats
-}
+// CaptureFile is one interface's capture in a scenario's results
+// (harness/results).
+type CaptureFile = results.CaptureFile
 
 // captures is a cluster's running captures, armed by CapturePackets.
 type captures struct {
@@ -124,7 +118,7 @@ func (c *Cluster) StopCaptures(rel string) ([]CaptureFile, error) {
 				p = q
 			}
 		}
-		out = append(out, CaptureFile{Node: r.node, Iface: r.iface, Path: p, Stats: st})
+		out = append(out, CaptureFile{Node: r.node, Iface: r.iface, Path: p, CaptureStats: st})
 	}
 	if len(errs) > 0 {
 		return out, fmt.Errorf("packet captures: %v", errs)

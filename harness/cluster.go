@@ -21,11 +21,13 @@ import (
 	"github.com/birdcage/birdcage/harness/bird/release"
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/supervisor"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/internal/kroute/nlroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/run"
@@ -152,11 +154,8 @@ type Router struct {
 }
 
 // Event is something the harness did, on the same monotonic clock as the
-// probes, the BPF counters and the route timeline.
-type Event struct {
-	Name string `json:"name"`
-	Mono int64  `json:"mono"`
-}
+// probes, the BPF counters and the route timeline (harness/results).
+type Event = results.Event
 
 // Start builds the topology and brings the cluster up: datastore, a route
 // programmer and a BIRD container per node, BIRD on BGP-speaking routers.
@@ -248,7 +247,7 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 			return nil, err
 		}
 		if n.Programmer, err = supervisor.New(r, supervisor.Config{Node: nd.Name, Netns: nd.Path, Binary: c.binary,
-			Store: c.Store.Dir, Release: opts.Release, Env: append(timing.programmerEnv(), opts.ProgrammerKnobs.Env()...), Log: c.log}); err != nil {
+			Store: c.Store.Dir, Release: opts.Release, Env: append(programmerEnv(timing), opts.ProgrammerKnobs.Env()...), Log: c.log}); err != nil {
 			return nil, err
 		}
 		if n.BIRD, err = bird.New(r, bird.Options{Name: nd.Name, NetNS: nd.NetNS, Log: c.log, Release: birdRel}); err != nil {
@@ -489,7 +488,7 @@ func (n *Node) Routes(dst netip.Prefix) ([]kroute.Route, error) {
 			return nil, fmt.Errorf("node %s: %w", n.Name, err)
 		}
 		for _, r := range rs {
-			kr := kroute.FromNetlink(r, kroute.DevNames(names))
+			kr := nlroute.FromNetlink(r, nlroute.DevNames(names))
 			if !kr.Dst.IsValid() {
 				continue
 			}

@@ -204,6 +204,7 @@ func (hs Handovers) AddFigures(res *ScenarioResult) {
 		res.Figures["handovers: "+string(o)] = float64(n)
 		res.Samples["noRouteWindowMs: "+string(o)] = Summarize(hs.Windows(o))
 	}
+	res.RecordFigureKinds()
 }
 
 // Judgeable is nil when every handover was read from a timeline that

@@ -1,13 +1,13 @@
 package harness
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/run"
 )
 
@@ -49,20 +49,4 @@ func programmerBinary(r *run.Run) (string, error) {
 }
 
 // moduleRoot finds birdcage's go.mod above the working directory.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && strings.Contains(string(b), "module github.com/birdcage/birdcage\n") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("birdcage's go.mod not found above the working directory")
-		}
-		dir = parent
-	}
-}
+func moduleRoot() (string, error) { return results.ModuleRoot() }

@@ -236,6 +236,9 @@ func scenarioRow(sr SpecReport, res *harness.ScenarioResult) harness.ScenarioRes
 		row.FailureLocation = sr.Failure.Location.String()
 	}
 	row.Passed = row.Verdict == harness.VerdictPass
+	// Every figure's declared kind, what compare judges it by (an
+	// undeclared one gets "" and a note).
+	row.RecordFigureKinds()
 	return row
 }
 

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/compare"
+	"github.com/birdcage/birdcage/harness/results"
 )
 
 // Exit statuses of `birdcage compare`.
@@ -48,7 +48,7 @@ func compareCmd(jsonOut *bool) *cobra.Command {
 				}
 				budgets = b
 			}
-			flagBudget := harness.Budget{}
+			flagBudget := results.Budget{}
 			if cmd.Flags().Changed("max-gap-per-flow") {
 				ms := float64(maxGapPerFlow) / float64(time.Millisecond)
 				flagBudget.MaxGapMs = &ms
@@ -72,11 +72,11 @@ func compareCmd(jsonOut *bool) *cobra.Command {
 			if th.MaxRatio != 0 && th.MaxRatio <= 1 {
 				badInput(fmt.Errorf("--max-ratio %g: want a ratio above 1 (1.5 = new may be 1.5× base), or 0 for none", th.MaxRatio))
 			}
-			base, err := harness.ReadResults(args[0])
+			base, err := results.ReadResults(args[0])
 			if err != nil {
 				badInput(err)
 			}
-			nw, err := harness.ReadResults(args[1])
+			nw, err := results.ReadResults(args[1])
 			if err != nil {
 				badInput(err)
 			}
@@ -107,7 +107,8 @@ func compareCmd(jsonOut *bool) *cobra.Command {
 	f := c.Flags()
 	f.DurationVar(&th.MaxGapIncrease, "max-gap-increase", th.MaxGapIncrease, "how much longer a gap (figure or per flow) may get; negative: not judged")
 	f.Int64Var(&th.MaxLostIncrease, "max-lost-increase", th.MaxLostIncrease, "how many more probes may be lost (figure or per flow); negative: not judged")
-	f.Float64Var(&th.MaxRatio, "max-ratio", 0, "how many times its base any figure may become (e.g. 1.5); 0: not judged")
+	f.Int64Var(&th.MaxCountIncrease, "max-count-increase", th.MaxCountIncrease, "how much a count figure (deletes, flaps, refused writes, prefixes with two routes) may grow; 0: not at all; negative: not judged")
+	f.Float64Var(&th.MaxRatio, "max-ratio", 0, "how many times its base a gap, loss, count or duration figure may become (e.g. 1.5); 0: not judged")
 	f.StringVar(&budgetFile, "budget", "", "budget file (YAML: default and per-scenario maxGapMs, allowedDisruptions, maxLost), judged per flow of NEW")
 	f.DurationVar(&maxGapPerFlow, "max-gap-per-flow", 0, "budget: longest gap any flow of NEW may have")
 	f.IntVar(&allowedDisruptions, "allowed-disruptions", 0, "budget: distinct gaps (runs of lost probes) any flow of NEW may have")

@@ -6,9 +6,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/compare"
 	"github.com/birdcage/birdcage/harness/htmlreport"
+	"github.com/birdcage/birdcage/harness/results"
 )
 
 // stepSummaryEnv is where GitHub Actions reads a job's Markdown summary.
@@ -19,7 +19,7 @@ const stepSummaryEnv = "GITHUB_STEP_SUMMARY"
 func writeReports(paths []string, htmlOut string, markdown bool) error {
 	var runs []htmlreport.Run
 	for _, p := range paths {
-		f, err := harness.ReadResults(p)
+		f, err := results.ReadResults(p)
 		if err != nil {
 			return err
 		}
@@ -63,7 +63,7 @@ func writeReports(paths []string, htmlOut string, markdown bool) error {
 	return nil
 }
 
-func writeCompareHTML(path, baseName string, base *harness.ResultsFile, newName string, nw *harness.ResultsFile, r *compare.Report) error {
+func writeCompareHTML(path, baseName string, base *results.ResultsFile, newName string, nw *results.ResultsFile, r *compare.Report) error {
 	var b bytes.Buffer
 	if err := htmlreport.RenderCompare(&b, htmlreport.Run{Name: baseName, File: base}, htmlreport.Run{Name: newName, File: nw}, r); err != nil {
 		return err

@@ -21,7 +21,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/vishvananda/netlink"
 
-	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/internal/kroute/nlroute"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/run"
 	"github.com/birdcage/birdcage/topo"
@@ -289,7 +289,7 @@ func inspect(m *topo.Manifest, name string) (ifaces, routes []string) {
 		if r.Dst != nil && r.Dst.IP.IsLinkLocalUnicast() {
 			continue
 		}
-		routes = append(routes, kroute.FromNetlink(r, kroute.DevNames(names)).String())
+		routes = append(routes, nlroute.FromNetlink(r, nlroute.DevNames(names)).String())
 	}
 	sort.Strings(routes)
 	return ifaces, routes

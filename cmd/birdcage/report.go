@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/results"
 )
 
 // resultsCommands are the commands that drive or read whole scenario runs.
@@ -25,15 +25,15 @@ func reportCmd(jsonOut *bool) *cobra.Command {
 		Use:   "report [RESULTS.json...]",
 		Short: "Print the verdicts and figures of scenario runs (default: every results-*.json in the artifacts directory)",
 		Long: "Print the verdicts and figures of scenario runs. Without arguments it reads every results-*.json in the\n" +
-			"artifacts directory: $" + harness.ArtifactsEnv + ", else artifacts/ at the root of the birdcage checkout\n" +
+			"artifacts directory: $" + results.ArtifactsEnv + ", else artifacts/ at the root of the birdcage checkout\n" +
 			"the working directory is in (where go test ./scenarios writes them), else ./artifacts. It names each file it reads.",
 		RunE: func(_ *cobra.Command, args []string) error {
 			paths := args
 			if len(paths) == 0 {
-				paths, _ = filepath.Glob(filepath.Join(harness.ArtifactsDir(), "results-*.json"))
+				paths, _ = filepath.Glob(filepath.Join(results.ArtifactsDir(), "results-*.json"))
 				sort.Strings(paths)
 				if len(paths) == 0 {
-					return fmt.Errorf("no results in %s: scenario runs write them (sudo ci/demo, or go test ./scenarios)", harness.ArtifactsDir())
+					return fmt.Errorf("no results in %s: scenario runs write them (sudo ci/demo, or go test ./scenarios)", results.ArtifactsDir())
 				}
 			}
 			if htmlOut != "" || markdown {
@@ -60,8 +60,8 @@ func printResults(path string, asJSON, brief bool) error {
 	}
 	var doc struct {
 		Kernel    string                           `json:"kernel"`
-		Scenarios []harness.ScenarioResult         `json:"scenarios"`
-		Repeats   map[string]harness.RepeatSummary `json:"repeats"`
+		Scenarios []results.ScenarioResult         `json:"scenarios"`
+		Repeats   map[string]results.RepeatSummary `json:"repeats"`
 	}
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return fmt.Errorf("results %q: %w", path, err)
@@ -70,12 +70,12 @@ func printResults(path string, asJSON, brief bool) error {
 		_, err := os.Stdout.Write(append(b, '\n'))
 		return err
 	}
-	counts := map[harness.Verdict]int{}
+	counts := map[results.Verdict]int{}
 	for _, s := range doc.Scenarios {
 		counts[s.VerdictOf()]++
 	}
 	fmt.Printf("== read %s\n== kernel %s: %d scenarios: %d passed, %d failed, %d skipped\n", path, doc.Kernel, len(doc.Scenarios),
-		counts[harness.VerdictPass], counts[harness.VerdictFail], counts[harness.VerdictSkip])
+		counts[results.VerdictPass], counts[results.VerdictFail], counts[results.VerdictSkip])
 	for _, s := range doc.Scenarios {
 		verdict := strings.ToUpper(string(s.VerdictOf()))
 		keys := make([]string, 0, len(s.Figures))
@@ -89,7 +89,7 @@ func printResults(path string, asJSON, brief bool) error {
 				line += fmt.Sprintf("  lost %d/%d, longest gap %.0f ms @%d/s", s.Probes.Total.Lost, s.Probes.Total.Sent, s.Probes.Total.LongestGapMs, s.Probes.Rate)
 			}
 			fmt.Println(strings.TrimRight(line, " "))
-			if s.VerdictOf() != harness.VerdictPass {
+			if s.VerdictOf() != results.VerdictPass {
 				fmt.Println(reason(s, 4, 6))
 			}
 			continue
@@ -98,7 +98,7 @@ func printResults(path string, asJSON, brief bool) error {
 		if s.Spec != "" && s.Spec != s.Name {
 			fmt.Printf("  spec: %s\n", s.Spec)
 		}
-		if s.VerdictOf() != harness.VerdictPass {
+		if s.VerdictOf() != results.VerdictPass {
 			fmt.Println(reason(s, 2, 0))
 		}
 		if !s.Registered && s.Verdict != "" {
@@ -114,7 +114,7 @@ func printResults(path string, asJSON, brief bool) error {
 			fmt.Printf("  note: %s\n", n)
 		}
 		if s.Probes != nil {
-			fmt.Println(harness.GapTable(s.Probes))
+			fmt.Println(results.GapTable(s.Probes))
 		}
 		if s.Sweep != nil {
 			fmt.Println(s.Sweep.Table(s.Sweep.Fitted))
@@ -145,11 +145,11 @@ func printResults(path string, asJSON, brief bool) error {
 
 // reason is a failed or skipped row's message and location, indented;
 // maxLines > 0 keeps that many lines of the message.
-func reason(s harness.ScenarioResult, indent, maxLines int) string {
+func reason(s results.ScenarioResult, indent, maxLines int) string {
 	pad := strings.Repeat(" ", indent)
 	msg := strings.TrimSpace(s.Failure)
 	if msg == "" {
-		if s.VerdictOf() == harness.VerdictFail {
+		if s.VerdictOf() == results.VerdictFail {
 			msg = "(no failure message recorded)"
 		} else {
 			msg = "(no reason recorded)"
@@ -160,7 +160,7 @@ func reason(s harness.ScenarioResult, indent, maxLines int) string {
 		lines = append(lines[:maxLines], fmt.Sprintf("... (%d more lines: birdcage report without --brief)", len(lines)-maxLines))
 	}
 	what := "reason"
-	if s.VerdictOf() == harness.VerdictFail {
+	if s.VerdictOf() == results.VerdictFail {
 		what = "failure"
 	}
 	out := pad + what + ": " + strings.Join(lines, "\n"+pad+"  ")

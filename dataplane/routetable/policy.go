@@ -16,9 +16,9 @@ const MainTable = unix.RT_TABLE_MAIN
 // The table holds the kernel's routes as internal/kroute's Route, the one
 // kernel-route type of the project, with device names resolved, so
 // ownership decisions can be tested without netlink. It reads them with its
-// own netlink conversion (fromNetlink in table.go), not kroute.FromNetlink:
+// own netlink conversion (fromNetlink in table.go), not nlroute.FromNetlink:
 // the programmer is the code under test and the harness judges it through
-// kroute.FromNetlink, so a conversion bug must not hide on both sides.
+// nlroute.FromNetlink, so a conversion bug must not hide on both sides.
 
 // key is how the kernel tells routes apart in one table.
 type key struct {

@@ -8,7 +8,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/results"
 )
 
 // Budgets is a budget file: a default budget for every scenario and
@@ -21,12 +21,12 @@ import (
 //	  "live change on noencap: BIRD → programmer":
 //	    maxLost: 50
 type Budgets struct {
-	Default   harness.Budget            `json:"default"`
-	Scenarios map[string]harness.Budget `json:"scenarios,omitempty"`
+	Default   results.Budget            `json:"default"`
+	Scenarios map[string]results.Budget `json:"scenarios,omitempty"`
 }
 
 // For is the budget scenario name is judged against.
-func (b *Budgets) For(name string) harness.Budget {
+func (b *Budgets) For(name string) results.Budget {
 	out := b.Default
 	if s, ok := b.Scenarios[name]; ok {
 		out = out.Merge(s)
@@ -50,7 +50,7 @@ func ParseBudgets(name string, data []byte) (*Budgets, error) {
 	if err := yaml.UnmarshalStrict(data, &out); err != nil {
 		return nil, fmt.Errorf("budget %s: %w (valid fields: default and scenarios, each with maxGapMs, allowedDisruptions, maxLost)", name, err)
 	}
-	check := func(where string, b harness.Budget) error {
+	check := func(where string, b results.Budget) error {
 		if b.MaxGapMs != nil && *b.MaxGapMs < 0 {
 			return fmt.Errorf("budget %s: %s: field maxGapMs: %g is negative", name, where, *b.MaxGapMs)
 		}
@@ -80,7 +80,7 @@ func ParseBudgets(name string, data []byte) (*Budgets, error) {
 
 // UnknownScenarios lists budgeted scenario names r does not contain: a
 // typo in a budget file must not silently judge nothing.
-func (b *Budgets) UnknownScenarios(r *harness.ResultsFile) []string {
+func (b *Budgets) UnknownScenarios(r *results.ResultsFile) []string {
 	have := map[string]bool{}
 	for _, s := range r.Scenarios {
 		have[s.Name] = true
@@ -104,7 +104,7 @@ func (b *Budgets) Describe() string {
 	return s
 }
 
-func keys(m map[string]harness.Budget) []string {
+func keys(m map[string]results.Budget) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)

@@ -6,53 +6,111 @@ import (
 	"strings"
 	"time"
 
-	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/results"
 )
 
 // Thresholds say how much worse a figure may get before it is a
 // regression. A figure regresses when it got worse by more than every
-// threshold that applies to its kind: with a gap increase of 20 ms and a
-// ratio of 1.5, a gap must grow by more than 20 ms and to more than 1.5×
-// its base. Figures of no kind (counts, restart times) are judged by the
-// ratio alone, and only when one is given.
+// threshold that applies to its kind (results.FigureKind, declared per
+// figure in the results): with a gap increase of 20 ms and a ratio of 1.5,
+// a gap must grow by more than 20 ms and to more than 1.5× its base.
+// Durations (observed times that are not gaps) are judged by the ratio
+// alone, and only when one is given; sizes and the machine's own figures
+// are never judged.
 type Thresholds struct {
-	// MaxGapIncrease applies to gap figures (names with "gap" or
-	// "window": ms without delivery or without a route) and to each
-	// flow's longest gap. Negative: not judged.
+	// MaxGapIncrease applies to gap figures (ms without delivery or
+	// without a route) and to each flow's longest gap. Negative: not
+	// judged.
 	MaxGapIncrease time.Duration `json:"maxGapIncreaseNs"`
-	// MaxLostIncrease applies to loss figures (names with "lost") and to
-	// each flow's lost count. Negative: not judged.
+	// MaxLostIncrease applies to loss figures and to each flow's lost
+	// count. Negative: not judged.
 	MaxLostIncrease int64 `json:"maxLostIncrease"`
-	// MaxRatio (> 1) is how many times its base a figure may become; 0:
-	// not judged. A base of 0 has no ratio: the absolute limits decide.
+	// MaxCountIncrease applies to count figures (events that are bad when
+	// they grow: deletes of remote blocks, prefixes with two routes,
+	// refused writes, flaps). 0: any increase regresses. Negative: not
+	// judged.
+	MaxCountIncrease int64 `json:"maxCountIncrease"`
+	// MaxRatio (> 1) is how many times its base a gap, loss, count or
+	// duration may become; 0: not judged. A base of 0 has no ratio: the
+	// absolute limits decide.
 	MaxRatio float64 `json:"maxRatio,omitempty"`
 }
 
 // DefaultThresholds: a gap may grow by 20 ms (two 10 ms bins, well above
-// the probe interval at 1 kHz), the loss by 20 probes; no ratio.
+// the probe interval at 1 kHz), the loss by 20 probes, a count not at all;
+// no ratio.
 func DefaultThresholds() Thresholds {
-	return Thresholds{MaxGapIncrease: 20 * time.Millisecond, MaxLostIncrease: 20}
+	return Thresholds{MaxGapIncrease: 20 * time.Millisecond, MaxLostIncrease: 20, MaxCountIncrease: 0}
 }
 
-// Kind is what a figure measures, which decides its threshold.
-type Kind string
+// Kind is what a figure measures (results.FigureKind), which decides its
+// threshold.
+type Kind = results.FigureKind
 
-const (
-	KindGap   Kind = "gap"
-	KindLost  Kind = "lost"
-	KindOther Kind = "other"
-)
-
-// KindOf classifies a figure by its name.
+// KindOf is the by-name rule compare used before rows declared their
+// figures' kinds, kept for such rows only: a name with "lost" is loss, one
+// with "gap" or "window" a gap, anything else a duration (the ratio alone
+// judges it). It misjudges figures (windowMs, a watch time, as a gap;
+// platformLost…, machine noise, as loss; counts never), which is why rows
+// now carry FigureKinds.
 func KindOf(figure string) Kind {
 	f := strings.ToLower(figure)
 	switch {
 	case strings.Contains(f, "lost"):
-		return KindLost
+		return results.KindLoss
 	case strings.Contains(f, "gap") || strings.Contains(f, "window"):
-		return KindGap
+		return results.KindGap
 	}
-	return KindOther
+	return results.KindDuration
+}
+
+// figureKinds is how compareScenario judges the figures of one scenario's
+// rows: by the kinds the rows declare (NEW's where both do), or, when no
+// row on either side declares any (files written before kinds), by name.
+type figureKinds struct {
+	byName  bool
+	base    map[string]Kind
+	nw      map[string]Kind
+	remarks []string
+}
+
+func kindsOf(bs, ns []results.ScenarioResult) *figureKinds {
+	k := &figureKinds{base: map[string]Kind{}, nw: map[string]Kind{}}
+	declared := false
+	for _, side := range []struct {
+		rs []results.ScenarioResult
+		m  map[string]Kind
+	}{{bs, k.base}, {ns, k.nw}} {
+		for _, r := range side.rs {
+			if r.FigureKinds != nil {
+				declared = true
+			}
+			for n, kind := range r.FigureKinds {
+				side.m[n] = kind
+			}
+		}
+	}
+	k.byName = !declared
+	return k
+}
+
+// of is figure name's kind ("": undeclared, not judged).
+func (k *figureKinds) of(name string) Kind {
+	if k.byName {
+		return KindOf(name)
+	}
+	nk, inNew := k.nw[name]
+	bk, inBase := k.base[name]
+	switch {
+	case inNew && inBase && nk != bk:
+		k.remarks = append(k.remarks, fmt.Sprintf("%s: kind %q in BASE, %q in NEW: judged as NEW's", name, bk, nk))
+		return nk
+	case inNew:
+		return nk
+	case inBase:
+		return bk
+	}
+	return ""
 }
 
 // Options for Compare.
@@ -72,7 +130,7 @@ type Options struct {
 	Allow []string
 }
 
-func (o Options) allowed(rs ...harness.ScenarioResult) bool {
+func (o Options) allowed(rs ...results.ScenarioResult) bool {
 	for _, r := range rs {
 		for _, a := range o.Allow {
 			if a == r.Name || a == r.Key() {
@@ -87,8 +145,8 @@ func (o Options) allowed(rs ...harness.ScenarioResult) bool {
 type Report struct {
 	Base    string          `json:"base"` // labels (file paths)
 	New     string          `json:"new"`
-	BaseEnv *harness.RunEnv `json:"baseEnv,omitempty"`
-	NewEnv  *harness.RunEnv `json:"newEnv,omitempty"`
+	BaseEnv *results.RunEnv `json:"baseEnv,omitempty"`
+	NewEnv  *results.RunEnv `json:"newEnv,omitempty"`
 	// Scenarios present in both, in NEW's order.
 	Scenarios []ScenarioDiff `json:"scenarios"`
 	// OnlyInBase and OnlyInNew list scenarios present on one side only
@@ -110,7 +168,7 @@ type Report struct {
 type OneSided struct {
 	Name    string          `json:"name"`
 	Side    string          `json:"side"` // "BASE" or "NEW": where it is
-	Verdict harness.Verdict `json:"verdict"`
+	Verdict results.Verdict `json:"verdict"`
 	Why     string          `json:"why"`
 }
 
@@ -124,12 +182,12 @@ type ScenarioDiff struct {
 	NewIndex    int                       `json:"newIndex"`
 	BaseRuns    []int                     `json:"baseRuns,omitempty"`
 	NewRuns     []int                     `json:"newRuns,omitempty"`
-	BaseVerdict harness.Verdict           `json:"baseVerdict"`
-	NewVerdict  harness.Verdict           `json:"newVerdict"`
+	BaseVerdict results.Verdict           `json:"baseVerdict"`
+	NewVerdict  results.Verdict           `json:"newVerdict"`
 	Figures     []FigureDiff              `json:"figures"`
 	Flows       []FlowDiff                `json:"flows,omitempty"`
-	Budget      *harness.Budget           `json:"budget,omitempty"`
-	OverBudget  []harness.BudgetViolation `json:"overBudget,omitempty"`
+	Budget      *results.Budget           `json:"budget,omitempty"`
+	OverBudget  []results.BudgetViolation `json:"overBudget,omitempty"`
 	Regression  bool                      `json:"regression"`
 	// Reasons say why it regressed, one line each.
 	Reasons []string `json:"reasons,omitempty"`
@@ -153,8 +211,8 @@ type FigureDiff struct {
 	// BaseStats and NewStats are the figure's distribution over a repeated
 	// scenario's runs (Base and New are then the medians); absent for a
 	// scenario that ran once on each side.
-	BaseStats *harness.Stats `json:"baseStats,omitempty"`
-	NewStats  *harness.Stats `json:"newStats,omitempty"`
+	BaseStats *results.Stats `json:"baseStats,omitempty"`
+	NewStats  *results.Stats `json:"newStats,omitempty"`
 }
 
 // FlowDiff is one probe flow's gap and loss on both sides.
@@ -170,12 +228,12 @@ type FlowDiff struct {
 }
 
 // Compare compares new against base. Scenarios are paired by their key
-// (harness.ScenarioResult.Key: the spec's full text), never by the title a
+// (results.ScenarioResult.Key: the spec's full text), never by the title a
 // spec registers, which a spec that failed early never got to. A key that
 // occurs more than once on a side (a repeated scenario, $BIRDCAGE_REPEAT)
 // is compared as a distribution over all its runs on each side (see
 // compareScenario), never run i against run i.
-func Compare(baseName string, base *harness.ResultsFile, newName string, nw *harness.ResultsFile, o Options) *Report {
+func Compare(baseName string, base *results.ResultsFile, newName string, nw *results.ResultsFile, o Options) *Report {
 	r := &Report{Base: baseName, New: newName, BaseEnv: base.Env, NewEnv: nw.Env, Thresholds: o.Thresholds}
 	r.EnvDiffers = envDiffers(base, nw)
 	bruns, border := runsByKey(base.Scenarios)
@@ -198,7 +256,7 @@ func Compare(baseName string, base *harness.ResultsFile, newName string, nw *har
 		if !ok {
 			name := titleOf(ns)
 			r.OnlyInNew = append(r.OnlyInNew, name)
-			if v := verdictOf(ns); v == harness.VerdictFail && !o.allowed(ns...) {
+			if v := verdictOf(ns); v == results.VerdictFail && !o.allowed(ns...) {
 				r.OneSided = append(r.OneSided, OneSided{Name: name, Side: "NEW", Verdict: v,
 					Why: "only in NEW, and it fails there: " + firstLine(ns[0].Failure)})
 			}
@@ -208,7 +266,7 @@ func Compare(baseName string, base *harness.ResultsFile, newName string, nw *har
 		d := compareScenario(bs, ns, o)
 		// NEW's title, else BASE's: a NEW run that failed before
 		// registering carries none.
-		d.Name, d.BaseIndex, d.NewIndex = titleOf(append(append([]harness.ScenarioResult{}, ns...), bs...)), bi[0], nruns[k][0]
+		d.Name, d.BaseIndex, d.NewIndex = titleOf(append(append([]results.ScenarioResult{}, ns...), bs...)), bi[0], nruns[k][0]
 		if len(bi) > 1 || len(nruns[k]) > 1 {
 			d.BaseRuns, d.NewRuns = bi, nruns[k]
 		}
@@ -223,7 +281,7 @@ func Compare(baseName string, base *harness.ResultsFile, newName string, nw *har
 
 // titleOf is a scenario's title for people: the one a run registered
 // (runs that failed early carry only their spec text), else its key.
-func titleOf(rs []harness.ScenarioResult) string {
+func titleOf(rs []results.ScenarioResult) string {
 	for _, r := range rs {
 		if r.Name != "" && r.Name != r.Spec {
 			return r.Name
@@ -234,7 +292,7 @@ func titleOf(rs []harness.ScenarioResult) string {
 
 // runsByKey is each scenario key's indices in rs, and the keys in order of
 // first occurrence.
-func runsByKey(rs []harness.ScenarioResult) (map[string][]int, []string) {
+func runsByKey(rs []results.ScenarioResult) (map[string][]int, []string) {
 	m := map[string][]int{}
 	var order []string
 	for i, s := range rs {
@@ -247,15 +305,15 @@ func runsByKey(rs []harness.ScenarioResult) (map[string][]int, []string) {
 	return m, order
 }
 
-func pick(rs []harness.ScenarioResult, idx []int) []harness.ScenarioResult {
-	out := make([]harness.ScenarioResult, len(idx))
+func pick(rs []results.ScenarioResult, idx []int) []results.ScenarioResult {
+	out := make([]results.ScenarioResult, len(idx))
 	for i, j := range idx {
 		out[i] = rs[j]
 	}
 	return out
 }
 
-func envDiffers(a, b *harness.ResultsFile) []string {
+func envDiffers(a, b *results.ResultsFile) []string {
 	var out []string
 	if a.Kernel != b.Kernel {
 		out = append(out, fmt.Sprintf("kernel %s vs %s", a.Kernel, b.Kernel))
@@ -294,7 +352,7 @@ func paren(s string) string {
 // NEW failed in a larger share of its runs than BASE did (a failure is a
 // broken claim, not noise; skipped runs judged nothing and do not count);
 // a budget judges every NEW run.
-func compareScenario(bs, ns []harness.ScenarioResult, o Options) ScenarioDiff {
+func compareScenario(bs, ns []results.ScenarioResult, o Options) ScenarioDiff {
 	b, n := bs[0], ns[0]
 	repeated := len(bs) > 1 || len(ns) > 1
 	d := ScenarioDiff{BaseVerdict: verdictOf(bs), NewVerdict: verdictOf(ns)}
@@ -329,26 +387,35 @@ func compareScenario(bs, ns []harness.ScenarioResult, o Options) ScenarioDiff {
 		d.Remarks = append(d.Remarks, fmt.Sprintf("failed in %d of %d runs in BASE, %d of %d in NEW", bf, len(bs), nf, len(ns)))
 	case repeated && bf > 0:
 		d.Remarks = append(d.Remarks, fmt.Sprintf("failed in %d of %d runs in BASE (%s), %d of %d in NEW", bf, len(bs), firstLine(bs[bt].Failure), nf, len(ns)))
-	case d.BaseVerdict == harness.VerdictFail && d.NewVerdict == harness.VerdictFail:
+	case d.BaseVerdict == results.VerdictFail && d.NewVerdict == results.VerdictFail:
 		d.Remarks = append(d.Remarks, "fails in BASE and in NEW (--fail-on-fail makes this a regression): "+firstLine(ns[nt].Failure))
-	case d.BaseVerdict == harness.VerdictFail && d.NewVerdict == harness.VerdictPass:
+	case d.BaseVerdict == results.VerdictFail && d.NewVerdict == results.VerdictPass:
 		d.Remarks = append(d.Remarks, "failed in BASE, passes in NEW")
 	}
 	if b.Probes != nil && n.Probes != nil && b.Probes.Rate != n.Probes.Rate {
 		d.Remarks = append(d.Remarks, fmt.Sprintf("probe rate %d/s in BASE, %d/s in NEW: gaps are comparable, loss counts are not", b.Probes.Rate, n.Probes.Rate))
 	}
-	var names harness.FigureNames
-	for _, r := range append(append([]harness.ScenarioResult{}, bs...), ns...) {
-		names = harness.AddFigureNames(names, r.Figures)
+	var names results.FigureNames
+	for _, r := range append(append([]results.ScenarioResult{}, bs...), ns...) {
+		names = results.AddFigureNames(names, r.Figures)
+	}
+	kinds := kindsOf(bs, ns)
+	if kinds.byName && len(names) > 0 {
+		d.Remarks = append(d.Remarks, "no row declares its figures' kinds (written before kinds existed): figures judged by name")
 	}
 	for _, name := range names.Sorted() {
-		f := judgeRuns(name, KindOf(name), figureSamples(bs, name), figureSamples(ns, name), repeated, o.Thresholds)
+		kind := kinds.of(name)
+		f := judgeRuns(name, kind, figureSamples(bs, name), figureSamples(ns, name), repeated, o.Thresholds)
 		if f.Regression {
 			d.Regression = true
 			d.Reasons = append(d.Reasons, fmt.Sprintf("%s: %s", name, f.Why))
 		}
+		if !judged(kind) && f.HasBase && f.HasNew && f.Delta != 0 {
+			d.Remarks = append(d.Remarks, fmt.Sprintf("%s (%s) %s → %s: not judged", name, kindName(kind), fmtNum(f.Base), fmtNum(f.New)))
+		}
 		d.Figures = append(d.Figures, f)
 	}
+	d.Remarks = append(d.Remarks, kinds.remarks...)
 	bflows, nflows := flowRuns(bs), flowRuns(ns)
 	for _, flow := range nflows.order {
 		bfr, ok := bflows.byFlow[flow]
@@ -357,8 +424,8 @@ func compareScenario(bs, ns []harness.ScenarioResult, o Options) ScenarioDiff {
 		}
 		nfr := nflows.byFlow[flow]
 		fd := FlowDiff{Flow: flow,
-			Gap:                 judgeRuns("longest gap ms", KindGap, bfr.gap, nfr.gap, repeated, o.Thresholds),
-			Lost:                judgeRuns("lost", KindLost, bfr.lost, nfr.lost, repeated, o.Thresholds),
+			Gap:                 judgeRuns("longest gap ms", results.KindGap, bfr.gap, nfr.gap, repeated, o.Thresholds),
+			Lost:                judgeRuns("lost", results.KindLoss, bfr.lost, nfr.lost, repeated, o.Thresholds),
 			BaseDisruptions:     bfr.disruptions,
 			NewDisruptions:      nfr.disruptions,
 			DisruptionsMeasured: bfr.measured && nfr.measured,
@@ -403,14 +470,14 @@ func compareScenario(bs, ns []harness.ScenarioResult, o Options) ScenarioDiff {
 
 // verdictOf is the verdict over runs: fail if any failed, else pass if any
 // passed, else skip.
-func verdictOf(rs []harness.ScenarioResult) harness.Verdict {
-	v := harness.VerdictSkip
+func verdictOf(rs []results.ScenarioResult) results.Verdict {
+	v := results.VerdictSkip
 	for _, r := range rs {
 		switch r.VerdictOf() {
-		case harness.VerdictFail:
-			return harness.VerdictFail
-		case harness.VerdictPass:
-			v = harness.VerdictPass
+		case results.VerdictFail:
+			return results.VerdictFail
+		case results.VerdictPass:
+			v = results.VerdictPass
 		}
 	}
 	return v
@@ -418,17 +485,17 @@ func verdictOf(rs []harness.ScenarioResult) harness.Verdict {
 
 // failures counts the failed runs and the runs that did not skip (a skip
 // judged nothing), and gives the index of the first failure.
-func failures(rs []harness.ScenarioResult) (failed, ran, first int) {
+func failures(rs []results.ScenarioResult) (failed, ran, first int) {
 	first = -1
 	for i, r := range rs {
 		switch r.VerdictOf() {
-		case harness.VerdictFail:
+		case results.VerdictFail:
 			if first < 0 {
 				first = i
 			}
 			failed++
 			ran++
-		case harness.VerdictPass:
+		case results.VerdictPass:
 			ran++
 		}
 	}
@@ -436,7 +503,7 @@ func failures(rs []harness.ScenarioResult) (failed, ran, first int) {
 }
 
 // figureSamples is the figure's value in every run that has it.
-func figureSamples(rs []harness.ScenarioResult, name string) []float64 {
+func figureSamples(rs []results.ScenarioResult, name string) []float64 {
 	var out []float64
 	for _, r := range rs {
 		if v, ok := r.Figures[name]; ok {
@@ -459,7 +526,7 @@ type flowSet struct {
 	order  []string
 }
 
-func flowRuns(rs []harness.ScenarioResult) flowSet {
+func flowRuns(rs []results.ScenarioResult) flowSet {
 	s := flowSet{byFlow: map[string]*flowSamples{}}
 	for _, r := range rs {
 		if r.Probes == nil {
@@ -485,7 +552,7 @@ func flowRuns(rs []harness.ScenarioResult) flowSet {
 // rule of compareScenario. Base and New are the medians; with repeated,
 // BaseStats and NewStats carry both distributions with every sample.
 func judgeRuns(name string, kind Kind, bv, nv []float64, repeated bool, t Thresholds) FigureDiff {
-	bst, nst := harness.Summarize(bv), harness.Summarize(nv)
+	bst, nst := results.Summarize(bv), results.Summarize(nv)
 	f := judge(name, kind, bst.Median, bst.N > 0, nst.Median, nst.N > 0, t)
 	if !repeated {
 		return f
@@ -507,8 +574,25 @@ func judgeRuns(name string, kind Kind, bv, nv []float64, repeated bool, t Thresh
 	return f
 }
 
-// judge compares one figure. Worse is higher for every birdcage figure
-// that has a threshold (gaps, losses, times).
+// judged says whether compare judges figures of kind at all: sizes, the
+// machine's figures and undeclared ones never are.
+func judged(kind Kind) bool {
+	switch kind {
+	case results.KindGap, results.KindLoss, results.KindCount, results.KindDuration:
+		return true
+	}
+	return false
+}
+
+func kindName(k Kind) string {
+	if k == "" {
+		return "no declared kind"
+	}
+	return string(k)
+}
+
+// judge compares one figure by its kind. Worse is higher for every kind
+// that is judged (gaps, losses, counts, durations).
 func judge(name string, kind Kind, bv float64, hb bool, nv float64, hn bool, t Thresholds) FigureDiff {
 	f := FigureDiff{Name: name, Kind: kind, Base: bv, New: nv, HasBase: hb, HasNew: hn}
 	if !hb || !hn {
@@ -518,33 +602,39 @@ func judge(name string, kind Kind, bv float64, hb bool, nv float64, hn bool, t T
 	if bv != 0 {
 		f.Ratio = nv / bv
 	}
-	if f.Delta <= 0 {
+	if f.Delta <= 0 || !judged(kind) {
 		return f
 	}
 	var limits []string
 	over := true
-	judged := false
+	limited := false
 	switch kind {
-	case KindGap:
+	case results.KindGap:
 		if t.MaxGapIncrease >= 0 {
 			lim := float64(t.MaxGapIncrease) / float64(time.Millisecond)
-			judged = true
+			limited = true
 			over = over && f.Delta > lim
 			limits = append(limits, fmt.Sprintf("+%g ms allowed", lim))
 		}
-	case KindLost:
+	case results.KindLoss:
 		if t.MaxLostIncrease >= 0 {
-			judged = true
+			limited = true
 			over = over && f.Delta > float64(t.MaxLostIncrease)
 			limits = append(limits, fmt.Sprintf("+%d allowed", t.MaxLostIncrease))
 		}
+	case results.KindCount:
+		if t.MaxCountIncrease >= 0 {
+			limited = true
+			over = over && f.Delta > float64(t.MaxCountIncrease)
+			limits = append(limits, fmt.Sprintf("+%d allowed", t.MaxCountIncrease))
+		}
 	}
 	if t.MaxRatio > 0 && bv != 0 {
-		judged = true
+		limited = true
 		over = over && f.Ratio > t.MaxRatio
 		limits = append(limits, fmt.Sprintf("×%g allowed", t.MaxRatio))
 	}
-	if judged && over {
+	if limited && over {
 		f.Regression = true
 		f.Why = fmt.Sprintf("%s → %s (%+g", fmtNum(bv), fmtNum(nv), round(f.Delta))
 		if f.Ratio != 0 {

@@ -11,18 +11,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/birdcage/birdcage/harness"
-	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/probe/report"
+	"github.com/birdcage/birdcage/harness/results"
 )
 
-func scen(name string, v harness.Verdict, figs map[string]float64) harness.ScenarioResult {
-	return harness.ScenarioResult{Name: name, Verdict: v, Passed: v == harness.VerdictPass, Figures: figs}
+func scen(name string, v results.Verdict, figs map[string]float64) results.ScenarioResult {
+	return results.ScenarioResult{Name: name, Verdict: v, Passed: v == results.VerdictPass, Figures: figs}
 }
 
+// The by-name rule, now only the fallback for rows without FigureKinds
+// (its "lost" and "other" kinds are results' loss and duration).
 func TestKindOf(t *testing.T) {
 	for name, want := range map[string]Kind{
-		"longestProbeGapMs": KindGap, "longestNoRouteWindowMs": KindGap, "lostProbes": KindLost,
-		"programmerRestartMsMax": KindOther, "handovers: BIRD→programmer": KindOther,
+		"longestProbeGapMs": results.KindGap, "longestNoRouteWindowMs": results.KindGap, "lostProbes": results.KindLoss,
+		"programmerRestartMsMax": results.KindDuration, "handovers: BIRD→programmer": results.KindDuration,
 	} {
 		if got := KindOf(name); got != want {
 			t.Errorf("KindOf(%q) = %s, want %s", name, got, want)
@@ -66,31 +68,31 @@ func TestJudge(t *testing.T) {
 	}
 }
 
-func flows(gaps map[string]float64, lost map[string]int64, disruptions int) *probe.Report {
-	r := &probe.Report{Rate: 1000}
+func flows(gaps map[string]float64, lost map[string]int64, disruptions int) *report.Report {
+	r := &report.Report{Rate: 1000}
 	for f, g := range gaps {
-		r.Flows = append(r.Flows, probe.GapReport{Flow: f, LongestGapMs: g, Lost: lost[f], DisruptionCount: disruptions, Delivery: &probe.Delivery{}})
+		r.Flows = append(r.Flows, report.GapReport{Flow: f, LongestGapMs: g, Lost: lost[f], DisruptionCount: disruptions, Delivery: &report.Delivery{}})
 	}
 	return r
 }
 
 func TestCompare(t *testing.T) {
-	base := &harness.ResultsFile{Kernel: "6.1", Scenarios: []harness.ScenarioResult{
-		scen("same", harness.VerdictPass, map[string]float64{"longestProbeGapMs": 30, "lostProbes": 3}),
-		scen("now fails", harness.VerdictPass, map[string]float64{"longestProbeGapMs": 30}),
-		scen("gap grew", harness.VerdictPass, map[string]float64{"longestProbeGapMs": 30}),
-		scen("one flow worse", harness.VerdictPass, nil),
-		scen("gone", harness.VerdictPass, nil),
-		scen("fixed", harness.VerdictFail, nil),
+	base := &results.ResultsFile{Kernel: "6.1", Scenarios: []results.ScenarioResult{
+		scen("same", results.VerdictPass, map[string]float64{"longestProbeGapMs": 30, "lostProbes": 3}),
+		scen("now fails", results.VerdictPass, map[string]float64{"longestProbeGapMs": 30}),
+		scen("gap grew", results.VerdictPass, map[string]float64{"longestProbeGapMs": 30}),
+		scen("one flow worse", results.VerdictPass, nil),
+		scen("gone", results.VerdictPass, nil),
+		scen("fixed", results.VerdictFail, nil),
 	}}
 	base.Scenarios[3].Probes = flows(map[string]float64{"a->b": 10, "b->a": 10}, map[string]int64{"a->b": 5, "b->a": 5}, 1)
-	nw := &harness.ResultsFile{Kernel: "6.1", Scenarios: []harness.ScenarioResult{
-		scen("same", harness.VerdictPass, map[string]float64{"longestProbeGapMs": 30, "lostProbes": 3}),
-		scen("now fails", harness.VerdictFail, map[string]float64{"longestProbeGapMs": 30}),
-		scen("gap grew", harness.VerdictPass, map[string]float64{"longestProbeGapMs": 300}),
-		scen("one flow worse", harness.VerdictPass, nil),
-		scen("new one", harness.VerdictPass, nil),
-		scen("fixed", harness.VerdictPass, nil),
+	nw := &results.ResultsFile{Kernel: "6.1", Scenarios: []results.ScenarioResult{
+		scen("same", results.VerdictPass, map[string]float64{"longestProbeGapMs": 30, "lostProbes": 3}),
+		scen("now fails", results.VerdictFail, map[string]float64{"longestProbeGapMs": 30}),
+		scen("gap grew", results.VerdictPass, map[string]float64{"longestProbeGapMs": 300}),
+		scen("one flow worse", results.VerdictPass, nil),
+		scen("new one", results.VerdictPass, nil),
+		scen("fixed", results.VerdictPass, nil),
 	}}
 	nw.Scenarios[1].Failure = "node-2 lost 40 probes\nmore"
 	nw.Scenarios[3].Probes = flows(map[string]float64{"a->b": 10, "b->a": 90}, map[string]int64{"a->b": 5, "b->a": 5}, 1)
@@ -161,7 +163,7 @@ scenarios:
 		t.Errorf("old report judged %v, want one unknown-disruptions violation", vs)
 	}
 	// Compare applies the budget file to NEW.
-	res := &harness.ResultsFile{Scenarios: []harness.ScenarioResult{{Name: "strict", Verdict: harness.VerdictPass, Probes: rep}}}
+	res := &results.ResultsFile{Scenarios: []results.ScenarioResult{{Name: "strict", Verdict: results.VerdictPass, Probes: rep}}}
 	r := Compare("a", res, "b", res, Options{Thresholds: DefaultThresholds(), Budgets: b})
 	if r.Regressions != 1 || len(r.Scenarios[0].OverBudget) != 2 {
 		t.Errorf("budget not applied: %+v", r.Scenarios[0])
@@ -178,10 +180,10 @@ scenarios:
 }
 
 // runs is n results of one scenario, the i-th with the i-th gap.
-func runs(name string, gaps ...float64) []harness.ScenarioResult {
-	var out []harness.ScenarioResult
+func runs(name string, gaps ...float64) []results.ScenarioResult {
+	var out []results.ScenarioResult
 	for _, g := range gaps {
-		out = append(out, scen(name, harness.VerdictPass, map[string]float64{"longestProbeGapMs": g}))
+		out = append(out, scen(name, results.VerdictPass, map[string]float64{"longestProbeGapMs": g}))
 	}
 	return out
 }
@@ -205,8 +207,8 @@ func TestCompareRepeated(t *testing.T) {
 		{"repeated BASE, one NEW below its max", []float64{900, 905, 1300}, []float64{1250}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			base := &harness.ResultsFile{Scenarios: runs("s", tc.base...)}
-			nw := &harness.ResultsFile{Scenarios: runs("s", tc.new...)}
+			base := &results.ResultsFile{Scenarios: runs("s", tc.base...)}
+			nw := &results.ResultsFile{Scenarios: runs("s", tc.new...)}
 			r := Compare("b", base, "n", nw, Options{Thresholds: DefaultThresholds()})
 			if len(r.Scenarios) != 1 || len(r.OnlyInBase)+len(r.OnlyInNew) != 0 {
 				t.Fatalf("a repeated name must pair once, by name: %d pairs, one-sided %v %v", len(r.Scenarios), r.OnlyInBase, r.OnlyInNew)
@@ -236,13 +238,13 @@ func TestCompareRepeated(t *testing.T) {
 // above has run 1 17 ms against 4 ms — the single-run rule on that pair
 // is a regression, so name pairing is what keeps it quiet.
 func TestCompareRepeatedPairsByNameNotOccurrence(t *testing.T) {
-	one := func(g float64) *harness.ResultsFile { return &harness.ResultsFile{Scenarios: runs("s", g)} }
+	one := func(g float64) *results.ResultsFile { return &results.ResultsFile{Scenarios: runs("s", g)} }
 	if r := Compare("b", one(1.3), "n", one(30), Options{Thresholds: DefaultThresholds()}); r.Regressions != 1 {
 		t.Fatalf("control: a single run 1.3 → 30 ms must regress, got %d", r.Regressions)
 	}
 	// Interleaved names: each name's runs pair with its own, wherever they sit.
-	base := &harness.ResultsFile{Scenarios: append(runs("a", 10, 10), runs("b", 500, 500)...)}
-	nw := &harness.ResultsFile{Scenarios: []harness.ScenarioResult{runs("b", 500)[0], runs("a", 10)[0], runs("b", 501)[0], runs("a", 11)[0]}}
+	base := &results.ResultsFile{Scenarios: append(runs("a", 10, 10), runs("b", 500, 500)...)}
+	nw := &results.ResultsFile{Scenarios: []results.ScenarioResult{runs("b", 500)[0], runs("a", 10)[0], runs("b", 501)[0], runs("a", 11)[0]}}
 	r := Compare("b", base, "n", nw, Options{Thresholds: DefaultThresholds()})
 	if r.Regressions != 0 || len(r.Scenarios) != 2 {
 		t.Errorf("interleaved runs: %d regressions in %d pairs, want 0 in 2: %+v", r.Regressions, len(r.Scenarios), r.Scenarios)
@@ -253,17 +255,17 @@ func TestCompareRepeatedPairsByNameNotOccurrence(t *testing.T) {
 // runs regresses; skipped runs do not count; per-flow figures use the same
 // distribution rule; a budget judges every NEW run, naming it.
 func TestCompareRepeatedVerdictsFlowsBudget(t *testing.T) {
-	fail := func(rs []harness.ScenarioResult, i int) []harness.ScenarioResult {
-		rs[i].Verdict, rs[i].Passed, rs[i].Failure = harness.VerdictFail, false, "lost 40 probes"
+	fail := func(rs []results.ScenarioResult, i int) []results.ScenarioResult {
+		rs[i].Verdict, rs[i].Passed, rs[i].Failure = results.VerdictFail, false, "lost 40 probes"
 		return rs
 	}
-	skip := func(rs []harness.ScenarioResult, i int) []harness.ScenarioResult {
-		rs[i].Verdict, rs[i].Passed = harness.VerdictSkip, false
+	skip := func(rs []results.ScenarioResult, i int) []results.ScenarioResult {
+		rs[i].Verdict, rs[i].Passed = results.VerdictSkip, false
 		return rs
 	}
 	for _, tc := range []struct {
 		name       string
-		base, new  []harness.ScenarioResult
+		base, new  []results.ScenarioResult
 		regression bool
 		reason     string
 	}{
@@ -273,7 +275,7 @@ func TestCompareRepeatedVerdictsFlowsBudget(t *testing.T) {
 		{"skips do not count", runs("s", 1, 1), skip(runs("s", 1, 1), 0), false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := Compare("b", &harness.ResultsFile{Scenarios: tc.base}, "n", &harness.ResultsFile{Scenarios: tc.new}, Options{Thresholds: DefaultThresholds()})
+			r := Compare("b", &results.ResultsFile{Scenarios: tc.base}, "n", &results.ResultsFile{Scenarios: tc.new}, Options{Thresholds: DefaultThresholds()})
 			d := r.Scenarios[0]
 			if d.Regression != tc.regression {
 				t.Errorf("regression %v, want %v (%v)", d.Regression, tc.regression, d.Reasons)
@@ -284,7 +286,7 @@ func TestCompareRepeatedVerdictsFlowsBudget(t *testing.T) {
 		})
 	}
 
-	withFlow := func(gaps ...float64) []harness.ScenarioResult {
+	withFlow := func(gaps ...float64) []results.ScenarioResult {
 		rs := runs("s", gaps...)
 		for i := range rs {
 			rs[i].Figures = nil
@@ -292,18 +294,18 @@ func TestCompareRepeatedVerdictsFlowsBudget(t *testing.T) {
 		}
 		return rs
 	}
-	r := Compare("b", &harness.ResultsFile{Scenarios: withFlow(10, 12, 50)}, "n", &harness.ResultsFile{Scenarios: withFlow(11, 60, 12)}, Options{Thresholds: DefaultThresholds()})
+	r := Compare("b", &results.ResultsFile{Scenarios: withFlow(10, 12, 50)}, "n", &results.ResultsFile{Scenarios: withFlow(11, 60, 12)}, Options{Thresholds: DefaultThresholds()})
 	if r.Regressions != 0 {
 		t.Errorf("flow noise flagged: %v", r.Scenarios[0].Reasons)
 	}
-	r = Compare("b", &harness.ResultsFile{Scenarios: withFlow(10, 12, 14)}, "n", &harness.ResultsFile{Scenarios: withFlow(60, 61, 12)}, Options{Thresholds: DefaultThresholds()})
+	r = Compare("b", &results.ResultsFile{Scenarios: withFlow(10, 12, 14)}, "n", &results.ResultsFile{Scenarios: withFlow(60, 61, 12)}, Options{Thresholds: DefaultThresholds()})
 	if d := r.Scenarios[0]; !d.Regression || !strings.Contains(strings.Join(d.Reasons, "\n"), "flow a->b longest gap ms: median 12 → 60") {
 		t.Errorf("a shifted flow should regress, naming it: %v", d.Reasons)
 	}
 	maxGap := 40.0
 	nw := withFlow(10, 45, 12)
-	nw[0].Budget = &harness.Budget{MaxGapMs: &maxGap}
-	r = Compare("b", &harness.ResultsFile{Scenarios: withFlow(10, 12, 14)}, "n", &harness.ResultsFile{Scenarios: nw}, Options{Thresholds: DefaultThresholds()})
+	nw[0].Budget = &results.Budget{MaxGapMs: &maxGap}
+	r = Compare("b", &results.ResultsFile{Scenarios: withFlow(10, 12, 14)}, "n", &results.ResultsFile{Scenarios: nw}, Options{Thresholds: DefaultThresholds()})
 	if d := r.Scenarios[0]; !d.Regression || len(d.OverBudget) != 1 || d.OverBudget[0].Run != 2 || !strings.HasPrefix(d.Reasons[len(d.Reasons)-1], "run 2 of 3: over budget") {
 		t.Errorf("the budget should judge every NEW run and name run 2: %+v %v", d.OverBudget, d.Reasons)
 	}
@@ -313,21 +315,21 @@ func TestCompareRepeatedVerdictsFlowsBudget(t *testing.T) {
 // scenario only in NEW that fails, and rows paired by spec text when the
 // titles differ (a spec that failed before it registered its title).
 func TestVerdictTransitions(t *testing.T) {
-	row := func(spec, title string, v harness.Verdict) harness.ScenarioResult {
-		return harness.ScenarioResult{Spec: spec, Name: title, Verdict: v, Passed: v == harness.VerdictPass}
+	row := func(spec, title string, v results.Verdict) results.ScenarioResult {
+		return results.ScenarioResult{Spec: spec, Name: title, Verdict: v, Passed: v == results.VerdictPass}
 	}
-	base := &harness.ResultsFile{Scenarios: []harness.ScenarioResult{
-		row("A spec", "a title", harness.VerdictPass),
-		row("B spec", "b title", harness.VerdictPass),
-		row("C spec", "C spec", harness.VerdictSkip),
-		row("D spec", "d title", harness.VerdictSkip),
+	base := &results.ResultsFile{Scenarios: []results.ScenarioResult{
+		row("A spec", "a title", results.VerdictPass),
+		row("B spec", "b title", results.VerdictPass),
+		row("C spec", "C spec", results.VerdictSkip),
+		row("D spec", "d title", results.VerdictSkip),
 	}}
-	nw := &harness.ResultsFile{Scenarios: []harness.ScenarioResult{
-		row("A spec", "A spec", harness.VerdictFail), // failed before registering
-		row("B spec", "B spec", harness.VerdictSkip),
-		row("C spec", "C spec", harness.VerdictFail),
-		row("D spec", "d title", harness.VerdictSkip), // skip → skip: nothing to judge
-		row("E spec", "E spec", harness.VerdictFail),  // new, and failing
+	nw := &results.ResultsFile{Scenarios: []results.ScenarioResult{
+		row("A spec", "A spec", results.VerdictFail), // failed before registering
+		row("B spec", "B spec", results.VerdictSkip),
+		row("C spec", "C spec", results.VerdictFail),
+		row("D spec", "d title", results.VerdictSkip), // skip → skip: nothing to judge
+		row("E spec", "E spec", results.VerdictFail),  // new, and failing
 	}}
 	r := Compare("b", base, "n", nw, Options{Thresholds: DefaultThresholds()})
 	if len(r.OnlyInBase) != 0 || len(r.OnlyInNew) != 1 {

@@ -3,7 +3,7 @@
 // and per probe flow where both sides have probe reports, and says which
 // changes are regressions under the caller's thresholds and budget.
 //
-// It is pure: it reads harness.ResultsFile values and returns a Report; the
+// It is pure: it reads results.ResultsFile values and returns a Report; the
 // CLI (`birdcage compare`) reads the files, prints and sets the exit status,
 // and harness/htmlreport draws the two runs side by side.
 //

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/results"
 )
 
 // Text renders the comparison for people: per scenario its verdicts, every
@@ -36,9 +36,9 @@ func (r *Report) Text() string {
 		}
 		if len(s.Figures) > 0 {
 			w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(w, "  figure\tbase\tnew\tdelta\t")
+			fmt.Fprintln(w, "  figure\tbase\tnew\tdelta\t\tkind\t")
 			for _, f := range s.Figures {
-				fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", f.Name, dist(f.Base, f.HasBase, f.BaseStats), dist(f.New, f.HasNew, f.NewStats), delta(f), regMark(f.Regression))
+				fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\t%s\t\n", f.Name, dist(f.Base, f.HasBase, f.BaseStats), dist(f.New, f.HasNew, f.NewStats), delta(f), regMark(f.Regression), kindName(f.Kind))
 			}
 			w.Flush()
 		}
@@ -111,6 +111,11 @@ func (t Thresholds) String() string {
 	} else {
 		parts = append(parts, "lost not judged")
 	}
+	if t.MaxCountIncrease >= 0 {
+		parts = append(parts, fmt.Sprintf("count +%d", t.MaxCountIncrease))
+	} else {
+		parts = append(parts, "count not judged")
+	}
 	if t.MaxRatio > 0 {
 		parts = append(parts, fmt.Sprintf("ratio ×%g", t.MaxRatio))
 	}
@@ -126,7 +131,7 @@ func side(v float64, ok bool) string {
 
 // dist is a side's value, or for a repeated scenario its median with the
 // range of its runs.
-func dist(v float64, ok bool, st *harness.Stats) string {
+func dist(v float64, ok bool, st *results.Stats) string {
 	if !ok || st == nil || st.N < 2 {
 		return side(v, ok)
 	}

@@ -1,4 +1,4 @@
-// Package htmlreport renders scenario results (harness.ResultsFile) for
+// Package htmlreport renders scenario results (results.ResultsFile) for
 // people: one self-contained HTML page (inline CSS and SVG, no script, no
 // fetch of anything) that a person opens from a CI artifact, with per
 // scenario the probe delivery of every flow over time (outages are holes),

@@ -8,7 +8,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/kroute"
 )
 
@@ -19,13 +19,13 @@ func route(dst string, proto kroute.Protocol, metric int, typ kroute.Type) krout
 func TestLanes(t *testing.T) {
 	u := kroute.Unicast
 	block := "10.244.2.0/26"
-	evs := map[string][]timeline.Event{"node-1": {
-		{At: 100, Kind: timeline.Add, Existing: true, Route: route(block, kroute.ProtoBIRD, 0, u)},
-		{At: 100, Kind: timeline.Add, Existing: true, Route: route("10.244.1.0/26", kroute.ProtoBIRD, 0, kroute.Blackhole)},
-		{At: 100, Kind: timeline.Add, Existing: true, Route: route("10.244.1.5/32", kroute.ProtoBoot, 0, u)},
-		{At: 200, Kind: timeline.Delete, Route: route(block, kroute.ProtoBIRD, 0, u)},
-		{At: 250, Kind: timeline.Add, Route: route(block, kroute.ProtoCalicoDefault, 0, u)},
-		{At: 300, Kind: timeline.Add, Route: route(block, kroute.ProtoStatic, 10, u)}, // higher metric: not used
+	evs := map[string][]event.Event{"node-1": {
+		{At: 100, Kind: event.Add, Existing: true, Route: route(block, kroute.ProtoBIRD, 0, u)},
+		{At: 100, Kind: event.Add, Existing: true, Route: route("10.244.1.0/26", kroute.ProtoBIRD, 0, kroute.Blackhole)},
+		{At: 100, Kind: event.Add, Existing: true, Route: route("10.244.1.5/32", kroute.ProtoBoot, 0, u)},
+		{At: 200, Kind: event.Delete, Route: route(block, kroute.ProtoBIRD, 0, u)},
+		{At: 250, Kind: event.Add, Route: route(block, kroute.ProtoCalicoDefault, 0, u)},
+		{At: 300, Kind: event.Add, Route: route(block, kroute.ProtoStatic, 10, u)}, // higher metric: not used
 	}}
 	lanes := Lanes(evs, 400, 0)
 	if len(lanes) != 1 || lanes[0].Prefix.String() != block {
@@ -47,9 +47,9 @@ func TestLanes(t *testing.T) {
 // are the programmer's, and proto 80 is another protocol's.
 func TestLanesNonDefaultProgrammerProtocol(t *testing.T) {
 	block := "10.244.2.0/26"
-	evs := map[string][]timeline.Event{"node-1": {
-		{At: 100, Kind: timeline.Add, Existing: true, Route: route(block, 99, 0, kroute.Unicast)},
-		{At: 200, Kind: timeline.Add, Route: route(block, kroute.ProtoCalicoDefault, 0, kroute.Unicast)},
+	evs := map[string][]event.Event{"node-1": {
+		{At: 100, Kind: event.Add, Existing: true, Route: route(block, 99, 0, kroute.Unicast)},
+		{At: 200, Kind: event.Add, Route: route(block, kroute.ProtoCalicoDefault, 0, kroute.Unicast)},
 	}}
 	lanes := Lanes(evs, 300, 99)
 	if len(lanes) != 1 || len(lanes[0].Spans) != 2 {

@@ -5,7 +5,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/results"
 )
 
 // Markdown writes a summary for a CI step summary ($GITHUB_STEP_SUMMARY):
@@ -16,17 +16,17 @@ func Markdown(w io.Writer, runs []Run) error {
 	var b strings.Builder
 	for _, r := range runs {
 		f := r.File
-		counts := map[harness.Verdict]int{}
+		counts := map[results.Verdict]int{}
 		for _, s := range f.Scenarios {
 			counts[s.VerdictOf()]++
 		}
 		fmt.Fprintf(&b, "### birdcage: %s\n\nkernel %s; %s; %d scenarios: %d passed, %d failed, %d skipped\n\n",
-			mdEsc(r.Name), mdEsc(f.Kernel), mdEsc(f.Env.String()), len(f.Scenarios), counts[harness.VerdictPass], counts[harness.VerdictFail], counts[harness.VerdictSkip])
+			mdEsc(r.Name), mdEsc(f.Kernel), mdEsc(f.Env.String()), len(f.Scenarios), counts[results.VerdictPass], counts[results.VerdictFail], counts[results.VerdictSkip])
 		b.WriteString("| verdict | scenario | lost / sent | longest gap ms | disruptions (max per flow) | duration s |\n|---|---|---:|---:|---:|---:|\n")
 		var failures []string
 		for _, s := range f.Scenarios {
 			v := s.VerdictOf()
-			icon := map[harness.Verdict]string{harness.VerdictPass: "✅ pass", harness.VerdictFail: "❌ FAIL", harness.VerdictSkip: "⏭ skip"}[v]
+			icon := map[results.Verdict]string{results.VerdictPass: "✅ pass", results.VerdictFail: "❌ FAIL", results.VerdictSkip: "⏭ skip"}[v]
 			lost, gap, dis := "–", "–", "–"
 			if p := s.Probes; p != nil {
 				lost = fmt.Sprintf("%d / %d", p.Total.Lost, p.Total.Sent)
@@ -45,7 +45,7 @@ func Markdown(w io.Writer, runs []Run) error {
 				gap = fmt.Sprintf("%.1f", g)
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.1f |\n", icon, mdEsc(s.Name), lost, gap, dis, s.Duration)
-			if v != harness.VerdictPass {
+			if v != results.VerdictPass {
 				failures = append(failures, fmt.Sprintf("- **%s** (%s): %s", mdEsc(s.Name), v, mdEsc(firstLine(s.Failure))))
 			}
 		}

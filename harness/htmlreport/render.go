@@ -9,20 +9,20 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/compare"
-	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/probe/report"
+	"github.com/birdcage/birdcage/harness/results"
 )
 
 type (
-	gapReport = probe.GapReport
-	deliveryT = probe.Delivery
+	gapReport = report.GapReport
+	deliveryT = report.Delivery
 )
 
 // Run is one results file to render, with the name it is shown under.
 type Run struct {
 	Name string
-	File *harness.ResultsFile
+	File *results.ResultsFile
 }
 
 // Render writes the report of runs as one HTML page.
@@ -126,7 +126,7 @@ func row(b *strings.Builder, name string, f compare.FigureDiff) {
 	if f.Regression {
 		cls, mark = ` class="regression"`, "REGRESSION"
 	}
-	side := func(v float64, ok bool, st *harness.Stats) string {
+	side := func(v float64, ok bool, st *results.Stats) string {
 		if !ok {
 			return "–"
 		}
@@ -149,7 +149,7 @@ func anchor(run, scen int) string { return fmt.Sprintf("s%d-%d", run, scen) }
 
 func runHeader(b *strings.Builder, r Run) {
 	f := r.File
-	counts := map[harness.Verdict]int{}
+	counts := map[results.Verdict]int{}
 	for _, s := range f.Scenarios {
 		counts[s.VerdictOf()]++
 	}
@@ -158,7 +158,7 @@ func runHeader(b *strings.Builder, r Run) {
 		{"started", f.Started.UTC().Format("2006-01-02 15:04:05 UTC")},
 		{"kernel", f.Kernel},
 		{"environment", f.Env.String()},
-		{"scenarios", fmt.Sprintf("%d: %d passed, %d failed, %d skipped", len(f.Scenarios), counts[harness.VerdictPass], counts[harness.VerdictFail], counts[harness.VerdictSkip])},
+		{"scenarios", fmt.Sprintf("%d: %d passed, %d failed, %d skipped", len(f.Scenarios), counts[results.VerdictPass], counts[results.VerdictFail], counts[results.VerdictSkip])},
 	}
 	if f.Env != nil {
 		where := f.Env.Where
@@ -174,11 +174,11 @@ func runHeader(b *strings.Builder, r Run) {
 	b.WriteString("</table></section>\n")
 }
 
-func verdictBadge(v harness.Verdict) string {
+func verdictBadge(v results.Verdict) string {
 	return fmt.Sprintf(`<span class="badge %s">%s</span>`, v, strings.ToUpper(string(v)))
 }
 
-func scenario(b *strings.Builder, s harness.ScenarioResult, id string) {
+func scenario(b *strings.Builder, s results.ScenarioResult, id string) {
 	if s.Name == "" {
 		b.WriteString(`<p class="absent">not in this run</p>`)
 		return
@@ -203,9 +203,9 @@ func scenario(b *strings.Builder, s harness.ScenarioResult, id string) {
 	if s.Timing != nil {
 		fmt.Fprintf(b, `<p class="meta">timing model: %s</p>`, esc(s.Timing.String()))
 	}
-	if s.VerdictOf() != harness.VerdictPass {
+	if s.VerdictOf() != results.VerdictPass {
 		what := "reason"
-		if s.VerdictOf() == harness.VerdictFail {
+		if s.VerdictOf() == results.VerdictFail {
 			what = "failure"
 		}
 		msg := strings.TrimSpace(s.Failure)
@@ -244,7 +244,7 @@ func scenario(b *strings.Builder, s harness.ScenarioResult, id string) {
 	b.WriteString("</section>\n")
 }
 
-func eventLegend(b *strings.Builder, s harness.ScenarioResult) {
+func eventLegend(b *strings.Builder, s results.ScenarioResult) {
 	w, _ := scenarioWindow(s)
 	if len(s.Events) == 0 {
 		return
@@ -260,12 +260,12 @@ func eventLegend(b *strings.Builder, s harness.ScenarioResult) {
 	b.WriteString("</ol>")
 }
 
-func figures(b *strings.Builder, s harness.ScenarioResult) {
+func figures(b *strings.Builder, s results.ScenarioResult) {
 	if len(s.Figures) == 0 && len(s.Samples) == 0 {
 		return
 	}
 	b.WriteString(`<h4>Figures</h4><table class="figures"><tr><th>figure</th><th>value</th><th>distribution (min · median · p95 · max, n)</th><th></th></tr>`)
-	for _, k := range harness.AddFigureNames(harness.AddFigureNames(nil, s.Figures), s.Samples).Sorted() {
+	for _, k := range results.AddFigureNames(results.AddFigureNames(nil, s.Figures), s.Samples).Sorted() {
 		v, ok := s.Figures[k]
 		val := "–"
 		if ok {
@@ -283,7 +283,7 @@ func figures(b *strings.Builder, s harness.ScenarioResult) {
 
 // distSVG draws a distribution: the min–max line, the median–p95 box, and
 // every sample as a dot.
-func distSVG(st harness.Stats) string {
+func distSVG(st results.Stats) string {
 	const w, h = 220.0, 18.0
 	span := st.Max - st.Min
 	x := func(v float64) float64 {
@@ -304,7 +304,7 @@ func distSVG(st harness.Stats) string {
 	return b.String()
 }
 
-func flowTable(b *strings.Builder, s harness.ScenarioResult) {
+func flowTable(b *strings.Builder, s results.ScenarioResult) {
 	rep := s.Probes
 	b.WriteString(`<h4>Probe flows</h4><table class="flows"><tr><th>flow</th><th>sent</th><th>received</th><th>lost</th><th>disruptions</th><th>longest gap ms</th><th>sender pause in it ms</th><th>gap began</th></tr>`)
 	for _, f := range flowsOf(s) {
@@ -380,7 +380,7 @@ func num(v float64) string {
 }
 
 // restarts tabulates the programmer restarts on the chart's clock.
-func restarts(b *strings.Builder, s harness.ScenarioResult) {
+func restarts(b *strings.Builder, s results.ScenarioResult) {
 	w, _ := scenarioWindow(s)
 	after := func(t, from int64) string {
 		if t == 0 {
@@ -408,7 +408,7 @@ func restarts(b *strings.Builder, s harness.ScenarioResult) {
 // captureLinks lists the probe window's packet captures, linked by their
 // path relative to the artifacts dir (where the report is written beside
 // the results).
-func captureLinks(b *strings.Builder, s harness.ScenarioResult) {
+func captureLinks(b *strings.Builder, s results.ScenarioResult) {
 	b.WriteString(`<h4>Packet captures (probe window)</h4><table class="captures"><tr><th>node</th><th>interface</th><th>file</th><th>probe packets</th><th>missed</th></tr>`)
 	for _, c := range s.Captures {
 		missed := "–"

@@ -18,7 +18,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/testenv"
 )
@@ -29,9 +29,9 @@ const (
 	recordedUpgrade = "../../testdata/results/upgrade-ipip-vm.json"
 )
 
-func renderRecorded(t *testing.T) (*harness.ResultsFile, string) {
+func renderRecorded(t *testing.T) (*results.ResultsFile, string) {
 	t.Helper()
-	f, err := harness.ReadResults(recorded)
+	f, err := results.ReadResults(recorded)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestReportContent(t *testing.T) {
 		if !strings.Contains(page, fmt.Sprintf(`data-scenario="%s"`, esc(s.Name))) {
 			t.Errorf("scenario %q missing from the page", s.Name)
 		}
-		if s.VerdictOf() == harness.VerdictFail && !strings.Contains(page, esc(strings.TrimSpace(s.Failure))) {
+		if s.VerdictOf() == results.VerdictFail && !strings.Contains(page, esc(strings.TrimSpace(s.Failure))) {
 			t.Errorf("scenario %q: failure message not shown", s.Name)
 		}
 		if g, ok := s.Figures["longestProbeGapMs"]; ok && !strings.Contains(page, ">"+num(g)+"<") {
@@ -117,7 +117,7 @@ func TestReportContent(t *testing.T) {
 }
 
 func TestMarkdown(t *testing.T) {
-	f, err := harness.ReadResults(recorded)
+	f, err := results.ReadResults(recorded)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,13 +173,13 @@ func TestReportInChromium(t *testing.T) {
 	if lines := chromium(t, bin, ctl, filepath.Join(dir, "control.png")); len(lines) == 0 || !strings.Contains(strings.Join(lines, "\n"), "birdcage-console-control") {
 		t.Fatalf("the console check did not see the control page's console.error: %q", lines)
 	}
-	art := harness.ArtifactsDir()
+	art := results.ArtifactsDir()
 	if err := os.MkdirAll(art, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	// The liveconfig recording, and the upgrade handover recorded in the VM.
 	for name, path := range map[string]string{"liveconfig-noencap": recorded, "upgrade-ipip-vm": recordedUpgrade} {
-		f, err := harness.ReadResults(path)
+		f, err := results.ReadResults(path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,8 +202,8 @@ func TestReportInChromium(t *testing.T) {
 // A scenario's packet captures are linked by their path relative to the
 // artifacts dir, one row per node and interface, with what was missed.
 func TestCaptureLinks(t *testing.T) {
-	f := &harness.ResultsFile{Scenarios: []harness.ScenarioResult{{Name: "s", Verdict: harness.VerdictPass, Passed: true,
-		Captures: []harness.CaptureFile{
+	f := &results.ResultsFile{Scenarios: []results.ScenarioResult{{Name: "s", Verdict: results.VerdictPass, Passed: true,
+		Captures: []results.CaptureFile{
 			{Node: "node-1", Iface: "eth0", Path: "spec/pcap-abc123/node-1-eth0.pcap"},
 			{Node: "node-2", Iface: "tunl0", Path: "spec/pcap-abc123/node-2-tunl0.pcap"},
 		}}}}

@@ -8,8 +8,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/birdcage/birdcage/harness"
-	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/kroute"
 )
 
@@ -58,7 +58,7 @@ type Lane struct {
 // its forwarding route with the lowest metric (the one the kernel uses);
 // host routes (a workload's /32, /128) and prefixes that never had a
 // forwarding route (a node's own block's blackhole) get no lane.
-func Lanes(events map[string][]timeline.Event, end int64, programmer kroute.Protocol) []Lane {
+func Lanes(events map[string][]event.Event, end int64, programmer kroute.Protocol) []Lane {
 	nodes := make([]string, 0, len(events))
 	for n := range events {
 		nodes = append(nodes, n)
@@ -66,7 +66,7 @@ func Lanes(events map[string][]timeline.Event, end int64, programmer kroute.Prot
 	sort.Strings(nodes)
 	var out []Lane
 	for _, node := range nodes {
-		byPrefix := map[netip.Prefix][]timeline.Event{}
+		byPrefix := map[netip.Prefix][]event.Event{}
 		for _, e := range events[node] {
 			d := e.Route.Dst
 			if d.Bits() == d.Addr().BitLen() {
@@ -94,7 +94,7 @@ func Lanes(events map[string][]timeline.Event, end int64, programmer kroute.Prot
 	return out
 }
 
-func lane(node string, p netip.Prefix, evs []timeline.Event, end int64, programmer kroute.Protocol) (Lane, bool) {
+func lane(node string, p netip.Prefix, evs []event.Event, end int64, programmer kroute.Protocol) (Lane, bool) {
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].At < evs[j].At })
 	type rkey struct{ metric, tos int }
 	state := map[rkey]kroute.Route{}
@@ -117,7 +117,7 @@ func lane(node string, p netip.Prefix, evs []timeline.Event, end int64, programm
 	}
 	for i, e := range evs {
 		k := rkey{e.Route.Metric, e.Route.TOS}
-		if e.Kind == timeline.Delete {
+		if e.Kind == event.Delete {
 			delete(state, k)
 		} else {
 			state[k] = e.Route
@@ -151,7 +151,7 @@ func (w window) ms(t int64) float64 { return float64(t-w.from) / 1e6 }
 // the cluster's start-up before it is not drawn, its events are listed
 // with negative times) to the last probe, event or route change. Without
 // probes it spans the events and route changes.
-func scenarioWindow(s harness.ScenarioResult) (window, bool) {
+func scenarioWindow(s results.ScenarioResult) (window, bool) {
 	w := window{from: math.MaxInt64, to: math.MinInt64}
 	add := func(t int64) {
 		if t == 0 {
@@ -204,7 +204,7 @@ var ownerColour = map[Owner]string{
 
 // chartSVG draws a scenario: its flows' delivery, its nodes' route lanes,
 // and its events, on one clock (ms since the window's start).
-func chartSVG(s harness.ScenarioResult, id string) string {
+func chartSVG(s results.ScenarioResult, id string) string {
 	w, ok := scenarioWindow(s)
 	if !ok {
 		return ""
@@ -319,7 +319,7 @@ func chartSVG(s harness.ScenarioResult, id string) string {
 
 type probeFlow struct{ g gapReport }
 
-func flowsOf(s harness.ScenarioResult) []probeFlow {
+func flowsOf(s results.ScenarioResult) []probeFlow {
 	var out []probeFlow
 	for _, g := range s.Probes.Flows {
 		out = append(out, probeFlow{g})

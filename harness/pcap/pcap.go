@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
@@ -38,17 +39,9 @@ type Options struct {
 	MaxBytes int64
 }
 
-// Stats is what a capture saw.
-type Stats struct {
-	Packets int64 `json:"packets"` // written to the file
-	Bytes   int64 `json:"bytes"`   // the file's size
-	// OverLimit counts kept packets not written because the file reached
-	// MaxBytes.
-	OverLimit int64 `json:"overLimit,omitempty"`
-	// KernelDrops is what the socket's receive queue dropped
-	// (PACKET_STATISTICS): packets the capture missed.
-	KernelDrops int64 `json:"kernelDrops,omitempty"`
-}
+// Stats is what a capture saw (harness/results' CaptureStats, where the
+// results rows record it).
+type Stats = results.CaptureStats
 
 // Capture is one running capture.
 type Capture struct {

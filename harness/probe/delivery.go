@@ -27,32 +27,6 @@ const maxDisruptions = 64
 // maxTrackedSeq bounds the receiver's bitmap (2 MiB per flow).
 const maxTrackedSeq = 1 << 24
 
-// Delivery is one flow's probes per bin of send time, from StartNs.
-type Delivery struct {
-	StartNs int64   `json:"startNs"`
-	BinMs   float64 `json:"binMs"`
-	// Sent and Received are per bin; Received[i] <= Sent[i].
-	Sent     []uint32 `json:"sent"`
-	Received []uint32 `json:"received"`
-	// SocketReceived is how many distinct probes the socket saw in all.
-	SocketReceived uint64 `json:"socketReceived"`
-}
-
-// Disruption is one run of consecutive lost probes: FirstSeq..LastSeq never
-// arrived. StartNs is the send time of the first lost probe, EndNs that of
-// the first probe after the run (or the last send, Open: never recovered).
-type Disruption struct {
-	FirstSeq uint64 `json:"firstSeq"`
-	LastSeq  uint64 `json:"lastSeq"`
-	Lost     uint64 `json:"lost"`
-	StartNs  int64  `json:"startNs"`
-	EndNs    int64  `json:"endNs"`
-	Open     bool   `json:"open,omitempty"`
-}
-
-// DurationMs is how long the run of lost probes lasted by send time.
-func (d Disruption) DurationMs() float64 { return float64(d.EndNs-d.StartNs) / 1e6 }
-
 // seqBitmap is the set of sequence numbers seen.
 type seqBitmap []uint64
 

@@ -90,12 +90,6 @@ type Options struct {
 	NoRealtime bool
 }
 
-// Mark is a named instant (monotonic ns) that gaps are reported against.
-type Mark struct {
-	Name string `json:"name"`
-	At   int64  `json:"at"`
-}
-
 // Session is a running set of probe flows. Stop ends it and returns the final
 // Report; Close releases everything without a report (for cleanup stacks).
 type Session struct {

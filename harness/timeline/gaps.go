@@ -2,56 +2,18 @@ package timeline
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"strings"
 
-	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 )
 
-// GapKind marks an Event that is not a route change but a subscription
-// gap: the monitor's netlink subscription ended (ENOBUFS when
-// notifications came faster than they were read, or any other receive
-// error) and was re-established. Between the last notification the old
-// subscription delivered and the new subscription's re-read of the tables,
-// changes may have been missed: a delete and re-add inside the gap leaves
-// no event at all, and the re-read synthesises deletes only for routes
-// that are absent by then. Event.Gap says when; Event.Route is empty.
-const GapKind Kind = "gap"
+// GapKind and Gap are the event package's (a subscription gap is data the
+// results model carries too); see there.
+const GapKind = event.GapKind
 
 // Gap is an interval in which the monitor may have missed route events.
-type Gap struct {
-	Node string `json:"node"`
-	// From is when the subscription that ended last delivered a
-	// notification (or was established, if it delivered none): a missed
-	// change comes after it. To is when the new subscription had re-read
-	// the tables; 0 while the gap is still open.
-	From int64 `json:"from"`
-	To   int64 `json:"to,omitempty"`
-	// Reason is why the subscription ended, as the netlink library said.
-	Reason string `json:"reason,omitempty"`
-}
-
-func (g Gap) String() string {
-	to := "now (still re-subscribing)"
-	if g.To > 0 {
-		to = fmt.Sprintf("%d", g.To)
-	}
-	s := fmt.Sprintf("the route monitor missed events from %d to %s (monotonic ns, %.1f ms) on node %s", g.From, to, g.Ms(), g.Node)
-	if g.Reason != "" {
-		s += " (" + g.Reason + ")"
-	}
-	return s
-}
-
-// Ms is the gap's length in milliseconds (an open gap: up to now).
-func (g Gap) Ms() float64 {
-	to := g.To
-	if to <= 0 {
-		to = monoclock.Now()
-	}
-	return monoclock.Ms(to - g.From)
-}
+type Gap = event.Gap
 
 // ErrUnjudgeable is wrapped by every error that says a question about a
 // span cannot be answered because the monitor missed events in it.

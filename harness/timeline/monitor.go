@@ -11,7 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/internal/kroute/nlroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -20,26 +22,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Event is one change of one route, stamped with CLOCK_MONOTONIC nanoseconds
-// (internal/monoclock) when the monitor received it.
-type Event struct {
-	At    int64        `json:"at"`
-	Kind  Kind         `json:"kind"`
-	Route kroute.Route `json:"route"`
-	// Existing marks the routes found when the monitor started (Kind Add,
-	// At = start): the state before anything was observed, not a change.
-	Existing bool `json:"existing,omitempty"`
-	// Resync marks a delete the kernel did not announce (IPv4 routes go
-	// silently when their device goes down or away, or notifications were
-	// lost); the monitor saw it by re-reading the tables, so At is when it
-	// noticed, not when the kernel acted.
-	Resync bool `json:"resync,omitempty"`
-	// NlFlags are the NLM_F_* flags of the notification (NLM_F_REPLACE etc.).
-	NlFlags uint16 `json:"nlFlags,omitempty"`
-	// Gap is set on a GapKind event (At = the gap's end): the interval in
-	// which the monitor may have missed changes. Route is empty then.
-	Gap *Gap `json:"gap,omitempty"`
-}
+// Event is one change of one route (timeline/event, where the results
+// model reads it).
+type Event = event.Event
 
 // Options names the namespace to watch.
 type Options struct {
@@ -201,7 +186,7 @@ func (m *Monitor) readTables(first bool) error {
 	}
 	seen := map[key]bool{}
 	for _, nr := range all {
-		r := kroute.FromNetlink(nr, m.devNameLocked)
+		r := nlroute.FromNetlink(nr, m.devNameLocked)
 		seen[keyOf(r)] = true
 		if first {
 			m.state[keyOf(r)] = r
@@ -468,7 +453,7 @@ func (m *Monitor) record(at int64, u netlink.RouteUpdate) {
 	if u.Route.Flags&unix.RTM_F_CLONED != 0 {
 		return // route cache entries, not routes
 	}
-	r := kroute.FromNetlink(u.Route, m.devNameLocked)
+	r := nlroute.FromNetlink(u.Route, m.devNameLocked)
 	k := keyOf(r)
 	m.lastRoute.push(at)
 	ev := Event{At: at, Route: r, NlFlags: u.NlFlags}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/internal/kroute/nlroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/testenv"
@@ -351,7 +352,7 @@ func TestMonitorUnderChurn(t *testing.T) {
 			}
 			for _, r := range rs {
 				if r.Flags&unix.RTM_F_CLONED == 0 {
-					out[keyOf(kroute.FromNetlink(r, func(int) string { return "" }))] = true
+					out[keyOf(nlroute.FromNetlink(r, func(int) string { return "" }))] = true
 				}
 			}
 		}

@@ -3,16 +3,18 @@ package timeline
 import (
 	"net/netip"
 
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/kroute"
 )
 
-// Kind is what happened to a route.
-type Kind string
+// Kind is what happened to a route (timeline/event, where the results
+// model reads it).
+type Kind = event.Kind
 
 const (
-	Add     Kind = "add"
-	Replace Kind = "replace" // a new route took an existing route's place in one operation
-	Delete  Kind = "delete"
+	Add     = event.Add
+	Replace = event.Replace
+	Delete  = event.Delete
 )
 
 // key is the kernel's identity of a route: a new route with the same key

@@ -1,6 +1,8 @@
 // Package kroute is birdcage's one description of a kernel route: what a
 // netlink dump or notification says, with device names resolved and every
-// field typed, printed the way `ip route` prints it.
+// field typed, printed the way `ip route` prints it. It is plain data (no
+// netlink dependency), so the results model can carry routes; the
+// conversion from a netlink route is internal/kroute/nlroute.
 //
 // The harness's route queries, the route timeline, the CLI and the reports
 // all speak this type; protocol numbers are named here and nowhere else.
@@ -8,12 +10,10 @@ package kroute
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"slices"
 	"strings"
 
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -208,71 +208,4 @@ func (r Route) String() string {
 		}
 	}
 	return b.String()
-}
-
-// FromNetlink converts a netlink route; devName resolves an ifindex to its
-// device name ("" when unknown).
-func FromNetlink(nr netlink.Route, devName func(int) string) Route {
-	r := Route{
-		Family:   4,
-		Table:    nr.Table,
-		Protocol: Protocol(nr.Protocol),
-		Metric:   nr.Priority,
-		Type:     Type(nr.Type),
-		Scope:    int(nr.Scope),
-		TOS:      nr.Tos,
-	}
-	if nr.Family == unix.AF_INET6 {
-		r.Family = 6
-	}
-	switch {
-	case nr.Dst != nil:
-		ones, _ := nr.Dst.Mask.Size()
-		r.Dst = netip.PrefixFrom(addrOf(nr.Dst.IP), ones).Masked()
-	case r.Family == 6:
-		r.Dst = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
-	default:
-		r.Dst = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
-	}
-	if len(nr.MultiPath) > 0 {
-		for _, p := range nr.MultiPath {
-			h := nextHop(addrOf(p.Gw), devName(p.LinkIndex), p.Flags)
-			h.Weight = p.Hops + 1
-			r.NextHops = append(r.NextHops, h)
-		}
-	} else if nr.Gw != nil || nr.LinkIndex > 0 {
-		r.NextHops = []NextHop{nextHop(addrOf(nr.Gw), devName(nr.LinkIndex), nr.Flags)}
-	}
-	return r
-}
-
-// DevNames is a devName for FromNetlink from an ifindex → name map.
-func DevNames(names map[int]string) func(int) string {
-	return func(i int) string { return names[i] }
-}
-
-func nextHop(gw netip.Addr, dev string, flags int) NextHop {
-	h := NextHop{Gateway: gw, Device: dev, Onlink: flags&unix.RTNH_F_ONLINK != 0}
-	for _, x := range []struct {
-		bit  int
-		name string
-	}{
-		{unix.RTNH_F_DEAD, "dead"},
-		{unix.RTNH_F_LINKDOWN, "linkdown"},
-		{unix.RTNH_F_PERVASIVE, "pervasive"},
-		{unix.RTNH_F_OFFLOAD, "offload"},
-	} {
-		if flags&x.bit != 0 {
-			h.Flags = append(h.Flags, x.name)
-		}
-	}
-	return h
-}
-
-func addrOf(ip net.IP) netip.Addr {
-	a, ok := netip.AddrFromSlice(ip)
-	if !ok {
-		return netip.Addr{}
-	}
-	return a.Unmap()
 }

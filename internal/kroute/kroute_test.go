@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/internal/kroute/nlroute"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/testenv"
 )
@@ -87,7 +88,7 @@ func TestFromNetlinkRoundTrip(t *testing.T) {
 	}
 	got := map[string]kroute.Route{}
 	for _, r := range rs {
-		kr := kroute.FromNetlink(r, kroute.DevNames(names))
+		kr := nlroute.FromNetlink(r, nlroute.DevNames(names))
 		got[kr.Dst.String()] = kr
 	}
 	on := got["10.60.0.0/26"]

@@ -1,4 +1,4 @@
-package harness
+package results
 
 import (
 	"os"
@@ -11,7 +11,7 @@ import (
 // the root), and $BIRDCAGE_ARTIFACTS wins.
 func TestArtifactsDirFromAnyWorkingDirectory(t *testing.T) {
 	t.Setenv(ArtifactsEnv, "")
-	root, err := moduleRoot()
+	root, err := ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

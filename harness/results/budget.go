@@ -1,10 +1,10 @@
-package harness
+package results
 
 import (
 	"fmt"
 	"strings"
 
-	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/probe/report"
 )
 
 // Budget is a disruption budget judged per flow, as upgrade gates in the
@@ -76,7 +76,7 @@ func (v BudgetViolation) String() string {
 // be judged on reports that carry them (results written since they exist);
 // a budget that needs them on a report without them is a violation, so an
 // old file cannot pass a gate it was never measured against.
-func (b Budget) Judge(rep *probe.Report) []BudgetViolation {
+func (b Budget) Judge(rep *report.Report) []BudgetViolation {
 	if rep == nil || b.IsZero() {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package harness
+package results
 
 import (
 	"fmt"
@@ -32,7 +32,7 @@ func joinHelper(v string) int {
 	if token == "-" {
 		token = ""
 	}
-	r, err := OpenResultsJoin(path, token)
+	r, err := OpenResultsJoin(path, token, &RunEnv{Where: "native"})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		return 1
@@ -117,7 +117,7 @@ func TestResultsJoinAcrossProcesses(t *testing.T) {
 // joins it.
 func TestResultsJoinStartsAfreshForAnotherRun(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "results.json")
-	old, err := OpenResultsJoin(path, "")
+	old, err := OpenResultsJoin(path, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestResultsJoinStartsAfreshForAnotherRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	first, err := OpenResultsJoin(path, "new")
+	first, err := OpenResultsJoin(path, "new", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestResultsJoinStartsAfreshForAnotherRun(t *testing.T) {
 	if err := first.Add(ScenarioResult{Name: "first"}); err != nil {
 		t.Fatal(err)
 	}
-	second, err := OpenResultsJoin(path, "new")
+	second, err := OpenResultsJoin(path, "new", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestResultsJoinStartsAfreshForAnotherRun(t *testing.T) {
 		t.Fatalf("rows %s, want %s", got, want)
 	}
 	// A later run with another token starts afresh again.
-	if _, err := OpenResultsJoin(path, "newer"); err != nil {
+	if _, err := OpenResultsJoin(path, "newer", nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := rowNames(t, path); len(got) != 0 {
@@ -165,7 +165,7 @@ func TestResultsJoinRefusesACorruptFile(t *testing.T) {
 	if err := os.WriteFile(path, []byte("{not json"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := OpenResultsJoin(path, "x")
+	_, err := OpenResultsJoin(path, "x", nil)
 	if err == nil {
 		t.Fatal("joined a corrupt results file")
 	}

@@ -1,0 +1,60 @@
+package harness
+
+import (
+	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
+)
+
+// The results model is harness/results. These aliases and forwards keep the
+// scenarios' harness.ScenarioResult, harness.NewTable and the rest; new
+// code imports harness/results directly.
+type (
+	ScenarioResult = results.ScenarioResult
+	Results        = results.Results
+	ResultsFile    = results.ResultsFile
+	RunEnv         = results.RunEnv
+	Verdict        = results.Verdict
+	Stats          = results.Stats
+	Fit            = results.Fit
+	Table          = results.Table
+)
+
+const (
+	VerdictPass = results.VerdictPass
+	VerdictFail = results.VerdictFail
+	VerdictSkip = results.VerdictSkip
+
+	ArtifactsEnv = results.ArtifactsEnv
+	LabEnv       = results.LabEnv
+)
+
+// OpenResults starts (or, with $BIRDCAGE_RESULTS_JOIN, joins) the results
+// file at path, recording this process's CurrentRunEnv.
+func OpenResults(path string) (*Results, error) { return results.OpenResults(path, CurrentRunEnv()) }
+
+// ReadResults reads a results file (results.ReadResults).
+func ReadResults(path string) (*ResultsFile, error) { return results.ReadResults(path) }
+
+// ResultsPath is where a scenario run on this kernel writes its results.
+func ResultsPath() string { return results.ResultsPath() }
+
+// ArtifactsDir is where diagnostics and results files go.
+func ArtifactsDir() string { return results.ArtifactsDir() }
+
+// GapTable renders a probe report as a table a person reads.
+func GapTable(rep *probe.Report) string { return results.GapTable(rep) }
+
+// NewTable is a text table with these column titles (results.NewTable).
+func NewTable(cols ...string) *Table { return results.NewTable(cols...) }
+
+// Cellf formats one table cell.
+func Cellf(format string, a ...any) string { return results.Cellf(format, a...) }
+
+// Summarize computes the distribution of samples (results.Summarize).
+func Summarize(samples []float64) Stats { return results.Summarize(samples) }
+
+// LinearFit fits y ≈ A·x + B by ordinary least squares.
+func LinearFit(x, y []float64) (Fit, error) { return results.LinearFit(x, y) }
+
+// Repeats is $BIRDCAGE_REPEAT, else def.
+func Repeats(def int) (int, error) { return results.Repeats(def) }
