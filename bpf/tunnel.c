@@ -4,7 +4,9 @@
 //
 // birdcage's emulated IPIP tunnel, for kernels without the ipip module.
 //
-// A node's tunl0 is then a NOARP veth. tunnel_encap runs at its TC egress:
+// A node's tunl0 is then a NOARP veth. tunnel_encap runs at the TC ingress
+// of its peer, so everything a real tunl0 shows of a packet it sends (packet
+// sockets, the qdisc, counters at its egress) the emulated one shows too:
 // every IPv4 packet the node routed via tunl0 is wrapped in an outer IPv4
 // header toward the route's next hop (the onlink gateway the programmer or
 // BIRD wrote), and sent out of the underlay device that reaches that gateway.
@@ -136,10 +138,10 @@ int tunnel_encap(struct __sk_buff *skb)
 		.tos = in.tos,
 		.ipv4_src = in.saddr,
 		.ipv4_dst = in.daddr,
-		.ifindex = skb->ifindex,
+		.ifindex = cfg.tunl_ifindex,
 	};
 	long rc = bpf_fib_lookup(skb, &fib, sizeof(fib), BPF_FIB_LOOKUP_OUTPUT | BPF_FIB_LOOKUP_SKIP_NEIGH);
-	if ((rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_FRAG_NEEDED) || fib.ifindex != skb->ifindex)
+	if ((rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_FRAG_NEEDED) || fib.ifindex != cfg.tunl_ifindex)
 		return drop(STAT_NO_ROUTE);
 	__be32 remote = fib.ipv4_dst;
 
@@ -149,12 +151,12 @@ int tunnel_encap(struct __sk_buff *skb)
 		.family = AF_INET,
 		.l4_protocol = IPPROTO_IPIP,
 		.ipv4_dst = remote,
-		.ifindex = skb->ifindex,
+		.ifindex = cfg.tunl_ifindex,
 	};
 	rc = bpf_fib_lookup(skb, &under, sizeof(under), BPF_FIB_LOOKUP_SKIP_NEIGH | BPF_FIB_LOOKUP_SRC);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_FRAG_NEEDED)
 		return drop(STAT_NO_UNDERLAY);
-	if (under.ifindex == skb->ifindex)
+	if (under.ifindex == cfg.tunl_ifindex)
 		return drop(STAT_LOOP);
 	struct bpf_redir_neigh nh = {.nh_family = AF_INET, .ipv4_nh = under.ipv4_dst};
 

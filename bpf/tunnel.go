@@ -16,8 +16,11 @@ import (
 // TunnelOptions says where to attach an emulated IPIP tunnel (tunnel.c).
 type TunnelOptions struct {
 	Netns string // path of the node's network namespace
-	// Device is the emulated tunnel device (a NOARP veth), "tunl0".
-	Device string
+	// Device is the emulated tunnel device (a NOARP veth), "tunl0", and
+	// Peer the other end of its veth, in the same namespace: the
+	// encapsulation runs at Peer's ingress, so what Device sends is seen on
+	// Device as on a real tunnel (packet sockets, its egress hook).
+	Device, Peer string
 	// Underlays are the node's underlay devices: the decapsulation program
 	// runs at their ingress. Encapsulated packets leave by whichever device
 	// the route to the far end names, not only these.
@@ -55,13 +58,14 @@ type TunnelStats struct {
 	BadInner   uint64 `json:"badInner"`   // dropped at decap: the inner packet is not IPv4
 }
 
-// tunnelPrio is the cls_bpf priority of the tunnel programs on the clsact
-// path: after every counter (0xbc00 and up), so counters see the packet as
-// it arrived at the hook before the tunnel redirects it.
+// tunnelPrio is the cls_bpf priority of the encapsulation on the clsact
+// path (the decapsulation's is one more): after every counter (0xbc00 and
+// up), so counters see the packet as it arrived at the hook before the
+// tunnel redirects it.
 const tunnelPrio = 0xfff0
 
 // AttachTunnel loads tunnel.c for o.Device and attaches its encapsulation
-// at the device's egress and its decapsulation at each underlay's ingress,
+// at o.Peer's ingress and its decapsulation at each underlay's ingress,
 // TCX first (after any program already there), clsact otherwise.
 func AttachTunnel(o TunnelOptions) (_ *Tunnel, err error) {
 	what := fmt.Sprintf("attach the emulated tunnel %s in %s", o.Device, o.Netns)
@@ -82,6 +86,10 @@ func AttachTunnel(o TunnelOptions) (_ *Tunnel, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
+	peer, err := h.LinkByName(o.Peer)
+	if err != nil {
+		return nil, fmt.Errorf("%s: peer: %w", what, err)
+	}
 	var unders []netlink.Link
 	for _, u := range o.Underlays {
 		l, err := h.LinkByName(u)
@@ -101,11 +109,11 @@ func AttachTunnel(o TunnelOptions) (_ *Tunnel, err error) {
 		}
 	}()
 	encap, decap := t.coll.Programs[tunnelProgTunnelEncap], t.coll.Programs[tunnelProgTunnelDecap]
-	if err := t.attach(n, dev, encap, Egress); err != nil {
-		return nil, fmt.Errorf("%s: %s egress: %w", what, o.Device, err)
+	if err := t.attach(n, peer, encap, Ingress, tunnelPrio); err != nil {
+		return nil, fmt.Errorf("%s: %s ingress: %w", what, o.Peer, err)
 	}
 	for _, u := range unders {
-		if err := t.attach(n, u, decap, Ingress); err != nil {
+		if err := t.attach(n, u, decap, Ingress, tunnelPrio+1); err != nil {
 			return nil, fmt.Errorf("%s: %s ingress: %w", what, u.Attrs().Name, err)
 		}
 	}
@@ -139,7 +147,7 @@ func newTunnel(ifindex int, mac net.HardwareAddr, noEncap bool) (*Tunnel, error)
 	return &Tunnel{coll: coll, stats: coll.Maps[tunnelMapTunnelStats], Ifindex: ifindex}, nil
 }
 
-func (t *Tunnel) attach(n ns.NetNS, l netlink.Link, prog *ebpf.Program, dir Direction) error {
+func (t *Tunnel) attach(n ns.NetNS, l netlink.Link, prog *ebpf.Program, dir Direction, prio uint16) error {
 	if !t.opts.Legacy {
 		at := ebpf.AttachTCXIngress
 		if dir == Egress {
@@ -181,7 +189,7 @@ func (t *Tunnel) attach(n ns.NetNS, l netlink.Link, prog *ebpf.Program, dir Dire
 		parent = netlink.HANDLE_MIN_EGRESS
 	}
 	filter := &netlink.BpfFilter{
-		FilterAttrs:  netlink.FilterAttrs{LinkIndex: idx, Parent: parent, Handle: netlink.MakeHandle(0, 1), Protocol: unix.ETH_P_ALL, Priority: tunnelPrio},
+		FilterAttrs:  netlink.FilterAttrs{LinkIndex: idx, Parent: parent, Handle: netlink.MakeHandle(0, 1), Protocol: unix.ETH_P_ALL, Priority: prio},
 		Fd:           prog.FD(),
 		Name:         "birdcage_tunnel",
 		DirectAction: true,

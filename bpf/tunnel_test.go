@@ -99,7 +99,7 @@ func makeTunnelNode(t *testing.T, n ns.NetNS, under, tunlAddr, remoteBlock, remo
 		t.Fatal(err)
 	}
 	mustRoute(t, h, remoteBlock, remoteGW, tn.tunl0, true)
-	tn.tunnel, err = AttachTunnel(TunnelOptions{Netns: n.Path(), Device: "tunl0", Underlays: []string{under}, NoEncap: noEncap})
+	tn.tunnel, err = AttachTunnel(TunnelOptions{Netns: n.Path(), Device: "tunl0", Peer: "tunl0-peer", Underlays: []string{under}, NoEncap: noEncap})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +410,7 @@ func TestTunnelAttachModes(t *testing.T) {
 		n := testenv.NewNetNS(t, "tunattach")
 		tl := emulatedTunl0(t, n.Handle, "")
 		_ = tl
-		tun, err := AttachTunnel(TunnelOptions{Netns: n.NS.Path(), Device: "tunl0", Underlays: []string{"tunl0-peer"}, Legacy: legacy})
+		tun, err := AttachTunnel(TunnelOptions{Netns: n.NS.Path(), Device: "tunl0", Peer: "tunl0-peer", Underlays: []string{"tunl0"}, Legacy: legacy})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -85,6 +85,9 @@ type ScenarioResult struct {
 	// (FelixConfiguration.deviceRouteProtocol, Calico's default when unset):
 	// what the report calls "the programmer's" in the route timeline.
 	ProgrammerProtocol int `json:"programmerProtocol,omitempty"`
+	// Tunnel is how the nodes' tunl0 was made ("kernel", "ebpf"); empty
+	// when the topology has no IPIP pool.
+	Tunnel string `json:"tunnel,omitempty"`
 	// Timing is the timing model the scenario ran under: its figures are
 	// functions of it.
 	Timing *TimingModel `json:"timing,omitempty"`
@@ -215,6 +218,10 @@ func (r *Results) Add(s ScenarioResult) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	add := func() error {
+		// The run's tunnel is known once a topology was built.
+		if r.doc.Env != nil && r.doc.Env.Tunnel == "" && s.Tunnel != "" {
+			r.doc.Env.Tunnel = s.Tunnel
+		}
 		r.doc.Scenarios = append(r.doc.Scenarios, s)
 		r.doc.Repeats = summarizeRepeats(r.doc.Scenarios)
 		return r.write()
@@ -307,7 +314,7 @@ func GapTable(rep *probe.Report) string {
 // a probe report.
 func (c *Cluster) Result(name string, rep *probe.Report) ScenarioResult {
 	timing := c.timing
-	s := ScenarioResult{Name: name, Topology: c.Net.Topology.Name, Probes: rep, Events: c.Events(), Figures: map[string]float64{}, Timing: &timing}
+	s := ScenarioResult{Name: name, Topology: c.Net.Topology.Name, Tunnel: c.Net.Tunnel, Probes: rep, Events: c.Events(), Figures: map[string]float64{}, Timing: &timing}
 	s.Notes = append(s.Notes, c.Warnings()...)
 	var routeNotes []string
 	s.RouteEvents, routeNotes = c.clusterRouteEvents()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/topo"
 )
 
 // ResultsFile is the results file as written (Results) and as read back by
@@ -44,6 +45,10 @@ type RunEnv struct {
 	BIRDVersion string `json:"birdVersion,omitempty"`
 	CPUs        int    `json:"cpus"`
 	GoVersion   string `json:"goVersion"`
+	// Tunnel is how this run's nodes had tunl0: "kernel" (the ipip
+	// module) or "ebpf" (the emulation, topo.TunnelEBPF); empty where no
+	// scenario needed one.
+	Tunnel string `json:"tunnel,omitempty"`
 }
 
 // VMAccelEnv is set inside the VM by ci/vm/run to the accelerator in use.
@@ -51,7 +56,7 @@ const VMAccelEnv = "BIRDCAGE_VM_ACCEL_USED"
 
 // CurrentRunEnv describes this process's environment.
 func CurrentRunEnv() *RunEnv {
-	e := &RunEnv{Where: "native", ProbeRate: DefaultProbeRate(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version()}
+	e := &RunEnv{Where: "native", ProbeRate: DefaultProbeRate(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Tunnel: topo.ChosenTunnel()}
 	if a := os.Getenv(VMAccelEnv); a != "" {
 		e.Where, e.VMAccel = "vm", a
 	}
@@ -70,7 +75,11 @@ func (e *RunEnv) String() string {
 	if e.VMAccel != "" {
 		where += " (" + e.VMAccel + ")"
 	}
-	return fmt.Sprintf("%s, probes %d/s per flow, BIRD %s, %d CPUs, %s", where, e.ProbeRate, e.BIRDVersion, e.CPUs, e.GoVersion)
+	s := fmt.Sprintf("%s, probes %d/s per flow, BIRD %s, %d CPUs, %s", where, e.ProbeRate, e.BIRDVersion, e.CPUs, e.GoVersion)
+	if e.Tunnel != "" {
+		s += ", tunl0 " + e.Tunnel
+	}
+	return s
 }
 
 // ReadResults reads a results file; errors name the file and, for a file
