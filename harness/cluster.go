@@ -69,6 +69,9 @@ type Options struct {
 	// 2.0); NodeBIRD overrides it per node (harness/birdrelease.go).
 	BIRD     string
 	NodeBIRD map[string]string
+	// Tunnel overrides how tunl0 is made (topo.Options.Tunnel): "" as
+	// detected (topo.TunnelEnv).
+	Tunnel string
 }
 
 // Cluster is one cluster's life: its topology, datastore, and per node a
@@ -199,7 +202,7 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 	if raised {
 		c.Mark("NeighbourLimitsRaised")
 	}
-	if c.Net, err = topo.Build(ctx, t, r, topo.Options{}); err != nil {
+	if c.Net, err = topo.Build(ctx, t, r, topo.Options{Tunnel: opts.Tunnel}); err != nil {
 		return nil, err
 	}
 	c.Mark("TopologyBuilt")

@@ -112,6 +112,10 @@ type Options struct {
 	Features *Features
 	// Parallel is how many namespaces are set up at once (default 8).
 	Parallel int
+	// Tunnel overrides how this network's tunl0s are made (TunnelEBPF,
+	// TunnelEBPFNoEncap: the emulation even where the kernel has ipip, or
+	// its negative control); "" as detected.
+	Tunnel string
 }
 
 // Build validates t and builds it. On any error everything created so far
@@ -125,6 +129,20 @@ func Build(ctx context.Context, t *Topology, r *run.Run, opts Options) (_ *Netwo
 			return nil, derr
 		}
 		f = &detected
+	}
+	if opts.Tunnel != "" {
+		o := *f
+		switch opts.Tunnel {
+		case TunnelEBPF, TunnelEBPFNoEncap:
+			o.IPIP, o.Tunnel, o.TunnelErr = true, opts.Tunnel, nil
+		case TunnelKernel:
+			if tunnelMode(o) != TunnelKernel {
+				o.IPIP, o.TunnelErr = false, fmt.Errorf("topo.Options.Tunnel=%s, but tunl0 here is %s", TunnelKernel, tunnelMode(o))
+			}
+		default:
+			return nil, fmt.Errorf("topo.Options.Tunnel: %q is not one of %s, %s, %s", opts.Tunnel, TunnelKernel, TunnelEBPF, TunnelEBPFNoEncap)
+		}
+		f = &o
 	}
 	if err := t.ValidateFor(*f); err != nil {
 		return nil, err
@@ -868,6 +886,7 @@ func DetectFeatures(r *run.Run) (Features, error) {
 	}
 	var line string
 	detected, line = chooseTunnel(os.Getenv(TunnelEnv), kerr == nil, eerr)
+	detected.KernelIPIP = kerr == nil
 	sayTunnel(line)
 	return detected, nil
 }

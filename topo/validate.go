@@ -25,6 +25,9 @@ type Features struct {
 	// IPIP is true when nodes can have a tunl0: the kernel's (ipip) or the
 	// eBPF emulation's, as Tunnel says.
 	IPIP bool
+	// KernelIPIP is true when the kernel has ipip (an ipip link could be
+	// made in a namespace), whichever tunl0 is chosen.
+	KernelIPIP bool
 	// Tunnel is how tunl0 is made: TunnelKernel ("" means it too),
 	// TunnelEBPF or TunnelEBPFNoEncap.
 	Tunnel string
