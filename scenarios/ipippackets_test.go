@@ -28,6 +28,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -80,7 +81,9 @@ func checkIPIPWire(ctx context.Context, c *harness.Cluster) wireReport {
 	GinkgoHelper()
 	var rep wireReport
 	bad := func(format string, args ...any) {
-		rep.violations = append(rep.violations, fmt.Sprintf(format, args...))
+		if v := fmt.Sprintf(format, args...); !slices.Contains(rep.violations, v) { // retries repeat themselves
+			rep.violations = append(rep.violations, v)
+		}
 	}
 	from, to := c.Node("node-1"), c.Node("node-3")
 	dstBlock := blockOf(to.NS, "ipip-pool")
