@@ -203,7 +203,11 @@ func (c *Counter) attachTCX(n ns.NetNS, ifindex int) error {
 			Interface: ifindex,
 			Program:   c.prog,
 			Attach:    at,
-			Anchor:    link.Tail(),
+			// First on the hook: an emulated tunnel's program (tunnel.go)
+			// redirects the packet, and a counter behind it would never
+			// see it. Counters never change a packet, so their own order
+			// does not matter.
+			Anchor: link.Head(),
 		})
 		return err
 	})
@@ -262,7 +266,8 @@ func (c *Counter) attachClsact(h *netlink.Handle, lk netlink.Link, key clsactKey
 	}
 	prio := uint16(0xbc00)
 	for _, f := range existing {
-		if p := f.Attrs().Priority; p >= prio {
+		// Below the emulated tunnel's priority, which must run last.
+		if p := f.Attrs().Priority; p >= prio && p < tunnelPrio-1 {
 			prio = p + 1
 		}
 	}

@@ -26,6 +26,13 @@
 // bpf_probe_read_user work; TraceRoutes returns a RouteTraceError (a
 // testenv.FeatureError) where the kernel cannot.
 //
+// The third is not an instrument but a device: the emulated IPIP tunnel
+// (tunnel.c, AttachTunnel) that topo puts on a node's tunl0 where the kernel
+// has no ipip module — the encapsulation at the ingress of tunl0's veth
+// peer, the decapsulation at the underlay's ingress, TTL/TOS/DF as the
+// kernel's fallback tunnel. It runs after every counter on a hook (counters
+// attach at the head of TCX; on clsact it takes a priority after theirs).
+//
 // It must not know about scenarios, topologies or what a flow means to the
 // caller; it answers "what crossed this hook".
 package bpf

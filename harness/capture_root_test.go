@@ -19,6 +19,8 @@ import (
 
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
+
+	"github.com/birdcage/birdcage/topo"
 )
 
 func TestPacketCapturesMatchHopCounters(t *testing.T) {
@@ -76,7 +78,7 @@ func TestPacketCapturesMatchHopCounters(t *testing.T) {
 					t.Fatalf("%s: not a pcap file: %v", at, err)
 				}
 				wantLink := layers.LinkTypeEthernet
-				if f.Iface == "tunl0" {
+				if f.Iface == "tunl0" && c.Net.Tunnel == topo.TunnelKernel { // the emulation's is a veth
 					wantLink = layers.LinkTypeRaw
 				}
 				if rd.LinkType() != wantLink {

@@ -85,6 +85,9 @@ type Options struct {
 	// tunnel MTU, write window); the zero value is the release's own. They
 	// reach the programmer by environment (programmer.Knobs.Env).
 	ProgrammerKnobs programmer.Knobs
+	// Tunnel overrides how tunl0 is made (topo.Options.Tunnel): "" as
+	// detected (topo.TunnelEnv).
+	Tunnel string
 }
 
 // Cluster is one cluster's life: its topology, datastore, and per node a
@@ -220,7 +223,7 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 	if raised {
 		c.Mark("NeighbourLimitsRaised")
 	}
-	if c.Net, err = topo.Build(ctx, t, r, topo.Options{}); err != nil {
+	if c.Net, err = topo.Build(ctx, t, r, topo.Options{Tunnel: opts.Tunnel}); err != nil {
 		return nil, err
 	}
 	c.Mark("TopologyBuilt")

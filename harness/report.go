@@ -19,7 +19,7 @@ import (
 // a probe report.
 func (c *Cluster) Result(name string, rep *probe.Report) ScenarioResult {
 	timing := c.timing
-	s := ScenarioResult{Name: name, Topology: c.Net.Topology.Name, Probes: rep, Events: c.Events(), Figures: map[string]float64{}, Timing: &timing}
+	s := ScenarioResult{Name: name, Topology: c.Net.Topology.Name, Tunnel: c.Net.Tunnel, Probes: rep, Events: c.Events(), Figures: map[string]float64{}, Timing: &timing}
 	s.Notes = append(s.Notes, c.Warnings()...)
 	var routeNotes []string
 	s.RouteEvents, routeNotes = c.clusterRouteEvents()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/topo"
 )
 
 // VMAccelEnv is set inside the VM by ci/vm/run to the accelerator in use.
@@ -17,7 +18,7 @@ const VMAccelEnv = "BIRDCAGE_VM_ACCEL_USED"
 
 // CurrentRunEnv describes this process's environment.
 func CurrentRunEnv() *RunEnv {
-	e := &RunEnv{Where: "native", ProbeRate: DefaultProbeRate(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version()}
+	e := &RunEnv{Where: "native", ProbeRate: DefaultProbeRate(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Tunnel: topo.ChosenTunnel()}
 	if a := os.Getenv(VMAccelEnv); a != "" {
 		e.Where, e.VMAccel = "vm", a
 	}

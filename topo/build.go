@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
+	"github.com/birdcage/birdcage/bpf"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/run"
 )
@@ -61,6 +63,9 @@ type NodeNS struct {
 	Workloads []*Workload
 	// Tunnel is true when the node has an up tunl0.
 	Tunnel bool
+	// TunnelMode is how its tunl0 is made (TunnelKernel, TunnelEBPF,
+	// TunnelEBPFNoEncap), "" without one.
+	TunnelMode string
 }
 
 // RouterNS is a built router or ToR.
@@ -88,9 +93,13 @@ type Network struct {
 	Nodes    []*NodeNS
 	Routers  []*RouterNS
 	Switches []*Namespace
+	// Tunnel is how the nodes' tunl0 is made (TunnelKernel, TunnelEBPF,
+	// TunnelEBPFNoEncap); "" when the topology has no IPIP pool.
+	Tunnel string
 
 	mu       sync.Mutex
-	created  []string // netns names, for teardown
+	tunnels  []*bpf.Tunnel // the emulated tunl0s' programs
+	created  []string      // netns names, for teardown
 	closed   bool
 	inflight sync.WaitGroup
 }
@@ -104,6 +113,10 @@ type Options struct {
 	Features *Features
 	// Parallel is how many namespaces are set up at once (default 8).
 	Parallel int
+	// Tunnel overrides how this network's tunl0s are made (TunnelEBPF,
+	// TunnelEBPFNoEncap: the emulation even where the kernel has ipip, or
+	// its negative control); "" as detected.
+	Tunnel string
 }
 
 // Build validates t and builds it. On any error everything created so far
@@ -117,6 +130,20 @@ func Build(ctx context.Context, t *Topology, r *run.Run, opts Options) (_ *Netwo
 			return nil, derr
 		}
 		f = &detected
+	}
+	if opts.Tunnel != "" {
+		o := *f
+		switch opts.Tunnel {
+		case TunnelEBPF, TunnelEBPFNoEncap:
+			o.IPIP, o.Tunnel, o.TunnelErr = true, opts.Tunnel, nil
+		case TunnelKernel:
+			if tunnelMode(o) != TunnelKernel {
+				o.IPIP, o.TunnelErr = false, fmt.Errorf("topo.Options.Tunnel=%s, but tunl0 here is %s", TunnelKernel, tunnelMode(o))
+			}
+		default:
+			return nil, fmt.Errorf("topo.Options.Tunnel: %q is not one of %s, %s, %s", opts.Tunnel, TunnelKernel, TunnelEBPF, TunnelEBPFNoEncap)
+		}
+		f = &o
 	}
 	if err := t.ValidateFor(*f); err != nil {
 		return nil, err
@@ -140,7 +167,10 @@ func Build(ctx context.Context, t *Topology, r *run.Run, opts Options) (_ *Netwo
 			_ = net.Close()
 		}
 	}()
-	b := &builder{net: net, r: r, blocks: blocks, par: par}
+	if t.NeedsTunnel() {
+		net.Tunnel = tunnelMode(*f)
+	}
+	b := &builder{net: net, r: r, blocks: blocks, par: par, f: *f}
 	return net, b.build(ctx)
 }
 
@@ -149,6 +179,7 @@ type builder struct {
 	r      *run.Run
 	blocks map[string][]Block
 	par    int
+	f      Features
 }
 
 func (b *builder) group(ctx context.Context) (*errgroup.Group, context.Context) {
@@ -477,7 +508,7 @@ func (b *builder) configureNode(ctx context.Context, n *NodeNS) error {
 			}
 		}
 		if b.net.Topology.NeedsTunnel() {
-			if err := setupTunnel(h, n); err != nil {
+			if err := b.setupTunnel(h, n); err != nil {
 				return err
 			}
 		}
@@ -498,15 +529,30 @@ func (b *builder) configureNode(ctx context.Context, n *NodeNS) error {
 }
 
 // setupTunnel brings up the node's tunl0, the kernel's fallback device when
-// the ipip module is loaded (as Calico uses it), with the first address of
-// the node's first IPIP block.
-func setupTunnel(h *netlink.Handle, n *NodeNS) error {
-	l, err := ensureTunl0(h)
-	if err != nil {
-		return err
-	}
-	if err := h.LinkSetMTU(l, 1480); err != nil {
-		return fmt.Errorf("tunl0 mtu: %w", err)
+// the ipip module is loaded (as Calico uses it) or else the eBPF emulation,
+// with the first address of the node's first IPIP block.
+func (b *builder) setupTunnel(h *netlink.Handle, n *NodeNS) error {
+	mode := tunnelMode(b.f)
+	var l netlink.Link
+	var unders []string
+	if mode == TunnelKernel {
+		var err error
+		if l, err = ensureTunl0(h); err != nil {
+			return err
+		}
+		if err := h.LinkSetMTU(l, 1480); err != nil {
+			return fmt.Errorf("tunl0 mtu: %w", err)
+		}
+	} else {
+		// The IPIP MTU: the underlay's less the outer header.
+		names, mtu, err := underlays(h, n)
+		if err != nil {
+			return fmt.Errorf("emulated tunl0: %w", err)
+		}
+		unders = names
+		if l, err = makeEmulatedTunl0(h, &n.Namespace, mtu-20); err != nil {
+			return err
+		}
 	}
 	for _, b := range n.Blocks {
 		if b.Pool.IsIPIP() {
@@ -520,7 +566,21 @@ func setupTunnel(h *netlink.Handle, n *NodeNS) error {
 	if err := h.LinkSetUp(l); err != nil {
 		return fmt.Errorf("tunl0 up: %w", err)
 	}
-	n.Tunnel = true
+	if mode != TunnelKernel {
+		// clsact, not TCX: the filters live as long as the devices, so a
+		// topology left up (birdcage up --keep) keeps its tunnels after
+		// this process exits, and they run after every TCX program (the
+		// counters) on the hook.
+		t, err := bpf.AttachTunnel(bpf.TunnelOptions{Netns: n.Path, Device: TunnelDevice, Peer: tunnelPeer, Underlays: unders,
+			NoEncap: mode == TunnelEBPFNoEncap, Legacy: true})
+		if err != nil {
+			return err
+		}
+		b.net.mu.Lock()
+		b.net.tunnels = append(b.net.tunnels, t)
+		b.net.mu.Unlock()
+	}
+	n.Tunnel, n.TunnelMode = true, mode
 	return nil
 }
 
@@ -679,9 +739,15 @@ func (n *Network) Close() error {
 	// gets round to destroying the workloads' namespaces (it is deferred
 	// work): delete the workloads' host veths there first.
 	var errs []error
+	for _, t := range n.tunnels {
+		errs = append(errs, t.Close())
+	}
 	for _, nd := range n.Nodes {
 		if nd.Adopted && nd.NS != nil {
 			errs = append(errs, unplugWorkloads(nd))
+			if nd.TunnelMode != "" && nd.TunnelMode != TunnelKernel {
+				errs = append(errs, removeEmulatedTunl0(nd))
+			}
 		}
 	}
 	for _, x := range n.allNamespaces() {
@@ -814,8 +880,15 @@ func DetectFeatures(r *run.Run) (Features, error) {
 		return detected, err
 	}
 	defer nh.Close()
-	_, err = ensureTunl0(nh)
-	detected.IPIP = err == nil
+	_, kerr := ensureTunl0(nh)
+	var eerr error
+	if kerr != nil || os.Getenv(TunnelEnv) != "" && os.Getenv(TunnelEnv) != TunnelKernel {
+		eerr = proveEmulation(nh, &Namespace{Name: "features", NetNS: name, Path: nsutil.Path(name), NS: h})
+	}
+	var line string
+	detected, line = chooseTunnel(os.Getenv(TunnelEnv), kerr == nil, eerr)
+	detected.KernelIPIP = kerr == nil
+	sayTunnel(line)
 	return detected, nil
 }
 

@@ -22,7 +22,19 @@ func (e missingFeature) MissingFeature() string { return e.feature }
 
 // Features is what the kernel can do, as far as a topology cares.
 type Features struct {
+	// IPIP is true when nodes can have a tunl0: the kernel's (ipip) or the
+	// eBPF emulation's, as Tunnel says.
 	IPIP bool
+	// KernelIPIP is true when the kernel has ipip (an ipip link could be
+	// made in a namespace), whichever tunl0 is chosen.
+	KernelIPIP bool
+	// Tunnel is how tunl0 is made: TunnelKernel ("" means it too),
+	// TunnelEBPF or TunnelEBPFNoEncap.
+	Tunnel string
+	// TunnelErr, when IPIP is false, says why where that is not simply a
+	// missing module (BIRDCAGE_TUNNEL=kernel on a kernel without ipip): it
+	// fails a build instead of skipping it.
+	TunnelErr error
 }
 
 var (
@@ -95,7 +107,11 @@ func (t *Topology) ValidateFor(f Features) error {
 			if pfx.Addr().Is6() {
 				add(t.errorf("%s: field ipipMode: %s needs an IPv4 pool; IPIP is IPv4-only", where, p.IPIPMode))
 			} else if !f.IPIP {
-				add(t.errorf("%s: field ipipMode: %s needs tunl0: %w", where, p.IPIPMode, ErrNoIPIP))
+				why := ErrNoIPIP
+				if f.TunnelErr != nil {
+					why = f.TunnelErr
+				}
+				add(t.errorf("%s: field ipipMode: %s needs tunl0: %w", where, p.IPIPMode, why))
 			}
 		default:
 			add(t.errorf("%s: field ipipMode: %q is not one of Always, CrossSubnet, Never", where, p.IPIPMode))
@@ -205,8 +221,8 @@ func (t *Topology) validateInterfaces(where, owner string, ifs []Interface, adop
 			add(t.errorf("%s: field name: must be set", iw))
 			continue
 		}
-		if !ifacePattern.MatchString(ifc.Name) || len(ifc.Name) > maxIfaceLen || ifc.Name == "lo" || ifc.Name == "tunl0" {
-			add(t.errorf("%s: field name: an interface name of at most %d characters, not lo or tunl0", iw, maxIfaceLen))
+		if !ifacePattern.MatchString(ifc.Name) || len(ifc.Name) > maxIfaceLen || ifc.Name == "lo" || ifc.Name == "tunl0" || ifc.Name == tunnelPeer {
+			add(t.errorf("%s: field name: an interface name of at most %d characters, not lo, tunl0 or %s", iw, maxIfaceLen, tunnelPeer))
 		}
 		key := owner + ":" + ifc.Name
 		if _, dup := all[key]; dup {

@@ -373,7 +373,7 @@ func featuresCmd(jsonOut *bool) *cobra.Command {
 	return &cobra.Command{
 		Use:         "features",
 		Annotations: map[string]string{needsRootKey: "yes"},
-		Short:       "Say which kernel features birdcage's topologies can use here (ipip); exits 0 either way",
+		Short:       "Say which kernel features birdcage's topologies can use here (ipip: the kernel's module; tunnel: how tunl0 is made); exits 0 either way",
 		Args:        cobra.NoArgs,
 		RunE: func(_ *cobra.Command, _ []string) error {
 			r, err := run.New()
@@ -386,9 +386,9 @@ func featuresCmd(jsonOut *bool) *cobra.Command {
 				return err
 			}
 			if *jsonOut {
-				return json.NewEncoder(os.Stdout).Encode(map[string]bool{"ipip": f.IPIP})
+				return json.NewEncoder(os.Stdout).Encode(map[string]any{"ipip": f.KernelIPIP, "tunnel": topo.ChosenTunnel()})
 			}
-			fmt.Printf("ipip=%v\n", f.IPIP)
+			fmt.Printf("ipip=%v\ntunnel=%s\n", f.KernelIPIP, topo.ChosenTunnel())
 			return nil
 		},
 	}

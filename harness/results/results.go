@@ -105,6 +105,9 @@ type ScenarioResult struct {
 	Sweep *Sweep `json:"sweep,omitempty"`
 	// BIRDReleases is the BIRD release each node and router ran at the end
 	// ("3.1 (bird3 3.1.8-0+deb13u1)").
+	// Tunnel is how the nodes' tunl0 was made ("kernel", "ebpf"); empty
+	// when the topology has no IPIP pool.
+	Tunnel string `json:"tunnel,omitempty"`
 	BIRDReleases map[string]string `json:"birdReleases,omitempty"`
 	// Releases is the Calico release profile each node ran at the end
 	// ("3.32", "3.33"; never an alias).
@@ -244,6 +247,10 @@ func (r *Results) Add(s ScenarioResult) error {
 	defer r.mu.Unlock()
 	s.RecordFigureKinds()
 	add := func() error {
+		// The run's tunnel is known once a topology was built.
+		if r.doc.Env != nil && r.doc.Env.Tunnel == "" && s.Tunnel != "" {
+			r.doc.Env.Tunnel = s.Tunnel
+		}
 		r.doc.Scenarios = append(r.doc.Scenarios, s)
 		r.doc.Repeats = summarizeRepeats(r.doc.Scenarios)
 		return r.write()

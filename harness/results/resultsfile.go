@@ -37,6 +37,10 @@ type RunEnv struct {
 	BIRDVersion string `json:"birdVersion,omitempty"`
 	CPUs        int    `json:"cpus"`
 	GoVersion   string `json:"goVersion"`
+	// Tunnel is how this run's nodes had tunl0: "kernel" (the ipip
+	// module) or "ebpf" (the emulation, topo.TunnelEBPF); empty where no
+	// scenario needed one.
+	Tunnel string `json:"tunnel,omitempty"`
 }
 
 func (e *RunEnv) String() string {
@@ -47,7 +51,11 @@ func (e *RunEnv) String() string {
 	if e.VMAccel != "" {
 		where += " (" + e.VMAccel + ")"
 	}
-	return fmt.Sprintf("%s, probes %d/s per flow, BIRD %s, %d CPUs, %s", where, e.ProbeRate, e.BIRDVersion, e.CPUs, e.GoVersion)
+	s := fmt.Sprintf("%s, probes %d/s per flow, BIRD %s, %d CPUs, %s", where, e.ProbeRate, e.BIRDVersion, e.CPUs, e.GoVersion)
+	if e.Tunnel != "" {
+		s += ", tunl0 " + e.Tunnel
+	}
+	return s
 }
 
 // ReadResults reads a results file; errors name the file and, for a file

@@ -1,0 +1,220 @@
+package topo
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/birdcage/birdcage/bpf"
+	"github.com/birdcage/birdcage/internal/nsutil"
+)
+
+// TunnelEnv forces how tunl0 is made: TunnelKernel or TunnelEBPF
+// (TunnelEBPFNoEncap is the emulation's negative control). Unset: the
+// kernel's where it has ipip, else the emulation.
+const TunnelEnv = "BIRDCAGE_TUNNEL"
+
+// How tunl0 is made (Features.Tunnel, Network.Tunnel, the results' run
+// environment).
+const (
+	// TunnelKernel is the ipip module's fallback device, as Calico uses it.
+	TunnelKernel = "kernel"
+	// TunnelEBPF is a NOARP veth named tunl0 with bpf/tunnel.c attached:
+	// IPIP emulated where the kernel has no ipip (DESIGN.md, "Tunnels where
+	// the kernel has none").
+	TunnelEBPF = "ebpf"
+	// TunnelEBPFNoEncap is TunnelEBPF with encapsulation disabled: packets
+	// routed via tunl0 leave toward the same next hop as they are. Only for
+	// showing that the checks of the emulation can fail.
+	TunnelEBPFNoEncap = "ebpf-noencap"
+)
+
+// tunnelPeer is the other end of an emulated tunl0's veth, in the node's
+// namespace: what tunl0 sends arrives there, where the encapsulation
+// program (at its ingress) sends it on or drops it; the stack never sees
+// it (it has no address and no IPv6).
+const tunnelPeer = "tunl0-peer"
+
+// chooseTunnel picks how tunl0 is made from $BIRDCAGE_TUNNEL and what was
+// proved: kernel (an ipip link could be made) and ebpfErr (the emulation
+// could not be attached, or nil). It returns the choice and the one line
+// that says it.
+func chooseTunnel(env string, kernel bool, ebpfErr error) (Features, string) {
+	switch env {
+	case TunnelKernel:
+		if !kernel {
+			err := fmt.Errorf("%s=%s, but the kernel has no ipip (no ipip link could be made in a namespace); unset it or use %s", TunnelEnv, TunnelKernel, TunnelEBPF)
+			return Features{TunnelErr: err}, "tunl0: none (" + err.Error() + ")"
+		}
+		return Features{IPIP: true, Tunnel: TunnelKernel}, fmt.Sprintf("tunl0: the kernel's ipip (forced by %s)", TunnelEnv)
+	case TunnelEBPF, TunnelEBPFNoEncap:
+		if ebpfErr != nil {
+			err := fmt.Errorf("%s=%s, but the eBPF tunnel does not attach: %w", TunnelEnv, env, ebpfErr)
+			return Features{TunnelErr: err}, "tunl0: none (" + err.Error() + ")"
+		}
+		line := fmt.Sprintf("tunl0: the eBPF emulation (forced by %s)", TunnelEnv)
+		if env == TunnelEBPFNoEncap {
+			line = fmt.Sprintf("tunl0: the eBPF emulation WITHOUT encapsulation (%s=%s, a negative control)", TunnelEnv, env)
+		}
+		return Features{IPIP: true, Tunnel: env}, line
+	case "":
+	default:
+		err := fmt.Errorf("%s=%q is not one of %s, %s, %s", TunnelEnv, env, TunnelKernel, TunnelEBPF, TunnelEBPFNoEncap)
+		return Features{TunnelErr: err}, "tunl0: none (" + err.Error() + ")"
+	}
+	if kernel {
+		return Features{IPIP: true, Tunnel: TunnelKernel}, "tunl0: the kernel's ipip"
+	}
+	if ebpfErr != nil {
+		return Features{}, fmt.Sprintf("tunl0: none (the kernel has no ipip and the eBPF emulation does not attach: %v)", ebpfErr)
+	}
+	return Features{IPIP: true, Tunnel: TunnelEBPF}, fmt.Sprintf("tunl0: the eBPF emulation (the kernel has no ipip; %s=kernel|ebpf forces)", TunnelEnv)
+}
+
+// ChosenTunnel is how this process makes tunl0 ("" until a build detected
+// it, or where no tunl0 can be made).
+func ChosenTunnel() string {
+	featuresMu.Lock()
+	defer featuresMu.Unlock()
+	if !featuresDone || !detected.IPIP {
+		return ""
+	}
+	return tunnelMode(detected)
+}
+
+func tunnelMode(f Features) string {
+	if f.Tunnel == "" {
+		return TunnelKernel
+	}
+	return f.Tunnel
+}
+
+// makeEmulatedTunl0 makes the emulated tunl0 in h's namespace: a veth pair
+// (tunl0, tunnelPeer), both NOARP, up, without IPv6 (the kernel's tunl0 has
+// no link-local address either), MTU mtu. A kernel fallback tunl0 in the way
+// (BIRDCAGE_TUNNEL=ebpf on a kernel with ipip) is renamed tunl0-fb and left
+// down; the emulation's decapsulation runs before the stack would hand it a
+// packet.
+func makeEmulatedTunl0(h *netlink.Handle, n *Namespace, mtu int) (netlink.Link, error) {
+	if l, err := h.LinkByName(TunnelDevice); err == nil {
+		if _, ok := l.(*netlink.Iptun); !ok {
+			return nil, fmt.Errorf("emulated tunl0: a %s device named tunl0 is already there", l.Type())
+		}
+		if err := h.LinkSetDown(l); err != nil {
+			return nil, fmt.Errorf("emulated tunl0: the kernel's tunl0 down: %w", err)
+		}
+		if err := h.LinkSetName(l, "tunl0-fb"); err != nil {
+			return nil, fmt.Errorf("emulated tunl0: rename the kernel's tunl0 out of the way: %w", err)
+		}
+	}
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: TunnelDevice, MTU: mtu}, PeerName: tunnelPeer}
+	if err := h.LinkAdd(veth); err != nil {
+		return nil, fmt.Errorf("emulated tunl0: add veth: %w", err)
+	}
+	sysctls := map[string]string{}
+	for _, name := range []string{TunnelDevice, tunnelPeer} {
+		sysctls["net/ipv6/conf/"+name+"/disable_ipv6"] = "1"
+	}
+	if err := nsutil.SetSysctls(n.NS, sysctls); err != nil {
+		return nil, fmt.Errorf("emulated tunl0: %w", err)
+	}
+	for _, name := range []string{tunnelPeer, TunnelDevice} {
+		l, err := h.LinkByName(name)
+		if err != nil {
+			return nil, fmt.Errorf("emulated tunl0: %w", err)
+		}
+		if err := h.LinkSetARPOff(l); err != nil {
+			return nil, fmt.Errorf("emulated tunl0: %s arp off: %w", name, err)
+		}
+		if name == tunnelPeer {
+			if err := h.LinkSetUp(l); err != nil {
+				return nil, fmt.Errorf("emulated tunl0: %s up: %w", name, err)
+			}
+		}
+	}
+	return h.LinkByName(TunnelDevice)
+}
+
+// underlays are the node's devices that packets to it arrive on: its
+// interfaces, or for an adopted node without any listed, every up device
+// with an IPv4 address but lo, tunl0 and workload veths.
+func underlays(h *netlink.Handle, n *NodeNS) ([]string, int, error) {
+	var names []string
+	for _, ifc := range n.Spec.Interfaces {
+		names = append(names, ifc.Name)
+	}
+	if len(names) == 0 {
+		links, err := nsutil.Links(h)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, l := range links {
+			a := l.Attrs()
+			if a.Name == "lo" || a.Name == TunnelDevice || a.Name == tunnelPeer || strings.HasPrefix(a.Name, "cali") || a.Flags&net.FlagUp == 0 {
+				continue
+			}
+			if addrs, err := nsutil.Addrs(h, l, netlink.FAMILY_V4); err == nil && len(addrs) > 0 {
+				names = append(names, a.Name)
+			}
+		}
+	}
+	mtu := 0
+	for _, name := range names {
+		l, err := h.LinkByName(name)
+		if err != nil {
+			return nil, 0, fmt.Errorf("underlay %s: %w", name, err)
+		}
+		if m := l.Attrs().MTU; mtu == 0 || m < mtu {
+			mtu = m
+		}
+	}
+	if len(names) == 0 {
+		return nil, 0, errors.New("no underlay device to decapsulate on")
+	}
+	return names, mtu, nil
+}
+
+// proveEmulation makes an emulated tunl0 in the scratch namespace and
+// attaches the programs to it, so the choice rests on what this kernel
+// accepted.
+func proveEmulation(h *netlink.Handle, n *Namespace) error {
+	l, err := makeEmulatedTunl0(h, n, 1480)
+	if err != nil {
+		return err
+	}
+	t, err := bpf.AttachTunnel(bpf.TunnelOptions{Netns: n.Path, Device: l.Attrs().Name, Peer: tunnelPeer, Underlays: []string{TunnelDevice}, Legacy: true})
+	if err != nil {
+		return err
+	}
+	return t.Close()
+}
+
+// removeEmulatedTunl0 deletes an adopted node's emulated tunl0 (both ends
+// go with it).
+func removeEmulatedTunl0(nd *NodeNS) error {
+	h, err := nd.Handle()
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	l, err := h.LinkByName(TunnelDevice)
+	if err != nil {
+		return nil
+	}
+	if _, ok := l.(*netlink.Veth); !ok {
+		return nil
+	}
+	if err := h.LinkDel(l); err != nil && !errors.Is(err, unix.ENODEV) {
+		return fmt.Errorf("adopted node %s: remove the emulated tunl0: %w", nd.Name, err)
+	}
+	return nil
+}
+
+// sayTunnel prints the choice once per process, like the VM runner's
+// accelerator line.
+func sayTunnel(line string) { fmt.Fprintln(os.Stderr, "birdcage: "+line) }
