@@ -107,7 +107,7 @@ type ScenarioResult struct {
 	// ("3.1 (bird3 3.1.8-0+deb13u1)").
 	// Tunnel is how the nodes' tunl0 was made ("kernel", "ebpf"); empty
 	// when the topology has no IPIP pool.
-	Tunnel string `json:"tunnel,omitempty"`
+	Tunnel       string            `json:"tunnel,omitempty"`
 	BIRDReleases map[string]string `json:"birdReleases,omitempty"`
 	// Releases is the Calico release profile each node ran at the end
 	// ("3.32", "3.33"; never an alias).
