@@ -305,26 +305,7 @@ func (c *Counter) attachClsact(h *netlink.Handle, lk netlink.Link, key clsactKey
 				delete(ourQdiscs, key)
 			}
 		}
-		err := h.FilterDel(filter)
-		if errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL) {
-			return nil // the interface (and its filters) is gone
-		}
-		if err != nil {
-			return fmt.Errorf("delete cls_bpf filter: %w", err)
-		}
-		if !last {
-			return nil
-		}
-		// Remove the qdisc we added only if nobody else's filter hangs on it.
-		for _, p := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
-			if fs, err := h.FilterList(lk, p); err != nil || len(fs) > 0 {
-				return nil
-			}
-		}
-		if err := h.QdiscDel(qdisc); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINVAL) {
-			return fmt.Errorf("delete clsact qdisc: %w", err)
-		}
-		return nil
+		return detachClsact(h, lk, filter, qdisc, last)
 	}
 	return nil
 }
@@ -553,4 +534,30 @@ func fdinfoField(s, name string) (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// detachClsact deletes a cls_bpf filter this package added and, when
+// removeQdisc says the clsact qdisc was ours, the qdisc too — but only if
+// nobody else's filter hangs on it. An interface that is gone (and its
+// filters with it) is no error.
+func detachClsact(h *netlink.Handle, l netlink.Link, filter netlink.Filter, qdisc netlink.Qdisc, removeQdisc bool) error {
+	err := h.FilterDel(filter)
+	if errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("delete cls_bpf filter: %w", err)
+	}
+	if !removeQdisc {
+		return nil
+	}
+	for _, p := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
+		if fs, err := h.FilterList(l, p); err != nil || len(fs) > 0 {
+			return nil
+		}
+	}
+	if err := h.QdiscDel(qdisc); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("delete clsact qdisc: %w", err)
+	}
+	return nil
 }

@@ -204,25 +204,7 @@ func (t *Tunnel) attach(n ns.NetNS, l netlink.Link, prog *ebpf.Program, dir Dire
 	t.mode = ModeClsact
 	t.detach = append(t.detach, func() error {
 		defer h.Close()
-		err := h.FilterDel(filter)
-		if errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("delete cls_bpf filter: %w", err)
-		}
-		if !created {
-			return nil
-		}
-		for _, p := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
-			if fs, err := h.FilterList(l, p); err != nil || len(fs) > 0 {
-				return nil
-			}
-		}
-		if err := h.QdiscDel(qdisc); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINVAL) {
-			return fmt.Errorf("delete clsact qdisc: %w", err)
-		}
-		return nil
+		return detachClsact(h, l, filter, qdisc, created)
 	})
 	return nil
 }
