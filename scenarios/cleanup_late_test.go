@@ -9,9 +9,14 @@ package scenarios_test
 // after the programmer started is removed like one present at its start.
 // The early stray is BIRD's own persisted route to a block released while
 // the node was down (positive control: removed at the first sync); the late
-// one is planted in the same shape as BIRD's routes (proto bird, BIRD's
-// kernel metric, onlink via tunl0, a node as gateway) after at least three
-// full resyncs. BIRD is not running on the node (BGP switched off in the
+// ones are planted in the same shape as BIRD's routes (proto bird, BIRD's
+// kernel metric, onlink via tunl0, a node as gateway), one at each of
+// several ages of the programmer (lateAges): CI plants at 3 s / 3 full
+// resyncs and at 35 s / 30 resyncs (past a rule bounded at 30 s); with
+// BIRDCAGE_CLEANUP_LATE_FULL=1 also at 65 s / 50 resyncs and 125 s / 100
+// resyncs (past two minutes and 50 resyncs). Each must be removed: a claim
+// rule with a time or resync bound below the oldest age fails here, on the
+// first stray it leaves. BIRD is not running on the node (BGP switched off in the
 // migration), so nobody but the programmer can remove it; a proto static
 // route via tunl0 planted with it must survive (control: the removal is by
 // protocol, not a flush of the device).
@@ -26,6 +31,8 @@ package scenarios_test
 import (
 	"fmt"
 	"net/netip"
+	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -42,16 +49,42 @@ import (
 )
 
 var (
-	lateStrayDst   = netip.MustParsePrefix("10.245.250.0/26") // proto bird via tunl0, planted late
-	lateStaticDst  = netip.MustParsePrefix("10.245.249.0/26") // proto static via tunl0, planted with it
-	lateRefresh    = 2 * time.Second
-	lateMinResyncs = 3
+	lateStaticDst = netip.MustParsePrefix("10.245.249.0/26") // proto static via tunl0, planted with the first late stray
+	lateRefresh   = 2 * time.Second
+	// The no-time-bound spec resyncs every second, so 50 resyncs fit in
+	// under a minute and two minutes are over 100.
+	lateNoBoundRefresh = time.Second
 )
 
+// lateFullEnv adds the ages past two minutes and 50 resyncs to the
+// no-time-bound spec; CI runs the reduced form (past 30 s).
+const lateFullEnv = "BIRDCAGE_CLEANUP_LATE_FULL"
+
+// lateAge is when a late stray is planted: once the programmer has run at
+// least after and done at least resyncs full resyncs.
+type lateAge struct {
+	after   time.Duration
+	resyncs int
+	dst     netip.Prefix
+}
+
+func lateAges() []lateAge {
+	ages := []lateAge{
+		{3 * time.Second, 3, netip.MustParsePrefix("10.245.250.0/26")},
+		{35 * time.Second, 30, netip.MustParsePrefix("10.245.250.64/26")},
+	}
+	if os.Getenv(lateFullEnv) == "1" {
+		ages = append(ages,
+			lateAge{65 * time.Second, 50, netip.MustParsePrefix("10.245.250.128/26")},
+			lateAge{125 * time.Second, 100, netip.MustParsePrefix("10.245.250.192/26")})
+	}
+	return ages
+}
+
 var _ = Describe("Persisted-route cleanup has no time bound", Label("ipip", "cleanup", "claim1"), func() {
-	It("removes a stray proto bird route via tunl0 that appears several refresh intervals after the programmer started", func(ctx SpecContext) {
+	It("removes stray proto bird routes via tunl0 that appear at several ages of the programmer, up to past its 30th resync (two minutes and the 100th with the full form)", func(ctx SpecContext) {
 		// 1. pre-3.33: BIRD owns IPIP; node-2's routes are BIRD's.
-		c := startCluster(ctx, "ipip", harness.Options{Release: config.Pre333, RouteRefreshInterval: lateRefresh})
+		c := startCluster(ctx, "ipip", harness.Options{Release: config.Pre333, RouteRefreshInterval: lateNoBoundRefresh})
 		node2, node3 := c.Node("node-2"), c.Node("node-3")
 		early := blockOf(node3.NS, "ipip-pool")
 		Eventually(node2).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
@@ -82,46 +115,77 @@ var _ = Describe("Persisted-route cleanup has no time bound", Label("ipip", "cle
 			WithTimeout(scaled(time.Minute)).WithPolling(50*time.Millisecond).Should(BeEmpty(), "control: the stray to the released block %s is removed", early)
 		earlyAt, _ := firstBIRDDelete(c.Timeline(node2.Name), early, migrated.Mono)
 
-		// 4. Several refresh intervals and full resyncs later...
-		resyncsBefore := waitFullResyncs(node2, lateMinResyncs)
-		Eventually(func() time.Duration { return time.Duration(monoclock.Now() - started) }).WithTimeout(scaled(time.Minute)).WithPolling(100*time.Millisecond).
-			Should(BeNumerically(">=", time.Duration(lateMinResyncs)*lateRefresh), "guard: %d refresh intervals since the programmer started", lateMinResyncs)
-
-		// 5. ...a stray proto bird route via tunl0 appears, with a proto
-		// static one beside it.
+		// 4. At each age, a stray proto bird route via tunl0 appears (with
+		// a proto static one beside the first), and the programmer
+		// removes it.
 		gw := node3.NS.Address.Addr()
-		planted := c.Mark("late stray planted")
-		Expect(addFixtureRoute(node2, lateStrayDst, gw, topo.TunnelDevice, kroute.ProtoBIRD)).To(Succeed())
-		Expect(addFixtureRoute(node2, lateStaticDst, gw, topo.TunnelDevice, kroute.ProtoStatic)).To(Succeed())
-		Expect(node2.Routes(lateStrayDst)).To(ContainElement(SatisfyAll(HaveField("Protocol", kroute.ProtoBIRD), HaveField("Devices()", ConsistOf(topo.TunnelDevice)), HaveField("Metric", birdMetric))),
-			"guard: the late stray is in node-2's kernel")
-		sinceStart := time.Duration(planted.Mono - started)
+		res := c.Result("persisted-route cleanup has no time bound", nil)
+		var table strings.Builder
+		resyncs := 0
+		var firstPlanted harness.Event
+		for i, age := range lateAges() {
+			if resyncs < age.resyncs {
+				resyncs += waitFullResyncsLong(node2, age.resyncs-resyncs)
+			}
+			Eventually(func() time.Duration { return time.Duration(monoclock.Now() - started) }).WithTimeout(scaled(age.after+time.Minute)).WithPolling(100*time.Millisecond).
+				Should(BeNumerically(">=", age.after), "guard: %s since the programmer started", age.after)
+			planted := c.Mark(fmt.Sprintf("late stray %s planted", age.dst))
+			if i == 0 {
+				firstPlanted = planted
+				Expect(addFixtureRoute(node2, lateStaticDst, gw, topo.TunnelDevice, kroute.ProtoStatic)).To(Succeed())
+			}
+			Expect(addFixtureRoute(node2, age.dst, gw, topo.TunnelDevice, kroute.ProtoBIRD)).To(Succeed())
+			Expect(node2.Routes(age.dst)).To(ContainElement(SatisfyAll(HaveField("Protocol", kroute.ProtoBIRD), HaveField("Devices()", ConsistOf(topo.TunnelDevice)), HaveField("Metric", birdMetric))),
+				"guard: the late stray %s is in node-2's kernel", age.dst)
+			sinceStart := time.Duration(planted.Mono - started)
 
-		// 6. The claim: it is removed, by the programmer.
-		Eventually(func() []kroute.Route { return birdRoutesTo(node2, []netip.Prefix{lateStrayDst}) }).
-			WithTimeout(scaled(3*time.Minute)).WithPolling(50*time.Millisecond).Should(BeEmpty(),
-			"the stray %s planted %.1f refresh intervals after the programmer started should be removed", lateStrayDst, sinceStart.Seconds()/lateRefresh.Seconds())
-		lateAt, _ := firstBIRDDelete(c.Timeline(node2.Name), lateStrayDst, planted.Mono)
-		Expect(programmerDeletes(node2.Programmer.LogPath())).To(HaveKey(lateStrayDst.String()), "node-2's programmer log should say it deleted %s", lateStrayDst)
+			// 5. The claim: it is removed, by the programmer.
+			Eventually(func() []kroute.Route { return birdRoutesTo(node2, []netip.Prefix{age.dst}) }).
+				WithTimeout(scaled(time.Minute)).WithPolling(50*time.Millisecond).Should(BeEmpty(),
+				"the stray %s planted %.1f s (%d full resyncs) after the programmer started should be removed", age.dst, sinceStart.Seconds(), resyncs)
+			at, _ := firstBIRDDelete(c.Timeline(node2.Name), age.dst, planted.Mono)
+			Expect(programmerDeletes(node2.Programmer.LogPath())).To(HaveKey(age.dst.String()), "node-2's programmer log should say it deleted %s", age.dst)
+			key := fmt.Sprintf("age%d", i+1)
+			res.Figures[key+".plantedAfterProgrammerStartMs"] = float64(sinceStart.Milliseconds())
+			res.Figures[key+".resyncsBefore"] = float64(resyncs)
+			res.Figures[key+".removedAfterMs"] = float64(at-planted.Mono) / 1e6
+			fmt.Fprintf(&table, "stray %s planted %.1f s after the programmer started (after %d full resyncs): removed %.0f ms later\n", age.dst, sinceStart.Seconds(), resyncs, float64(at-planted.Mono)/1e6)
+		}
 
-		// 7. Control: the proto static route via tunl0 stays over two
+		// 6. Control: the proto static route via tunl0 stays over two
 		// more full resyncs.
 		waitFullResyncs(node2, 2)
-		end := c.Mark("two full resyncs after the late stray")
+		end := c.Mark("two full resyncs after the last late stray")
 		Expect(node2.Routes(lateStaticDst)).To(ContainElement(HaveField("Protocol", kroute.ProtoStatic)), "control: the proto static route via tunl0 must stay")
-		Expect(deletesOf(c.Timeline(node2.Name), lateStaticDst, planted.Mono, end.Mono)).To(BeEmpty(), "control: the proto static route via tunl0 was deleted")
+		Expect(deletesOf(c.Timeline(node2.Name), lateStaticDst, firstPlanted.Mono, end.Mono)).To(BeEmpty(), "control: the proto static route via tunl0 was deleted")
 		Expect(node2.BIRD.Running()).To(BeFalse(), "guard: node-2's BIRD stayed away")
 
-		res := c.Result("persisted-route cleanup has no time bound", nil)
-		res.Figures["routeRefreshIntervalMs"] = float64(lateRefresh.Milliseconds())
-		res.Figures["resyncsBeforeLateStray"] = float64(resyncsBefore)
-		res.Figures["lateStrayPlantedAfterProgrammerStartMs"] = float64(sinceStart.Milliseconds())
-		res.Figures["lateStrayRemovedAfterMs"] = float64(lateAt-planted.Mono) / 1e6
+		ages := lateAges()
+		res.Figures["routeRefreshIntervalMs"] = float64(lateNoBoundRefresh.Milliseconds())
+		res.Figures["lateStrays"] = float64(len(ages))
 		res.Figures["earlyStrayRemovedAfterMigrationMs"] = float64(earlyAt-migrated.Mono) / 1e6
-		report(fmt.Sprintf("cleanup without a time bound: stray planted %.1f refresh intervals after the programmer started, removed %.0f ms later (early stray %.0f ms after the migration)",
-			sinceStart.Seconds()/lateRefresh.Seconds(), res.Figures["lateStrayRemovedAfterMs"], res.Figures["earlyStrayRemovedAfterMigrationMs"]), "", res)
+		report(fmt.Sprintf("cleanup without a time bound: %d late strays, the oldest planted %.1f s after the programmer started, all removed (early stray %.0f ms after the migration)",
+			len(ages), res.Figures[fmt.Sprintf("age%d.plantedAfterProgrammerStartMs", len(ages))]/1e3, res.Figures["earlyStrayRemovedAfterMigrationMs"]), table.String(), res)
 	})
 })
+
+// waitFullResyncsLong is waitFullResyncs for counts that take minutes: the
+// limit grows with n (a resync each lateNoBoundRefresh, twice over).
+func waitFullResyncsLong(node *harness.Node, n int) int {
+	GinkgoHelper()
+	st, err := node.Programmer.Status()
+	Expect(err).NotTo(HaveOccurred())
+	last, seen := st.LastResyncUnixNano, 0
+	Eventually(func() int {
+		if st, err := node.Programmer.Status(); err == nil && st.LastResyncUnixNano > last {
+			last = st.LastResyncUnixNano
+			seen++
+		}
+		return seen
+	}).WithTimeout(scaled(time.Minute+time.Duration(2*n)*lateNoBoundRefresh)).WithPolling(50*time.Millisecond).Should(BeNumerically(">=", n),
+		"%s's programmer should resync the kernel every routeRefreshInterval", node.Name)
+	return seen
+}
 
 var _ = Describe("Persisted-route cleanup when BIRD is not run for want of BGP peers", Label("ipip", "cleanup", "claim2"), func() {
 	It("the 3.33 programmer removes BIRD's stray while BGP stays enabled; a pre-3.33 programmer keeps it", func(ctx SpecContext) {

@@ -24,6 +24,10 @@ package scenarios_test
 //     kernel filter gives that pool the tunnel treatment; the IPv6 no-encap
 //     pool is rejected (the programmer's: control, its routes are proto 80).
 //
+// BIRD's kernel6 export of the IPv6 IPIP blocks is asserted in both
+// entries: none with the defaults; with BIRD owning IPIP, never out of eth0
+// (only via tunl0, and none where the node has no tunl0, as natively).
+//
 // Guard (both): every node's BIRD learns every other node's ipip-pool-v6
 // block over BGP — advertising a block does not depend on who programs it —
 // so BIRD's not programming it is its kernel filter's doing. What the
@@ -40,6 +44,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/bird"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -147,6 +152,24 @@ var _ = Describe("An IPv6 pool with ipipMode set is an IPIP pool to confd", Labe
 						Expect(exported).To(BeFalse(), "%s's BIRD exports %s (ipipMode Always, IPv6) to kernel6: it took the IPv6 IPIP pool for no-encap", n.Name, b)
 						Eventually(func() []kroute.Route { return birdRoutesTo(n, []netip.Prefix{b}) }).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
 							Should(BeEmpty(), "%s has a BIRD route to the IPv6 IPIP block %s", n.Name, b)
+						continue
+					}
+					// BIRD owns it, so its kernel6 filter takes the tunnel
+					// arm (`ifname = "tunl0"`): never exported as a no-encap
+					// route out of eth0. Where the node has no tunl0 (this
+					// topology natively) the arm cannot name the device, the
+					// filter fails for the route ("Invalid iface name" in
+					// BIRD's log) and it is not exported; where it has one,
+					// any export is via tunl0.
+					for _, r := range exportedRoutesTo(ctx, n, "kernel6", b) {
+						Expect(r.Nexthops).To(And(Not(BeEmpty()), HaveEach(HaveField("Iface", topo.TunnelDevice))),
+							"%s's BIRD exports the IPv6 IPIP block %s to kernel6 other than via %s: %v", n.Name, b, topo.TunnelDevice, r)
+					}
+					if !n.NS.Tunnel {
+						Expect(exported).To(BeFalse(), "%s has no %s, yet its BIRD exports the IPv6 IPIP block %s to kernel6: the tunnel arm did not run", n.Name, topo.TunnelDevice, b)
+					}
+					for _, r := range birdRoutesTo(n, []netip.Prefix{b}) {
+						Expect(r.Devices()).To(ConsistOf(topo.TunnelDevice), "%s has a BIRD route to the IPv6 IPIP block %s other than via %s: %v", n.Name, b, topo.TunnelDevice, r)
 					}
 				}
 				conf, err := birdConfig(n)
@@ -196,6 +219,20 @@ var _ = Describe("An IPv6 pool with ipipMode set is an IPIP pool to confd", Labe
 		Entry("deprecated pair, BIRD owns IPIP: it takes the IPv6 IPIP pool and warns", ipv6IPIPCase{felix: config.EnabledNoEncapOnly, bgp: config.EnabledIPIPOnly, birdIPIP: true}),
 	)
 })
+
+// exportedRoutesTo lists n's BIRD's exports of exactly p to protocol.
+func exportedRoutesTo(ctx SpecContext, n *harness.Node, protocol string, p netip.Prefix) []bird.Route {
+	GinkgoHelper()
+	rs, err := n.ExportedRoutes(ctx, protocol)
+	Expect(err).NotTo(HaveOccurred(), "birdc show route export %s on %s", protocol, n.Name)
+	var out []bird.Route
+	for _, r := range rs {
+		if r.Prefix == p {
+			out = append(out, r)
+		}
+	}
+	return out
+}
 
 // exportedTo reports whether n's BIRD exports exactly p to protocol.
 func exportedTo(ctx SpecContext, n *harness.Node, protocol string, p netip.Prefix) bool {

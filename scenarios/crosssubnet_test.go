@@ -1,0 +1,176 @@
+package scenarios_test
+
+// Claim (design §1, the ownership matrix's second row, and §2): a pool with
+// `ipipMode: CrossSubnet` is an IPIP pool for ownership, in both components
+// — the programmer's calculation and confd's per-pool filter key off
+// ipipMode, so CrossSubnet is counted with Always, never with no-encap. Its
+// routes have two shapes: to a node in another subnet through tunl0
+// (onlink, to the node's address), to a node in the same subnet straight
+// out of eth0 (no tunnel). Both shapes belong to whoever owns IPIP.
+//
+// Scenario (label ipip: the VM stage, or wherever tunl0 can be built): the
+// ipip topology (node-1, node-2 on lan-a; node-3, node-4 on lan-b) with its
+// pool switched to CrossSubnet, at 3.33. Two supported pairs, each the
+// other's control, because the two classes have opposite owners in both:
+//   - the defaults (EnabledIPIPOnly / EnabledNoEncapOnly): the programmer
+//     programs every remote block of the pool, BIRD exports none of them to
+//     its kernel;
+//   - EnabledNoEncapOnly / EnabledIPIPOnly (deprecated, still supported):
+//     BIRD programs them all, the programmer none.
+// Were either component to count CrossSubnet as no-encap, the owner in both
+// entries would flip (or both or neither would program): the route's
+// protocol, and BIRD's kernel export, say which.
+//
+// The export side: the tunl0 arm of the iBGP reject is present exactly when
+// the programmer owns IPIP; same-subnet routes leave by eth0, past that arm.
+// In both entries, steady state, every node exports its own block to every
+// iBGP peer (the arm does not swallow them) and no node another's. With the
+// programmer owning IPIP, after node-2's BIRD stops with a Cease: node-1,
+// whose route to node-2's block leaves by eth0, exports that kernel route to
+// its iBGP peers (the reject matches on the device name, §5's proxy, so the
+// same-subnet half of an IPIP pool has the no-encap gap — which §5 records
+// for no-encap pools only; seen in the VM: node-3 then held node-2's block
+// from node-1). Then, with node-1's BIRD stopped too, node-3 and node-4,
+// whose best route to node-2's block is now the programmer's via tunl0,
+// export it to no iBGP peer (the tunl0 arm holds). Fails when the tunl0
+// arm is lost, or when it grows to swallow eth0 routes (then node-1 exports
+// nothing: a behaviour change that must be a design change too).
+//
+// Guards: the datastore's pool is CrossSubnet; both shapes occur (a
+// same-subnet and a cross-subnet destination on every node).
+
+import (
+	"fmt"
+	"strings"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/bird"
+	"github.com/birdcage/birdcage/harness/confd"
+	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/calico/datastore"
+	"github.com/birdcage/birdcage/topo"
+)
+
+var _ = Describe("ipipMode CrossSubnet counted as IPIP", Label("ipip", "crosssubnet"), func() {
+	DescribeTable("both components own a CrossSubnet pool as IPIP: tunl0 to another subnet, eth0 within one, the IPIP owner's either way",
+		func(ctx SpecContext, felix, bgp string, owner harness.Owner) {
+			t, err := topo.Builtin("ipip")
+			Expect(err).NotTo(HaveOccurred())
+			Expect(t.Pools).To(HaveLen(1))
+			t.Pools[0].IPIPMode = topo.IPIPCrossSubnet
+			c := startClusterOn(ctx, t, harness.Options{Release: config.R333, RouteRefreshInterval: time.Second,
+				Felix: datastore.FelixConfiguration{ProgramClusterRoutes: felix}, BGP: datastore.BGPConfiguration{ProgramClusterRoutes: bgp},
+				Timers: confd.Timers{ScanTime: 1}})
+			cl, err := c.Datastore(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(cl.Pools).To(ConsistOf(HaveField("IPIPMode", datastore.EncapCrossSubnet)), "guard: the datastore's pool is CrossSubnet")
+
+			// 1. Every remote block: the owner's route, shaped by subnet.
+			var table strings.Builder
+			shapes := map[string]int{}
+			type held struct {
+				n *harness.Node
+				m *harness.ClusterRouteMatcher
+			}
+			var routes []held
+			for _, n := range c.Nodes() {
+				subnet := n.NS.Address.Masked()
+				sameSeen, crossSeen := false, false
+				for _, b := range c.RemoteBlocks(n.Name) {
+					gw := nodeAddrOf(c, b)
+					m := harness.HaveClusterRoute(b).ProgrammedBy(owner).WithProgrammerProtocol(designProgrammerProtocol).Gateway(gw)
+					shape := "same subnet, eth0"
+					if subnet.Contains(gw) {
+						m, sameSeen = m.Via("eth0"), true
+					} else {
+						m, crossSeen, shape = m.Via(topo.TunnelDevice).Onlink(), true, "other subnet, tunl0 onlink"
+					}
+					Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).Should(m.Only(),
+						"%s's route to %s (%s) should be %s's alone", n.Name, b, shape, owner)
+					Expect(exportedToKernel(ctx, n, b)).To(Equal(owner == harness.ByBIRD),
+						"%s's BIRD exports %s to its kernel exactly when BIRD owns IPIP (%v)", n.Name, b, owner == harness.ByBIRD)
+					shapes[shape]++
+					routes = append(routes, held{n, m})
+					fmt.Fprintf(&table, "%s -> %s: %s, %s's\n", n.Name, b, shape, owner)
+				}
+				Expect(sameSeen && crossSeen).To(BeTrue(), "guard: %s has a same-subnet and a cross-subnet destination", n.Name)
+			}
+			// It holds across resyncs: neither side takes a shape later.
+			waitFullResyncs(c.Node("node-1"), 2)
+			for _, h := range routes {
+				Expect(h.n).To(h.m, "after two resyncs %s's route is still %s's alone, of the same shape", h.n.Name, owner)
+			}
+
+			// 2. Export, steady state: own blocks to every iBGP peer, no
+			// one else's.
+			Expect(c.WaitConverged(ctx)).To(Succeed(), "guard: every BGP session Established")
+			readvertGuardSettled(ctx, c, true)
+			steady := readvertMatrix(ctx, c, c.Nodes(), true)
+
+			res := c.Result(fmt.Sprintf("CrossSubnet counted as IPIP (Felix=%s, BGP=%s)", rawName(felix), rawName(bgp)), nil)
+			res.Figures["sameSubnetRoutes"] = float64(shapes["same subnet, eth0"])
+			res.Figures["crossSubnetRoutes"] = float64(shapes["other subnet, tunl0 onlink"])
+			res.Figures["iBGPExportsChecked"] = float64(steady.checked)
+
+			// 3. With the programmer owning IPIP, node-2's advertisement
+			// withdrawn (its BIRD stops with a Cease). (a) node-1, in
+			// node-2's subnet, routes to node-2's block out of eth0, which
+			// the tunl0 arm does not match: BIRD's best route to the block
+			// is now that kernel route, and node-1 exports it to its iBGP
+			// peers — the interface-name proxy of §5 at work, for an IPIP
+			// pool. (b) With node-1's BIRD stopped as well, nobody in lan-a
+			// advertises the block: node-3's and node-4's best route to it
+			// is the programmer's via tunl0, and the tunl0 arm keeps it out
+			// of their exports.
+			if owner == harness.ByProgrammer {
+				const gone, same = "node-2", "node-1"
+				remaining := readvertWithout(c, gone)
+				act(c.KillBIRD(ctx, gone, syscall.SIGTERM))
+				withdrawn := readvertWithdrawnBlocks(c, gone)
+				var sameSubnet []readvertisement
+				Eventually(func() (int, error) {
+					after, err := readvertCount(ctx, c, remaining)
+					sameSubnet = sameSubnet[:0]
+					for _, r := range after.readvertised {
+						if r.node == same && r.owner == gone {
+							sameSubnet = append(sameSubnet, r)
+						}
+					}
+					return len(sameSubnet), err
+				}).WithTimeout(scaled(30*time.Second)).WithPolling(200*time.Millisecond).Should(BeNumerically(">", 0),
+					"%s routes to %s's block out of eth0, past the tunl0 arm: once %s withdrew it, %s's BIRD should export its kernel route to its iBGP peers", same, gone, gone, same)
+				for _, r := range sameSubnet {
+					Expect(r.source).To(Equal(readvertKernelProto), "%s exports %s from %s; the eth0 route learned from the kernel is what passes the arm", same, r.block, r.source)
+					fmt.Fprintf(&table, "after %s withdrew: %s exports %s (via %s, from %s) to %s — its same-subnet eth0 route, past the tunl0 arm\n", gone, same, r.block, r.via, r.source, r.peer)
+				}
+				res.Figures["sameSubnetReadvertisementsAfterWithdrawal"] = float64(len(sameSubnet))
+
+				act(c.KillBIRD(ctx, same, syscall.SIGTERM))
+				others := []*harness.Node{c.Node("node-3"), c.Node("node-4")}
+				for _, n := range others {
+					for _, b := range withdrawn {
+						Eventually(func() []bird.Route { return readvertBIRDRoutes(ctx, n, b) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+							Should(ContainElement(SatisfyAll(
+								HaveField("Protocol", readvertKernelProto), HaveField("Primary", true),
+								HaveField("Nexthops", ContainElement(HaveField("Iface", topo.TunnelDevice))))),
+								"guard: with %s and %s stopped, %s's best route to %s is the programmer's tunl0 route, so the tunl0 arm is what keeps it out of the exports", gone, same, n.Name, b)
+						for _, p := range readvertLivePeers(c, others, n) {
+							Consistently(n).WithTimeout(scaled(3*time.Second)).WithPolling(200*time.Millisecond).
+								ShouldNot(harness.BeExportedTo(b, p.Address), "%s exports %s's block %s (its tunl0 route) to %s: the tunl0 arm should reject it", n.Name, gone, b, p.Address)
+						}
+						fmt.Fprintf(&table, "with %s and %s stopped: %s does not export %s (its tunl0 route)\n", gone, same, n.Name, b)
+					}
+				}
+				res.Notes = append(res.Notes, fmt.Sprintf("after %s's BIRD stopped (Cease): %s re-advertised its same-subnet eth0 route to %s's block to %d iBGP peers; design §5 records this interface-name gap for no-encap only", gone, same, gone, len(sameSubnet)))
+			}
+			report(fmt.Sprintf("CrossSubnet pool, Felix=%s BGP=%s: every route %s's", rawName(felix), rawName(bgp), owner), table.String()+readvertTable(steady, readvertResult{}), res)
+		},
+		Entry("3.33 defaults: the programmer owns IPIP, so CrossSubnet too", "", "", harness.ByProgrammer),
+		Entry("Felix EnabledNoEncapOnly, BGP EnabledIPIPOnly: BIRD owns IPIP, so CrossSubnet too", string(config.EnabledNoEncapOnly), string(config.EnabledIPIPOnly), harness.ByBIRD),
+	)
+})
