@@ -68,6 +68,9 @@ func run() int {
 		"emulation knob: route requests in flight at once, 0 = the release's (1, as Felix); e.g. 256 pipelines (default $"+programmer.WriteWindowEnv+")")
 	noTunnelMTU := fs.Bool("no-tunnel-mtu", os.Getenv(programmer.NoTunnelMTUEnv) == "1",
 		"emulation knob: write no MTU on IPIP routes (Felix writes host MTU - 20) (default $"+programmer.NoTunnelMTUEnv+"=1)")
+	envGap, errGap := durationFromEnv(programmer.TakeoverGapEnv)
+	takeoverGap := fs.Duration("takeover-gap", envGap,
+		"FAULT INJECTION, not Felix: delete a route being taken over and write our own this long after (default $"+programmer.TakeoverGapEnv+", else 0: off)")
 	envDelay, errDelay := durationFromEnv(programmer.StartupDelayEnv)
 	envPerRoute, errPerRoute := durationFromEnv(programmer.ResyncDelayPerRouteEnv)
 	startupDelay := fs.Duration("startup-delay", envDelay,
@@ -87,7 +90,7 @@ func run() int {
 	if *node == "" || *dir == "" {
 		return usage("--node and --datastore are required")
 	}
-	if err := errors.Join(errDelay, errPerRoute); err != nil {
+	if err := errors.Join(errDelay, errPerRoute, errGap); err != nil {
 		return usage("%v", err)
 	}
 	if *startupDelay < 0 || *perRoute < 0 {
@@ -129,7 +132,7 @@ func run() int {
 		Restart:     programmer.RestartProfile{StartupDelay: *startupDelay, ResyncDelayPerRoute: *perRoute},
 		StartedMono: started,
 		Knobs: programmer.Knobs{WriteOrder: *writeOrder, DeleteNamesProtocol: *deleteNamesProto, NoTunnelMTU: *noTunnelMTU,
-			WriteWindow: *writeWindow},
+			WriteWindow: *writeWindow, TakeoverGap: *takeoverGap},
 	})
 	code := programmer.ExitCode(err)
 	if err != nil && code != programmer.ExitConfigChanged {

@@ -70,6 +70,11 @@ type Knobs struct {
 	// WriteWindow overrides the requests in flight at once (0 keeps the
 	// release's: 1, as Felix); e.g. 256 pipelines a pass.
 	WriteWindow int
+	// TakeoverGap is fault injection, not an emulation choice: the
+	// programmer deletes a route it takes over and writes its own this
+	// long after (routetable.Options.TakeoverGap), so a spec can show the
+	// gate catches a window. 0: off.
+	TakeoverGap time.Duration
 }
 
 // Env is the knobs as the environment variables the command reads (only
@@ -87,6 +92,9 @@ func (k Knobs) Env() []string {
 	}
 	if k.WriteWindow > 0 {
 		env = append(env, fmt.Sprintf("%s=%d", WriteWindowEnv, k.WriteWindow))
+	}
+	if k.TakeoverGap > 0 {
+		env = append(env, TakeoverGapEnv+"="+k.TakeoverGap.String())
 	}
 	return env
 }
@@ -112,6 +120,10 @@ func tableOptions(rel config.Release, k Knobs, hostMTU int) (routetable.Options,
 	if k.NoTunnelMTU {
 		o.TunnelMTU = 0
 	}
+	if k.TakeoverGap < 0 {
+		return o, fmt.Errorf("takeover gap %s: must not be negative", k.TakeoverGap)
+	}
+	o.TakeoverGap = k.TakeoverGap
 	return o, nil
 }
 

@@ -28,6 +28,8 @@ const (
 	DeleteNamesProtocolEnv = "BIRDCAGE_PROGRAMMER_DELETE_NAMES_PROTOCOL"
 	WriteWindowEnv         = "BIRDCAGE_PROGRAMMER_WRITE_WINDOW"
 	NoTunnelMTUEnv         = "BIRDCAGE_PROGRAMMER_NO_TUNNEL_MTU"
+	// TakeoverGapEnv is fault injection (routetable.Options.TakeoverGap).
+	TakeoverGapEnv = "BIRDCAGE_PROGRAMMER_TAKEOVER_GAP"
 )
 
 // States written to the status file.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/birdcage/birdcage/dataplane/route"
 	"github.com/birdcage/birdcage/internal/calico/config"
@@ -62,6 +63,12 @@ type Options struct {
 	// writer's own window (up to 256 per send), which makes a pass shorter
 	// than Felix's and so any gap inside it smaller.
 	WriteWindow int
+	// TakeoverGap is fault injection, not Felix: when > 0, a pass that
+	// takes a route another component wrote at the route's own key first
+	// deletes that route, waits this long, then writes its own — a
+	// programmer that leaves a window where it should replace in one
+	// operation, for the specs that must catch one. 0: off.
+	TakeoverGap time.Duration
 }
 
 // OptionsFor returns the options of a programmer of release rel on a host
@@ -507,6 +514,9 @@ func (t *Table) reconcile(links linkIndex) Stats {
 		ops = append(append(ops, deletes...), replaces...)
 	}
 	t.ops = ops
+	if t.opts.TakeoverGap > 0 {
+		t.openTakeoverGap(ops)
+	}
 
 	var errs []error
 	if len(ops) > 0 {
@@ -539,6 +549,29 @@ func (t *Table) reconcile(links linkIndex) Stats {
 	}
 	clear(t.ops) // drop references to routes until the next pass
 	return st
+}
+
+// openTakeoverGap is the TakeoverGap fault: every foreign route that a
+// replace of this pass would take over at its key is deleted first, and
+// the pass goes on TakeoverGap later.
+func (t *Table) openTakeoverGap(ops []writeOp) {
+	var taken []kroute.Route
+	for _, op := range ops {
+		if !op.del && op.had && op.cur.Protocol != kroute.Protocol(t.policy.Protocol) {
+			taken = append(taken, op.cur)
+		}
+	}
+	if len(taken) == 0 {
+		return
+	}
+	errs := t.w.exchange(len(taken), func(i int, b []byte) ([]byte, uint16, uint16, error) {
+		return encodeDelete(taken[i], true, b), unix.RTM_DELROUTE, 0, nil
+	})
+	if err := errors.Join(errs...); err != nil {
+		t.log.Warn("takeover gap: delete before the replace failed", "err", err)
+	}
+	t.log.Warn("takeover gap (fault injection): foreign routes deleted, replacing after a pause", "routes", len(taken), "gap", t.opts.TakeoverGap)
+	time.Sleep(t.opts.TakeoverGap) // the injected fault itself
 }
 
 // replaced books the result of a replace.

@@ -252,3 +252,66 @@ func TestMissingDeviceIsRetriedNotFatal(t *testing.T) {
 		t.Errorf("retry once the device exists: %+v %v", st, err)
 	}
 }
+
+// The TakeoverGap fault opens exactly the window it is asked for: BIRD's
+// route at the programmer's key is deleted, and the programmer's own comes
+// no sooner than the gap later. Specs use it to show the upgrade gate
+// catches a programmer that stops replacing in one operation; its positive
+// control is TestReplaceTakesBIRDRouteWithoutDelete (no gap, no delete).
+func TestTakeoverGapFaultOpensAWindow(t *testing.T) {
+	tn := newTestNode(t)
+	const dst = "10.65.2.0/26"
+	const gap = 100 * time.Millisecond
+	tn.addRoute(t, dst, "10.0.1.12", "tunl0", int(kroute.ProtoBIRD), 0, true)
+	updates := make(chan netlink.RouteUpdate, 1024)
+	done := make(chan struct{})
+	defer close(done)
+	nsh := netns.NsHandle(tn.ns.Fd())
+	if err := netlink.RouteSubscribeWithOptions(updates, done, netlink.RouteSubscribeOptions{Namespace: &nsh}); err != nil {
+		t.Fatalf("subscribe to route updates: %v", err)
+	}
+	// Stamp each update as it arrives, beside the Apply that sleeps.
+	type stamped struct {
+		u  netlink.RouteUpdate
+		at time.Time
+	}
+	seen := make(chan stamped, 1024)
+	go func() {
+		for u := range updates {
+			seen <- stamped{u, time.Now()}
+		}
+	}()
+	tb := tn.table(t, ownerPolicy(), testLog(t))
+	o := tb.Options()
+	o.TakeoverGap = gap
+	tb.SetOptions(o)
+	tb.SetDesired([]route.Route{tunnelRoute(dst)})
+	if st, err := tb.Apply(); err != nil || st.Replaced != 1 {
+		t.Fatalf("apply: %+v, %v; want one replace", st, err)
+	}
+	var deleted time.Time
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case s := <-seen:
+			u := s.u
+			if u.Dst == nil || u.Dst.String() != dst {
+				continue
+			}
+			switch {
+			case u.Type == unix.RTM_DELROUTE && u.Protocol == unix.RTPROT_BIRD:
+				deleted = s.at
+			case u.Type == unix.RTM_NEWROUTE && u.Protocol == 80:
+				if deleted.IsZero() {
+					t.Fatalf("the programmer's route came with no delete of BIRD's before it: no window was opened")
+				}
+				if w := s.at.Sub(deleted); w < gap-10*time.Millisecond {
+					t.Fatalf("window %v, want at least the %v asked for", w, gap)
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no takeover of %s within 5s", dst)
+		}
+	}
+}
