@@ -189,6 +189,8 @@ var figureKinds = map[string]FigureKind{
 	"nodesRoutingTheBorrowedAddress":        KindSize,
 	"ceaseWithdrawalsOnNodesNotYetUpgraded": KindSize, // the SIGTERM entry's control
 	"attempt":                               KindSize, // the suite self-test's repeated spec
+	"injectedTakeoverGapMs":                 KindSize, // the gate check's fault
+	"outboundFlowsFailingTheProbeJudge":     KindSize, // the gate check: the more the better
 	"nodes":                                 KindSize,
 	"pairs":                                 KindSize,
 	"supportedPairs":                        KindSize, // matrix rows per expected class
