@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"syscall"
 	"time"
 
@@ -33,6 +34,11 @@ type UpgradeOptions struct {
 	// BIRD, when set, replaces BIRD's release too (a BIRD upgrade, e.g.
 	// "2.0" to "3.1"); empty keeps the node's release.
 	BIRD string
+	// Programmer, when set, is the path of the programmer binary the node
+	// runs from the upgrade on — a team's own new build under the process
+	// contract (dataplane/programmer), so one run gates old build → new
+	// build; empty keeps the node's binary.
+	Programmer string
 }
 
 // UpgradeNode replaces a node's programmer and BIRD with those of release
@@ -47,6 +53,11 @@ func (c *Cluster) UpgradeNode(ctx context.Context, name string, to config.Releas
 	}
 	if r, err := config.ParseRelease(string(to)); err == nil {
 		to = r // an alias is recorded as the release it names
+	}
+	if o.Programmer != "" {
+		if err := checkExecutable(o.Programmer); err != nil {
+			return Event{}, fmt.Errorf("upgrade %s: field Programmer: %w", name, err)
+		}
 	}
 	e := c.Mark(fmt.Sprintf("UpgradeNode(%s→%s)", name, to))
 	fail := func(err error) (Event, error) { return e, fmt.Errorf("upgrade %s: %w", name, err) }
@@ -63,6 +74,12 @@ func (c *Cluster) UpgradeNode(ctx context.Context, name string, to config.Releas
 	}
 	if err := n.Programmer.Stop(ctx); err != nil {
 		return fail(err)
+	}
+	if o.Programmer != "" {
+		if err := n.Programmer.SetBinary(o.Programmer); err != nil {
+			return fail(err)
+		}
+		c.Mark(fmt.Sprintf("programmer(%s) binary %s", name, o.Programmer))
 	}
 	n.mu.Lock()
 	n.release = to
@@ -307,4 +324,16 @@ func orDefault(s, d string) string {
 		return d
 	}
 	return s
+}
+
+// checkExecutable says why path cannot be a programmer binary, if it cannot.
+func checkExecutable(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("programmer binary %q: %w", path, err)
+	}
+	if fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return fmt.Errorf("programmer binary %q: not an executable file", path)
+	}
+	return nil
 }

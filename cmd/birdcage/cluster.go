@@ -426,16 +426,24 @@ func verb(c *cobra.Command, jsonOut *bool, build func(cmd *cobra.Command, args [
 
 // clusterCommands are the verbs that drive a live cluster.
 func clusterCommands(jsonOut *bool) []*cobra.Command {
-	var to, sig string
+	var to, sig, newProgrammer string
 	upgrade := verb(&cobra.Command{
-		Use:   "upgrade NODE --to RELEASE [--signal KILL|TERM]",
-		Short: "Replace a node's programmer and BIRD with those of a release (Cluster.UpgradeNode)",
+		Use:   "upgrade NODE --to RELEASE [--signal KILL|TERM] [--programmer PATH]",
+		Short: "Replace a node's programmer and BIRD with those of a release (Cluster.UpgradeNode), optionally with a programmer build of your own",
 		Args:  cobra.ExactArgs(1),
 	}, jsonOut, func(_ *cobra.Command, args []string) (control.Request, error) {
-		return control.Request{Verb: "upgrade", Node: args[0], To: to, Signal: sig}, nil
+		if newProgrammer != "" {
+			abs, err := filepath.Abs(newProgrammer)
+			if err != nil {
+				return control.Request{}, fmt.Errorf("--programmer %q: %w", newProgrammer, err)
+			}
+			newProgrammer = abs
+		}
+		return control.Request{Verb: "upgrade", Node: args[0], To: to, Signal: sig, Programmer: newProgrammer}, nil
 	})
 	upgrade.Flags().StringVar(&to, "to", "", "release to upgrade to: "+config.ReleaseList())
 	upgrade.Flags().StringVar(&sig, "signal", "KILL", "signal the old BIRD gets: KILL (a pod deletion) or TERM (BIRD sends Cease)")
+	upgrade.Flags().StringVar(&newProgrammer, "programmer", "", "the node runs this programmer binary from the upgrade on (your own build, under the process contract of dataplane/programmer)")
 
 	var allowUnknown bool
 	set := verb(&cobra.Command{

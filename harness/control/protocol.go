@@ -35,8 +35,10 @@ var ErrNoCluster = errors.New("no birdcage cluster is up: start one with birdcag
 type Request struct {
 	Verb string `json:"verb"` // info, upgrade, set, bird, probe, timeline, birdc, routes, down
 	Node string `json:"node,omitempty"`
-	// upgrade
-	To string `json:"to,omitempty"`
+	// upgrade; Programmer, when set, is a programmer binary (an absolute
+	// path on the supervisor's host) the node runs from the upgrade on.
+	To         string `json:"to,omitempty"`
+	Programmer string `json:"programmer,omitempty"`
 	// upgrade, bird kill: KILL or TERM
 	Signal string `json:"signal,omitempty"`
 	// bird: kill or start; Recovery starts it with -R.

@@ -128,6 +128,25 @@ func (p *Programmer) Restarts() []Restart {
 }
 
 // Start starts the process (with release rel) and supervises it.
+// Binary is the programmer binary the next Start runs.
+func (p *Programmer) Binary() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.binary
+}
+
+// SetBinary changes the binary the next Start runs (an upgrade that also
+// replaces the programmer build); the programmer must not be running.
+func (p *Programmer) SetBinary(path string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil {
+		return fmt.Errorf("programmer %s: running; stop it before changing its binary", p.node)
+	}
+	p.binary = path
+	return nil
+}
+
 func (p *Programmer) Start(rel config.Release) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
