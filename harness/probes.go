@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/birdcage/birdcage/bpf"
 	"github.com/birdcage/birdcage/harness/probe"
@@ -105,10 +106,31 @@ func StartProbeSession(ctx context.Context, s ProbeSession) (*probe.Session, err
 	if s.MayNotFlow {
 		return ps, nil
 	}
-	if err := ps.WaitFlowing(ctx); err != nil {
-		return nil, fmt.Errorf("probes never flowed (a handover judged on no traffic proves nothing): %w", err)
+	wait, err := flowingTimeout()
+	if err != nil {
+		ps.Stop()
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if err := ps.WaitFlowing(wctx); err != nil {
+		ps.Stop()
+		return nil, fmt.Errorf("probes never flowed within %s (a handover judged on no traffic proves nothing): %w", wait, err)
 	}
 	return ps, nil
+}
+
+// flowingTimeout bounds how long a session may take to get every flow
+// delivering: 30 s on a machine at native speed (a converged cluster's
+// flows deliver within milliseconds), stretched by the timeout scale. A
+// topology whose packets go nowhere (a tunnel that does not encapsulate)
+// fails here instead of hanging.
+func flowingTimeout() (time.Duration, error) {
+	s, err := TimeoutScale()
+	if err != nil {
+		return 0, err
+	}
+	return time.Duration(float64(30*time.Second) * s), nil
 }
 
 // Probes starts probe traffic (StartProbeSession), with counters at every
