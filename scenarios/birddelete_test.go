@@ -31,6 +31,21 @@ package scenarios_test
 // route timeline can tell "BIRD's delete missed" from "BIRD sent none"; the
 // trace can.
 //
+// The kernel-metric knob: the claim is about a delete of a route whose key
+// (destination, TOS, priority) the programmer's route shares. From 3.32
+// Calico's kernel filter writes BGP routes at krt_metric 1024
+// (calico_kernel_programming, confd SetMetricForBGPRoutes @ de60d98e97a7 /
+// 6609dea54713; docs/conformance.md rows 17–18) while Felix writes IPv4
+// cluster routes at priority 0 (felix/routetable normalizeRouteKey, same
+// commits), so on the faithful 3.33 profile BIRD's route and the
+// programmer's are two kernel routes: the programmer adds beside BIRD's,
+// and BIRD's delete removes BIRD's own route, leaving the programmer's
+// untouched (the second entry shows that). The design's model — one route
+// per destination, BIRD's at the fork's metric 0 (3.31, T31 bird_ipam @
+// 3cdeae8f7ace) — is what the first entry runs, with
+// BGPConfiguration.kernelMetric 0 (a birdcage knob, recorded as a departure
+// in the result) so that BIRD's route and the programmer's share the key.
+//
 // Guards: before the withdrawal node-2's BIRD exports node-3's block to its
 // kernel protocol (so there is a route for it to remove) and the route in
 // the kernel is the programmer's; after it, BIRD has reconfigured, no
@@ -59,6 +74,7 @@ import (
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/testenv"
 )
@@ -70,8 +86,13 @@ const birdDeleteScanTime = 60
 
 var _ = Describe("A real BIRD's delete of a route the programmer took over", Label("noencap", "protodelete", "claim3"), func() {
 	It("misses the programmer's route: no delete, no window without a route, no probe lost", func(ctx SpecContext) {
-		// 1. 3.33 defaults on no-encap: BIRD programs every remote block.
-		c := startCluster(ctx, "noencap", harness.Options{RouteRefreshInterval: 2 * time.Second, Timers: confd.Timers{ScanTime: birdDeleteScanTime}})
+		// 1. 3.33 defaults on no-encap: BIRD programs every remote block,
+		// at kernel metric 0 by the kernelMetric knob (see the top: the
+		// key BIRD's route shares with the programmer's; 3.33 itself
+		// writes at 1024).
+		sharedKey := 0
+		c := startCluster(ctx, "noencap", harness.Options{RouteRefreshInterval: 2 * time.Second, Timers: confd.Timers{ScanTime: birdDeleteScanTime},
+			BGP: datastore.BGPConfiguration{KernelMetric: &sharedKey}})
 		node1, node2, node3 := c.Node("node-1"), c.Node("node-2"), c.Node("node-3")
 		block1, block3 := blockOf(node1.NS, "noencap-pool"), blockOf(node3.NS, "noencap-pool")
 		for _, b := range []netip.Prefix{block1, block3} {
