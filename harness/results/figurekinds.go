@@ -129,6 +129,7 @@ var figureKinds = map[string]FigureKind{
 	"node2RouteEventsAfterWithdrawal":         KindCount,
 	"readvertisementsSteady":                  KindCount,
 	"readvertisementsAfterWithdrawal":         KindCount,
+	"bestRouteIsPeersReadvertisementSteady":   KindCount,
 	"remoteBlocksOwnedByOthersAfterDowngrade": KindCount,
 	"straysLeft":                              KindCount,
 	"flowsWithLoss":                           KindCount,
