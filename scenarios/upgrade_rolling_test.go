@@ -8,7 +8,10 @@ package scenarios_test
 // owner is one replace. And the catalogue's "node by node": a rolling
 // upgrade of every node in turn keeps that on every node, all through.
 //
-// Scenario: the ipip cluster on pre-3.33 (BIRD owns IPIP), probes both ways
+// Scenario: the ipip cluster on 3.31 (headlineFrom: BIRD owns IPIP and
+// writes at metric 0, the programmer's key — T31 bird_ipam @ 3cdeae8f7ace;
+// from 3.32 BIRD writes at 1024 and the 3.33 programmer deletes it first,
+// the known gap of upgrade_window_test.go), probes both ways
 // between every pair of nodes, then each node in turn upgraded to 3.33 (old
 // BIRD SIGKILLed, as a pod deletion does), waiting for it to converge
 // before the next. Guard per node: BIRD's route via tunl0 to every remote
@@ -40,7 +43,7 @@ import (
 
 var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "upgrade", "claim4", "timing"), func() {
 	It("replaces each BIRD route in one operation: no delete, never two routes, no gap, on every node", func(ctx SpecContext) {
-		c := startCluster(ctx, "ipip", harness.Options{Release: config.Pre333})
+		c := startCluster(ctx, "ipip", harness.Options{Release: headlineFrom})
 		probes, err := c.Probes(ctx, harness.ProbeOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		begin := c.Mark("rolling upgrade begins")
@@ -103,7 +106,7 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 		res.Figures["deletesOfRemoteBlocks"] = float64(deletes)
 		res.Figures["prefixesWithTwoRoutes"] = float64(doubles)
 		res.Figures["rollingUpgradeSeconds"] = float64(end.Mono-begin.Mono) / 1e9
-		report("rolling upgrade 3.32 → 3.33 of every node in turn (old BIRD SIGKILLed)", table.String()+harness.GapTable(rep), res)
+		report("rolling upgrade "+string(headlineFrom)+" → 3.33 of every node in turn (old BIRD SIGKILLed)", table.String()+harness.GapTable(rep), res)
 
 		for _, n := range c.Nodes() {
 			tl := c.Timeline(n.Name)
