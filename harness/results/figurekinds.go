@@ -277,6 +277,7 @@ var figureKindRules = []figureKindRule{
 	{Prefix: "lost ", Kind: KindLoss},    // per flow
 	{Prefix: "missing ", Kind: KindLoss}, // per flow
 	{Prefix: "birdDeletesRefused ", Kind: KindCount},
+	{Prefix: "birdDeletesAccepted ", Kind: KindSize}, // a BIRD deleting its own route (coexisting routes)
 	{Prefix: "routeRequestsAfterWithdrawal ", Kind: KindCount},
 	{Prefix: "routeEventsAfterWithdrawal ", Kind: KindCount},
 	{Prefix: "remoteBlocks ", Kind: KindSize}, // per ownership class
