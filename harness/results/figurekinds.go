@@ -229,6 +229,7 @@ var figureKinds = map[string]FigureKind{
 	"exportsToEBGP":                         KindSize, // eBGP peers do receive them
 	"otherBlocksExportedSteady":             KindSize, // exports to eBGP, by decision
 	"programmerRoutesExportedSteady":        KindSize,
+	"ownKernelRouteBestSteady":              KindSize, // dualtor: both ToRs prefer the node's own re-export
 	"programmerRoutesExportedAfterWithdrawal":  KindSize,
 	"ipv6RemoteBlocks":                         KindSize,
 	"ipv6IPIPBlocksWithAKernelRoute":           KindSize,
