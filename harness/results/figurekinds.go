@@ -134,6 +134,7 @@ var figureKinds = map[string]FigureKind{
 	"node2RouteEventsAfterWithdrawal":           KindCount,
 	"readvertisementsSteady":                    KindCount,
 	"readvertisementsAfterWithdrawal":           KindCount,
+	"sameSubnetReadvertisementsSteady":          KindCount, // CrossSubnet's eth0 half, from 3.32 in the steady state
 	"bestRouteIsPeersReadvertisementSteady":     KindCount,
 	"sameSubnetReadvertisementsAfterWithdrawal": KindCount, // CrossSubnet's eth0 re-advertisement gap
 	"remoteBlocksOwnedByOthersAfterDowngrade":   KindCount,
