@@ -31,6 +31,21 @@ package scenarios_test
 // route timeline can tell "BIRD's delete missed" from "BIRD sent none"; the
 // trace can.
 //
+// The kernel-metric knob: the claim is about a delete of a route whose key
+// (destination, TOS, priority) the programmer's route shares. From 3.32
+// Calico's kernel filter writes BGP routes at krt_metric 1024
+// (calico_kernel_programming, confd SetMetricForBGPRoutes @ de60d98e97a7 /
+// 6609dea54713; docs/conformance.md rows 17–18) while Felix writes IPv4
+// cluster routes at priority 0 (felix/routetable normalizeRouteKey, same
+// commits), so on the faithful 3.33 profile BIRD's route and the
+// programmer's are two kernel routes: the programmer adds beside BIRD's,
+// and BIRD's delete removes BIRD's own route, leaving the programmer's
+// untouched (the second entry shows that). The design's model — one route
+// per destination, BIRD's at the fork's metric 0 (3.31, T31 bird_ipam @
+// 3cdeae8f7ace) — is what the first entry runs, with
+// BGPConfiguration.kernelMetric 0 (a birdcage knob, recorded as a departure
+// in the result) so that BIRD's route and the programmer's share the key.
+//
 // Guards: before the withdrawal node-2's BIRD exports node-3's block to its
 // kernel protocol (so there is a route for it to remove) and the route in
 // the kernel is the programmer's; after it, BIRD has reconfigured, no
@@ -59,6 +74,7 @@ import (
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/testenv"
 )
@@ -70,8 +86,13 @@ const birdDeleteScanTime = 60
 
 var _ = Describe("A real BIRD's delete of a route the programmer took over", Label("noencap", "protodelete", "claim3"), func() {
 	It("misses the programmer's route: no delete, no window without a route, no probe lost", func(ctx SpecContext) {
-		// 1. 3.33 defaults on no-encap: BIRD programs every remote block.
-		c := startCluster(ctx, "noencap", harness.Options{RouteRefreshInterval: 2 * time.Second, Timers: confd.Timers{ScanTime: birdDeleteScanTime}})
+		// 1. 3.33 defaults on no-encap: BIRD programs every remote block,
+		// at kernel metric 0 by the kernelMetric knob (see the top: the
+		// key BIRD's route shares with the programmer's; 3.33 itself
+		// writes at 1024).
+		sharedKey := 0
+		c := startCluster(ctx, "noencap", harness.Options{RouteRefreshInterval: 2 * time.Second, Timers: confd.Timers{ScanTime: birdDeleteScanTime},
+			BGP: datastore.BGPConfiguration{KernelMetric: &sharedKey}})
 		node1, node2, node3 := c.Node("node-1"), c.Node("node-2"), c.Node("node-3")
 		block1, block3 := blockOf(node1.NS, "noencap-pool"), blockOf(node3.NS, "noencap-pool")
 		for _, b := range []netip.Prefix{block1, block3} {
@@ -234,6 +255,102 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		}
 		for _, f := range rep.Flows {
 			Expect(f).To(harness.HaveNoGap().Through(endRep), "flow %s lost probes after BIRD withdrew the routes", f.Flow)
+		}
+	})
+	It("on 3.33's own metric (BIRD at 1024) the routes coexist: BIRD's delete removes BIRD's route, the programmer's stays, no probe lost", func(ctx SpecContext) {
+		// The faithful 3.33 render: BIRD writes at krt_metric 1024
+		// (confd SetMetricForBGPRoutes @ 6609dea54713), the programmer at
+		// priority 0, so the two are different kernel routes and the
+		// claim's case (a delete of the key the programmer holds) does not
+		// arise; what happens instead is shown here.
+		c := startCluster(ctx, "noencap", harness.Options{RouteRefreshInterval: 2 * time.Second, Timers: confd.Timers{ScanTime: birdDeleteScanTime}})
+		node2, node3 := c.Node("node-2"), c.Node("node-3")
+		block3 := blockOf(node3.NS, "noencap-pool")
+		Eventually(node2).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+			Should(harness.HaveClusterRoute(block3).ProgrammedBy(harness.ByBIRD).Via("eth0").Only(), "guard: BIRD owns no-encap on the 3.33 defaults")
+		cl, err := c.Store.Read(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		birdMetric := confd.RouteMetric(cl.BGP, node2.Release())
+		Expect(birdMetric).To(Equal(1024), "guard: 3.33's BIRD writes BGP routes at 1024")
+		Expect(birdMetricsTo(node2, []netip.Prefix{block3})).To(Equal([]int{1024}), "guard: node-2's BIRD route to %s is at 1024", block3)
+		trace, err := c.TraceRoutes(node2.Name)
+		testenv.SkipIfMissing(GinkgoT(), err, "the netlink route trace")
+		Expect(err).NotTo(HaveOccurred())
+
+		// The programmer takes no-encap too: its route at 0 goes in beside
+		// BIRD's at 1024 (different keys), BIRD still exports its own.
+		setPairLive(ctx, c, string(config.Enabled), "", false, config.R333)
+		Eventually(func() ([]kroute.Route, error) { return node2.Routes(block3) }).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
+			Should(ConsistOf(
+				SatisfyAll(HaveField("Protocol", designProgrammerProtocol), HaveField("Metric", 0)),
+				SatisfyAll(HaveField("Protocol", kroute.ProtoBIRD), HaveField("Metric", 1024))),
+				"node-2 holds the programmer's route to %s at 0 beside BIRD's at 1024", block3)
+		Eventually(func() bool { return exportedToKernel(ctx, node2, block3) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+			Should(BeTrue(), "guard: node-2's BIRD still exports %s to kernel4", block3)
+
+		wl2, wl3 := harness.Endpoint(node2.NS.Workloads[0]), harness.Endpoint(node3.NS.Workloads[0])
+		probes, err := c.Probes(ctx, harness.ProbeOptions{Flows: probe.Both(wl2, wl3)})
+		Expect(err).NotTo(HaveOccurred())
+
+		// BGPConfiguration Disabled: BIRD withdraws what it exported.
+		reconf := lastReconfiguration(ctx, node2)
+		withdrawn, err := c.SetProgramClusterRoutes(ctx, config.Enabled, config.Disabled)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() string { return lastReconfiguration(ctx, node2) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+			ShouldNot(Equal(reconf), "node-2's BIRD should reconfigure for BGPConfiguration Disabled")
+		pid := node2.BIRD.Pid()
+		var dels harness.RouteRequests
+		Eventually(func() (harness.RouteRequests, error) {
+			reqs, err := trace.Requests()
+			dels = reqs.Between(withdrawn.Mono, 0).To(block3).Deletes().From(pid)
+			if len(dels.Unanswered()) > 0 {
+				return nil, err
+			}
+			return dels, err
+		}).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).ShouldNot(BeEmpty(),
+			"node-2's BIRD (pid %d) should send an RTM_DELROUTE for %s when it stops exporting it", pid, block3)
+		for _, d := range dels {
+			Expect(kroute.Protocol(d.Protocol)).To(Equal(kroute.ProtoBIRD), "BIRD's delete names protocol bird: %v", d)
+			// (BIRD 2.0.12 names no RTA_PRIORITY on this delete, read as
+			// metric 0 — measured; its routes' metric is per route,
+			// krt_metric, under kernel `metric 0`. An IPv4 delete without
+			// a priority matches on the protocol it names, so it takes
+			// BIRD's 1024 route, not the programmer's proto 80 one: the
+			// timeline checks below say which went.)
+			Expect(d.Errno).To(BeZero(), "the kernel accepts BIRD's delete of its own 1024 route: %v", d)
+		}
+		waitFullResyncs(node2, 2)
+		end := c.Mark("two full resyncs after the withdrawal")
+		endRep, err := probes.Report()
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() (*probe.Report, error) { return probes.Report() }).WithTimeout(scaled(60*time.Second)).WithPolling(50*time.Millisecond).
+			Should(harness.HaveNoGap().Through(endRep), "every probe sent before the end mark should arrive")
+		rep, err := probes.Stop()
+		Expect(err).NotTo(HaveOccurred())
+
+		tl := c.Timeline(node2.Name)
+		var progDeletes, birdDeletes int
+		for _, e := range deletesOf(tl, block3, withdrawn.Mono, end.Mono) {
+			switch e.Route.Protocol {
+			case designProgrammerProtocol:
+				progDeletes++
+			case kroute.ProtoBIRD:
+				birdDeletes++
+			}
+		}
+		res := c.Result("a real BIRD's delete on 3.33's metric 1024 removes BIRD's own route beside the programmer's (no-encap)", rep)
+		res.Figures["birdDeletesAccepted node-2"] = float64(len(dels))
+		res.Figures["routeEventsAfterWithdrawal node-2"] = float64(tl.Flaps(block3, withdrawn.Mono, end.Mono).Changes())
+		res.Notes = append(res.Notes, "node-2 route requests for "+block3.String()+" after the withdrawal: "+strings.Join(dels.Strings(), "; "))
+		report(fmt.Sprintf("a real BIRD delete at 3.33's metric 1024: node-2's BIRD sent %d RTM_DELROUTE proto bird, accepted; BIRD's route deleted %d time(s), the programmer's %d", len(dels), birdDeletes, progDeletes),
+			harness.GapTable(rep), res)
+
+		Expect(birdDeletes).To(Equal(1), "BIRD's own 1024 route to %s went once", block3)
+		Expect(progDeletes).To(BeZero(), "the programmer's route to %s was never deleted", block3)
+		Expect(tl.NoRouteWindows(block3, withdrawn.Mono, end.Mono)).To(BeEmpty(), "node-2 had no route to %s after the withdrawal", block3)
+		Expect(node2).To(harness.HaveClusterRoute(block3).ProgrammedBy(harness.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).Via("eth0").Only())
+		for _, f := range rep.Flows {
+			Expect(f).To(harness.HaveNoGap().Through(endRep), "flow %s lost probes after BIRD withdrew its route", f.Flow)
 		}
 	})
 })

@@ -83,8 +83,11 @@ func lateAges() []lateAge {
 
 var _ = Describe("Persisted-route cleanup has no time bound", Label("ipip", "cleanup", "claim1"), func() {
 	It("removes stray proto bird routes via tunl0 that appear at several ages of the programmer, up to past its 30th resync (two minutes and the 100th with the full form)", func(ctx SpecContext) {
-		// 1. pre-3.33: BIRD owns IPIP; node-2's routes are BIRD's.
-		c := startCluster(ctx, "ipip", harness.Options{Release: config.Pre333, RouteRefreshInterval: lateNoBoundRefresh})
+		// 1. 3.31 (headlineFrom, as the upgrade specs): BIRD owns IPIP;
+		// node-2's routes are BIRD's, at metric 0 (no krt_metric in 3.31's
+		// kernel filter, T31 bird_ipam @ 3cdeae8f7ace; from 3.32 BIRD
+		// writes at 1024), the shape the late strays are planted in.
+		c := startCluster(ctx, "ipip", harness.Options{Release: headlineFrom, RouteRefreshInterval: lateNoBoundRefresh})
 		node2, node3 := c.Node("node-2"), c.Node("node-3")
 		early := blockOf(node3.NS, "ipip-pool")
 		Eventually(node2).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
@@ -189,8 +192,8 @@ func waitFullResyncsLong(node *harness.Node, n int) int {
 
 var _ = Describe("Persisted-route cleanup when BIRD is not run for want of BGP peers", Label("ipip", "cleanup", "claim2"), func() {
 	It("the 3.33 programmer removes BIRD's stray while BGP stays enabled; a pre-3.33 programmer keeps it", func(ctx SpecContext) {
-		// 1. pre-3.33: BIRD owns IPIP.
-		c := startCluster(ctx, "ipip", harness.Options{Release: config.Pre333, RouteRefreshInterval: lateRefresh})
+		// 1. 3.31 (headlineFrom): BIRD owns IPIP.
+		c := startCluster(ctx, "ipip", harness.Options{Release: headlineFrom, RouteRefreshInterval: lateRefresh})
 		node1, node2, node3, node4 := c.Node("node-1"), c.Node("node-2"), c.Node("node-3"), c.Node("node-4")
 		stray, wanted := blockOf(node3.NS, "ipip-pool"), blockOf(node4.NS, "ipip-pool")
 		for _, n := range []*harness.Node{node1, node2} {
@@ -219,7 +222,7 @@ var _ = Describe("Persisted-route cleanup when BIRD is not run for want of BGP p
 		// 3. node-2 comes back on 3.33, node-1 (control) on pre-3.33.
 		migrated := c.Mark("migration begins")
 		act(c.UpgradeNode(ctx, node2.Name, config.R333, harness.UpgradeOptions{}))
-		act(c.UpgradeNode(ctx, node1.Name, config.Pre333, harness.UpgradeOptions{}))
+		act(c.UpgradeNode(ctx, node1.Name, headlineFrom, harness.UpgradeOptions{}))
 		for _, n := range []*harness.Node{node1, node2} {
 			Expect(n.Peers()).To(BeEmpty(), "guard: %s's rendered config has no BGP peer", n.Name)
 			Expect(n.BIRD.Running()).To(BeFalse(), "guard: %s's BIRD is not run for want of peers", n.Name)
@@ -245,7 +248,7 @@ var _ = Describe("Persisted-route cleanup when BIRD is not run for want of BGP p
 		res := c.Result("persisted-route cleanup, BIRD not run for want of BGP peers", nil)
 		res.Figures["strayRemovedAfterMigrationMs"] = float64(removedAt-migrated.Mono) / 1e6
 		res.Figures["routeRefreshIntervalMs"] = float64(lateRefresh.Milliseconds())
-		report(fmt.Sprintf("cleanup with no BGP peers (BIRD not run, BGP enabled): node-2 (3.33) removed the stray %.0f ms after the migration began; node-1 (3.32) kept it",
-			res.Figures["strayRemovedAfterMigrationMs"]), "", res)
+		report(fmt.Sprintf("cleanup with no BGP peers (BIRD not run, BGP enabled): node-2 (3.33) removed the stray %.0f ms after the migration began; node-1 (%s) kept it",
+			res.Figures["strayRemovedAfterMigrationMs"], headlineFrom), "", res)
 	})
 })

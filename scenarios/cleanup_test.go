@@ -172,7 +172,20 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 				migrated = act(c.UpgradeNode(ctx, node2.Name, tc.release, harness.UpgradeOptions{}))
 				Expect(node2.BIRD.Running()).To(BeTrue(), "guard: the new BIRD must run (in recovery)")
 			case absentKilledNotRestarted:
-				migrated, err = c.SetProgramClusterRoutes(ctx, config.EnabledIPIPOnly, config.EnabledNoEncapOnly)
+				// The value that makes node-2's programmer own IPIP on its
+				// release: 3.33's EnabledIPIPOnly; 3.31's and 3.32's Felix
+				// has only Enabled|Disabled (felix/config/config_params.go
+				// @ 3cdeae8f7ace, de60d98e97a7) and reads an unknown
+				// value as its default, Disabled, with a warning — so
+				// there it is Enabled (IPIP and no-encap; this topology
+				// has no no-encap pool). BGPConfiguration likewise: 3.32's
+				// confd has Enabled|Disabled (anything but Disabled is
+				// Enabled); node-2's BIRD is dead either way.
+				felix, bgp := config.EnabledIPIPOnly, config.EnabledNoEncapOnly
+				if tc.release != config.R333 {
+					felix, bgp = config.Enabled, config.Enabled
+				}
+				migrated, err = c.SetProgramClusterRoutes(ctx, felix, bgp)
 				Expect(err).NotTo(HaveOccurred())
 				Eventually(func() []supervisor.Restart { return syncedRestarts(node2) }).WithTimeout(scaled(30*time.Second)).
 					WithPolling(50*time.Millisecond).ShouldNot(BeEmpty(), "node-2's programmer restarts for the ownership change")

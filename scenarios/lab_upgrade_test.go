@@ -45,8 +45,9 @@ var _ = func() bool {
 		DescribeTable("the upgraded node loses no outbound probe while the programmer takes over BIRD's tunnel routes, and the lab is left as found",
 			func(ctx SpecContext, sig syscall.Signal) {
 				const upgraded = "node-2"
-				// 1. Every node on pre-3.33: BIRD owns the IPIP routes.
-				l, _ := attachLab(ctx, labStart{from: ownership{owner: harness.ByBIRD}, ipip: true, release: config.Pre333, upgraded: upgraded},
+				// 1. Every node on 3.31 (headlineFrom, see upgrade_test.go):
+				// BIRD owns the IPIP routes, at the programmer's metric 0.
+				l, _ := attachLab(ctx, labStart{from: ownership{owner: harness.ByBIRD}, ipip: true, release: headlineFrom, upgraded: upgraded},
 					lab.ActionUpgrade)
 				up := l.Node(upgraded)
 				Expect(up).NotTo(BeNil(), "the lab has no %s to upgrade", upgraded)
@@ -158,7 +159,7 @@ var _ = func() bool {
 				Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve %s measure the platform's own loss", upgraded)
 				res.Figures["platformMissingPerControlFlowMax"] = float64(platform.Max)
 				AddReportEntry("platform loss", platform.String())
-				report(fmt.Sprintf("upgrade of %s 3.32 → 3.33 on lab %s, old BIRD %s: lost probes per flow", upgraded, l.M.Name, sig),
+				report(fmt.Sprintf("upgrade of %s %s → 3.33 on lab %s, old BIRD %s: lost probes per flow", upgraded, headlineFrom, l.M.Name, sig),
 					harness.GapTable(rep), res)
 
 				// 6. The claim: no window and no delete on the upgraded

@@ -49,6 +49,7 @@ import (
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/topo"
@@ -393,12 +394,22 @@ func runOwnershipMatrix(ctx context.Context, setup matrixSetup) []matrixRow {
 
 	// 1. A cluster on the release defaults (a supported pair), with every
 	// remote block of every node listed with its class.
+	//
+	// BIRD writes at kernelMetric 0 (a recorded departure), the key the
+	// programmer's IPv4 route has: the matrix's double programming is the
+	// design's "both components fight over the same CIDRs", judged by
+	// BIRD's refused writes. From 3.32 Calico's BIRD writes at krt_metric
+	// 1024 (confd SetMetricForBGPRoutes @ de60d98e97a7 / 6609dea54713;
+	// docs/conformance.md row 17), so there a double-programmed prefix
+	// has two coexisting routes and no write is refused.
+	sharedKey := 0
 	c := startClusterOn(ctx, setup.topology, harness.Options{
 		Release: rel,
 		// Short refresh and scan so a window of two resyncs and two scans
 		// costs seconds, not minutes.
 		RouteRefreshInterval: time.Second,
 		Timers:               confd.Timers{ScanTime: 1},
+		BGP:                  datastore.BGPConfiguration{KernelMetric: &sharedKey},
 	})
 	var blocks []matrixBlock
 	for _, n := range c.Nodes() {

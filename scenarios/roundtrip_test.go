@@ -1,7 +1,9 @@
 package scenarios_test
 
 // The upgrade gate's round trip (issue 13): A → B → A. Node-2 is upgraded
-// from pre-3.33 to 3.33 and then downgraded back, the old BIRD SIGKILLed
+// from 3.31 (headlineFrom: BIRD at the programmer's metric 0, see
+// upgrade_test.go; from 3.32 BIRD writes at 1024 and 3.33's delete-first
+// opens a window, upgrade_window_test.go) to 3.33 and then downgraded back, the old BIRD SIGKILLed
 // each time (what deleting the pod does), with probes running between
 // every pair of nodes throughout; each leg is reported as its own figures
 // (lost probes in and out of node-2, the longest disruption, no-route
@@ -38,15 +40,15 @@ import (
 // roundTripOwner is §1's owner of the remote blocks' routes per pool type
 // and release, as the design states it.
 var roundTripOwner = map[string]map[config.Release]harness.Owner{
-	"noencap": {config.Pre333: harness.ByBIRD, config.R333: harness.ByBIRD},
-	"ipip":    {config.Pre333: harness.ByBIRD, config.R333: harness.ByProgrammer},
+	"noencap": {config.R331: harness.ByBIRD, config.Pre333: harness.ByBIRD, config.R333: harness.ByBIRD},
+	"ipip":    {config.R331: harness.ByBIRD, config.Pre333: harness.ByBIRD, config.R333: harness.ByProgrammer},
 }
 
 var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrade", "roundtrip", "timing"), func() {
 	DescribeTable("node-2 upgraded pre-3.33 → 3.33 and downgraded back with probes throughout; each leg reported",
 		func(ctx SpecContext, topology string) {
-			// 1. Every node on pre-3.33.
-			c := startCluster(ctx, topology, harness.Options{Release: config.Pre333})
+			// 1. Every node on 3.31.
+			c := startCluster(ctx, topology, harness.Options{Release: headlineFrom})
 			node := c.Node("node-2")
 			remote := c.RemoteBlocks(node.Name)
 			Expect(remote).NotTo(BeEmpty())
@@ -66,7 +68,7 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 			}
 			// 2. Guard: A's owner programs every remote block before
 			// anything moves, or "no loss" would prove nothing.
-			owned(config.Pre333)()
+			owned(headlineFrom)()
 
 			// 3. Probes at the default rate both ways between every pair.
 			probes, err := c.Probes(ctx, harness.ProbeOptions{})
@@ -91,7 +93,7 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 			// 5. Leg 2, the downgrade back to pre-3.33: converged, and
 			// exactly one route to every remote block, whoever owns it.
 			down := c.Mark("round trip: downgrade begins")
-			act(c.UpgradeNode(ctx, node.Name, config.Pre333, harness.UpgradeOptions{Signal: syscall.SIGKILL}))
+			act(c.UpgradeNode(ctx, node.Name, headlineFrom, harness.UpgradeOptions{Signal: syscall.SIGKILL}))
 			Expect(c.WaitConverged(ctx)).To(Succeed())
 			for _, b := range remote {
 				Eventually(node).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
@@ -128,7 +130,7 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 			Expect(err).NotTo(HaveOccurred())
 
 			// 6. Figures, per leg.
-			res := c.Result("upgrade round trip "+topology+" (3.32 → 3.33 → 3.32, SIGKILL)", rep)
+			res := c.Result("upgrade round trip "+topology+" ("+string(headlineFrom)+" → 3.33 → "+string(headlineFrom)+", SIGKILL)", rep)
 			legs := []struct {
 				name     string
 				from, to int64
@@ -170,7 +172,7 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 			}
 			res.Figures["remoteBlocksOwnedByBIRDAfterDowngrade"] = float64(byBIRD)
 			res.Figures["remoteBlocksOwnedByOthersAfterDowngrade"] = float64(byProgrammer)
-			report("upgrade round trip on "+topology+": node-2 3.32 → 3.33 → 3.32, lost probes per flow over both legs", harness.GapTable(rep), res)
+			report("upgrade round trip on "+topology+": node-2 "+string(headlineFrom)+" → 3.33 → "+string(headlineFrom)+", lost probes per flow over both legs", harness.GapTable(rep), res)
 
 			// 7. Guard: probes flowed through both legs (every flow
 			// delivered more during each), so zero loss means something.

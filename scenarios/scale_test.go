@@ -408,7 +408,9 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade", "timing")
 		via := scaleVia(pool)
 		tp, err := topo.Generate(topo.GenSpec{Nodes: n, Pool: pool})
 		Expect(err).NotTo(HaveOccurred())
-		c := startClusterOn(ctx, tp, harness.Options{Release: config.Pre333})
+		// From 3.31 (headlineFrom, see upgrade_test.go: BIRD at the
+		// programmer's metric 0; 3.32 → 3.33 is upgrade_window_test.go's gap).
+		c := startClusterOn(ctx, tp, harness.Options{Release: headlineFrom})
 		start := c.Mark("rollout begins")
 		var steps []scaleStep
 		for i, nd := range c.Net.Nodes {
@@ -420,7 +422,7 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade", "timing")
 			Expect(plan.Sampled).To(BeNumerically(">", 0), plan.String())
 			// Guard: before its upgrade the node's remote-block routes are
 			// the old release's owner's (BIRD's, via tunl0 on IPIP).
-			ownedBy(c, c.Node(nd.Name), roundTripOwner[pool][config.Pre333], via)
+			ownedBy(c, c.Node(nd.Name), roundTripOwner[pool][headlineFrom], via)
 			oldPid := c.Node(nd.Name).BIRD.Pid()
 			st := probedChange(ctx, c, plan, func() error {
 				_, err := c.UpgradeNode(ctx, nd.Name, config.R333, harness.UpgradeOptions{Signal: syscall.SIGKILL})
@@ -538,7 +540,7 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade", "timing")
 		res.Figures["bpfMapBytesPerSession"] = float64(steps[0].mapBytes)
 		res.Figures["bpfCountersPerSession"] = float64(steps[0].counters)
 		res.Notes = append(res.Notes, "flow plan per step: "+steps[0].plan.String())
-		report(fmt.Sprintf("rolling upgrade of %d nodes 3.32 → 3.33 (%s, old BIRD SIGKILL)", n, pool), b.String(), res)
+		report(fmt.Sprintf("rolling upgrade of %d nodes %s → 3.33 (%s, old BIRD SIGKILL)", n, headlineFrom, pool), b.String(), res)
 
 		// The claim, at every step: nothing lost on the upgraded node's way
 		// out while it was being upgraded — beyond what the sample (no

@@ -8,7 +8,10 @@ package scenarios_test
 // owner is one replace. And the catalogue's "node by node": a rolling
 // upgrade of every node in turn keeps that on every node, all through.
 //
-// Scenario: the ipip cluster on pre-3.33 (BIRD owns IPIP), probes both ways
+// Scenario: the ipip cluster on 3.31 (headlineFrom: BIRD owns IPIP and
+// writes at metric 0, the programmer's key — T31 bird_ipam @ 3cdeae8f7ace;
+// from 3.32 BIRD writes at 1024 and the 3.33 programmer deletes it first,
+// the known gap of upgrade_window_test.go), probes both ways
 // between every pair of nodes, then each node in turn upgraded to 3.33 (old
 // BIRD SIGKILLed, as a pod deletion does), waiting for it to converge
 // before the next. Guard per node: BIRD's route via tunl0 to every remote
@@ -58,7 +61,7 @@ import (
 
 var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "upgrade", "claim4", "timing"), func() {
 	DescribeTable("replaces each BIRD route in one operation: no delete, never two routes, no gap, on every node", func(ctx SpecContext, sig syscall.Signal) {
-		c := startCluster(ctx, "ipip", harness.Options{Release: config.Pre333})
+		c := startCluster(ctx, "ipip", harness.Options{Release: headlineFrom})
 		// order is each node's place in the roll. With SIGTERM, node n's
 		// route to a block of a node upgraded before it is judged only
 		// from n's own upgrade on (judgedFrom), when the programmer owns it.
@@ -152,7 +155,7 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 		res.Figures["prefixesWithTwoRoutes"] = float64(doubles)
 		res.Figures["rollingUpgradeSeconds"] = float64(end.Mono-begin.Mono) / 1e9
 		res.Figures["ceaseWithdrawalsOnNodesNotYetUpgraded"] = float64(ceaseWithdrawals)
-		report("rolling upgrade 3.32 → 3.33 of every node in turn (old BIRD "+sig.String()+")", table.String()+harness.GapTable(rep), res)
+		report("rolling upgrade "+string(headlineFrom)+" → 3.33 of every node in turn (old BIRD "+sig.String()+")", table.String()+harness.GapTable(rep), res)
 
 		if sig == syscall.SIGTERM {
 			Expect(ceaseWithdrawals).To(BeNumerically(">", 0), "control: a SIGTERMed BIRD sends a Cease, so some node not yet upgraded should withdraw its route to the upgraded node's block")

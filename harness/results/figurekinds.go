@@ -79,6 +79,10 @@ var figureKinds = map[string]FigureKind{
 	"longestGapMedianPerStepMs":        KindGap,
 	"longestPeerNoRouteMs":             KindGap,
 	"upgradeLongestNoRouteWindowMs":    KindGap,
+	"upgradeNoRouteWindowMs":           KindGap,
+	"upgradeNoRouteWindowMsMin":        KindGap,
+	"upgradeNoRouteWindowMsMedian":     KindGap,
+	"upgradeNoRouteWindowMsMax":        KindGap,
 	"upgradeLongestGapMs":              KindGap,
 	"downgradeLongestGapMs":            KindGap,
 	"downgradeLongestNoRouteWindowMs":  KindGap,
@@ -115,6 +119,7 @@ var figureKinds = map[string]FigureKind{
 	"deletesOfRemoteBlocks":                     KindCount,
 	"deletesAtUpgradedNode":                     KindCount,
 	"prefixesWithTwoRoutes":                     KindCount,
+	"blocksWithNoRouteWindow":                   KindCount,
 	"stepsWithPeerWithoutRoute":                 KindCount,
 	"peersWithoutRoute":                         KindCount,
 	"birdWritesRefused":                         KindCount,
@@ -129,6 +134,8 @@ var figureKinds = map[string]FigureKind{
 	"node2RouteEventsAfterWithdrawal":           KindCount,
 	"readvertisementsSteady":                    KindCount,
 	"readvertisementsAfterWithdrawal":           KindCount,
+	"sameSubnetReadvertisementsSteady":          KindCount, // CrossSubnet's eth0 half, from 3.32 in the steady state
+	"bestRouteIsPeersReadvertisementSteady":     KindCount,
 	"sameSubnetReadvertisementsAfterWithdrawal": KindCount, // CrossSubnet's eth0 re-advertisement gap
 	"remoteBlocksOwnedByOthersAfterDowngrade":   KindCount,
 	"straysLeft":                                KindCount,
@@ -223,6 +230,7 @@ var figureKinds = map[string]FigureKind{
 	"exportsToEBGP":                         KindSize, // eBGP peers do receive them
 	"otherBlocksExportedSteady":             KindSize, // exports to eBGP, by decision
 	"programmerRoutesExportedSteady":        KindSize,
+	"ownKernelRouteBestSteady":              KindSize, // dualtor: both ToRs prefer the node's own re-export
 	"programmerRoutesExportedAfterWithdrawal":  KindSize,
 	"ipv6RemoteBlocks":                         KindSize,
 	"ipv6IPIPBlocksWithAKernelRoute":           KindSize,
@@ -286,6 +294,7 @@ var figureKindRules = []figureKindRule{
 	{Prefix: "lost ", Kind: KindLoss},    // per flow
 	{Prefix: "missing ", Kind: KindLoss}, // per flow
 	{Prefix: "birdDeletesRefused ", Kind: KindCount},
+	{Prefix: "birdDeletesAccepted ", Kind: KindSize}, // a BIRD deleting its own route (coexisting routes)
 	{Prefix: "routeRequestsAfterWithdrawal ", Kind: KindCount},
 	{Prefix: "routeEventsAfterWithdrawal ", Kind: KindCount},
 	{Prefix: "remoteBlocks ", Kind: KindSize}, // per ownership class

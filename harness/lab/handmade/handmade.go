@@ -304,7 +304,7 @@ func Build(ctx context.Context, r *run.Run, o Options) (*Lab, error) {
 		if err := os.MkdirAll(nd, 0o755); err != nil {
 			return nil, err
 		}
-		for _, rel := range []config.Release{config.Pre333, config.R333} {
+		for _, rel := range config.Releases {
 			for _, v := range values {
 				c := *cluster
 				c.BGP.ProgramClusterRoutes = string(v)
