@@ -146,52 +146,76 @@ func (c *Capture) loop() {
 			c.mu.Lock()
 			stopping := c.closed
 			c.mu.Unlock()
-			if !stopping { // else: Stop closed the socket
+			if !stopping {
 				c.setErr(err)
+				return
 			}
+			// Stop: what is still queued on the socket crossed the
+			// interface before it; read it without waiting (the fd is
+			// non-blocking), up to the first EAGAIN.
+			_ = rc.Control(func(fd uintptr) {
+				for {
+					n, oobn, _, _, rerr = unix.Recvmsg(int(fd), pkt, oob, unix.MSG_TRUNC)
+					if rerr != nil {
+						if rerr != unix.EAGAIN {
+							c.setErr(rerr)
+						}
+						return
+					}
+					if err := c.write(pkt, n, oob[:oobn]); err != nil {
+						c.setErr(err)
+						return
+					}
+				}
+			})
 			return
 		}
 		if rerr != nil {
 			c.setErr(rerr)
 			return
 		}
-		ts := time.Now()
-		if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
-			for _, m := range msgs {
-				if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= int(unsafe.Sizeof(unix.Timespec{})) {
-					t := (*unix.Timespec)(unsafe.Pointer(&m.Data[0]))
-					ts = time.Unix(t.Sec, t.Nsec)
-				}
-			}
-		}
-		length := n
-		if n > len(pkt) {
-			n = len(pkt)
-		}
-		data := pkt[:n]
-		if c.o.Keep != nil && !c.o.Keep(c.link, data) {
-			continue
-		}
-		if len(data) > c.o.Snaplen {
-			data = data[:c.o.Snaplen]
-		}
-		c.mu.Lock()
-		if c.stats.Bytes+16+int64(len(data)) > c.o.MaxBytes {
-			c.stats.OverLimit++
-			c.mu.Unlock()
-			continue
-		}
-		err = c.w.WritePacket(gopacket.CaptureInfo{Timestamp: ts, CaptureLength: len(data), Length: length}, data)
-		if err == nil {
-			c.stats.Packets++
-			c.stats.Bytes += 16 + int64(len(data))
-		}
-		c.mu.Unlock()
-		if err != nil {
+		if err := c.write(pkt, n, oob[:oobn]); err != nil {
 			c.setErr(err)
 			return
 		}
 	}
+}
+
+// write puts one received packet (n bytes on the wire, its control
+// messages in oob) in the file, if the filter keeps it.
+func (c *Capture) write(pkt []byte, n int, oob []byte) error {
+	ts := time.Now()
+	if msgs, err := unix.ParseSocketControlMessage(oob); err == nil {
+		for _, m := range msgs {
+			if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= int(unsafe.Sizeof(unix.Timespec{})) {
+				t := (*unix.Timespec)(unsafe.Pointer(&m.Data[0]))
+				ts = time.Unix(t.Sec, t.Nsec)
+			}
+		}
+	}
+	length := n
+	if n > len(pkt) {
+		n = len(pkt)
+	}
+	data := pkt[:n]
+	if c.o.Keep != nil && !c.o.Keep(c.link, data) {
+		return nil
+	}
+	if len(data) > c.o.Snaplen {
+		data = data[:c.o.Snaplen]
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stats.Bytes+16+int64(len(data)) > c.o.MaxBytes {
+		c.stats.OverLimit++
+		return nil
+	}
+	if err := c.w.WritePacket(gopacket.CaptureInfo{Timestamp: ts, CaptureLength: len(data), Length: length}, data); err != nil {
+		return err
+	}
+	c.stats.Packets++
+	c.stats.Bytes += 16 + int64(len(data))
+	return nil
 }
 
 func (c *Capture) setErr(err error) {
@@ -227,8 +251,18 @@ func (c *Capture) Stop() (Stats, error) {
 			}
 		})
 	}
-	cerr := c.sock.Close()
-	<-c.done
+	// Drain before closing: a read deadline in the past makes the loop
+	// read every packet already queued on the socket and return at the
+	// first EAGAIN (closing at once dropped what the loop had not read
+	// yet — under load, the whole of a short check's packets).
+	var cerr error
+	if err := c.sock.SetReadDeadline(time.Now()); err != nil {
+		cerr = c.sock.Close()
+		<-c.done
+	} else {
+		<-c.done
+		cerr = c.sock.Close()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.stats.KernelDrops = drops

@@ -130,3 +130,54 @@ func TestCaptureKeepsProbePortOnly(t *testing.T) {
 		t.Errorf("file size %v, stats say %d", fi, fst.Bytes)
 	}
 }
+
+// TestStopKeepsWhatWasQueued: a packet that crossed the interface before
+// Stop is in the file, even when the capture's reader had not got to it
+// yet. Captured on the sending end, so each datagram is in the packet
+// socket's queue by the time its write returns; Stop is called at once.
+func TestStopKeepsWhatWasQueued(t *testing.T) {
+	tn := testenv.NewNetNS(t, "pcapstop")
+	tn.Veth(t, "s0", "s1", "10.99.1.1/24")
+	n := tn.NS
+	c, err := Start(Options{Netns: n.Path(), Iface: "s0", Path: filepath.Join(t.TempDir(), "stop.pcap"), Keep: UDPPort(47001)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const sent = 500
+	err = n.Do(func(ns.NetNS) error {
+		h, err := netlink.NewHandle()
+		if err != nil {
+			return err
+		}
+		defer h.Close()
+		s0, err := h.LinkByName("s0")
+		if err != nil {
+			return err
+		}
+		mac, _ := net.ParseMAC("02:00:00:00:00:04")
+		if err := h.NeighAdd(&netlink.Neigh{LinkIndex: s0.Attrs().Index, State: netlink.NUD_PERMANENT, IP: net.IPv4(10, 99, 1, 3), HardwareAddr: mac}); err != nil {
+			return err
+		}
+		conn, err := net.DialUDP("udp4", &net.UDPAddr{IP: net.IPv4(10, 99, 1, 1)}, &net.UDPAddr{IP: net.IPv4(10, 99, 1, 3), Port: 47001})
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		for i := range sent {
+			if _, err := conn.Write([]byte(fmt.Sprintf("seq-%04d", i))); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Packets+st.KernelDrops != sent {
+		t.Errorf("the capture stopped right after the sends holds %d packets (%d dropped by the kernel), want all %d sent before Stop", st.Packets, st.KernelDrops, sent)
+	}
+}

@@ -240,6 +240,8 @@ var figureKinds = map[string]FigureKind{
 	"remoteIPIPBlockRoutes":                    KindSize,
 	"multipathRemoteBlocks":                    KindSize,
 	"singlePathRemoteBlocks":                   KindSize,
+	"torBestRoutesViaNonOwner":                 KindCount,
+	"torBlockRoutesChecked":                    KindSize,
 	"multipathRoutes":                          KindSize,
 	"singlePathRoutes":                         KindSize,
 	"nexthops":                                 KindSize,
