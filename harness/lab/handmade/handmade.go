@@ -85,6 +85,10 @@ type Options struct {
 	Release config.Release
 	// Felix and BGP are the initial programClusterRoutes values ("": unset).
 	Felix, BGP config.ProgramClusterRoutes
+	// KernelMetric, when set, is BGPConfiguration.kernelMetric: BIRD
+	// writes every route at this metric instead of the release's (a
+	// departure, recorded in the rendered configs).
+	KernelMetric *int
 	// Programmer is the route programmer binary (default
 	// $BIRDCAGE_PROGRAMMER).
 	Programmer string
@@ -202,7 +206,7 @@ func Build(ctx context.Context, r *run.Run, o Options) (*Lab, error) {
 	}
 	put(datastore.KindIPPool, "pool", datastore.IPPool{Name: "pool", CIDR: pool, IPIPMode: ipipMode, VXLANMode: datastore.EncapNever, BlockSize: 26})
 	put(datastore.KindFelixConfiguration, "", datastore.FelixConfiguration{ProgramClusterRoutes: string(o.Felix), RouteRefreshInterval: "5s"})
-	put(datastore.KindBGPConfiguration, "", datastore.BGPConfiguration{ProgramClusterRoutes: string(o.BGP)})
+	put(datastore.KindBGPConfiguration, "", datastore.BGPConfiguration{ProgramClusterRoutes: string(o.BGP), KernelMetric: o.KernelMetric})
 
 	m := lab.Manifest{Name: "handmade", Pools: []string{pool}, Datastore: &lab.Datastore{Dir: filepath.Join(dir, "datastore")}}
 	if rc != nil {
