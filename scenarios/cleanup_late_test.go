@@ -176,18 +176,7 @@ var _ = Describe("Persisted-route cleanup has no time bound", Label("ipip", "cle
 // limit grows with n (a resync each lateNoBoundRefresh, twice over).
 func waitFullResyncsLong(node *harness.Node, n int) int {
 	GinkgoHelper()
-	st, err := node.Programmer.Status()
-	Expect(err).NotTo(HaveOccurred())
-	last, seen := st.LastResyncUnixNano, 0
-	Eventually(func() int {
-		if st, err := node.Programmer.Status(); err == nil && st.LastResyncUnixNano > last {
-			last = st.LastResyncUnixNano
-			seen++
-		}
-		return seen
-	}).WithTimeout(scaled(time.Minute+time.Duration(2*n)*lateNoBoundRefresh)).WithPolling(50*time.Millisecond).Should(BeNumerically(">=", n),
-		"%s's programmer should resync the kernel every routeRefreshInterval", node.Name)
-	return seen
+	return waitFullResyncsWithin(node, n, scaled(time.Minute+time.Duration(2*n)*lateNoBoundRefresh))
 }
 
 var _ = Describe("Persisted-route cleanup when BIRD is not run for want of BGP peers", Label("ipip", "cleanup", "claim2"), func() {

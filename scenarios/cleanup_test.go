@@ -365,6 +365,12 @@ func addFixtureRoute(n *harness.Node, dst netip.Prefix, gw netip.Addr, dev strin
 // full kernel re-reads after now, and returns how many it saw.
 func waitFullResyncs(node *harness.Node, n int) int {
 	GinkgoHelper()
+	return waitFullResyncsWithin(node, n, scaled(2*time.Minute))
+}
+
+// waitFullResyncsWithin is waitFullResyncs with its own limit.
+func waitFullResyncsWithin(node *harness.Node, n int, limit time.Duration) int {
+	GinkgoHelper()
 	st, err := node.Programmer.Status()
 	Expect(err).NotTo(HaveOccurred())
 	last, seen := st.LastResyncUnixNano, 0
@@ -374,7 +380,7 @@ func waitFullResyncs(node *harness.Node, n int) int {
 			seen++
 		}
 		return seen
-	}).WithTimeout(scaled(2*time.Minute)).WithPolling(100*time.Millisecond).Should(BeNumerically(">=", n),
+	}).WithTimeout(limit).WithPolling(50*time.Millisecond).Should(BeNumerically(">=", n),
 		"%s's programmer should resync the kernel every routeRefreshInterval", node.Name)
 	return seen
 }
