@@ -52,6 +52,7 @@ type ClusterRouteMatcher struct {
 	onlink    bool
 	protocol  kroute.Protocol
 	exclusive bool
+	best      bool
 	actual    []kroute.Route
 	readErr   error
 }
@@ -88,6 +89,14 @@ func (m *ClusterRouteMatcher) Onlink() *ClusterRouteMatcher { m.onlink = true; r
 // of the old owner left beside the new owner's fails it.
 func (m *ClusterRouteMatcher) Only() *ClusterRouteMatcher { m.exclusive = true; return m }
 
+// Best makes the match about the route the kernel forwards by: the
+// described route has the lowest metric of the node's routes to the
+// prefix and no other route shares that metric. Routes at a higher
+// metric may sit beside it (count them apart where they matter: a BIRD
+// that restarts with another kernel metric leaves its predecessor's
+// routes in place, see the round trip's downgrade leg).
+func (m *ClusterRouteMatcher) Best() *ClusterRouteMatcher { m.best = true; return m }
+
 // WithProgrammerProtocol says which protocol ProgrammedBy(ByProgrammer)
 // means: the cluster's deviceRouteProtocol, when the scenario set one
 // (Calico's default, kroute.ProtoCalicoDefault, otherwise).
@@ -114,17 +123,26 @@ func (m *ClusterRouteMatcher) Match(actual any) (bool, error) {
 // matchRoutes is the verdict on a node's routes to (and inside) the prefix.
 func (m *ClusterRouteMatcher) matchRoutes(rs []kroute.Route) bool {
 	exact, found := 0, false
+	lowest, atLowest, lowestMatches := 0, 0, false
 	for _, r := range rs {
 		if r.Dst != m.prefix {
 			continue
 		}
-		exact++
-		if m.routeMatches(r) {
-			found = true
+		ok := m.routeMatches(r)
+		switch {
+		case exact == 0 || r.Metric < lowest:
+			lowest, atLowest, lowestMatches = r.Metric, 1, ok
+		case r.Metric == lowest:
+			atLowest++
 		}
+		exact++
+		found = found || ok
 	}
 	if m.exclusive {
 		return found && exact == 1
+	}
+	if m.best {
+		return lowestMatches && atLowest == 1
 	}
 	return found
 }
@@ -182,6 +200,9 @@ func (m *ClusterRouteMatcher) wantTo(dst string) string {
 	s := fmt.Sprintf("a forwarding route to %s programmed by %s", dst, by)
 	if m.exclusive {
 		s = fmt.Sprintf("exactly one route to %s, forwarding, programmed by %s", dst, by)
+	}
+	if m.best && !m.exclusive {
+		s = fmt.Sprintf("as its best route to %s (lowest metric, alone at it) a forwarding route programmed by %s", dst, by)
 	}
 	if m.gateway.IsValid() {
 		s += " via gateway " + m.gateway.String()

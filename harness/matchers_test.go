@@ -132,6 +132,17 @@ func TestHaveClusterRoute(t *testing.T) {
 			[]kroute.Route{tunnelRoute(calicoProto, peerIP, false)}, "fail"},
 		{"a device route has no gateway to match", HaveClusterRoute(block).Gateway(peerIP),
 			[]kroute.Route{progRoute("tunl0")}, "fail"},
+		{"Best: the owner's route at the lowest metric, a leftover above it", HaveClusterRoute(block).ProgrammedBy(ByBIRD).Best(),
+			[]kroute.Route{birdRoute("eth0", 2147483547), birdRoute("eth0", 0)}, "pass"},
+		{"Best: the wanted route sits above another", HaveClusterRoute(block).ProgrammedBy(ByProgrammer).Best(),
+			[]kroute.Route{{Dst: block, Type: kroute.Unicast, Protocol: calicoProto, NextHops: dev("eth0"), Metric: 1024}, birdRoute("eth0", 0)}, "fail"},
+		{"Best: two routes share the lowest metric", HaveClusterRoute(block).ProgrammedBy(ByBIRD).Best(),
+			[]kroute.Route{birdRoute("eth0", 0), progRoute("eth0")}, "fail"},
+		{"Best: the lowest-metric route does not forward", HaveClusterRoute(block).Best(),
+			[]kroute.Route{{Dst: block, Protocol: birdProto, Type: kroute.Blackhole}, birdRoute("eth0", 32)}, "fail"},
+		{"Best: no route", HaveClusterRoute(block).Best(), nil, "fail"},
+		{"Best: a route inside the prefix does not compete", HaveClusterRoute(block).ProgrammedBy(ByBIRD).Best(),
+			[]kroute.Route{birdRoute("eth0", 32), {Dst: inside, Type: kroute.Unicast, Protocol: calicoProto, Metric: 0}}, "pass"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			n := &fakeNode{name: "node-2", routes: c.routes}

@@ -14,9 +14,10 @@ package scenarios_test
 // probes lose nothing; the routes end with the 3.33 owner (§1: the
 // programmer owns IPIP cluster routes, BIRD owns no-encap ones). The design
 // says nothing about a downgrade, so that leg asserts only what any
-// rollback must give — the cluster converges again, node-2 ends with
-// exactly one route to every remote block and every peer with one to
-// node-2's blocks, every flow delivers again — and
+// rollback must give — the cluster converges again, node-2 forwards to
+// every remote block by one best route (routes the 3.33 BIRD left beneath
+// it are counted, step 5) and every peer has exactly one to node-2's
+// blocks, every flow delivers again — and
 // reports its loss and gaps as figures, not as a verdict. Who owns the
 // routes after the downgrade is reported (pre-3.33's owner is BIRD
 // everywhere, but nothing in the design makes the pre-3.33 programmer
@@ -90,14 +91,26 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 			mid, err := probes.Report()
 			Expect(err).NotTo(HaveOccurred())
 
-			// 5. Leg 2, the downgrade back to pre-3.33: converged, and
-			// exactly one route to every remote block, whoever owns it.
+			// 5. Leg 2, the downgrade back to 3.31: converged, and the
+			// route node-2 forwards by to every remote block (its lowest
+			// metric) forwards through the pool's device, whoever owns it.
+			// Routes left beneath it are counted (step 6), not refused: a
+			// 3.33 node among 3.31 peers writes their routes at
+			// krt_metric 2147483647 − local_pref = 2147483547 (Calico
+			// release-v3.33 6609dea5, bgp_processor.go
+			// SetMetricForBGPRoutes; the 3.31 peers send local_pref
+			// 100), the downgraded BIRD writes at 0, and when its routes
+			// are installed before its first kernel scan, BIRD's scan
+			// takes the second proto-bird route to a prefix as "already
+			// seen" and leaves it (BIRD v2.0.12 and v1.6.8
+			// sysdep/unix/krt.c krt_got_route). Measured here with BIRD
+			// 2.0.12: 1 run in 4 left one beside every remote block.
 			down := c.Mark("round trip: downgrade begins")
 			act(c.UpgradeNode(ctx, node.Name, headlineFrom, harness.UpgradeOptions{Signal: syscall.SIGKILL}))
 			Expect(c.WaitConverged(ctx)).To(Succeed())
 			for _, b := range remote {
 				Eventually(node).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
-					Should(harness.HaveClusterRoute(b).Via(via).Only(), "node-2 should end the downgrade with one route to %s", b)
+					Should(harness.HaveClusterRoute(b).Via(via).Best(), "node-2 should end the downgrade forwarding to %s by one best route", b)
 			}
 			// ...and every other node has a route to node-2's blocks again
 			// (converged sessions do not say the peers re-learned them),
@@ -155,23 +168,35 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 					res.Notes = append(res.Notes, fmt.Sprintf("%s leg: some flow had more disruptions than the report lists; its figures count the listed ones", l.name))
 				}
 			}
-			byBIRD, byProgrammer := 0, 0
+			byBIRD, byProgrammer, leftover := 0, 0, 0
 			for _, b := range remote {
 				rs, err := node.Routes(b)
 				Expect(err).NotTo(HaveOccurred())
-				for _, r := range rs {
+				var best *kroute.Route
+				for i, r := range rs {
 					if r.Dst != b {
 						continue
 					}
-					if r.Protocol == kroute.ProtoBIRD {
-						byBIRD++
-					} else {
-						byProgrammer++
+					if best != nil {
+						leftover++
 					}
+					if best == nil || r.Metric < best.Metric {
+						best = &rs[i]
+					}
+				}
+				Expect(best).NotTo(BeNil(), "node-2 lost its route to %s after the downgrade", b)
+				if best.Protocol == kroute.ProtoBIRD {
+					byBIRD++
+				} else {
+					byProgrammer++
 				}
 			}
 			res.Figures["remoteBlocksOwnedByBIRDAfterDowngrade"] = float64(byBIRD)
 			res.Figures["remoteBlocksOwnedByOthersAfterDowngrade"] = float64(byProgrammer)
+			res.Figures["downgradeLeftoverRoutes"] = float64(leftover)
+			if leftover > 0 {
+				res.Notes = append(res.Notes, fmt.Sprintf("downgrade leg: %d route(s) to remote blocks left beneath the best one (the 3.33 BIRD's, at its krt_metric): the downgraded BIRD's kernel scan took them as already seen", leftover))
+			}
 			report("upgrade round trip on "+topology+": node-2 "+string(headlineFrom)+" → 3.33 → "+string(headlineFrom)+", lost probes per flow over both legs", harness.GapTable(rep), res)
 
 			// 7. Guard: probes flowed through both legs (every flow
