@@ -82,6 +82,17 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 				Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
 					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice).Only(), "guard: before its upgrade %s's route to %s is BIRD's", n.Name, b)
 			}
+			// The route timeline stamps an event when it reads it, so it
+			// can trail the kernel the guard just read: with SIGTERM, a
+			// peer's route re-learned after an earlier node's Cease was
+			// seen in the kernel, but its add reached the timeline 9.7 ms
+			// after this mark, and the tail of a window nobody judges
+			// fell inside the judged span (CI, 2026-12-02). The span
+			// starts once the timeline holds every route the guard saw.
+			for _, b := range remote {
+				Eventually(func() int { return forwardingRoutesTo(c.Timeline(n.Name), b) }).WithTimeout(scaled(10*time.Second)).WithPolling(5*time.Millisecond).
+					Should(Equal(1), "%s's route timeline catches up with its route to %s", n.Name, b)
+			}
 			from := c.Mark(fmt.Sprintf("upgrade of %s begins", n.Name))
 			starts = append(starts, from.Mono)
 			act(c.UpgradeNode(ctx, n.Name, config.R333, harness.UpgradeOptions{Signal: sig}))
@@ -271,4 +282,16 @@ func maxRoutesAtOnce(m *timeline.Monitor, p netip.Prefix, from, to int64) int {
 		most = len(present)
 	}
 	return most
+}
+
+// forwardingRoutesTo counts the forwarding main-table routes to exactly b
+// in a route timeline's current state.
+func forwardingRoutesTo(tl *timeline.Monitor, b netip.Prefix) int {
+	n := 0
+	for _, r := range tl.Routes() {
+		if r.Dst == b && r.Table == kroute.MainTable && r.Forwards() {
+			n++
+		}
+	}
+	return n
 }
