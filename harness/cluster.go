@@ -374,10 +374,8 @@ func (c *Cluster) Routers() []*Router { return c.routers }
 // Node returns the named node; it panics on a name the topology lacks,
 // which is a bug in the scenario.
 func (c *Cluster) Node(name string) *Node {
-	for _, n := range c.nodes {
-		if n.Name == name {
-			return n
-		}
+	if n := c.lookup(name); n != nil {
+		return n
 	}
 	panic(fmt.Sprintf("harness: no node %q in topology %s", name, c.Net.Topology.Name))
 }

@@ -156,7 +156,7 @@ func attachLab(ctx context.Context, start labStart, needs ...lab.Action) (*lab.L
 			if rel == "" {
 				rel = config.R333
 			}
-			_, err := l.UpgradeNode(ctx, start.upgraded, rel, syscall.SIGTERM)
+			_, err := l.UpgradeNode(ctx, start.upgraded, rel, harness.UpgradeOptions{Signal: syscall.SIGTERM})
 			Expect(err).NotTo(HaveOccurred(), "move %s back to %s", start.upgraded, rel)
 			waitLabOwned(ctx, l, from.owner, "the lab's starting owner is back")
 		case m.Has(lab.ActionSetProgramClusterRoutes):

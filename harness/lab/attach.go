@@ -320,13 +320,25 @@ func (l *Lab) SetProgramClusterRoutes(ctx context.Context, felix, bgp config.Pro
 		map[string]string{"felix": string(felix), "bgp": string(bgp)})
 }
 
-// UpgradeNode moves a node to a release, its old BIRD going with sig.
-func (l *Lab) UpgradeNode(ctx context.Context, node string, rel config.Release, sig syscall.Signal) (harness.Event, error) {
+// UpgradeNode moves a node to a release by the manifest's upgrade action,
+// its old BIRD going with o.Signal (SIGKILL when unset, as on a built
+// cluster). A lab's command decides what it runs, so o.BIRD and
+// o.Programmer are refused, naming the field.
+func (l *Lab) UpgradeNode(ctx context.Context, node string, rel config.Release, o harness.UpgradeOptions) (harness.Event, error) {
 	if l.Node(node) == nil {
 		return harness.Event{}, fmt.Errorf("lab %s: no node %q (nodes: %s)", l.M.Name, node, strings.Join(l.M.NodeNames(), ", "))
 	}
+	switch {
+	case o.BIRD != "":
+		return harness.Event{}, fmt.Errorf("lab %s: upgrade %s: field BIRD (%q): a lab's upgrade action picks its own BIRD; leave it empty", l.M.Name, node, o.BIRD)
+	case o.Programmer != "":
+		return harness.Event{}, fmt.Errorf("lab %s: upgrade %s: field Programmer (%q): a lab's upgrade action picks its own programmer; leave it empty", l.M.Name, node, o.Programmer)
+	}
+	if o.Signal == 0 {
+		o.Signal = syscall.SIGKILL
+	}
 	return l.Do(ctx, ActionUpgrade, fmt.Sprintf("UpgradeNode(%s→%s)", node, rel),
-		map[string]string{"node": node, "release": string(rel), "signal": signalName(sig)})
+		map[string]string{"node": node, "release": string(rel), "signal": signalName(o.Signal)})
 }
 
 // KillBIRD sends sig to a node's BIRD.
@@ -336,10 +348,10 @@ func (l *Lab) KillBIRD(ctx context.Context, node string, sig syscall.Signal) (ha
 }
 
 // StartBIRD starts a node's BIRD (with graceful-restart recovery, -R,
-// when recovery is set).
-func (l *Lab) StartBIRD(ctx context.Context, node string, recovery bool) (harness.Event, error) {
-	return l.Do(ctx, ActionStartBIRD, fmt.Sprintf("StartBIRD(%s, recovery=%v)", node, recovery),
-		map[string]string{"node": node, "recovery": fmt.Sprint(recovery)})
+// when o.Recovery is set).
+func (l *Lab) StartBIRD(ctx context.Context, node string, o harness.StartBIRDOptions) (harness.Event, error) {
+	return l.Do(ctx, ActionStartBIRD, fmt.Sprintf("StartBIRD(%s, recovery=%v)", node, o.Recovery),
+		map[string]string{"node": node, "recovery": fmt.Sprint(o.Recovery)})
 }
 
 // BGPSessions asks a node's BIRD (the manifest's birdc action, `show
