@@ -138,6 +138,8 @@ var figureKinds = map[string]FigureKind{
 	"bestRouteIsPeersReadvertisementSteady":     KindCount,
 	"sameSubnetReadvertisementsAfterWithdrawal": KindCount, // CrossSubnet's eth0 re-advertisement gap
 	"remoteBlocksOwnedByOthersAfterDowngrade":   KindCount,
+	"peerNoRouteWindows":                        KindCount,
+	"inboundLostInPeerNoRouteWindows":           KindLoss,
 	"downgradeLeftoverRoutes":                   KindCount, // varies between runs (BIRD's scan race); compare medians over repeats
 	"straysLeft":                                KindCount,
 	"flowsWithLoss":                             KindCount,
