@@ -73,6 +73,24 @@ func (s SweepStated) SpreadMs() float64 {
 
 func durMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
+// ProcessStartAllowance is what one process start may add beyond the
+// timing model's stated delays: confd's render and BIRD's configure after
+// the stated latency, or the programmer's exec, first dump and first write
+// after its startup delay D. It is stated, not measured, so a programmer
+// (or confd) that gets slower fails the intercept instead of widening its
+// own bound (CI measured 58–93 ms and 57–63 ms on 2026-12-02).
+const ProcessStartAllowance = 150 * time.Millisecond
+
+// InterceptBoundMs bounds |c| in a sample's gap g = D + c from the stated
+// quantities alone. c is the programmer's overhead beyond D (0 ..
+// ProcessStartAllowance) less BIRD's withdrawal delay (ConfdLatency plus
+// 0 .. ProcessStartAllowance), so c lies in [−(ConfdLatency +
+// ProcessStartAllowance), ProcessStartAllowance]; the probe quantisation
+// adds up to two intervals and the platform one stall at each end.
+func (s SweepStated) InterceptBoundMs() float64 {
+	return 2*durMs(s.ProbeInterval) + durMs(s.ConfdLatency) + durMs(ProcessStartAllowance) + 2*durMs(s.PlatformStall)
+}
+
 // MaxJudgeableSlopeTolerance is the widest slope tolerance at which a sweep
 // still tells a gap one restart long (slope 1) from one half as dependent
 // on the restart: past it the sweep's delays span too little for the

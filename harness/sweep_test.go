@@ -188,3 +188,17 @@ func TestSweepSpreadCarriesTheStatedPlatformStall(t *testing.T) {
 		t.Errorf("slope 1 under TCG: %v", err)
 	}
 }
+
+// The intercept bound is the stated quantities' sum, nothing measured: a
+// native 1 kHz run with the realistic model's 100 ms confd latency allows
+// 2 + 100 + 150 ms; a stalling platform adds a stall at each end.
+func TestInterceptBoundIsStated(t *testing.T) {
+	if got := nativeStated.InterceptBoundMs(); got != 252 {
+		t.Errorf("native intercept bound %.1f ms, want 252", got)
+	}
+	s := vmStated
+	s.PlatformStall = TCGStall
+	if got, want := s.InterceptBoundMs(), 2*20+300+150+2*150.0; got != want {
+		t.Errorf("TCG intercept bound %.1f ms, want %.1f", got, want)
+	}
+}

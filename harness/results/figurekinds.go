@@ -221,6 +221,7 @@ var figureKinds = map[string]FigureKind{
 	"deviceRouteProtocol":                   KindSize,
 	"boundMs":                               KindSize,
 	"budgetMs":                              KindSize,
+	"interceptBoundMs":                      KindSize,
 	"slopeTolerance":                        KindSize,
 	"fitSlope":                              KindSize,
 	"fitR2":                                 KindSize,
