@@ -495,7 +495,7 @@ func (n *Node) Routes(dst netip.Prefix) ([]kroute.Route, error) {
 			if !kr.Dst.IsValid() {
 				continue
 			}
-			if dst.IsValid() && !within(dst, kr.Dst) {
+			if dst.IsValid() && !kroute.Within(dst, kr.Dst) {
 				continue
 			}
 			out = append(out, kr)
@@ -503,9 +503,6 @@ func (n *Node) Routes(dst netip.Prefix) ([]kroute.Route, error) {
 	}
 	return out, nil
 }
-
-// within says whether p is dst or a prefix inside it.
-func within(dst, p netip.Prefix) bool { return dst.Bits() <= p.Bits() && dst.Contains(p.Addr()) }
 
 // RemoteBlocks lists the blocks of every other node.
 func (c *Cluster) RemoteBlocks(node string) []netip.Prefix {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
@@ -103,11 +104,11 @@ func TestDualToRRoutesAreMultipath(t *testing.T) {
 	}
 	// The cluster-wide matcher (one route dump per node) agrees, and its
 	// control: the same routes are not the programmer's.
-	bird := HaveRemoteBlockRoutes().ProgrammedBy(ByBIRD).Only()
+	bird := judge.HaveRemoteBlockRoutes().ProgrammedBy(judge.ByBIRD).Only()
 	if ok, err := bird.Match(c); err != nil || !ok {
 		t.Errorf("HaveRemoteBlockRoutes: %v %s", err, bird.FailureMessage(c))
 	}
-	prog := HaveRemoteBlockRoutes().ProgrammedBy(ByProgrammer)
+	prog := judge.HaveRemoteBlockRoutes().ProgrammedBy(judge.ByProgrammer)
 	if ok, err := prog.Match(c); err != nil || ok {
 		t.Errorf("control: BIRD's routes matched as the programmer's (err %v)", err)
 	} else if !strings.Contains(prog.FailureMessage(c), "node-1: ") {
@@ -129,7 +130,7 @@ func TestUpgradeNodeEndState(t *testing.T) {
 	}
 	n := c.Node("node-2")
 	for _, b := range c.RemoteBlocks("node-2") {
-		m := HaveClusterRoute(b).ProgrammedBy(ByProgrammer).Via(topo.TunnelDevice)
+		m := judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice)
 		if err := poll(ctx, 50*time.Millisecond, func() bool { ok, _ := m.Match(n); return ok }); err != nil {
 			t.Error(m.FailureMessage(n))
 		}
@@ -183,15 +184,15 @@ func TestExportMatcher(t *testing.T) {
 	peer := n2.Address.Addr()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	own := BeExportedTo(n1.Blocks[0].CIDR, peer)
+	own := judge.BeExportedTo(n1.Blocks[0].CIDR, peer)
 	if err := poll(ctx, 50*time.Millisecond, func() bool { ok, _ := own.Match(c.Node(n1.Name)); return ok }); err != nil {
 		t.Fatal(own.FailureMessage(c.Node(n1.Name)))
 	}
-	other := BeExportedTo(n3.Blocks[0].CIDR, peer)
+	other := judge.BeExportedTo(n3.Blocks[0].CIDR, peer)
 	if ok, err := other.Match(c.Node(n1.Name)); err != nil || ok {
 		t.Errorf("%v: %s", err, other.NegatedFailureMessage(c.Node(n1.Name)))
 	}
-	if _, err := BeExportedTo(n1.Blocks[0].CIDR, n1.Address.Addr()).Match(c.Node(n1.Name)); err == nil {
+	if _, err := judge.BeExportedTo(n1.Blocks[0].CIDR, n1.Address.Addr()).Match(c.Node(n1.Name)); err == nil {
 		t.Error("a peer the node has no session to must be an error, not a mismatch")
 	}
 }

@@ -27,6 +27,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/lab"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/timeline"
@@ -47,7 +48,7 @@ var _ = func() bool {
 				const upgraded = "node-2"
 				// 1. Every node on 3.31 (headlineFrom, see upgrade_test.go):
 				// BIRD owns the IPIP routes, at the programmer's metric 0.
-				l, _ := attachLab(ctx, labStart{from: ownership{owner: harness.ByBIRD}, ipip: true, release: headlineFrom, upgraded: upgraded},
+				l, _ := attachLab(ctx, labStart{from: ownership{owner: judge.ByBIRD}, ipip: true, release: headlineFrom, upgraded: upgraded},
 					lab.ActionUpgrade)
 				up := l.Node(upgraded)
 				Expect(up).NotTo(BeNil(), "the lab has no %s to upgrade", upgraded)
@@ -148,14 +149,14 @@ var _ = func() bool {
 					"converged: "+sessions, fmt.Sprintf("probe interval %.1f ms", 1000/float64(rep.Rate)))
 
 				// The platform's own loss, by the one rule every upgrade
-				// spec uses (harness.PlatformLossOf): flows with neither end
+				// spec uses (judge.PlatformLossOf): flows with neither end
 				// at the upgraded node cross no route that changes, so
 				// natively they must lose nothing; under QEMU TCG they
 				// measure the stalls that hit every flow at once.
 				isControl := func(f probe.GapReport) bool { return !isUp(f.SrcAddr) && !isUp(f.DstAddr) }
-				controls, err := harness.HolesSince(rep, atBegin, atEnd, isControl)
+				controls, err := judge.HolesSince(rep, atBegin, atEnd, isControl)
 				Expect(err).NotTo(HaveOccurred())
-				platform, err := harness.PlatformLossOf(controls)
+				platform, err := judge.PlatformLossOf(controls)
 				Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve %s measure the platform's own loss", upgraded)
 				res.Figures["platformMissingPerControlFlowMax"] = float64(platform.Max)
 				AddReportEntry("platform loss", platform.String())
@@ -172,7 +173,7 @@ var _ = func() bool {
 				// ...and nothing lost on its way out beyond the platform's.
 				for _, f := range rep.Flows {
 					if isUp(f.SrcAddr) {
-						Expect(f).To(harness.HaveNoGap().Through(atEnd).BeyondPlatform(platform), "%s lost probes to %s during its upgrade", upgraded, f.DstAddr)
+						Expect(f).To(judge.HaveNoGap().Through(atEnd).BeyondPlatform(platform), "%s lost probes to %s during its upgrade", upgraded, f.DstAddr)
 					}
 				}
 			},

@@ -34,6 +34,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/bird/release"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/monoclock"
@@ -87,10 +88,10 @@ var _ = Describe("BIRD upgrade on one node, with probes running", Label("noencap
 
 			for _, f := range rep.Flows {
 				if isFrom(up, f.SrcAddr) {
-					Expect(f).To(harness.HaveNoGap().Through(atEnd), "design §4 (persist, -R): node-2 lost probes to %s while its BIRD moved %s→%s", f.DstAddr, from, to)
+					Expect(f).To(judge.HaveNoGap().Through(atEnd), "design §4 (persist, -R): node-2 lost probes to %s while its BIRD moved %s→%s", f.DstAddr, from, to)
 				}
 				if sig == syscall.SIGKILL && isFrom(up, f.DstAddr) {
-					Expect(f).To(harness.HaveNoGap().Through(atEnd), "graceful restart: after a SIGKILL peers keep node-2's routes as stale, so %s→node-2 loses nothing", f.SrcAddr)
+					Expect(f).To(judge.HaveNoGap().Through(atEnd), "graceful restart: after a SIGKILL peers keep node-2's routes as stale, so %s→node-2 loses nothing", f.SrcAddr)
 				}
 			}
 			for _, b := range remote {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/birdcage/birdcage/dataplane/programmer"
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -50,7 +51,7 @@ var _ = Describe("The upgrade gate catches a window", Label("ipip", "upgrade", "
 		// over), or a window would come from elsewhere.
 		for _, b := range remote {
 			Eventually(upgraded).WithTimeout(scaled(30 * time.Second)).WithPolling(50 * time.Millisecond).
-				Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice).Gateway(nodeAddrOf(c, b)).Onlink().Only())
+				Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD).Via(topo.TunnelDevice).Gateway(nodeAddrOf(c, b)).Onlink().Only())
 		}
 		probes, err := c.Probes(ctx, harness.ProbeOptions{})
 		Expect(err).NotTo(HaveOccurred())
@@ -61,7 +62,7 @@ var _ = Describe("The upgrade gate catches a window", Label("ipip", "upgrade", "
 		begin := act(c.UpgradeNode(ctx, upgraded.Name, config.R333, harness.UpgradeOptions{Signal: syscall.SIGKILL}))
 		for _, b := range remote {
 			Eventually(upgraded).WithTimeout(scaled(30 * time.Second)).WithPolling(20 * time.Millisecond).
-				Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer).Via(topo.TunnelDevice).Only())
+				Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice).Only())
 		}
 		Expect(c.WaitConverged(ctx)).To(Succeed())
 		end := c.Mark("converged after the faulty upgrade")
@@ -79,14 +80,14 @@ var _ = Describe("The upgrade gate catches a window", Label("ipip", "upgrade", "
 			}
 		}
 		// 5. The headline's probe judge on node-2's outbound flows.
-		controls, err := harness.HolesSince(rep, atBegin, atEnd, harness.NotInvolving(upgraded))
+		controls, err := judge.HolesSince(rep, atBegin, atEnd, judge.NotInvolving(upgraded))
 		Expect(err).NotTo(HaveOccurred())
-		platform, err := harness.PlatformLossOf(controls)
+		platform, err := judge.PlatformLossOf(controls)
 		Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve node-2 measure the platform's own loss")
 		caught := 0
 		for _, f := range rep.Flows {
 			if isFrom(upgraded, f.SrcAddr) {
-				if ok, err := harness.HaveNoGap().Through(atEnd).BeyondPlatform(platform).Match(f); err == nil && !ok {
+				if ok, err := judge.HaveNoGap().Through(atEnd).BeyondPlatform(platform).Match(f); err == nil && !ok {
 					caught++
 				}
 			}

@@ -34,6 +34,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/topo"
@@ -52,7 +53,7 @@ var _ = Describe("Upgrade handover on IPIP, node by node", Label("ipip", "upgrad
 			// before the upgrade, or "no loss" would prove nothing.
 			for _, b := range remote {
 				Eventually(upgraded).WithTimeout(scaled(30 * time.Second)).WithPolling(50 * time.Millisecond).
-					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice).Gateway(nodeAddrOf(c, b)).Onlink())
+					Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD).Via(topo.TunnelDevice).Gateway(nodeAddrOf(c, b)).Onlink())
 			}
 			// Guard: at the programmer's key (metric 0), so the claim's
 			// single replace is what the upgrade is about.
@@ -76,7 +77,7 @@ var _ = Describe("Upgrade handover on IPIP, node by node", Label("ipip", "upgrad
 			// and no other beside it...
 			for _, b := range remote {
 				Eventually(upgraded).WithTimeout(scaled(30 * time.Second)).WithPolling(20 * time.Millisecond).
-					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer).Via(topo.TunnelDevice).Gateway(nodeAddrOf(c, b)).Onlink().Only())
+					Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice).Gateway(nodeAddrOf(c, b)).Onlink().Only())
 			}
 			// ...and the cluster converges again (the new BIRD's sessions
 			// are back, so its recovery and reconciliation ran), with no
@@ -117,15 +118,15 @@ var _ = Describe("Upgrade handover on IPIP, node by node", Label("ipip", "upgrad
 			// their holes are the machine's (under QEMU TCG every flow loses
 			// 70–105 ms at once while a container starts). Where they lost
 			// nothing — native, KVM — the claim is exactly "no hole".
-			controls, err := harness.HolesSince(rep, atBegin, atEnd, harness.NotInvolving(upgraded))
+			controls, err := judge.HolesSince(rep, atBegin, atEnd, judge.NotInvolving(upgraded))
 			Expect(err).NotTo(HaveOccurred())
-			platform, err := harness.PlatformLossOf(controls)
+			platform, err := judge.PlatformLossOf(controls)
 			Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve node-2 measure the platform's own loss")
 			res.Figures["platformMissingPerControlFlowMax"] = float64(platform.Max)
 			AddReportEntry("platform loss", platform.String())
 			for _, f := range rep.Flows {
 				if isFrom(upgraded, f.SrcAddr) {
-					Expect(f).To(harness.HaveNoGap().Through(atEnd).BeyondPlatform(platform), "node-2 lost probes to %s during its upgrade", f.DstAddr)
+					Expect(f).To(judge.HaveNoGap().Through(atEnd).BeyondPlatform(platform), "node-2 lost probes to %s during its upgrade", f.DstAddr)
 				}
 			}
 		},

@@ -1,4 +1,4 @@
-package harness
+package judge
 
 import (
 	"errors"
@@ -6,17 +6,8 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/internal/monoclock"
 )
-
-// Sweep and SweepPoint are the results model's (harness/results): a figure
-// measured over a timing-model knob, with its fit.
-type (
-	Sweep      = results.Sweep
-	SweepPoint = results.SweepPoint
-)
-
-// NewSweep starts a sweep over knob, measured in unit (results.NewSweep).
-func NewSweep(knob, unit string) *Sweep { return results.NewSweep(knob, unit) }
 
 // SweepStated is what a restart-delay sweep's verdict may depend on: the
 // quantities the run was told (the probe interval, the timing model's
@@ -68,10 +59,8 @@ func StatedPlatformStall() time.Duration {
 // The programmer's fixed overhead beyond D is the same at every D: it moves
 // the intercept, never the slope, and so is not in the spread.
 func (s SweepStated) SpreadMs() float64 {
-	return 2*durMs(s.ProbeInterval) + durMs(s.ConfdLatency) + 2*durMs(s.PlatformStall)
+	return 2*monoclock.Ms(int64(s.ProbeInterval)) + monoclock.Ms(int64(s.ConfdLatency)) + 2*monoclock.Ms(int64(s.PlatformStall))
 }
-
-func durMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // MaxJudgeableSlopeTolerance is the widest slope tolerance at which a sweep
 // still tells a gap one restart long (slope 1) from one half as dependent
@@ -125,7 +114,7 @@ type SweepSlopeVerdict struct {
 // samples at xs, in ms) against the tolerance from stated. The error says
 // why the slope is not 1 within it, or wraps ErrSweepUnjudgeable when the
 // tolerance is too wide to mean anything.
-func JudgeSlope(fit Fit, xs []float64, stated SweepStated) (SweepSlopeVerdict, error) {
+func JudgeSlope(fit results.Fit, xs []float64, stated SweepStated) (SweepSlopeVerdict, error) {
 	v := SweepSlopeVerdict{Slope: fit.A, SpreadMs: stated.SpreadMs()}
 	tol, err := SlopeTolerance(xs, v.SpreadMs)
 	if err != nil {

@@ -1,4 +1,4 @@
-package harness
+package judge
 
 // Judging a change's probe loss against the platform's own.
 //
@@ -40,12 +40,14 @@ package harness
 import (
 	"fmt"
 	"math"
+	"net/netip"
 	"os"
 	"strings"
 
 	"github.com/onsi/gomega/types"
 
-	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/probe/report"
+	"github.com/birdcage/birdcage/harness/results"
 )
 
 // FlowHoles is how many probes one flow lost over a span, and its longest
@@ -85,7 +87,7 @@ type PlatformLoss struct {
 // PlatformStalls reports whether this process runs on a platform known to
 // stall the whole machine (a QEMU guest under TCG, as ci/vm/run says in
 // $BIRDCAGE_VM_ACCEL_USED): the accelerator really used, never a device node.
-func PlatformStalls() bool { return os.Getenv(VMAccelEnv) == "tcg" }
+func PlatformStalls() bool { return os.Getenv(results.VMAccelEnv) == "tcg" }
 
 // Strict says whether the platform lost nothing, so the claim is exactly
 // "no hole".
@@ -128,7 +130,7 @@ func PlatformLossOf(controls []FlowHoles) (PlatformLoss, error) {
 	}
 	if p.Max > 0 && !p.Stalls {
 		return p, fmt.Errorf("control flow %s lost %d probes (%d of %d control flows lost any, longest outage %.1f ms) on a platform that does not stall (%s unset or not tcg): "+
-			"a control crosses no route the change touches, so this is a broken run, not a licence for the judged flows", p.MaxFlow, p.Max, p.LostFlows, p.Controls, p.LongestMs, VMAccelEnv)
+			"a control crosses no route the change touches, so this is a broken run, not a licence for the judged flows", p.MaxFlow, p.Max, p.LostFlows, p.Controls, p.LongestMs, results.VMAccelEnv)
 	}
 	return p, nil
 }
@@ -141,7 +143,7 @@ func WithinPlatform(h FlowHoles, p PlatformLoss) bool {
 	return h.Holes == 0 || (p.Max > 0 && h.Holes <= p.Max+p.SlackProbes && h.LongestMs <= 2*p.LongestMs+p.SlackMs)
 }
 
-func intervalMs(rep *probe.Report) float64 {
+func intervalMs(rep *report.Report) float64 {
 	if rep.Rate <= 0 {
 		return 0
 	}
@@ -153,7 +155,7 @@ func intervalMs(rep *probe.Report) float64 {
 // came, probes missing below the highest seen and, with a snapshot taken
 // at the end of the claim's window (nil for none), probes sent by then that
 // have not arrived — the probes HaveNoGap().Through(snapshot) calls a hole.
-func SessionHoles(rep, snapshot *probe.Report, keep func(probe.GapReport) bool) ([]FlowHoles, error) {
+func SessionHoles(rep, snapshot *report.Report, keep func(report.GapReport) bool) ([]FlowHoles, error) {
 	if rep == nil || len(rep.Flows) == 0 {
 		return nil, fmt.Errorf("a report with no flow: nothing to measure")
 	}
@@ -162,7 +164,7 @@ func SessionHoles(rep, snapshot *probe.Report, keep func(probe.GapReport) bool) 
 		if keep != nil && !keep(f) {
 			continue
 		}
-		var snap *probe.GapReport
+		var snap *report.GapReport
 		if snapshot != nil {
 			for i := range snapshot.Flows {
 				if snapshot.Flows[i].Flow == f.Flow {
@@ -181,7 +183,7 @@ func SessionHoles(rep, snapshot *probe.Report, keep func(probe.GapReport) bool) 
 	return out, nil
 }
 
-func sessionHoles(f probe.GapReport, snap *probe.GapReport) uint64 {
+func sessionHoles(f report.GapReport, snap *report.GapReport) uint64 {
 	if f.Received == 0 {
 		return f.Sent
 	}
@@ -200,7 +202,7 @@ func sessionHoles(f probe.GapReport, snap *probe.GapReport) uint64 {
 // in runs of lost probes that began (by send time) in [from, to): for a
 // claim on one stretch of a longer session. An error when a flow had more
 // disruptions than its report lists (its count in the window is unknown).
-func WindowHoles(rep *probe.Report, from, to int64, keep func(probe.GapReport) bool) ([]FlowHoles, error) {
+func WindowHoles(rep *report.Report, from, to int64, keep func(report.GapReport) bool) ([]FlowHoles, error) {
 	if rep == nil || len(rep.Flows) == 0 {
 		return nil, fmt.Errorf("a report with no flow: nothing to measure")
 	}
@@ -287,12 +289,18 @@ func (m *platformMatcher) NegatedFailureMessage(actual any) string {
 	return "expected more probes lost than the platform lost:" + m.describe(actual)
 }
 
+// WorkloadHost is a node as NotInvolving sees it (a *harness.Node): does
+// one of its workloads have this address.
+type WorkloadHost interface {
+	HasWorkloadAddr(a netip.Addr) bool
+}
+
 // NotInvolving selects the flows with neither end at a workload of any of
 // nodes: the control flows of a change to those nodes.
-func NotInvolving(nodes ...*Node) func(probe.GapReport) bool {
-	return func(f probe.GapReport) bool {
+func NotInvolving(nodes ...WorkloadHost) func(report.GapReport) bool {
+	return func(f report.GapReport) bool {
 		for _, n := range nodes {
-			if n.NS.HasWorkloadAddr(f.SrcAddr) || n.NS.HasWorkloadAddr(f.DstAddr) {
+			if n.HasWorkloadAddr(f.SrcAddr) || n.HasWorkloadAddr(f.DstAddr) {
 				return false
 			}
 		}
@@ -309,7 +317,7 @@ func NotInvolving(nodes ...*Node) func(probe.GapReport) bool {
 // change). The longest outage is the longest run of lost probes that
 // began after since was taken (by send time), or, where a flow had more
 // disruptions than its report lists, its longest gap over the session.
-func HolesSince(rep, since, through *probe.Report, keep func(probe.GapReport) bool) ([]FlowHoles, error) {
+func HolesSince(rep, since, through *report.Report, keep func(report.GapReport) bool) ([]FlowHoles, error) {
 	if since == nil {
 		return nil, fmt.Errorf("HolesSince needs the snapshot taken when the change began")
 	}
@@ -325,7 +333,7 @@ func HolesSince(rep, since, through *probe.Report, keep func(probe.GapReport) bo
 	for _, h := range before {
 		was[h.Flow] = h.Holes
 	}
-	byFlow := map[string]probe.GapReport{}
+	byFlow := map[string]report.GapReport{}
 	for _, f := range rep.Flows {
 		byFlow[f.Flow] = f
 	}

@@ -1,4 +1,4 @@
-package harness
+package judge
 
 // The platform-loss rule's logic on constructed reports: the controls' loss
 // measured, and the verdict for a judged flow against it — strict where the
@@ -9,11 +9,12 @@ import (
 	"testing"
 
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 )
 
 func TestPlatformLossRule(t *testing.T) {
 	// The tolerance exists only where the platform stalls.
-	t.Setenv(VMAccelEnv, "tcg")
+	t.Setenv(results.VMAccelEnv, "tcg")
 	type loss struct {
 		holes     uint64
 		longestMs float64
@@ -82,7 +83,7 @@ func verdict(ok bool) string {
 func TestDirtyControlsFailWhereThePlatformDoesNotStall(t *testing.T) {
 	dirty := []FlowHoles{{Flow: "c->d", IntervalMs: 1}, {Flow: "d->c", Holes: 3, LongestMs: 4, IntervalMs: 1}}
 	for _, accel := range []string{"", "kvm"} {
-		t.Setenv(VMAccelEnv, accel)
+		t.Setenv(results.VMAccelEnv, accel)
 		if _, err := PlatformLossOf(dirty); err == nil || !strings.Contains(err.Error(), "control flow d->c lost 3 probes") {
 			t.Errorf("accelerator %q: a dirty control gave %v, want an error naming it", accel, err)
 		}
@@ -90,14 +91,14 @@ func TestDirtyControlsFailWhereThePlatformDoesNotStall(t *testing.T) {
 			t.Errorf("accelerator %q: clean controls: %+v, %v; want the strict rule", accel, p, err)
 		}
 	}
-	t.Setenv(VMAccelEnv, "tcg")
+	t.Setenv(results.VMAccelEnv, "tcg")
 	if p, err := PlatformLossOf(dirty); err != nil || p.Max != 3 || !p.Stalls {
 		t.Errorf("tcg: %+v, %v; want the platform's loss measured", p, err)
 	}
 }
 
 func TestPlatformLossMeasure(t *testing.T) {
-	t.Setenv(VMAccelEnv, "tcg")
+	t.Setenv(results.VMAccelEnv, "tcg")
 	t.Run("no control is an error, not a zero", func(t *testing.T) {
 		if _, err := PlatformLossOf(nil); err == nil {
 			t.Error("no control flow: want an error")
