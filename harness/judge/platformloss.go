@@ -150,12 +150,65 @@ func intervalMs(rep *report.Report) float64 {
 	return 1000 / float64(rep.Rate)
 }
 
-// SessionHoles is each flow's holes (selected by keep; nil keeps every flow)
-// over a whole probe session: probes before the first arrival that never
-// came, probes missing below the highest seen and, with a snapshot taken
-// at the end of the claim's window (nil for none), probes sent by then that
-// have not arrived — the probes HaveNoGap().Through(snapshot) calls a hole.
-func SessionHoles(rep, snapshot *report.Report, keep func(report.GapReport) bool) ([]FlowHoles, error) {
+// A Span is which of a session's probes a hole count (Holes) covers: the
+// whole session (WholeSession), the runs of lost probes sent in a stretch
+// of it (SentBetween), or what was lost after a snapshot taken when the
+// change began (SinceSnapshot).
+type Span struct {
+	kind            spanKind
+	since, through  *report.Report
+	fromNs, untilNs int64
+}
+
+type spanKind int
+
+const (
+	wholeSession spanKind = iota
+	sentBetween
+	sinceSnapshot
+)
+
+// WholeSession is the whole probe session: probes before the first arrival
+// that never came, probes missing below the highest seen and, with a
+// snapshot through taken at the end of the claim's window (nil for none),
+// probes sent by then that have not arrived — the probes
+// HaveNoGap().Through(through) calls a hole.
+func WholeSession(through *report.Report) Span { return Span{kind: wholeSession, through: through} }
+
+// SentBetween is the runs of lost probes that began (by send time) in
+// [from, to): for a claim on one stretch of a longer session. Counting it
+// is an error when a flow had more disruptions than its report lists (its
+// count in the window is unknown).
+func SentBetween(from, to int64) Span { return Span{kind: sentBetween, fromNs: from, untilNs: to} }
+
+// SinceSnapshot is the holes that appeared after the snapshot since
+// (probes.Report() taken when the change began) and up to the session's
+// end, with the snapshot through judging the tail as WholeSession does:
+// for a claim whose window opens with the change, not with the session
+// (under TCG a session's first probes on some flows can be lost while 50
+// senders start, before the change). The longest outage is the longest run
+// of lost probes that began after since was taken (by send time), or,
+// where a flow had more disruptions than its report lists, its longest gap
+// over the session.
+func SinceSnapshot(since, through *report.Report) Span {
+	return Span{kind: sinceSnapshot, since: since, through: through}
+}
+
+// Holes is each flow's holes (selected by keep; nil keeps every flow) over
+// span: the one hole counter that PlatformLossOf's controls and the judged
+// flows are both measured by.
+func Holes(rep *report.Report, span Span, keep func(report.GapReport) bool) ([]FlowHoles, error) {
+	switch span.kind {
+	case sentBetween:
+		return windowHoles(rep, span.fromNs, span.untilNs, keep)
+	case sinceSnapshot:
+		return holesSince(rep, span.since, span.through, keep)
+	}
+	return wholeSessionHoles(rep, span.through, keep)
+}
+
+// wholeSessionHoles counts the holes of WholeSession(snapshot).
+func wholeSessionHoles(rep, snapshot *report.Report, keep func(report.GapReport) bool) ([]FlowHoles, error) {
 	if rep == nil || len(rep.Flows) == 0 {
 		return nil, fmt.Errorf("a report with no flow: nothing to measure")
 	}
@@ -198,11 +251,8 @@ func sessionHoles(f report.GapReport, snap *report.GapReport) uint64 {
 	return h
 }
 
-// WindowHoles is each flow's holes (selected by keep; nil keeps every flow)
-// in runs of lost probes that began (by send time) in [from, to): for a
-// claim on one stretch of a longer session. An error when a flow had more
-// disruptions than its report lists (its count in the window is unknown).
-func WindowHoles(rep *report.Report, from, to int64, keep func(report.GapReport) bool) ([]FlowHoles, error) {
+// windowHoles counts the holes of SentBetween(from, to).
+func windowHoles(rep *report.Report, from, to int64, keep func(report.GapReport) bool) ([]FlowHoles, error) {
 	if rep == nil || len(rep.Flows) == 0 {
 		return nil, fmt.Errorf("a report with no flow: nothing to measure")
 	}
@@ -231,7 +281,7 @@ func WindowHoles(rep *report.Report, from, to int64, keep func(report.GapReport)
 
 // BeWithinPlatformLoss matches a FlowHoles (or a []FlowHoles, every one)
 // that lost nothing, or, where the platform lost anything, no more than its
-// worst control flow: the rule above for a span of a session (WindowHoles).
+// worst control flow: the rule above for a span of a session (Holes).
 // For a whole session prefer HaveNoGap().BeyondPlatform, which also judges
 // refused sends and the tail strictly.
 func BeWithinPlatformLoss(p PlatformLoss) types.GomegaMatcher { return &platformMatcher{p: p} }
@@ -308,24 +358,16 @@ func NotInvolving(nodes ...WorkloadHost) func(report.GapReport) bool {
 	}
 }
 
-// HolesSince is each flow's holes (selected by keep; nil keeps every flow)
-// that appeared after the snapshot since (probes.Report() taken when the
-// change began) and up to the session's end, with the snapshot through
-// judging the tail as SessionHoles does: for a claim whose window opens
-// with the change, not with the session (under TCG a session's first
-// probes on some flows can be lost while 50 senders start, before the
-// change). The longest outage is the longest run of lost probes that
-// began after since was taken (by send time), or, where a flow had more
-// disruptions than its report lists, its longest gap over the session.
-func HolesSince(rep, since, through *report.Report, keep func(report.GapReport) bool) ([]FlowHoles, error) {
+// holesSince counts the holes of SinceSnapshot(since, through).
+func holesSince(rep, since, through *report.Report, keep func(report.GapReport) bool) ([]FlowHoles, error) {
 	if since == nil {
-		return nil, fmt.Errorf("HolesSince needs the snapshot taken when the change began")
+		return nil, fmt.Errorf("SinceSnapshot needs the snapshot taken when the change began")
 	}
-	all, err := SessionHoles(rep, through, keep)
+	all, err := wholeSessionHoles(rep, through, keep)
 	if err != nil {
 		return nil, err
 	}
-	before, err := SessionHoles(since, nil, keep)
+	before, err := wholeSessionHoles(since, nil, keep)
 	if err != nil {
 		return nil, err
 	}
@@ -353,4 +395,20 @@ func HolesSince(rep, since, through *report.Report, keep func(report.GapReport) 
 		}
 	}
 	return all, nil
+}
+
+// WindowHoles is Holes(rep, SentBetween(from, to), keep).
+//
+// Deprecated: the spelling scenario files used before the one counter;
+// call Holes.
+func WindowHoles(rep *report.Report, from, to int64, keep func(report.GapReport) bool) ([]FlowHoles, error) {
+	return Holes(rep, SentBetween(from, to), keep)
+}
+
+// HolesSince is Holes(rep, SinceSnapshot(since, through), keep).
+//
+// Deprecated: the spelling scenario files used before the one counter;
+// call Holes.
+func HolesSince(rep, since, through *report.Report, keep func(report.GapReport) bool) ([]FlowHoles, error) {
+	return Holes(rep, SinceSnapshot(since, through), keep)
 }

@@ -128,7 +128,7 @@ func TestPlatformLossMeasure(t *testing.T) {
 		rep := &probe.Report{Flows: []probe.GapReport{head, mid, tail, none}}
 		snap := &probe.Report{Flows: []probe.GapReport{flow("a->b", 900, 800, 101, 900, 0), flow("b->a", 900, 895, 1, 900, 5),
 			flow("c->a", 900, 800, 1, 800, 0), flow("a->c", 40, 0, 0, 0, 0)}}
-		hs, err := SessionHoles(rep, snap, nil)
+		hs, err := Holes(rep, WholeSession(snap), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,11 +138,11 @@ func TestPlatformLossMeasure(t *testing.T) {
 				t.Errorf("%s: %d holes, want %d", h.Flow, h.Holes, want[i])
 			}
 		}
-		only, err := SessionHoles(rep, nil, func(f probe.GapReport) bool { return f.Flow == "c->a" })
+		only, err := Holes(rep, WholeSession(nil), func(f probe.GapReport) bool { return f.Flow == "c->a" })
 		if err != nil || len(only) != 1 || only[0].Holes != 0 {
 			t.Errorf("keep, no snapshot: %v %v (a tail without a snapshot is in flight, not a hole)", only, err)
 		}
-		if _, err := SessionHoles(rep, &probe.Report{Flows: []probe.GapReport{head}}, nil); err == nil {
+		if _, err := Holes(rep, WholeSession(&probe.Report{Flows: []probe.GapReport{head}}), nil); err == nil {
 			t.Error("a flow missing from the snapshot: want an error")
 		}
 	})
@@ -158,13 +158,13 @@ func TestPlatformLossMeasure(t *testing.T) {
 			want      uint64
 			longestMs float64
 		}{{0, 100, 0, 0}, {100, 500, 10, 45}, {0, 1000, 30, 95}, {500, 501, 20, 95}} {
-			hs, err := WindowHoles(rep, w.from, w.to, nil)
+			hs, err := Holes(rep, SentBetween(w.from, w.to), nil)
 			if err != nil || hs[0].Holes != w.want || hs[0].LongestMs != w.longestMs || hs[0].IntervalMs != 5 {
 				t.Errorf("[%d, %d): %+v %v, want %d holes, longest %.0f ms", w.from, w.to, hs, err, w.want, w.longestMs)
 			}
 		}
 		f.DisruptionCount = 70
-		if _, err := WindowHoles(&probe.Report{Flows: []probe.GapReport{f}}, 0, 1000, nil); err == nil {
+		if _, err := Holes(&probe.Report{Flows: []probe.GapReport{f}}, SentBetween(0, 1000), nil); err == nil {
 			t.Error("more disruptions than listed: want an error")
 		}
 	})
@@ -192,7 +192,7 @@ func TestHolesSince(t *testing.T) {
 	end.LongestGapMs = 692
 	rep := &probe.Report{Rate: 50, Flows: []probe.GapReport{end}}
 	through := &probe.Report{Flows: []probe.GapReport{flow("a->b", 398, 372, 14, 398, 13)}}
-	hs, err := HolesSince(rep, at, through, nil)
+	hs, err := Holes(rep, SinceSnapshot(at, through), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,11 +200,11 @@ func TestHolesSince(t *testing.T) {
 		t.Errorf("got %+v, want the 11 lost after the change in a 200 ms run (the head's 692 ms gap was before it)", hs[0])
 	}
 	rep.Flows[0].DisruptionCount = 80
-	hs, err = HolesSince(rep, at, through, nil)
+	hs, err = Holes(rep, SinceSnapshot(at, through), nil)
 	if err != nil || hs[0].LongestMs != 692 {
 		t.Errorf("disruptions not all listed: %+v %v, want the session's longest gap", hs, err)
 	}
-	if _, err := HolesSince(rep, nil, through, nil); err == nil {
+	if _, err := Holes(rep, SinceSnapshot(nil, through), nil); err == nil {
 		t.Error("no snapshot: want an error")
 	}
 }
