@@ -154,7 +154,7 @@ var _ = func() bool {
 				// natively they must lose nothing; under QEMU TCG they
 				// measure the stalls that hit every flow at once.
 				isControl := func(f probe.GapReport) bool { return !isUp(f.SrcAddr) && !isUp(f.DstAddr) }
-				controls, err := judge.HolesSince(rep, atBegin, atEnd, isControl)
+				controls, err := judge.Holes(rep, judge.SinceSnapshot(atBegin, atEnd), isControl)
 				Expect(err).NotTo(HaveOccurred())
 				platform, err := judge.PlatformLossOf(controls)
 				Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve %s measure the platform's own loss", upgraded)

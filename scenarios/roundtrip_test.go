@@ -211,13 +211,13 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 			// flows lose nothing beyond what the flows between the other
 			// nodes (no route of theirs changes) lost in the same leg — the
 			// platform's own loss; where that is none, exactly nothing.
-			controls, err := judge.WindowHoles(rep, up.Mono, upEnd.Mono, judge.NotInvolving(node))
+			controls, err := judge.Holes(rep, judge.SentBetween(up.Mono, upEnd.Mono), judge.NotInvolving(node))
 			Expect(err).NotTo(HaveOccurred())
 			platform, err := judge.PlatformLossOf(controls)
 			Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve node-2 measure the platform's own loss")
 			res.Figures["upgradePlatformLostPerControlFlowMax"] = float64(platform.Max)
 			AddReportEntry("platform loss in the upgrade leg", platform.String())
-			out, err := judge.WindowHoles(rep, up.Mono, upEnd.Mono, func(f probe.GapReport) bool { return isFrom(node, f.SrcAddr) })
+			out, err := judge.Holes(rep, judge.SentBetween(up.Mono, upEnd.Mono), func(f probe.GapReport) bool { return isFrom(node, f.SrcAddr) })
 			Expect(err).NotTo(HaveOccurred())
 			Expect(out).To(judge.BeWithinPlatformLoss(platform), "node-2 lost probes on its way out while it was upgraded")
 			Expect(res.Figures["upgradeLongestNoRouteWindowMs"]).To(BeZero(), "node-2 had no route to a remote block while it was upgraded")

@@ -246,11 +246,11 @@ func (st *scaleStep) book(ctx context.Context, c *harness.Cluster, node string) 
 	GinkgoHelper()
 	st.node = node
 	n := c.Node(node)
-	controls, err := judge.HolesSince(st.final, st.atBegin, st.atEnd, judge.NotInvolving(n))
+	controls, err := judge.Holes(st.final, judge.SinceSnapshot(st.atBegin, st.atEnd), judge.NotInvolving(n))
 	Expect(err).NotTo(HaveOccurred())
 	st.platform, err = judge.PlatformLossOf(controls)
 	Expect(err).NotTo(HaveOccurred(), "guard: the sample measures the platform's own loss")
-	out, err := judge.HolesSince(st.final, st.atBegin, st.atEnd, func(f probe.GapReport) bool { return isFrom(n, f.SrcAddr) })
+	out, err := judge.Holes(st.final, judge.SinceSnapshot(st.atBegin, st.atEnd), func(f probe.GapReport) bool { return isFrom(n, f.SrcAddr) })
 	Expect(err).NotTo(HaveOccurred())
 	for _, h := range out {
 		st.outHolesSinceChange += h.Holes
@@ -385,7 +385,7 @@ func (st *scaleStep) judge(keep func(probe.GapReport) bool, what string) {
 		}
 		return
 	}
-	hs, err := judge.HolesSince(st.final, st.atBegin, st.atEnd, keep)
+	hs, err := judge.Holes(st.final, judge.SinceSnapshot(st.atBegin, st.atEnd), keep)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(hs).To(judge.BeWithinPlatformLoss(st.platform), what)
 	for _, f := range st.final.Flows {

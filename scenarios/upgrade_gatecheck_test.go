@@ -80,7 +80,7 @@ var _ = Describe("The upgrade gate catches a window", Label("ipip", "upgrade", "
 			}
 		}
 		// 5. The headline's probe judge on node-2's outbound flows.
-		controls, err := judge.HolesSince(rep, atBegin, atEnd, judge.NotInvolving(upgraded))
+		controls, err := judge.Holes(rep, judge.SinceSnapshot(atBegin, atEnd), judge.NotInvolving(upgraded))
 		Expect(err).NotTo(HaveOccurred())
 		platform, err := judge.PlatformLossOf(controls)
 		Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve node-2 measure the platform's own loss")

@@ -199,7 +199,7 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 			if i+1 < len(starts) {
 				to = starts[i+1]
 			}
-			controls, err := judge.WindowHoles(rep, starts[i], to, judge.NotInvolving(n))
+			controls, err := judge.Holes(rep, judge.SentBetween(starts[i], to), judge.NotInvolving(n))
 			Expect(err).NotTo(HaveOccurred())
 			platforms[i], err = judge.PlatformLossOf(controls)
 			Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve %s measure the platform's own loss", n.Name)
@@ -210,7 +210,7 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 		if strict {
 			for _, f := range rep.Flows {
 				if src, ok := flowExempt(f); ok {
-					holes, err := judge.WindowHoles(rep, starts[order[src.Name]], end.Mono, func(g probe.GapReport) bool { return g.Flow == f.Flow })
+					holes, err := judge.Holes(rep, judge.SentBetween(starts[order[src.Name]], end.Mono), func(g probe.GapReport) bool { return g.Flow == f.Flow })
 					Expect(err).NotTo(HaveOccurred())
 					Expect(holes).To(HaveLen(1))
 					Expect(holes[0].Holes).To(BeZero(), "flow %s lost probes after %s's upgrade began", f.Flow, src.Name)
@@ -226,7 +226,7 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 				to = starts[i+1]
 			}
 			control := judge.NotInvolving(n)
-			involved, err := judge.WindowHoles(rep, starts[i], to, func(f probe.GapReport) bool {
+			involved, err := judge.Holes(rep, judge.SentBetween(starts[i], to), func(f probe.GapReport) bool {
 				if src, ok := flowExempt(f); ok && order[src.Name] > i {
 					return false // SIGTERM: withdrawn by design until src's own upgrade
 				}

@@ -118,7 +118,7 @@ var _ = Describe("Upgrade handover on IPIP, node by node", Label("ipip", "upgrad
 			// their holes are the machine's (under QEMU TCG every flow loses
 			// 70–105 ms at once while a container starts). Where they lost
 			// nothing — native, KVM — the claim is exactly "no hole".
-			controls, err := judge.HolesSince(rep, atBegin, atEnd, judge.NotInvolving(upgraded))
+			controls, err := judge.Holes(rep, judge.SinceSnapshot(atBegin, atEnd), judge.NotInvolving(upgraded))
 			Expect(err).NotTo(HaveOccurred())
 			platform, err := judge.PlatformLossOf(controls)
 			Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve node-2 measure the platform's own loss")

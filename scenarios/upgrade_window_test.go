@@ -217,7 +217,7 @@ var _ = Describe("Upgrade 3.32 → 3.33 on IPIP: Felix's delete-first opens a no
 				Expect(t.deleteFirst()).To(BeFalse(), "control: with replace-first the programmer's route to %s is added before BIRD's is deleted: %s", t.block, t)
 				Expect(t.windows).To(BeEmpty(), "control: with replace-first node-2 is never without a route to %s: %s", t.block, t)
 			}
-			controls, err := judge.HolesSince(rep, atBegin, atEnd, judge.NotInvolving(upgraded))
+			controls, err := judge.Holes(rep, judge.SinceSnapshot(atBegin, atEnd), judge.NotInvolving(upgraded))
 			Expect(err).NotTo(HaveOccurred())
 			platform, err := judge.PlatformLossOf(controls)
 			Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve node-2 measure the platform's own loss")

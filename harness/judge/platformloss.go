@@ -396,19 +396,3 @@ func holesSince(rep, since, through *report.Report, keep func(report.GapReport) 
 	}
 	return all, nil
 }
-
-// WindowHoles is Holes(rep, SentBetween(from, to), keep).
-//
-// Deprecated: the spelling scenario files used before the one counter;
-// call Holes.
-func WindowHoles(rep *report.Report, from, to int64, keep func(report.GapReport) bool) ([]FlowHoles, error) {
-	return Holes(rep, SentBetween(from, to), keep)
-}
-
-// HolesSince is Holes(rep, SinceSnapshot(since, through), keep).
-//
-// Deprecated: the spelling scenario files used before the one counter;
-// call Holes.
-func HolesSince(rep, since, through *report.Report, keep func(report.GapReport) bool) ([]FlowHoles, error) {
-	return Holes(rep, SinceSnapshot(since, through), keep)
-}
