@@ -30,6 +30,7 @@ import (
 	"github.com/birdcage/birdcage/internal/kroute/nlroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/nsutil"
+	"github.com/birdcage/birdcage/internal/poll"
 	"github.com/birdcage/birdcage/internal/run"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -446,23 +447,9 @@ func (c *Cluster) WaitConverged(ctx context.Context) error {
 				return fmt.Errorf("node %s: %w", n.Name, err)
 			}
 		}
-		if err := poll(ctx, 20*time.Millisecond, func() bool { return n.Programmer.Synced(0) }); err != nil {
+		if err := poll.Until(ctx, 20*time.Millisecond, func() bool { return n.Programmer.Synced(0) }); err != nil {
 			st, serr := n.Programmer.Status()
 			return fmt.Errorf("node %s: programmer not synced (status %+v, %v; log %s): %w", n.Name, st, serr, n.Programmer.LogPath(), err)
-		}
-	}
-	return nil
-}
-
-// poll checks cond every interval until it holds or ctx ends.
-func poll(ctx context.Context, interval time.Duration, cond func() bool) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
 		}
 	}
 	return nil

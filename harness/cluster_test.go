@@ -14,6 +14,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/nsutil"
+	"github.com/birdcage/birdcage/internal/poll"
 	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -92,7 +93,7 @@ func TestDualToRRoutesAreMultipath(t *testing.T) {
 		for _, b := range c.RemoteBlocks(n.Name) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			var rs []kroute.Route
-			err := poll(ctx, 50*time.Millisecond, func() bool {
+			err := poll.Until(ctx, 50*time.Millisecond, func() bool {
 				rs, _ = n.Routes(b)
 				return len(rs) == 1 && rs[0].Protocol == kroute.ProtoBIRD && len(rs[0].NextHops) == 2
 			})
@@ -131,7 +132,7 @@ func TestUpgradeNodeEndState(t *testing.T) {
 	n := c.Node("node-2")
 	for _, b := range c.RemoteBlocks("node-2") {
 		m := judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice)
-		if err := poll(ctx, 50*time.Millisecond, func() bool { ok, _ := m.Match(n); return ok }); err != nil {
+		if err := poll.Until(ctx, 50*time.Millisecond, func() bool { ok, _ := m.Match(n); return ok }); err != nil {
 			t.Error(m.FailureMessage(n))
 		}
 		noBird := func() bool {
@@ -143,7 +144,7 @@ func TestUpgradeNodeEndState(t *testing.T) {
 			}
 			return true
 		}
-		if err := poll(ctx, 100*time.Millisecond, noBird); err != nil {
+		if err := poll.Until(ctx, 100*time.Millisecond, noBird); err != nil {
 			rs, _ := n.Routes(b)
 			t.Errorf("node-2 still has a proto bird route to %s after recovery: %v", b, rs)
 		}
@@ -166,7 +167,7 @@ func TestCorruptDocumentNamesFileAndFieldAndRestartsNothing(t *testing.T) {
 	}
 	// Every programmer has seen it (a sync error), and none restarted.
 	for _, n := range c.Nodes() {
-		if err := poll(ctx, 20*time.Millisecond, func() bool { st, err := n.Programmer.Status(); return err == nil && st.SyncErrors > 0 }); err != nil {
+		if err := poll.Until(ctx, 20*time.Millisecond, func() bool { st, err := n.Programmer.Status(); return err == nil && st.SyncErrors > 0 }); err != nil {
 			st, _ := n.Programmer.Status()
 			t.Errorf("%s: programmer never reported the corrupt document: %+v", n.Name, st)
 		}
@@ -185,7 +186,7 @@ func TestExportMatcher(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	own := judge.BeExportedTo(n1.Blocks[0].CIDR, peer)
-	if err := poll(ctx, 50*time.Millisecond, func() bool { ok, _ := own.Match(c.Node(n1.Name)); return ok }); err != nil {
+	if err := poll.Until(ctx, 50*time.Millisecond, func() bool { ok, _ := own.Match(c.Node(n1.Name)); return ok }); err != nil {
 		t.Fatal(own.FailureMessage(c.Node(n1.Name)))
 	}
 	other := judge.BeExportedTo(n3.Blocks[0].CIDR, peer)
@@ -205,7 +206,7 @@ func probeUntil(ctx context.Context, t *testing.T, c *Cluster, perFlow uint64) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := poll(ctx, 10*time.Millisecond, func() bool {
+	if err := poll.Until(ctx, 10*time.Millisecond, func() bool {
 		rep, err := s.Report()
 		return err == nil && rep.Total.Received >= perFlow*uint64(len(rep.Flows))
 	}); err != nil {
