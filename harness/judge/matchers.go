@@ -302,12 +302,7 @@ func (m *GapMatcher) gapProblems(f report.GapReport) ([]string, error) {
 		}
 	}
 	if m.through != nil {
-		var snap *report.GapReport
-		for i := range m.through.Flows {
-			if m.through.Flows[i].Flow == f.Flow {
-				snap = &m.through.Flows[i]
-			}
-		}
+		snap := flowIn(m.through, f.Flow)
 		switch {
 		case snap == nil:
 			return nil, fmt.Errorf("flow %s is not in the snapshot given to Through", f.Flow)
@@ -318,15 +313,7 @@ func (m *GapMatcher) gapProblems(f report.GapReport) ([]string, error) {
 		}
 	}
 	if m.platform != nil && !m.platform.Strict() && len(holes) > 0 {
-		var snap *report.GapReport
-		if m.through != nil {
-			for i := range m.through.Flows {
-				if m.through.Flows[i].Flow == f.Flow {
-					snap = &m.through.Flows[i]
-				}
-			}
-		}
-		h := FlowHoles{Flow: f.Flow, Holes: sessionHoles(f, snap), LongestMs: f.LongestGapMs}
+		h := FlowHoles{Flow: f.Flow, Holes: sessionHoles(f, flowIn(m.through, f.Flow)), LongestMs: f.LongestGapMs}
 		if WithinPlatform(h, *m.platform) {
 			return out, nil
 		}

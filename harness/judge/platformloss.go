@@ -207,24 +207,46 @@ func Holes(rep *report.Report, span Span, keep func(report.GapReport) bool) ([]F
 	return wholeSessionHoles(rep, span.through, keep)
 }
 
-// wholeSessionHoles counts the holes of WholeSession(snapshot).
-func wholeSessionHoles(rep, snapshot *report.Report, keep func(report.GapReport) bool) ([]FlowHoles, error) {
+// keptFlows is rep's flows that keep selects (nil keeps every flow); an
+// error for a report with no flow at all.
+func keptFlows(rep *report.Report, keep func(report.GapReport) bool) ([]report.GapReport, error) {
 	if rep == nil || len(rep.Flows) == 0 {
 		return nil, fmt.Errorf("a report with no flow: nothing to measure")
 	}
-	var out []FlowHoles
+	var out []report.GapReport
 	for _, f := range rep.Flows {
-		if keep != nil && !keep(f) {
-			continue
+		if keep == nil || keep(f) {
+			out = append(out, f)
 		}
+	}
+	return out, nil
+}
+
+// flowIn is the flow named flow in rep (nil when rep has none; rep nil is
+// none).
+func flowIn(rep *report.Report, flow string) *report.GapReport {
+	var found *report.GapReport
+	if rep != nil {
+		for i := range rep.Flows {
+			if rep.Flows[i].Flow == flow {
+				found = &rep.Flows[i]
+			}
+		}
+	}
+	return found
+}
+
+// wholeSessionHoles counts the holes of WholeSession(snapshot).
+func wholeSessionHoles(rep, snapshot *report.Report, keep func(report.GapReport) bool) ([]FlowHoles, error) {
+	flows, err := keptFlows(rep, keep)
+	if err != nil {
+		return nil, err
+	}
+	var out []FlowHoles
+	for _, f := range flows {
 		var snap *report.GapReport
 		if snapshot != nil {
-			for i := range snapshot.Flows {
-				if snapshot.Flows[i].Flow == f.Flow {
-					snap = &snapshot.Flows[i]
-				}
-			}
-			if snap == nil {
+			if snap = flowIn(snapshot, f.Flow); snap == nil {
 				return nil, fmt.Errorf("flow %s is not in the snapshot", f.Flow)
 			}
 		}
@@ -253,14 +275,12 @@ func sessionHoles(f report.GapReport, snap *report.GapReport) uint64 {
 
 // windowHoles counts the holes of SentBetween(from, to).
 func windowHoles(rep *report.Report, from, to int64, keep func(report.GapReport) bool) ([]FlowHoles, error) {
-	if rep == nil || len(rep.Flows) == 0 {
-		return nil, fmt.Errorf("a report with no flow: nothing to measure")
+	flows, err := keptFlows(rep, keep)
+	if err != nil {
+		return nil, err
 	}
 	var out []FlowHoles
-	for _, f := range rep.Flows {
-		if keep != nil && !keep(f) {
-			continue
-		}
+	for _, f := range flows {
 		if f.DisruptionCount > len(f.Disruptions) {
 			return nil, fmt.Errorf("flow %s had %d disruptions, the report lists %d: its loss in the window is unknown", f.Flow, f.DisruptionCount, len(f.Disruptions))
 		}
