@@ -23,6 +23,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/internal/poll"
 )
 
 // UpgradeOptions say how a node is replaced.
@@ -102,7 +103,7 @@ func (c *Cluster) UpgradeNode(ctx context.Context, name string, to config.Releas
 			}
 		}
 	}
-	if err := poll(ctx, 5*time.Millisecond, func() bool { return n.Programmer.Synced(started) }); err != nil {
+	if err := poll.Until(ctx, 5*time.Millisecond, func() bool { return n.Programmer.Synced(started) }); err != nil {
 		return fail(fmt.Errorf("new programmer did not sync (log %s): %w", n.Programmer.LogPath(), err))
 	}
 	c.Mark(fmt.Sprintf("UpgradeNode(%s) programmer synced", name))

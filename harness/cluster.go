@@ -30,6 +30,7 @@ import (
 	"github.com/birdcage/birdcage/internal/kroute/nlroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/nsutil"
+	"github.com/birdcage/birdcage/internal/poll"
 	"github.com/birdcage/birdcage/internal/run"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -444,23 +445,9 @@ func (c *Cluster) WaitConverged(ctx context.Context) error {
 				return fmt.Errorf("node %s: %w", n.Name, err)
 			}
 		}
-		if err := poll(ctx, 20*time.Millisecond, func() bool { return n.Programmer.Synced(0) }); err != nil {
+		if err := poll.Until(ctx, 20*time.Millisecond, func() bool { return n.Programmer.Synced(0) }); err != nil {
 			st, serr := n.Programmer.Status()
 			return fmt.Errorf("node %s: programmer not synced (status %+v, %v; log %s): %w", n.Name, st, serr, n.Programmer.LogPath(), err)
-		}
-	}
-	return nil
-}
-
-// poll checks cond every interval until it holds or ctx ends.
-func poll(ctx context.Context, interval time.Duration, cond func() bool) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
 		}
 	}
 	return nil
@@ -493,7 +480,7 @@ func (n *Node) Routes(dst netip.Prefix) ([]kroute.Route, error) {
 			if !kr.Dst.IsValid() {
 				continue
 			}
-			if dst.IsValid() && !within(dst, kr.Dst) {
+			if dst.IsValid() && !kroute.Within(dst, kr.Dst) {
 				continue
 			}
 			out = append(out, kr)
@@ -501,9 +488,6 @@ func (n *Node) Routes(dst netip.Prefix) ([]kroute.Route, error) {
 	}
 	return out, nil
 }
-
-// within says whether p is dst or a prefix inside it.
-func within(dst, p netip.Prefix) bool { return dst.Bits() <= p.Bits() && dst.Contains(p.Addr()) }
 
 // RemoteBlocks lists the blocks of every other node.
 func (c *Cluster) RemoteBlocks(node string) []netip.Prefix {

@@ -8,11 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/nsutil"
+	"github.com/birdcage/birdcage/internal/poll"
 	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -91,7 +93,7 @@ func TestDualToRRoutesAreMultipath(t *testing.T) {
 		for _, b := range c.RemoteBlocks(n.Name) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			var rs []kroute.Route
-			err := poll(ctx, 50*time.Millisecond, func() bool {
+			err := poll.Until(ctx, 50*time.Millisecond, func() bool {
 				rs, _ = n.Routes(b)
 				return len(rs) == 1 && rs[0].Protocol == kroute.ProtoBIRD && len(rs[0].NextHops) == 2
 			})
@@ -103,11 +105,11 @@ func TestDualToRRoutesAreMultipath(t *testing.T) {
 	}
 	// The cluster-wide matcher (one route dump per node) agrees, and its
 	// control: the same routes are not the programmer's.
-	bird := HaveRemoteBlockRoutes().ProgrammedBy(ByBIRD).Only()
+	bird := judge.HaveRemoteBlockRoutes().ProgrammedBy(judge.ByBIRD).Only()
 	if ok, err := bird.Match(c); err != nil || !ok {
 		t.Errorf("HaveRemoteBlockRoutes: %v %s", err, bird.FailureMessage(c))
 	}
-	prog := HaveRemoteBlockRoutes().ProgrammedBy(ByProgrammer)
+	prog := judge.HaveRemoteBlockRoutes().ProgrammedBy(judge.ByProgrammer)
 	if ok, err := prog.Match(c); err != nil || ok {
 		t.Errorf("control: BIRD's routes matched as the programmer's (err %v)", err)
 	} else if !strings.Contains(prog.FailureMessage(c), "node-1: ") {
@@ -129,8 +131,8 @@ func TestUpgradeNodeEndState(t *testing.T) {
 	}
 	n := c.Node("node-2")
 	for _, b := range c.RemoteBlocks("node-2") {
-		m := HaveClusterRoute(b).ProgrammedBy(ByProgrammer).Via(topo.TunnelDevice)
-		if err := poll(ctx, 50*time.Millisecond, func() bool { ok, _ := m.Match(n); return ok }); err != nil {
+		m := judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice)
+		if err := poll.Until(ctx, 50*time.Millisecond, func() bool { ok, _ := m.Match(n); return ok }); err != nil {
 			t.Error(m.FailureMessage(n))
 		}
 		noBird := func() bool {
@@ -142,7 +144,7 @@ func TestUpgradeNodeEndState(t *testing.T) {
 			}
 			return true
 		}
-		if err := poll(ctx, 100*time.Millisecond, noBird); err != nil {
+		if err := poll.Until(ctx, 100*time.Millisecond, noBird); err != nil {
 			rs, _ := n.Routes(b)
 			t.Errorf("node-2 still has a proto bird route to %s after recovery: %v", b, rs)
 		}
@@ -165,7 +167,7 @@ func TestCorruptDocumentNamesFileAndFieldAndRestartsNothing(t *testing.T) {
 	}
 	// Every programmer has seen it (a sync error), and none restarted.
 	for _, n := range c.Nodes() {
-		if err := poll(ctx, 20*time.Millisecond, func() bool { st, err := n.Programmer.Status(); return err == nil && st.SyncErrors > 0 }); err != nil {
+		if err := poll.Until(ctx, 20*time.Millisecond, func() bool { st, err := n.Programmer.Status(); return err == nil && st.SyncErrors > 0 }); err != nil {
 			st, _ := n.Programmer.Status()
 			t.Errorf("%s: programmer never reported the corrupt document: %+v", n.Name, st)
 		}
@@ -183,15 +185,15 @@ func TestExportMatcher(t *testing.T) {
 	peer := n2.Address.Addr()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	own := BeExportedTo(n1.Blocks[0].CIDR, peer)
-	if err := poll(ctx, 50*time.Millisecond, func() bool { ok, _ := own.Match(c.Node(n1.Name)); return ok }); err != nil {
+	own := judge.BeExportedTo(n1.Blocks[0].CIDR, peer)
+	if err := poll.Until(ctx, 50*time.Millisecond, func() bool { ok, _ := own.Match(c.Node(n1.Name)); return ok }); err != nil {
 		t.Fatal(own.FailureMessage(c.Node(n1.Name)))
 	}
-	other := BeExportedTo(n3.Blocks[0].CIDR, peer)
+	other := judge.BeExportedTo(n3.Blocks[0].CIDR, peer)
 	if ok, err := other.Match(c.Node(n1.Name)); err != nil || ok {
 		t.Errorf("%v: %s", err, other.NegatedFailureMessage(c.Node(n1.Name)))
 	}
-	if _, err := BeExportedTo(n1.Blocks[0].CIDR, n1.Address.Addr()).Match(c.Node(n1.Name)); err == nil {
+	if _, err := judge.BeExportedTo(n1.Blocks[0].CIDR, n1.Address.Addr()).Match(c.Node(n1.Name)); err == nil {
 		t.Error("a peer the node has no session to must be an error, not a mismatch")
 	}
 }
@@ -204,7 +206,7 @@ func probeUntil(ctx context.Context, t *testing.T, c *Cluster, perFlow uint64) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := poll(ctx, 10*time.Millisecond, func() bool {
+	if err := poll.Until(ctx, 10*time.Millisecond, func() bool {
 		rep, err := s.Report()
 		return err == nil && rep.Total.Received >= perFlow*uint64(len(rep.Flows))
 	}); err != nil {

@@ -12,4 +12,10 @@
 // types are harness/probe/report, a route timeline event's
 // harness/timeline/event, and the netlink route conversion
 // internal/kroute/nlroute.
+//
+// The judges (route, probe and timeline matchers, the platform-loss rule
+// and hole counter, handovers, hop tables, the flow plan, the sweep's
+// slope verdict) are harness/judge, which reads a cluster through small
+// interfaces that *Node and *Cluster satisfy (judging.go) and does not
+// import this package.
 package harness

@@ -5,9 +5,8 @@ package harness
 // A spec adds its own claim's figures beside them.
 
 import (
-	"time"
-
 	"github.com/birdcage/birdcage/harness/supervisor"
+	"github.com/birdcage/birdcage/internal/monoclock"
 )
 
 // AddRestartFigures records the programmers' configuration-change restarts
@@ -20,9 +19,9 @@ func (c *Cluster) AddRestartFigures(s *ScenarioResult) {
 			if r.Reason != supervisor.ReasonConfigChanged || r.SyncedMono == 0 {
 				continue
 			}
-			restarts = append(restarts, durationMs(r.Duration()))
+			restarts = append(restarts, monoclock.Ms(int64(r.Duration())))
 			if r.ProgrammedMono != 0 {
-				toProgram = append(toProgram, durationMs(r.ToFirstProgram()))
+				toProgram = append(toProgram, monoclock.Ms(int64(r.ToFirstProgram())))
 			}
 		}
 	}
@@ -38,5 +37,3 @@ func (c *Cluster) AddRestartFigures(s *ScenarioResult) {
 	s.Figures["programmerToFirstProgramMsMax"] = s.Samples["programmerToFirstProgramMs"].Max
 	s.RecordFigureKinds()
 }
-
-func durationMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

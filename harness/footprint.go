@@ -3,6 +3,8 @@ package harness
 import (
 	"fmt"
 	"os"
+	"syscall"
+	"time"
 
 	"github.com/birdcage/birdcage/internal/procfs"
 )
@@ -51,4 +53,16 @@ func (c *Cluster) Footprint() (Footprint, error) {
 		}
 	}
 	return f, nil
+}
+
+// ProcessCPU is the CPU time (user + system) this process — the harness:
+// probe senders and receivers, route timelines, confd, supervisors — has
+// used so far; the difference over a window divided by the window is the
+// harness's own load in CPU-seconds per second.
+func ProcessCPU() (time.Duration, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, fmt.Errorf("getrusage: %w", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/internal/poll"
 	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -53,7 +54,7 @@ func TestGeneratedClustersConvergeAndCarryProbes(t *testing.T) {
 			for _, n := range c.Nodes() {
 				for _, b := range c.RemoteBlocks(n.Name) {
 					var rs []kroute.Route
-					err := poll(ctx, 50*time.Millisecond, func() bool {
+					err := poll.Until(ctx, 50*time.Millisecond, func() bool {
 						rs, _ = n.Routes(b)
 						if len(rs) != 1 || rs[0].Protocol != kroute.ProtoBIRD {
 							return false
@@ -69,7 +70,7 @@ func TestGeneratedClustersConvergeAndCarryProbes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := poll(ctx, 10*time.Millisecond, func() bool {
+			if err := poll.Until(ctx, 10*time.Millisecond, func() bool {
 				rep, err := s.Report()
 				return err == nil && rep.Total.Received >= uint64(200*len(rep.Flows))
 			}); err != nil {

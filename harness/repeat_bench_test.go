@@ -7,6 +7,7 @@ import (
 
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
+	"github.com/birdcage/birdcage/internal/poll"
 	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -74,7 +75,7 @@ func liveChangeOnce(ctx context.Context, c *Cluster) error {
 		return err
 	}
 	for _, n := range c.Nodes() {
-		if err := poll(ctx, 20*time.Millisecond, func() bool {
+		if err := poll.Until(ctx, 20*time.Millisecond, func() bool {
 			for _, r := range n.Programmer.Restarts() {
 				if r.ExitMono >= change.Mono && r.SyncedMono != 0 {
 					return true

@@ -17,6 +17,8 @@ type (
 	Stats          = results.Stats
 	Fit            = results.Fit
 	Table          = results.Table
+	Sweep          = results.Sweep
+	SweepPoint     = results.SweepPoint
 )
 
 const (
@@ -26,6 +28,7 @@ const (
 
 	ArtifactsEnv = results.ArtifactsEnv
 	LabEnv       = results.LabEnv
+	VMAccelEnv   = results.VMAccelEnv
 )
 
 // OpenResults starts (or, with $BIRDCAGE_RESULTS_JOIN, joins) the results
@@ -58,3 +61,6 @@ func LinearFit(x, y []float64) (Fit, error) { return results.LinearFit(x, y) }
 
 // Repeats is $BIRDCAGE_REPEAT, else def.
 func Repeats(def int) (int, error) { return results.Repeats(def) }
+
+// NewSweep starts a sweep over knob, measured in unit (results.NewSweep).
+func NewSweep(knob, unit string) *Sweep { return results.NewSweep(knob, unit) }

@@ -13,9 +13,6 @@ import (
 	"github.com/birdcage/birdcage/topo"
 )
 
-// VMAccelEnv is set inside the VM by ci/vm/run to the accelerator in use.
-const VMAccelEnv = "BIRDCAGE_VM_ACCEL_USED"
-
 // CurrentRunEnv describes this process's environment.
 func CurrentRunEnv() *RunEnv {
 	e := &RunEnv{Where: "native", ProbeRate: DefaultProbeRate(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Tunnel: topo.ChosenTunnel()}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/birdcage/birdcage/internal/poll"
 	"github.com/birdcage/birdcage/internal/run"
 	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/birdcage/birdcage/topo"
@@ -140,7 +141,7 @@ func scaleOnce(b *testing.B, spec string) scaleMetrics {
 	total := 0
 	for _, n := range c.Nodes() {
 		blocks := c.RemoteBlocks(n.Name)
-		if err := poll(ctx, 50*time.Millisecond, func() bool {
+		if err := poll.Until(ctx, 50*time.Millisecond, func() bool {
 			for _, p := range blocks {
 				if rs, _ := n.Routes(p); len(rs) == 0 {
 					return false

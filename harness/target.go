@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"syscall"
 
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
@@ -28,9 +29,9 @@ type Target interface {
 	RemoteBlocks(node string) []netip.Prefix
 	// NodeBlocks are node's own blocks.
 	NodeBlocks(node string) []netip.Prefix
-	// NodeRoutes reads a node's main-table routes: what the route matchers
-	// (HaveClusterRoute) take.
-	NodeRoutes(node string) RouteSource
+	// NodeRouteSource reads a node's main-table routes: what the route
+	// matchers (judge.HaveClusterRoute) take.
+	NodeRouteSource(node string) judge.RouteSource
 	// WorkloadNode is the node hosting the workload with address a ("" for
 	// none).
 	WorkloadNode(a netip.Addr) string
@@ -65,15 +66,6 @@ var _ Target = (*Cluster)(nil)
 // TargetName is the topology's name.
 func (c *Cluster) TargetName() string { return c.Net.Topology.Name }
 
-// NodeNames lists the nodes in order.
-func (c *Cluster) NodeNames() []string {
-	out := make([]string, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = n.Name
-	}
-	return out
-}
-
 // NodeBlocks are node's own blocks (none for an unknown node).
 func (c *Cluster) NodeBlocks(node string) []netip.Prefix {
 	var out []netip.Prefix
@@ -85,9 +77,9 @@ func (c *Cluster) NodeBlocks(node string) []netip.Prefix {
 	return out
 }
 
-// NodeRoutes is the node itself (a *Node reads its routes); nil for an
-// unknown node, which a matcher reports as an error.
-func (c *Cluster) NodeRoutes(node string) RouteSource {
+// NodeRouteSource is the node itself (a *Node reads its routes); nil for
+// an unknown node, which a matcher reports as an error.
+func (c *Cluster) NodeRouteSource(node string) judge.RouteSource {
 	if n := c.lookup(node); n != nil {
 		return n
 	}

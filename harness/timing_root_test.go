@@ -16,6 +16,7 @@ import (
 	"github.com/birdcage/birdcage/harness/supervisor"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/internal/poll"
 )
 
 // restartTolerance bounds exit → first program − D. Both ends are
@@ -45,7 +46,7 @@ func crashAndWaitRestart(t *testing.T, c *Cluster) supervisor.Restart {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var r supervisor.Restart
-	if err := poll(ctx, 5*time.Millisecond, func() bool {
+	if err := poll.Until(ctx, 5*time.Millisecond, func() bool {
 		rs := n.Programmer.Restarts()
 		if len(rs) <= before || rs[before].SyncedMono == 0 {
 			return false
@@ -145,7 +146,7 @@ func TestConfdConcurrency(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			var at []int64
-			if err := poll(ctx, 10*time.Millisecond, func() bool {
+			if err := poll.Until(ctx, 10*time.Millisecond, func() bool {
 				at = at[:0]
 				for _, n := range c.Nodes() {
 					as := n.ConfdActions()

@@ -26,6 +26,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/topo"
@@ -45,9 +46,9 @@ var _ = Describe("Disabling BGP under the 3.33 defaults", Label("ipip", "bgpdisa
 					continue
 				}
 				Eventually(n).WithTimeout(scaled(30 * time.Second)).WithPolling(50 * time.Millisecond).
-					Should(harness.HaveClusterRoute(blockOf(nd, "ipip-pool")).ProgrammedBy(harness.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).Via(topo.TunnelDevice).Only())
+					Should(judge.HaveClusterRoute(blockOf(nd, "ipip-pool")).ProgrammedBy(judge.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).Via(topo.TunnelDevice).Only())
 				Eventually(n).WithTimeout(scaled(30 * time.Second)).WithPolling(50 * time.Millisecond).
-					Should(harness.HaveClusterRoute(blockOf(nd, "noencap-pool")).ProgrammedBy(harness.ByBIRD).Via("eth0").Only())
+					Should(judge.HaveClusterRoute(blockOf(nd, "noencap-pool")).ProgrammedBy(judge.ByBIRD).Via("eth0").Only())
 			}
 		}
 		probes, err := c.Probes(ctx, harness.ProbeOptions{})
@@ -108,7 +109,7 @@ var _ = Describe("Disabling BGP under the 3.33 defaults", Label("ipip", "bgpdisa
 		atEnd, err := probes.Report()
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func() (*probe.Report, error) { return probes.Report() }).WithTimeout(scaled(60*time.Second)).WithPolling(50*time.Millisecond).
-			Should(harness.HaveNoGap().Through(atEnd), "every IPIP probe sent by the end should arrive")
+			Should(judge.HaveNoGap().Through(atEnd), "every IPIP probe sent by the end should arrive")
 		rep, err := probes.Stop()
 		Expect(err).NotTo(HaveOccurred())
 		var table strings.Builder
@@ -118,7 +119,7 @@ var _ = Describe("Disabling BGP under the 3.33 defaults", Label("ipip", "bgpdisa
 					continue
 				}
 				b := blockOf(nd, "ipip-pool")
-				Expect(n).To(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).Via(topo.TunnelDevice).Only(),
+				Expect(n).To(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).Via(topo.TunnelDevice).Only(),
 					"%s's IPIP route to %s should outlive the BGP sessions", n.Name, b)
 				Expect(c.Timeline(n.Name).NoRouteWindows(b, off.Mono, end.Mono)).To(BeEmpty(), "%s lost its route to %s", n.Name, b)
 				fmt.Fprintf(&table, "%s -> %s (IPIP): kept; %s (no-encap): gone\n", n.Name, b, blockOf(nd, "noencap-pool"))
@@ -128,7 +129,7 @@ var _ = Describe("Disabling BGP under the 3.33 defaults", Label("ipip", "bgpdisa
 		res.Figures["windowMs"] = float64(end.Mono-off.Mono) / 1e6
 		report("BGP switched off under the 3.33 defaults", table.String()+harness.GapTable(rep), res)
 		for _, f := range rep.Flows {
-			Expect(f).To(harness.HaveNoGap().Through(atEnd), "IPIP flow %s lost probes after BGP went off", f.Flow)
+			Expect(f).To(judge.HaveNoGap().Through(atEnd), "IPIP flow %s lost probes after BGP went off", f.Flow)
 		}
 	})
 })

@@ -71,6 +71,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/confd"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
@@ -97,7 +98,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		block1, block3 := blockOf(node1.NS, "noencap-pool"), blockOf(node3.NS, "noencap-pool")
 		for _, b := range []netip.Prefix{block1, block3} {
 			Eventually(node2).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
-				Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Via("eth0").Only(), "guard: BIRD owns no-encap on the 3.33 defaults")
+				Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD).Via("eth0").Only(), "guard: BIRD owns no-encap on the 3.33 defaults")
 		}
 		// The route traces of node-1 and node-2: what their BIRDs ask the
 		// kernel. node-2's BIRD is never restarted, so one pid throughout.
@@ -139,14 +140,14 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		act(c.StartBIRD(ctx, node1.Name, harness.StartBIRDOptions{}))
 		Expect(c.WaitConverged(ctx)).To(Succeed())
 		Eventually(node2).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
-			Should(harness.HaveClusterRoute(block1).ProgrammedBy(harness.ByBIRD).Only(), "node-1's block back to BIRD's route after the control")
+			Should(judge.HaveClusterRoute(block1).ProgrammedBy(judge.ByBIRD).Only(), "node-1's block back to BIRD's route after the control")
 
 		// 3. The programmer takes the no-encap routes too (Felix Enabled;
 		// BGPConfiguration unchanged, so BIRD keeps exporting them).
 		setPairLive(ctx, c, string(config.Enabled), "", false, config.R333)
 		for _, n := range []*harness.Node{node1, node2} {
 			Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
-				Should(harness.HaveClusterRoute(block3).ProgrammedBy(harness.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).Via("eth0").Only(),
+				Should(judge.HaveClusterRoute(block3).ProgrammedBy(judge.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).Via("eth0").Only(),
 					"%s's route to %s should now be the programmer's (proto %d), replacing BIRD's", n.Name, block3, designProgrammerProtocol)
 		}
 		// Guard: BIRD still exports node-3's block to node-2's kernel, so
@@ -220,7 +221,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		endRep, err := probes.Report()
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func() (*probe.Report, error) { return probes.Report() }).WithTimeout(scaled(60*time.Second)).WithPolling(50*time.Millisecond).
-			Should(harness.HaveNoGap().Through(endRep), "every probe sent before the end mark should arrive")
+			Should(judge.HaveNoGap().Through(endRep), "every probe sent before the end mark should arrive")
 		rep, err := probes.Stop()
 		Expect(err).NotTo(HaveOccurred())
 
@@ -250,11 +251,11 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 			Expect(tl.NoRouteWindows(block3, withdrawn.Mono, end.Mono)).To(BeEmpty(), "%s had no route to %s after the withdrawal", n.Name, block3)
 			Expect(tl.Flaps(block3, withdrawn.Mono, end.Mono).Owners).To(Equal([]kroute.Protocol{designProgrammerProtocol}),
 				"%s's route to %s stays the programmer's (proto %d) throughout", n.Name, block3, designProgrammerProtocol)
-			Expect(n).To(harness.HaveClusterRoute(block3).ProgrammedBy(harness.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).Via("eth0").Only())
+			Expect(n).To(judge.HaveClusterRoute(block3).ProgrammedBy(judge.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).Via("eth0").Only())
 			Expect(afterWithdrawal[n.Name].Deletes().Answered(0)).To(BeEmpty(), "no delete of %s in %s's namespace succeeded after the withdrawal", block3, n.Name)
 		}
 		for _, f := range rep.Flows {
-			Expect(f).To(harness.HaveNoGap().Through(endRep), "flow %s lost probes after BIRD withdrew the routes", f.Flow)
+			Expect(f).To(judge.HaveNoGap().Through(endRep), "flow %s lost probes after BIRD withdrew the routes", f.Flow)
 		}
 	})
 	It("on 3.33's own metric (BIRD at 1024) the routes coexist: BIRD's delete removes BIRD's route, the programmer's stays, no probe lost", func(ctx SpecContext) {
@@ -267,7 +268,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		node2, node3 := c.Node("node-2"), c.Node("node-3")
 		block3 := blockOf(node3.NS, "noencap-pool")
 		Eventually(node2).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
-			Should(harness.HaveClusterRoute(block3).ProgrammedBy(harness.ByBIRD).Via("eth0").Only(), "guard: BIRD owns no-encap on the 3.33 defaults")
+			Should(judge.HaveClusterRoute(block3).ProgrammedBy(judge.ByBIRD).Via("eth0").Only(), "guard: BIRD owns no-encap on the 3.33 defaults")
 		cl, err := c.Store.Read(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		birdMetric := confd.RouteMetric(cl.BGP, node2.Release())
@@ -324,7 +325,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		endRep, err := probes.Report()
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func() (*probe.Report, error) { return probes.Report() }).WithTimeout(scaled(60*time.Second)).WithPolling(50*time.Millisecond).
-			Should(harness.HaveNoGap().Through(endRep), "every probe sent before the end mark should arrive")
+			Should(judge.HaveNoGap().Through(endRep), "every probe sent before the end mark should arrive")
 		rep, err := probes.Stop()
 		Expect(err).NotTo(HaveOccurred())
 
@@ -348,9 +349,9 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		Expect(birdDeletes).To(Equal(1), "BIRD's own 1024 route to %s went once", block3)
 		Expect(progDeletes).To(BeZero(), "the programmer's route to %s was never deleted", block3)
 		Expect(tl.NoRouteWindows(block3, withdrawn.Mono, end.Mono)).To(BeEmpty(), "node-2 had no route to %s after the withdrawal", block3)
-		Expect(node2).To(harness.HaveClusterRoute(block3).ProgrammedBy(harness.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).Via("eth0").Only())
+		Expect(node2).To(judge.HaveClusterRoute(block3).ProgrammedBy(judge.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).Via("eth0").Only())
 		for _, f := range rep.Flows {
-			Expect(f).To(harness.HaveNoGap().Through(endRep), "flow %s lost probes after BIRD withdrew its route", f.Flow)
+			Expect(f).To(judge.HaveNoGap().Through(endRep), "flow %s lost probes after BIRD withdrew its route", f.Flow)
 		}
 	})
 })

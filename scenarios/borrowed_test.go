@@ -47,6 +47,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/confd"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -54,7 +55,7 @@ import (
 
 var _ = Describe("Borrowed /32 workload routes", Label("noencap", "borrowed"), func() {
 	DescribeTable("a workload address borrowed from another node's block gets a /32 cluster route from its pool's owner, to the node hosting it",
-		func(ctx SpecContext, felix, bgp string, owner harness.Owner) {
+		func(ctx SpecContext, felix, bgp string, owner judge.Owner) {
 			c := startCluster(ctx, "noencap", harness.Options{Release: config.R333, RouteRefreshInterval: time.Second,
 				Felix: datastore.FelixConfiguration{ProgramClusterRoutes: felix}, BGP: datastore.BGPConfiguration{ProgramClusterRoutes: bgp},
 				Timers: confd.Timers{ScanTime: 1}})
@@ -85,7 +86,7 @@ var _ = Describe("Borrowed /32 workload routes", Label("noencap", "borrowed"), f
 			Expect(lender.Contains(addr) && !own3.Contains(addr) && !held[addr]).To(BeTrue(),
 				"guard: %s is in node-2's block %s, outside node-3's %s, held by no workload", addr, lender, own3)
 			Eventually(n1).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
-				Should(harness.HaveClusterRoute(lender).Gateway(nd2.Address.Addr()), "guard: node-1's route to node-2's block %s leads to node-2", lender)
+				Should(judge.HaveClusterRoute(lender).Gateway(nd2.Address.Addr()), "guard: node-1's route to node-2's block %s leads to node-2", lender)
 			Expect(c.Net.NodeOfBlock(lender)).To(Equal(nd2), "guard: %s is node-2's block", lender)
 			for _, n := range c.Nodes() {
 				Expect(routesExactly(n, borrowed)).To(BeEmpty(), "guard: before the workload borrows it, %s has no route to %s", n.Name, borrowed)
@@ -112,7 +113,7 @@ var _ = Describe("Borrowed /32 workload routes", Label("noencap", "borrowed"), f
 			for _, n := range []*harness.Node{n1, n2} {
 				nd, _ := c.Net.Node(n.Name)
 				Eventually(n3).WithContext(ctx).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
-					Should(harness.BeExportedTo(borrowed, nd.Address.Addr()), "guard: node-3's BIRD advertises %s to %s", borrowed, n.Name)
+					Should(judge.BeExportedTo(borrowed, nd.Address.Addr()), "guard: node-3's BIRD advertises %s to %s", borrowed, n.Name)
 				Eventually(func() bool { return learnedOverBGP(ctx, n, borrowed) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
 					Should(BeTrue(), "guard: %s's BIRD learns %s over BGP", n.Name, borrowed)
 			}
@@ -123,10 +124,10 @@ var _ = Describe("Borrowed /32 workload routes", Label("noencap", "borrowed"), f
 			var table strings.Builder
 			for _, n := range []*harness.Node{n1, n2} {
 				Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
-					Should(harness.HaveClusterRoute(borrowed).ProgrammedBy(owner).WithProgrammerProtocol(designProgrammerProtocol).Gateway(nd3.Address.Addr()).Only(),
+					Should(judge.HaveClusterRoute(borrowed).ProgrammedBy(owner).WithProgrammerProtocol(designProgrammerProtocol).Gateway(nd3.Address.Addr()).Only(),
 						"%s's route to the borrowed %s should be %s's, to node-3", n.Name, borrowed, owner)
-				Expect(exportedToKernel(ctx, n, borrowed)).To(Equal(owner == harness.ByBIRD),
-					"%s's BIRD exports %s to its kernel: want %v (BIRD owns no-encap: %v)", n.Name, borrowed, owner == harness.ByBIRD, owner == harness.ByBIRD)
+				Expect(exportedToKernel(ctx, n, borrowed)).To(Equal(owner == judge.ByBIRD),
+					"%s's BIRD exports %s to its kernel: want %v (BIRD owns no-encap: %v)", n.Name, borrowed, owner == judge.ByBIRD, owner == judge.ByBIRD)
 				rs, err := routesExactly(n, borrowed)
 				Expect(err).NotTo(HaveOccurred())
 				fmt.Fprintf(&table, "%s: %v (BIRD exports to kernel: %v)\n", n.Name, rs, exportedToKernel(ctx, n, borrowed))
@@ -134,14 +135,14 @@ var _ = Describe("Borrowed /32 workload routes", Label("noencap", "borrowed"), f
 			// It holds across two resyncs (neither side takes it later).
 			waitFullResyncs(n1, 2)
 			for _, n := range []*harness.Node{n1, n2} {
-				Expect(n).To(harness.HaveClusterRoute(borrowed).ProgrammedBy(owner).WithProgrammerProtocol(designProgrammerProtocol).Gateway(nd3.Address.Addr()).Only(),
+				Expect(n).To(judge.HaveClusterRoute(borrowed).ProgrammedBy(owner).WithProgrammerProtocol(designProgrammerProtocol).Gateway(nd3.Address.Addr()).Only(),
 					"after two resyncs %s's route to %s is still %s's alone", n.Name, borrowed, owner)
 			}
 			res := c.Result(fmt.Sprintf("borrowed /32 route (Felix=%s, BGP=%s)", rawName(felix), rawName(bgp)), nil)
 			res.Figures["nodesRoutingTheBorrowedAddress"] = 2
 			report(fmt.Sprintf("borrowed %s (node-2's block, on node-3), Felix=%s BGP=%s: owner %s", borrowed, rawName(felix), rawName(bgp), owner), table.String(), res)
 		},
-		Entry("3.33 defaults: BIRD owns no-encap, so BIRD programs the /32", "", "", harness.ByBIRD),
-		Entry("Felix Enabled, BGP Disabled: the programmer programs the /32", "Enabled", "Disabled", harness.ByProgrammer),
+		Entry("3.33 defaults: BIRD owns no-encap, so BIRD programs the /32", "", "", judge.ByBIRD),
+		Entry("Felix Enabled, BGP Disabled: the programmer programs the /32", "Enabled", "Disabled", judge.ByProgrammer),
 	)
 })

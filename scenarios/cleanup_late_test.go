@@ -41,6 +41,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/confd"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -91,7 +92,7 @@ var _ = Describe("Persisted-route cleanup has no time bound", Label("ipip", "cle
 		node2, node3 := c.Node("node-2"), c.Node("node-3")
 		early := blockOf(node3.NS, "ipip-pool")
 		Eventually(node2).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
-			Should(harness.HaveClusterRoute(early).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice), "guard: BIRD programs %s via tunl0", early)
+			Should(judge.HaveClusterRoute(early).ProgrammedBy(judge.ByBIRD).Via(topo.TunnelDevice), "guard: BIRD programs %s via tunl0", early)
 		cl, err := c.Datastore(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		birdMetric := confd.RouteMetric(cl.BGP, node2.Release())
@@ -188,7 +189,7 @@ var _ = Describe("Persisted-route cleanup when BIRD is not run for want of BGP p
 		for _, n := range []*harness.Node{node1, node2} {
 			for _, b := range []netip.Prefix{stray, wanted} {
 				Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
-					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice), "guard: BIRD programs %s on %s", b, n.Name)
+					Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD).Via(topo.TunnelDevice), "guard: BIRD programs %s on %s", b, n.Name)
 			}
 		}
 
@@ -223,14 +224,14 @@ var _ = Describe("Persisted-route cleanup when BIRD is not run for want of BGP p
 			WithTimeout(scaled(3*time.Minute)).WithPolling(50*time.Millisecond).Should(BeEmpty(), "node-2's 3.33 programmer should remove BIRD's stray route to %s", stray)
 		Expect(programmerDeletes(node2.Programmer.LogPath())).To(HaveKey(stray.String()), "node-2's programmer log should say it deleted %s", stray)
 		Eventually(node2).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
-			Should(harness.HaveClusterRoute(wanted).ProgrammedBy(harness.ByProgrammer).Via(topo.TunnelDevice).Only(), "node-2's programmer owns the wanted block %s", wanted)
+			Should(judge.HaveClusterRoute(wanted).ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice).Only(), "node-2's programmer owns the wanted block %s", wanted)
 		removedAt, _ := firstBIRDDelete(c.Timeline(node2.Name), stray, migrated.Mono)
 
 		// 5. Control: node-1's pre-3.33 programmer keeps the stray.
 		waitFullResyncs(node1, 2)
 		waitFullResyncs(node2, 2)
 		end := c.Mark("two full resyncs")
-		Expect(node1).To(harness.HaveClusterRoute(stray).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice),
+		Expect(node1).To(judge.HaveClusterRoute(stray).ProgrammedBy(judge.ByBIRD).Via(topo.TunnelDevice),
 			"control: node-1's pre-3.33 programmer has no claim rule and must leave BIRD's stray %s", stray)
 		Expect(deletesOf(c.Timeline(node1.Name), stray, migrated.Mono, end.Mono)).To(BeEmpty(), "control: node-1's stray was deleted")
 

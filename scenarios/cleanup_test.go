@@ -39,6 +39,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/supervisor"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
@@ -122,7 +123,7 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 			// 2. Guard: BIRD really programs them, or a removal proves nothing.
 			for _, b := range remote {
 				Eventually(node2).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
-					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice), "guard before node-2 goes down")
+					Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD).Via(topo.TunnelDevice), "guard before node-2 goes down")
 			}
 
 			// 3. node-2 goes down the way a deleted pod does: BIRD SIGKILLed,
@@ -148,7 +149,7 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 
 			// 5. Guard: every stray is still BIRD's route via tunl0 on node-2.
 			for _, s := range strays {
-				Expect(node2).To(harness.HaveClusterRoute(s.dst).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice),
+				Expect(node2).To(judge.HaveClusterRoute(s.dst).ProgrammedBy(judge.ByBIRD).Via(topo.TunnelDevice),
 					"guard: the %s stray must be in node-2's kernel before the migration", s.kind)
 			}
 
@@ -207,15 +208,15 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 			}
 			// Wanted destinations: the programmer's if it owns IPIP, else
 			// still BIRD's persisted routes (nobody took them).
-			wantOwner := harness.ByBIRD
+			wantOwner := judge.ByBIRD
 			if tc.owns {
-				wantOwner = harness.ByProgrammer
+				wantOwner = judge.ByProgrammer
 			}
 			Eventually(node2).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
-				Should(harness.HaveClusterRoute(node1Block).ProgrammedBy(wantOwner).Via(topo.TunnelDevice), "node-1's block is still wanted")
+				Should(judge.HaveClusterRoute(node1Block).ProgrammedBy(wantOwner).Via(topo.TunnelDevice), "node-1's block is still wanted")
 			if tc.owns {
 				Eventually(node2).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
-					Should(harness.HaveClusterRoute(node3Workload).ProgrammedBy(harness.ByProgrammer).Via(topo.TunnelDevice),
+					Should(judge.HaveClusterRoute(node3Workload).ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice),
 						"node-3's workload lost its block; the programmer routes it by a /32")
 			}
 
@@ -237,7 +238,7 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 			}
 			if !tc.claims {
 				for _, s := range strays {
-					Expect(node2).To(harness.HaveClusterRoute(s.dst).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice),
+					Expect(node2).To(judge.HaveClusterRoute(s.dst).ProgrammedBy(judge.ByBIRD).Via(topo.TunnelDevice),
 						"the %s stray must be untouched: this programmer does not claim BIRD's routes", s.kind)
 					Expect(deletesOf(tl, s.dst, migrated.Mono, end.Mono)).To(BeEmpty(), "the %s stray %s was deleted", s.kind, s.dst)
 				}
@@ -309,7 +310,7 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 		Entry("3.33, the new BIRD never completes recovery: strays removed",
 			cleanupCase{absence: absentRecoveryNeverCompletes, release: config.R333, owns: true, claims: true}),
 		Entry("negative: 3.33 with FelixConfiguration Disabled (the pre-3.33 pair pinned): strays untouched",
-			cleanupCase{absence: absentBGPDisabled, start: ownership{config.Disabled, config.Enabled, harness.ByBIRD}, release: config.R333}),
+			cleanupCase{absence: absentBGPDisabled, start: ownership{config.Disabled, config.Enabled, judge.ByBIRD}, release: config.R333}),
 		Entry("negative: a pre-3.33 programmer that owns IPIP has no claim rule: strays untouched",
 			cleanupCase{absence: absentKilledNotRestarted, release: config.Pre333, owns: true}),
 	)

@@ -51,6 +51,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/bird"
 	"github.com/birdcage/birdcage/harness/confd"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/topo"
@@ -58,7 +59,7 @@ import (
 
 var _ = Describe("ipipMode CrossSubnet counted as IPIP", Label("ipip", "crosssubnet"), func() {
 	DescribeTable("both components own a CrossSubnet pool as IPIP: tunl0 to another subnet, eth0 within one, the IPIP owner's either way",
-		func(ctx SpecContext, felix, bgp string, owner harness.Owner) {
+		func(ctx SpecContext, felix, bgp string, owner judge.Owner) {
 			t, err := topo.Builtin("ipip")
 			Expect(err).NotTo(HaveOccurred())
 			Expect(t.Pools).To(HaveLen(1))
@@ -75,7 +76,7 @@ var _ = Describe("ipipMode CrossSubnet counted as IPIP", Label("ipip", "crosssub
 			shapes := map[string]int{}
 			type held struct {
 				n *harness.Node
-				m *harness.ClusterRouteMatcher
+				m *judge.ClusterRouteMatcher
 			}
 			var routes []held
 			for _, n := range c.Nodes() {
@@ -83,7 +84,7 @@ var _ = Describe("ipipMode CrossSubnet counted as IPIP", Label("ipip", "crosssub
 				sameSeen, crossSeen := false, false
 				for _, b := range c.RemoteBlocks(n.Name) {
 					gw := nodeAddrOf(c, b)
-					m := harness.HaveClusterRoute(b).ProgrammedBy(owner).WithProgrammerProtocol(designProgrammerProtocol).Gateway(gw)
+					m := judge.HaveClusterRoute(b).ProgrammedBy(owner).WithProgrammerProtocol(designProgrammerProtocol).Gateway(gw)
 					shape := "same subnet, eth0"
 					if subnet.Contains(gw) {
 						m, sameSeen = m.Via("eth0"), true
@@ -92,8 +93,8 @@ var _ = Describe("ipipMode CrossSubnet counted as IPIP", Label("ipip", "crosssub
 					}
 					Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).Should(m.Only(),
 						"%s's route to %s (%s) should be %s's alone", n.Name, b, shape, owner)
-					Expect(exportedToKernel(ctx, n, b)).To(Equal(owner == harness.ByBIRD),
-						"%s's BIRD exports %s to its kernel exactly when BIRD owns IPIP (%v)", n.Name, b, owner == harness.ByBIRD)
+					Expect(exportedToKernel(ctx, n, b)).To(Equal(owner == judge.ByBIRD),
+						"%s's BIRD exports %s to its kernel exactly when BIRD owns IPIP (%v)", n.Name, b, owner == judge.ByBIRD)
 					shapes[shape]++
 					routes = append(routes, held{n, m})
 					fmt.Fprintf(&table, "%s -> %s: %s, %s's\n", n.Name, b, shape, owner)
@@ -124,9 +125,9 @@ var _ = Describe("ipipMode CrossSubnet counted as IPIP", Label("ipip", "crosssub
 			// route to node-3's block was node-4's. Reported as
 			// bestRouteIsPeersReadvertisementSteady, not asserted.
 			Expect(c.WaitConverged(ctx)).To(Succeed(), "guard: every BGP session Established")
-			readvertGuardSettled(ctx, c, owner == harness.ByBIRD)
+			readvertGuardSettled(ctx, c, owner == judge.ByBIRD)
 			var preferred []string
-			if owner == harness.ByProgrammer {
+			if owner == judge.ByProgrammer {
 				preferred = readvertBestNotOwners(ctx, c)
 			}
 			// With BIRD owning IPIP no node exports another's block. With
@@ -134,7 +135,7 @@ var _ = Describe("ipipMode CrossSubnet counted as IPIP", Label("ipip", "crosssub
 			// cross-subnet (tunl0) route out; a same-subnet eth0 route goes
 			// out (ADD-PATH, `add paths on`, exports it beside the owner's
 			// own route) — measured, counted, not the arm failing.
-			steady := readvertMatrix(ctx, c, c.Nodes(), owner == harness.ByBIRD)
+			steady := readvertMatrix(ctx, c, c.Nodes(), owner == judge.ByBIRD)
 			var sameSteady int
 			for _, r := range steady.readvertised {
 				ex, ow := c.Node(r.node), c.Node(r.owner)
@@ -162,7 +163,7 @@ var _ = Describe("ipipMode CrossSubnet counted as IPIP", Label("ipip", "crosssub
 			// advertises the block: node-3's and node-4's best route to it
 			// is the programmer's via tunl0, and the tunl0 arm keeps it out
 			// of their exports.
-			if owner == harness.ByProgrammer {
+			if owner == judge.ByProgrammer {
 				const gone, same = "node-2", "node-1"
 				remaining := readvertWithout(c, gone)
 				act(c.KillBIRD(ctx, gone, syscall.SIGTERM))
@@ -196,7 +197,7 @@ var _ = Describe("ipipMode CrossSubnet counted as IPIP", Label("ipip", "crosssub
 								"guard: with %s and %s stopped, %s's best route to %s is the programmer's tunl0 route, so the tunl0 arm is what keeps it out of the exports", gone, same, n.Name, b)
 						for _, p := range readvertLivePeers(c, others, n) {
 							Consistently(n).WithTimeout(scaled(3*time.Second)).WithPolling(200*time.Millisecond).
-								ShouldNot(harness.BeExportedTo(b, p.Address), "%s exports %s's block %s (its tunl0 route) to %s: the tunl0 arm should reject it", n.Name, gone, b, p.Address)
+								ShouldNot(judge.BeExportedTo(b, p.Address), "%s exports %s's block %s (its tunl0 route) to %s: the tunl0 arm should reject it", n.Name, gone, b, p.Address)
 						}
 						fmt.Fprintf(&table, "with %s and %s stopped: %s does not export %s (its tunl0 route)\n", gone, same, n.Name, b)
 					}
@@ -205,7 +206,7 @@ var _ = Describe("ipipMode CrossSubnet counted as IPIP", Label("ipip", "crosssub
 			}
 			report(fmt.Sprintf("CrossSubnet pool, Felix=%s BGP=%s: every route %s's", rawName(felix), rawName(bgp), owner), table.String()+readvertTable(steady, readvertResult{}), res)
 		},
-		Entry("3.33 defaults: the programmer owns IPIP, so CrossSubnet too", "", "", harness.ByProgrammer),
-		Entry("Felix EnabledNoEncapOnly, BGP EnabledIPIPOnly: BIRD owns IPIP, so CrossSubnet too", string(config.EnabledNoEncapOnly), string(config.EnabledIPIPOnly), harness.ByBIRD),
+		Entry("3.33 defaults: the programmer owns IPIP, so CrossSubnet too", "", "", judge.ByProgrammer),
+		Entry("Felix EnabledNoEncapOnly, BGP EnabledIPIPOnly: BIRD owns IPIP, so CrossSubnet too", string(config.EnabledNoEncapOnly), string(config.EnabledIPIPOnly), judge.ByBIRD),
 	)
 })

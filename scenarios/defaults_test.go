@@ -28,6 +28,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/topo"
@@ -77,12 +78,12 @@ var _ = Describe("Release defaults with programClusterRoutes unset or unknown", 
 					for _, b := range nd.Blocks {
 						cls := classOf(b.Pool)
 						classes[cls]++
-						owner := harness.ByProgrammer
+						owner := judge.ByProgrammer
 						if exp[cls] == ownedByBIRD {
-							owner = harness.ByBIRD
+							owner = judge.ByBIRD
 						}
 						Expect(exp[cls]).To(BeElementOf(ownedByProgrammer, ownedByBIRD), "design data: %s's default owns %s", rel, cls)
-						m := harness.HaveClusterRoute(b.CIDR).ProgrammedBy(owner).Only()
+						m := judge.HaveClusterRoute(b.CIDR).ProgrammedBy(owner).Only()
 						if cls == classIPIP {
 							m = m.Via(topo.TunnelDevice)
 						}

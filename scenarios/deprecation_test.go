@@ -24,6 +24,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/topo"
@@ -46,7 +47,7 @@ var _ = Describe("Deprecation warning for BIRD-programmed IPIP cluster routes", 
 		// Guard: BIRD really programs the IPIP routes, so the warning is
 		// about a real state.
 		Eventually(c).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
-			Should(harness.HaveRemoteBlockRoutes().ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice).Only(), "guard: BIRD owns the IPIP routes")
+			Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(judge.ByBIRD).Via(topo.TunnelDevice).Only(), "guard: BIRD owns the IPIP routes")
 
 		// 2. The start render warned, naming the pool.
 		pools := []string{deprecationPool}
@@ -112,7 +113,7 @@ var _ = Describe("Deprecation warning for BIRD-programmed IPIP cluster routes", 
 			Expect(string(conf)).NotTo(ContainSubstring("# warning: DEPRECATED"), "%s: the render in which the programmer took IPIP over carries a deprecation warning", n.Name)
 		}
 		Eventually(c).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
-			Should(harness.HaveRemoteBlockRoutes().ProgrammedBy(harness.ByProgrammer).Via(topo.TunnelDevice).Only(), "guard: the programmer owns the IPIP routes after the switch")
+			Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice).Only(), "guard: the programmer owns the IPIP routes after the switch")
 		switched := map[string][2]int{}
 		for _, n := range c.Nodes() {
 			r, w := deprecationCounts(n)

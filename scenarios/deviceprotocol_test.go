@@ -39,6 +39,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/bird"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -74,12 +75,12 @@ var _ = Describe("A non-default deviceRouteProtocol end to end", Label("noencap"
 			for _, n := range c.Nodes() {
 				for _, b := range c.RemoteBlocks(n.Name) {
 					Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
-						Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer).WithProgrammerProtocol(customProgrammerProtocol).Via("eth0").Only(),
+						Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).WithProgrammerProtocol(customProgrammerProtocol).Via("eth0").Only(),
 							"%s's route to %s is the programmer's at proto %d", n.Name, b, customProgrammerProtocol)
 					rs, err := n.Routes(b)
 					Expect(err).NotTo(HaveOccurred())
 					Expect(rs).To(ConsistOf(HaveField("Protocol", customProgrammerProtocol)), "%s: the kernel's protocol number of every route to %s", n.Name, b)
-					Expect(n).NotTo(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol),
+					Expect(n).NotTo(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol),
 						"control: judged by the default %d, %s's route to %s must not pass as the programmer's", designProgrammerProtocol, n.Name, b)
 				}
 			}
@@ -132,7 +133,7 @@ var _ = Describe("A non-default deviceRouteProtocol end to end", Label("noencap"
 				// protocol and the next hop, not everything.
 				local := netip.PrefixFrom(c.Net.Nodes[0].Workloads[0].IPv4, 32)
 				Eventually(n1).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
-					Should(harness.HaveClusterRoute(local).ProgrammedBy(harness.ByProgrammer).WithProgrammerProtocol(customProgrammerProtocol),
+					Should(judge.HaveClusterRoute(local).ProgrammedBy(judge.ByProgrammer).WithProgrammerProtocol(customProgrammerProtocol),
 						"guard: node-1's programmer writes its local workload route %s at proto %d", local, customProgrammerProtocol)
 				Eventually(func() []bird.Route { return birdKernelRoutes(ctx, n1, local) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
 					Should(ContainElement(HaveField("Attrs", HaveKeyWithValue("Kernel.source", source))),

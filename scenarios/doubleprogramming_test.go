@@ -36,6 +36,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/confd"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
 )
 
@@ -247,7 +248,7 @@ var _ = Describe("Double programming judged per component", Label("noencap", "ip
 		prog := expectAll("Enabled / Disabled", from, false, true)
 		for _, b := range blocks {
 			Eventually(b.node).WithContext(ctx).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
-				Should(harness.HaveClusterRoute(b.cidr).ProgrammedBy(harness.ByProgrammer).Only(), "control: the programmer alone programs %s on %s", b.cidr, b.node.Name)
+				Should(judge.HaveClusterRoute(b.cidr).ProgrammedBy(judge.ByProgrammer).Only(), "control: the programmer alone programs %s on %s", b.cidr, b.node.Name)
 		}
 		row("Enabled/Disabled", prog)
 

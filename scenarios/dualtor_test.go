@@ -53,6 +53,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/bird"
 	"github.com/birdcage/birdcage/harness/confd"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
@@ -79,7 +80,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		for _, n := range c.Nodes() {
 			Expect(n.Peers()).To(HaveLen(2), "%s peers with one ToR per plane", n.Name)
 		}
-		f.expectPaths(func(n *harness.Node, _ netip.Prefix) []string { return f.bothPlanes(n.Name) }, harness.ByBIRD, 30*time.Second)
+		f.expectPaths(func(n *harness.Node, _ netip.Prefix) []string { return f.bothPlanes(n.Name) }, judge.ByBIRD, 30*time.Second)
 
 		// 3. Probes both ways between every pair of workloads on different
 		// nodes (48 flows, at a fifth of the default rate so the sender
@@ -108,7 +109,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		res.Notes = append(res.Notes,
 			"fib_multipath_hash_policy left at 0 (L3): one flow per ordered pair of workloads, spread over the planes by address pair")
 		report("dual-ToR, BIRD owns no-encap: the plane each flow took (packets at the source's uplinks and the destination's)",
-			f.planeTable(rep)+"\n"+f.routeTable(harness.ByBIRD), res)
+			f.planeTable(rep)+"\n"+f.routeTable(judge.ByBIRD), res)
 
 		// 5. The claim, from the counters: both planes carried flows, and
 		// every flow kept to one plane (the hash is per flow).
@@ -132,7 +133,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 			c := startCluster(ctx, "dualtor", opts)
 			f := newFabric(c)
 			const failed = "tor-1a"
-			f.expectPaths(func(n *harness.Node, _ netip.Prefix) []string { return f.bothPlanes(n.Name) }, harness.ByBIRD, 30*time.Second)
+			f.expectPaths(func(n *harness.Node, _ netip.Prefix) []string { return f.bothPlanes(n.Name) }, judge.ByBIRD, 30*time.Second)
 			behind := f.behind(failed)
 			Expect(behind).To(ConsistOf("node-1", "node-2"), "guard: %s serves rack 1", failed)
 			plane := f.planeOf(failed)
@@ -161,7 +162,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 				}
 				return f.bothPlanes(n.Name)
 			}
-			f.expectPaths(want, harness.ByBIRD, failure.fallbackTimeout)
+			f.expectPaths(want, judge.ByBIRD, failure.fallbackTimeout)
 			c.Mark("routes fell back to one plane")
 
 			// 5. Every flow delivers again.
@@ -207,7 +208,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 				res.Notes = append(res.Notes, window.String())
 			}
 			report(fmt.Sprintf("dual-ToR, %s fails (%s): lost probes per flow; last route single-path %.0f ms after the failure",
-				failed, title, last), harness.GapTable(rep)+"\n"+f.routeTable(harness.ByBIRD)+
+				failed, title, last), harness.GapTable(rep)+"\n"+f.routeTable(judge.ByBIRD)+
 				"\nlast route to fall back, per node, after the failure: "+strings.Join(fell, ", ")+"\n", res)
 
 			// 7. A hold-timer failure: the nodes behind the failed ToR see
@@ -288,14 +289,14 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		})
 		f := newFabric(c)
 		Eventually(c).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
-			Should(harness.HaveRemoteBlockRoutes().ProgrammedBy(harness.ByBIRD).Only(), "guard: BIRD owns no-encap before the handover")
+			Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(judge.ByBIRD).Only(), "guard: BIRD owns no-encap before the handover")
 		_, err := c.SetProgramClusterRoutes(ctx, config.Enabled, config.Disabled)
 		Expect(err).NotTo(HaveOccurred())
 
 		// 2. Guard: BGP is up on both planes (the fabric still offers two
 		// paths), and every remote block has the programmer's route.
 		Eventually(c).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
-			Should(harness.HaveRemoteBlockRoutes().ProgrammedBy(harness.ByProgrammer).Only(), "guard: the programmer owns no-encap")
+			Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(judge.ByProgrammer).Only(), "guard: the programmer owns no-encap")
 		for _, n := range c.Nodes() {
 			Expect(n.Peers()).To(HaveLen(2), "%s peers with one ToR per plane", n.Name)
 		}
@@ -311,7 +312,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		single, dual := 0, 0
 		for _, n := range c.Nodes() {
 			for _, b := range c.RemoteBlocks(n.Name) {
-				if len(f.paths(n, b, harness.ByProgrammer)) > 1 {
+				if len(f.paths(n, b, judge.ByProgrammer)) > 1 {
 					dual++
 				} else {
 					single++
@@ -331,7 +332,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		res.Notes = append(res.Notes, "known gap (design §5 Dual ToR): the programmer sends a remote block to its first uplink gateway only",
 			"the programmer took over after the ToR sessions were up; started with the programmer owning, a node exports its proto-80 routes to its ToRs as its own (Calico accepts pool routes towards eBGP peers), the ToRs prefer that one-AS path and loop the traffic back")
 		report(fmt.Sprintf("dual-ToR, programmer owns no-encap: %d of %d remote-block routes single-path (known gap)", single, single+dual),
-			f.routeTable(harness.ByProgrammer)+"\n"+f.planeTable(rep), res)
+			f.routeTable(judge.ByProgrammer)+"\n"+f.planeTable(rep), res)
 
 		// 5. The gap is still there: every remote block one path.
 		Expect(dual).To(BeZero(), "known gap closed: %d programmer-owned no-encap routes are now multipath over the ToR planes; "+
@@ -538,14 +539,14 @@ func (f *fabric) behind(router string) []string {
 
 // paths reads n's route to b by owner as a sorted nexthop set; nil when
 // there is none.
-func (f *fabric) paths(n *harness.Node, b netip.Prefix, o harness.Owner) []string {
+func (f *fabric) paths(n *harness.Node, b netip.Prefix, o judge.Owner) []string {
 	rs, err := n.Routes(b)
 	if err != nil {
 		return []string{"error: " + err.Error()}
 	}
 	for _, r := range rs {
-		if r.Dst != b || (o == harness.ByBIRD && r.Protocol != kroute.ProtoBIRD) ||
-			(o == harness.ByProgrammer && r.Protocol != designProgrammerProtocol) {
+		if r.Dst != b || (o == judge.ByBIRD && r.Protocol != kroute.ProtoBIRD) ||
+			(o == judge.ByProgrammer && r.Protocol != designProgrammerProtocol) {
 			continue
 		}
 		return routePaths(r)
@@ -566,7 +567,7 @@ func routePaths(r kroute.Route) []string {
 
 // expectPaths waits until every node's route to every remote block, by
 // owner, has exactly the nexthops want gives.
-func (f *fabric) expectPaths(want func(*harness.Node, netip.Prefix) []string, o harness.Owner, timeout time.Duration) {
+func (f *fabric) expectPaths(want func(*harness.Node, netip.Prefix) []string, o judge.Owner, timeout time.Duration) {
 	GinkgoHelper()
 	for _, n := range f.c.Nodes() {
 		for _, b := range f.c.RemoteBlocks(n.Name) {
@@ -635,7 +636,7 @@ func (f *fabric) bothPlanesCarry(rep *probe.Report) error {
 func (f *fabric) planeTable(rep *probe.Report) string { return f.c.PlaneTable(rep) }
 
 // routeTable lists every node's route to every remote block by owner.
-func (f *fabric) routeTable(o harness.Owner) string {
+func (f *fabric) routeTable(o judge.Owner) string {
 	t := harness.NewTable("node", "remote block", "owner node", "nexthops ("+o.String()+")")
 	for _, n := range f.c.Nodes() {
 		for _, bl := range f.c.RemoteBlocks(n.Name) {

@@ -31,6 +31,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/bird"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -45,7 +46,7 @@ var _ = Describe("eBGP peers receive the tunl0 routes the iBGP reject keeps back
 		mesh := true
 		c := startClusterOn(ctx, t, harness.Options{BGP: datastore.BGPConfiguration{NodeToNodeMeshEnabled: &mesh}})
 		router := c.Router(t.Routers[0].Name)
-		readvertGuardOwnership(c, harness.ByProgrammer, topo.TunnelDevice)
+		readvertGuardOwnership(c, judge.ByProgrammer, topo.TunnelDevice)
 		Expect(c.WaitConverged(ctx)).To(Succeed(), "guard: every BGP session Established")
 		for _, n := range c.Nodes() {
 			var ibgp, ebgp int
@@ -82,11 +83,11 @@ var _ = Describe("eBGP peers receive the tunl0 routes the iBGP reject keeps back
 					"guard: %s's best route to %s is the programmer's tunl0 route from the kernel; BIRD holds %v", n.Name, b, routes)
 				for _, p := range readvertLivePeers(c, remaining, n) {
 					if p.Internal {
-						Expect(n).NotTo(harness.BeExportedTo(b, p.Address), "%s exports its tunl0 route to %s to the iBGP peer %s", n.Name, b, p.Address)
+						Expect(n).NotTo(judge.BeExportedTo(b, p.Address), "%s exports its tunl0 route to %s to the iBGP peer %s", n.Name, b, p.Address)
 						continue
 					}
 					Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
-						Should(harness.BeExportedTo(b, p.Address), "%s should go on exporting its tunl0 route to %s to its eBGP peer %s (by decision)", n.Name, b, p.Address)
+						Should(judge.BeExportedTo(b, p.Address), "%s should go on exporting its tunl0 route to %s to its eBGP peer %s (by decision)", n.Name, b, p.Address)
 					toRouter++
 					fmt.Fprintf(&table, "%s -> %s (eBGP): exported; to its 2 live iBGP peers: not\n", n.Name, b)
 				}

@@ -1,17 +1,17 @@
 package scenarios_test
 
 // The kernel protocol each owner's routes carry, by the design's numbers:
-// handovers (harness.Handovers) are read between these.
+// handovers (judge.Handovers) are read between these.
 
 import (
 	"time"
 
-	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/kroute"
 )
 
-func protoOf(o harness.Owner) kroute.Protocol {
-	if o == harness.ByBIRD {
+func protoOf(o judge.Owner) kroute.Protocol {
+	if o == judge.ByBIRD {
 		return kroute.ProtoBIRD
 	}
 	return designProgrammerProtocol

@@ -37,6 +37,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -59,7 +60,7 @@ var _ = Describe("IPIP with ECMP on the dual-ToR fabric", Label("dualtor", "ipip
 			})
 			pool := netip.MustParsePrefix(ipipECMPPool.CIDR)
 			proto := designProgrammerProtocol
-			if own.owner == harness.ByBIRD {
+			if own.owner == judge.ByBIRD {
 				proto = kroute.ProtoBIRD
 			}
 
@@ -85,12 +86,12 @@ var _ = Describe("IPIP with ECMP on the dual-ToR fabric", Label("dualtor", "ipip
 			for _, n := range c.Nodes() {
 				for _, b := range ipipBlocks[n.Name] {
 					Eventually(n).WithTimeout(scaled(60*time.Second)).WithPolling(100*time.Millisecond).
-						Should(harness.HaveClusterRoute(b).ProgrammedBy(own.owner).Via(topo.TunnelDevice).Only(), "%s programs IPIP block %s on %s", own.owner, b, n.Name)
+						Should(judge.HaveClusterRoute(b).ProgrammedBy(own.owner).Via(topo.TunnelDevice).Only(), "%s programs IPIP block %s on %s", own.owner, b, n.Name)
 				}
 			}
 			// ...and the programmer's is one path to the node's own address,
 			// onlink.
-			if own.owner == harness.ByProgrammer {
+			if own.owner == judge.ByProgrammer {
 				for _, n := range c.Nodes() {
 					for _, b := range ipipBlocks[n.Name] {
 						r := ipipRoute(n, b, proto)
@@ -181,7 +182,7 @@ var _ = Describe("IPIP with ECMP on the dual-ToR fabric", Label("dualtor", "ipip
 			routable, pairs := torRoutesToNodeAddrs(c)
 			res.Figures["torRoutesToNodeAddresses"] = float64(routable)
 			res.Figures["torNodeAddressPairs"] = float64(pairs)
-			if own.owner == harness.ByBIRD {
+			if own.owner == judge.ByBIRD {
 				refused := birdRefusedIPIP(ctx, c, pool)
 				res.Figures["kernelRefusedBIRDRoutes"] = float64(refused)
 			}
@@ -304,7 +305,7 @@ func shapeTable(shapes map[string]kroute.Route) string {
 // uplinks (egress, inner packets counted) and the destination's tunl0
 // (ingress).
 func ipipHopTable(c *harness.Cluster, rep *probe.Report) string {
-	return c.HopTable(rep, []harness.HopColumn{
+	return c.HopTable(rep, []judge.HopColumn{
 		{Title: "src tunl0 out", Interface: "tunl0", Direction: "egress"},
 		{Title: "src eth0 out", Interface: "eth0", Direction: "egress"},
 		{Title: "src eth1 out", Interface: "eth1", Direction: "egress"},

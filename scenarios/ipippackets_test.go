@@ -41,6 +41,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/pcap"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -88,7 +89,7 @@ func checkIPIPWire(ctx context.Context, c *harness.Cluster) wireReport {
 	from, to := c.Node("node-1"), c.Node("node-3")
 	dstBlock := blockOf(to.NS, "ipip-pool")
 	Eventually(from).WithContext(ctx).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
-		Should(harness.HaveClusterRoute(dstBlock).Via(topo.TunnelDevice), "guard: node-1 routes node-3's block via tunl0")
+		Should(judge.HaveClusterRoute(dstBlock).Via(topo.TunnelDevice), "guard: node-1 routes node-3's block via tunl0")
 	src, dst := from.NS.Workloads[0], to.NS.Workloads[0]
 	uplink := from.NS.Spec.Interfaces[0]
 	outerSrc := netip.MustParsePrefix(uplink.Address).Addr()

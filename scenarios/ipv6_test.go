@@ -21,6 +21,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
@@ -83,7 +84,7 @@ var _ = Describe("IPv6 no-encap pools follow the same ownership policy as IPv4",
 			for _, n := range c.Nodes() {
 				for _, b := range c.RemoteBlocks(n.Name) {
 					Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
-						Should(harness.HaveClusterRoute(b).ProgrammedBy(own.owner).Via("eth0").Only(), "%s's route to %s", n.Name, b)
+						Should(judge.HaveClusterRoute(b).ProgrammedBy(own.owner).Via("eth0").Only(), "%s's route to %s", n.Name, b)
 					rs, err := n.Routes(b)
 					Expect(err).NotTo(HaveOccurred())
 					exact := 0
@@ -137,7 +138,7 @@ var _ = Describe("IPv6 no-encap pools follow the same ownership policy as IPv4",
 			}
 			report(fmt.Sprintf("IPv6 no-encap, owned by %s", own.owner), table, res)
 		},
-		Entry("BIRD owns no-encap (3.33 defaults)", ownership{config.EnabledIPIPOnly, config.EnabledNoEncapOnly, harness.ByBIRD}),
-		Entry("the programmer owns no-encap (Felix Enabled, BGP Disabled)", ownership{config.Enabled, config.Disabled, harness.ByProgrammer}),
+		Entry("BIRD owns no-encap (3.33 defaults)", ownership{config.EnabledIPIPOnly, config.EnabledNoEncapOnly, judge.ByBIRD}),
+		Entry("the programmer owns no-encap (Felix Enabled, BGP Disabled)", ownership{config.Enabled, config.Disabled, judge.ByProgrammer}),
 	)
 })

@@ -45,6 +45,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/bird"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -133,13 +134,13 @@ var _ = Describe("An IPv6 pool with ipipMode set is an IPIP pool to confd", Labe
 					if tc.birdIPIP {
 						// Control: the programmer owns no-encap; BIRD rejects it.
 						Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
-							Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).Via("eth0").Only(),
+							Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).Via("eth0").Only(),
 								"control: %s's IPv6 no-encap route to %s is the programmer's", n.Name, b)
 						Expect(exportedTo(ctx, n, "kernel6", b)).To(BeFalse(), "control: %s's BIRD must not export the no-encap block %s to kernel6", n.Name, b)
 					} else {
 						// Control: BIRD owns no-encap and programs it.
 						Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
-							Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Via("eth0").Only(), "control: %s's IPv6 no-encap route to %s is BIRD's", n.Name, b)
+							Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD).Via("eth0").Only(), "control: %s's IPv6 no-encap route to %s is BIRD's", n.Name, b)
 						Expect(exportedTo(ctx, n, "kernel6", b)).To(BeTrue(), "control: %s's BIRD exports the no-encap block %s to kernel6", n.Name, b)
 					}
 				}

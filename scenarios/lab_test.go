@@ -31,6 +31,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/lab"
 	"github.com/birdcage/birdcage/harness/lab/handmade"
 	"github.com/birdcage/birdcage/harness/probe"
@@ -51,7 +52,7 @@ var _ = func() bool {
 		DescribeTable("moves every cluster route to the new owner, with a gap that is measured, and leaves the lab as found",
 			func(ctx SpecContext, from, to ownership) {
 				start := labStart{from: from}
-				if to.owner == harness.ByBIRD {
+				if to.owner == judge.ByBIRD {
 					// As the built-in live change (liveconfig_test.go): the
 					// programmer → BIRD direction runs with BIRD at the
 					// programmer's key (kernelMetric 0, a recorded
@@ -68,7 +69,7 @@ var _ = func() bool {
 				}
 				l, timing := attachLab(ctx, start, lab.ActionSetProgramClusterRoutes)
 				res, rep, hs := labLiveChange(ctx, l, from, to, timing)
-				if to.owner == harness.ByBIRD {
+				if to.owner == judge.ByBIRD {
 					// As on the built-in target: the window is bounded by
 					// BIRD's scan time or the lab confd's reaction.
 					bound := max(ms(timing.BIRDScanTime), ms(timing.ConfdLatency)) + scanSlackMs
@@ -178,7 +179,7 @@ func attachLab(ctx context.Context, start labStart, needs ...lab.Action) (*lab.L
 
 // waitLabOwned waits until every node's remote blocks have exactly one
 // route, the owner's.
-func waitLabOwned(ctx context.Context, l *lab.Lab, owner harness.Owner, why string) {
+func waitLabOwned(ctx context.Context, l *lab.Lab, owner judge.Owner, why string) {
 	GinkgoHelper()
 	ctx, cancel := context.WithTimeout(ctx, scaled(60*time.Second))
 	defer cancel()
@@ -193,8 +194,8 @@ func waitLabOwned(ctx context.Context, l *lab.Lab, owner harness.Owner, why stri
 	Expect(blocks).To(BeNumerically(">", 0), "the lab's nodes have no remote blocks (give blocks in the manifest, or its datastore): nothing to judge")
 }
 
-func labProto(l *lab.Lab, o harness.Owner) kroute.Protocol {
-	if o == harness.ByBIRD {
+func labProto(l *lab.Lab, o judge.Owner) kroute.Protocol {
+	if o == judge.ByBIRD {
 		return protoOf(o)
 	}
 	return l.M.RouteProtocol()
@@ -203,7 +204,7 @@ func labProto(l *lab.Lab, o harness.Owner) kroute.Protocol {
 // labLiveChange is liveChange (liveconfig_test.go) against a lab: the same
 // steps and figures, except those only a built cluster can see (the
 // programmer's restarts, confd's reaction).
-func labLiveChange(ctx SpecContext, l *lab.Lab, from, to ownership, timing harness.TimingModel) (harness.ScenarioResult, *probe.Report, harness.Handovers) {
+func labLiveChange(ctx SpecContext, l *lab.Lab, from, to ownership, timing harness.TimingModel) (harness.ScenarioResult, *probe.Report, judge.Handovers) {
 	GinkgoHelper()
 	// 1. The routes belong to `from` (attachLab waited for it).
 	probes, err := l.Probes(ctx, lab.ProbeOptions{})

@@ -18,7 +18,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 
-	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/lab"
 )
 
@@ -34,7 +34,7 @@ var _ = func() bool {
 				// routes, at the programmer's metric 0. attachLab puts the
 				// node back (old BIRD TERMed) and compares the lab with
 				// what it found when the spec ends.
-				l, _ := attachLab(ctx, labStart{from: ownership{owner: harness.ByBIRD}, ipip: true, release: headlineFrom, upgraded: upgraded},
+				l, _ := attachLab(ctx, labStart{from: ownership{owner: judge.ByBIRD}, ipip: true, release: headlineFrom, upgraded: upgraded},
 					lab.ActionUpgrade, lab.ActionBirdc)
 				headlineUpgrade(ctx, l, upgraded, sig, fmt.Sprintf("upgrade handover IPIP (%s) on lab %s", sig, l.M.Name))
 			},

@@ -8,7 +8,7 @@ package scenarios_test
 // process), with repeats at each, and fits gap ≈ a·D + b over every sample.
 // "About one restart long" becomes: a is 1 within a tolerance derived only
 // from stated quantities (the delays swept, the probe interval, the timing
-// model's confd latency: harness.SlopeTolerance), |b| is within a budget of
+// model's confd latency: judge.SlopeTolerance), |b| is within a budget of
 // what else moves the gap, and at every D longer than confd's stated
 // reaction there is a gap (probes lost, a window without a route). The slope
 // tolerance never comes from the run's own measured overheads: a programmer
@@ -32,6 +32,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/judge"
 )
 
 const (
@@ -44,7 +45,7 @@ func sweepPlan() ([]time.Duration, int, error) {
 	// Reduced: two delays, both past confd's reaction natively, so the fit
 	// is of the relation itself (no bend at the origin) and CI stays short.
 	delays, runs := "500ms,1500ms", 3
-	if harness.PlatformStalls() {
+	if judge.PlatformStalls() {
 		// Under TCG the stated spread carries two 150 ms stalls: a wider
 		// span keeps the slope's tolerance (spread / span) judgeable.
 		delays = "500ms,2500ms"
@@ -74,7 +75,7 @@ func sweepPlan() ([]time.Duration, int, error) {
 // (model latency plus the measured render-and-configure), and the restart's
 // own overhead beyond D (exit → first program − D, measured). It bounds
 // nothing any more, being this run's own: the slope's tolerance is
-// harness.SlopeTolerance and the intercept's bound
+// judge.SlopeTolerance and the intercept's bound
 // SweepStated.InterceptBoundMs, both of stated quantities; the budget is
 // reported (budgetMs, and over the span as slopeToleranceMeasured) so a
 // programmer or confd that gets slower shows.
@@ -97,7 +98,7 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 		{"noencap", "noencap", noEncapByProgrammer, noEncapByBIRD},
 		{"ipip", "ipip", ipipByBIRD, ipipByProgrammer},
 	} {
-		toProgrammer := tc.to.owner == harness.ByProgrammer
+		toProgrammer := tc.to.owner == judge.ByProgrammer
 		dir := map[bool]string{true: "BIRD → programmer", false: "programmer → BIRD"}[toProgrammer]
 		Describe(fmt.Sprintf("on %s, %s", tc.topology, dir), Ordered, Label(tc.label), func() {
 			if planErr != nil {
@@ -107,9 +108,9 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 			sweep := harness.NewSweep("programmerStartupDelay", "ms")
 			noRoute := harness.NewSweep("programmerStartupDelay", "ms")
 			var budget sweepBudget
-			var stated harness.SweepStated
+			var stated judge.SweepStated
 			var timing harness.TimingModel
-			var allHandovers harness.Handovers
+			var allHandovers judge.Handovers
 			base, err := harness.TimingFromEnv()
 
 			for _, d := range delays {
@@ -134,8 +135,8 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 						}
 						if !toProgrammer {
 							ord := lc.handovers.Orderings()
-							figs["birdTriedFirst"] = float64(ord[harness.BIRDTriedFirst])
-							figs["programmerDeletedFirst"] = float64(ord[harness.ProgrammerDeletedFirst])
+							figs["birdTriedFirst"] = float64(ord[judge.BIRDTriedFirst])
+							figs["programmerDeletedFirst"] = float64(ord[judge.ProgrammerDeletedFirst])
 							figs["scanPredictionErrorMsMax"] = 0
 							if st, ok := res.Samples["noRouteWindowMinusScanPredictionMs"]; ok {
 								figs["scanPredictionErrorMsMax"] = max(math.Abs(st.Min), math.Abs(st.Max))
@@ -145,8 +146,8 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 						sweep.Add(x, figs)
 						noRoute.Add(x, map[string]float64{"longestNoRouteWindowMs": res.Figures["longestNoRouteWindowMs"]})
 						budget.ProbeIntervalMs = 1000 / float64(lc.rep.Rate)
-						stated = harness.SweepStated{ProbeInterval: time.Second / time.Duration(lc.rep.Rate), ConfdLatency: m.ConfdLatency,
-							PlatformStall: harness.StatedPlatformStall()}
+						stated = judge.SweepStated{ProbeInterval: time.Second / time.Duration(lc.rep.Rate), ConfdLatency: m.ConfdLatency,
+							PlatformStall: judge.StatedPlatformStall()}
 						budget.ConfdLatencyMs = ms(m.ConfdLatency)
 						budget.ConfdReactMs = max(budget.ConfdReactMs, lc.confdReactMs)
 						budget.RestartOverheadMs = max(budget.RestartOverheadMs, res.Samples["programmerToFirstProgramMs"].Max-x)
@@ -163,7 +164,7 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 						Skip("no sweep point ran (their topology is not available here)")
 					}
 					scan := ms(timing.BIRDScanTime)
-					bound := max(scan, ms(timing.ConfdLatency+harness.ProcessStartAllowance)) + scanSlackMs // stated, not this run's confd
+					bound := max(scan, ms(timing.ConfdLatency+judge.ProcessStartAllowance)) + scanSlackMs // stated, not this run's confd
 					res := harness.ScenarioResult{Name: fmt.Sprintf("live change sweep on %s: %s → %s (summary)", tc.topology, tc.from.owner, tc.to.owner),
 						Topology: tc.topology, Passed: true, Timing: &timing, Sweep: noRoute, Figures: map[string]float64{
 							"birdScanTimeMs": scan, "boundMs": bound}, Samples: map[string]harness.Stats{}}
@@ -199,7 +200,7 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 					lo, hi = min(lo, d), max(hi, d)
 				}
 				span := ms(hi - lo)
-				slope, slopeErr := harness.JudgeSlope(fit, sweep.FitX, stated)
+				slope, slopeErr := judge.JudgeSlope(fit, sweep.FitX, stated)
 				tol := slope.Tolerance
 				measuredTol := budget.Ms() / span // the old, self-calibrating rule: reported only
 
@@ -254,9 +255,9 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 				Expect(slopeErr).NotTo(HaveOccurred(), "the fitted slope of the probe gap against the restart delay")
 				Expect(math.Abs(fit.B)).To(BeNumerically("<=", stated.InterceptBoundMs()),
 					"gap ≈ %.3f·D %+.1f ms: the intercept is outside the stated %.1f ms (2 × probe interval %s + confd latency %s + one process start %s + 2 × platform stall %s)",
-					fit.A, fit.B, stated.InterceptBoundMs(), stated.ProbeInterval, stated.ConfdLatency, harness.ProcessStartAllowance, stated.PlatformStall)
+					fit.A, fit.B, stated.InterceptBoundMs(), stated.ProbeInterval, stated.ConfdLatency, judge.ProcessStartAllowance, stated.PlatformStall)
 				if aboveErr == nil && aboveDelays >= 2 {
-					_, err := harness.JudgeSlope(above, ax, stated)
+					_, err := judge.JudgeSlope(above, ax, stated)
 					Expect(err).NotTo(HaveOccurred(), "past confd's stated reaction (%.0f ms), the fitted slope", react)
 				}
 				// A gap at every delay longer than confd's reaction, and

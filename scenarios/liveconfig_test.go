@@ -32,6 +32,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/supervisor"
 	"github.com/birdcage/birdcage/internal/calico/config"
@@ -40,25 +41,25 @@ import (
 
 type ownership struct {
 	felix, bgp config.ProgramClusterRoutes
-	owner      harness.Owner
+	owner      judge.Owner
 }
 
 var (
 	// For a no-encap pool: BIRD owns it under the 3.33 defaults...
-	noEncapByBIRD = ownership{config.EnabledIPIPOnly, config.EnabledNoEncapOnly, harness.ByBIRD}
+	noEncapByBIRD = ownership{config.EnabledIPIPOnly, config.EnabledNoEncapOnly, judge.ByBIRD}
 	// ...and the programmer owns it when it owns everything.
-	noEncapByProgrammer = ownership{config.Enabled, config.Disabled, harness.ByProgrammer}
+	noEncapByProgrammer = ownership{config.Enabled, config.Disabled, judge.ByProgrammer}
 	// For an IPIP pool: the programmer owns it under the 3.33 defaults...
-	ipipByProgrammer = ownership{config.EnabledIPIPOnly, config.EnabledNoEncapOnly, harness.ByProgrammer}
+	ipipByProgrammer = ownership{config.EnabledIPIPOnly, config.EnabledNoEncapOnly, judge.ByProgrammer}
 	// ...and BIRD owns it in the pre-3.33 pair.
-	ipipByBIRD = ownership{config.Disabled, config.Enabled, harness.ByBIRD}
+	ipipByBIRD = ownership{config.Disabled, config.Enabled, judge.ByBIRD}
 )
 
 var _ = Describe("Live programClusterRoutes change", Label("liveconfig", "headline", "timing"), func() {
 	DescribeTable("moves every cluster route to the new owner, with a gap that is measured",
 		func(ctx SpecContext, topology string, from, to ownership) {
 			var vary []func(*harness.Options)
-			if topology == "ipip" && to.owner == harness.ByBIRD {
+			if topology == "ipip" && to.owner == judge.ByBIRD {
 				// IPIP, programmer → BIRD runs with BGPConfiguration.kernelMetric
 				// 0 (a recorded departure), where BIRD's route and the
 				// programmer's share the key, the model the bound below is
@@ -80,7 +81,7 @@ var _ = Describe("Live programClusterRoutes change", Label("liveconfig", "headli
 			lc := liveChange(ctx, topology, from, to, nil, vary...)
 			res, rep, c := lc.res, lc.rep, lc.c
 			scan := c.Timing().BIRDScanTime
-			if to.owner == harness.ByBIRD {
+			if to.owner == judge.ByBIRD {
 				// Programmer → BIRD: BIRD cannot write a route while the
 				// programmer's proto 80 route holds the prefix at the
 				// same metric, so whoever moves first decides the window:
@@ -118,7 +119,7 @@ type liveResult struct {
 	c            *harness.Cluster
 	rep          *probe.Report
 	res          harness.ScenarioResult
-	handovers    harness.Handovers
+	handovers    judge.Handovers
 	confdReactMs float64
 }
 
@@ -139,7 +140,7 @@ func liveChange(ctx SpecContext, topology string, from, to ownership, timing *ha
 	}
 	c := startCluster(ctx, topology, o)
 	Eventually(c).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
-		Should(harness.HaveRemoteBlockRoutes().ProgrammedBy(from.owner).Only(), "guard: %s owns the routes before the change", from.owner)
+		Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(from.owner).Only(), "guard: %s owns the routes before the change", from.owner)
 	probes, err := c.Probes(ctx, harness.ProbeOptions{})
 	Expect(err).NotTo(HaveOccurred())
 
@@ -149,7 +150,7 @@ func liveChange(ctx SpecContext, topology string, from, to ownership, timing *ha
 
 	// 3. Every remote block ends with the new owner...
 	Eventually(c).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
-		Should(harness.HaveRemoteBlockRoutes().ProgrammedBy(to.owner).Only(), "after the change: the new owner's route, and no other")
+		Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(to.owner).Only(), "after the change: the new owner's route, and no other")
 	// ...every programmer restarted for the change and synced again...
 	for _, n := range c.Nodes() {
 		Eventually(func() []supervisor.Restart { return syncedRestarts(n) }).WithTimeout(scaled(30*time.Second)).

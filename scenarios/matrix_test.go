@@ -258,11 +258,11 @@ func classOwners(blocks []matrixBlock, views map[*matrixBlock]blockView) (map[po
 	return got, nil
 }
 
-// judge compares what the nodes show with the expected owner of each class:
-// the owner per class, exactly one route (of the owner's protocol) per
-// remote block where one component owns the class, and no route where
-// nobody does.
-func judge(blocks []matrixBlock, views map[*matrixBlock]blockView, classes []poolClass, expected map[poolClass]classOwner) error {
+// judgeClassOwners compares what the nodes show with the expected owner
+// of each class: the owner per class, exactly one route (of the owner's
+// protocol) per remote block where one component owns the class, and no
+// route where nobody does.
+func judgeClassOwners(blocks []matrixBlock, views map[*matrixBlock]blockView, classes []poolClass, expected map[poolClass]classOwner) error {
 	got, err := classOwners(blocks, views)
 	if err != nil {
 		return err
@@ -510,7 +510,7 @@ func runMatrixRow(ctx context.Context, c *harness.Cluster, setup matrixSetup, bl
 		if err != nil {
 			return err
 		}
-		return judge(blocks, views, setup.classes, row.expected)
+		return judgeClassOwners(blocks, views, setup.classes, row.expected)
 	}).WithContext(ctx).WithTimeout(scaled(30*time.Second)).WithPolling(150*time.Millisecond).Should(Succeed(), pair)
 	settled := monoclock.Now()
 	row.settleMs = monoclock.Ms(settled - change.Mono)
@@ -561,7 +561,7 @@ func runMatrixRow(ctx context.Context, c *harness.Cluster, setup matrixSetup, bl
 	// window's figures.
 	views, err = observe(ctx, blocks)
 	Expect(err).NotTo(HaveOccurred())
-	Expect(judge(blocks, views, setup.classes, row.expected)).To(Succeed(), "%s: still so at the end of the window", pair)
+	Expect(judgeClassOwners(blocks, views, setup.classes, row.expected)).To(Succeed(), "%s: still so at the end of the window", pair)
 	row.observed, _ = classOwners(blocks, views)
 	for i := range blocks {
 		b := &blocks[i]

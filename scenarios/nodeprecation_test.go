@@ -23,6 +23,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 )
@@ -38,7 +39,7 @@ var _ = Describe("No deprecation warning while BIRD programs only no-encap pools
 			BGP:     datastore.BGPConfiguration{ProgramClusterRoutes: "Enabled"},
 		})
 		Eventually(c).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
-			Should(harness.HaveRemoteBlockRoutes().ProgrammedBy(harness.ByBIRD).Only(), "guard: BIRD programs the no-encap routes")
+			Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(judge.ByBIRD).Only(), "guard: BIRD programs the no-encap routes")
 		var table strings.Builder
 		expectNoWarnings := func(step string) {
 			GinkgoHelper()

@@ -42,6 +42,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/confd"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
@@ -57,7 +58,7 @@ var _ = Describe("Protocol-matched delete", Label("ipip", "protodelete"), func()
 		block := blockOf(node3.NS, "ipip-pool")
 		for _, n := range []*harness.Node{node1, node2} {
 			Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
-				Should(harness.HaveClusterRoute(block).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice), "guard before the upgrade")
+				Should(judge.HaveClusterRoute(block).ProgrammedBy(judge.ByBIRD).Via(topo.TunnelDevice), "guard before the upgrade")
 		}
 
 		// 2. node-2 to 3.33: its routes become the programmer's, its new
@@ -65,7 +66,7 @@ var _ = Describe("Protocol-matched delete", Label("ipip", "protodelete"), func()
 		act(c.UpgradeNode(ctx, node2.Name, config.R333, harness.UpgradeOptions{}))
 		for _, b := range c.RemoteBlocks(node2.Name) {
 			Eventually(node2).WithTimeout(scaled(30 * time.Second)).WithPolling(20 * time.Millisecond).
-				Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer).Via(topo.TunnelDevice).Only())
+				Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice).Only())
 		}
 		Expect(c.WaitConverged(ctx)).To(Succeed())
 		Eventually(func() []kroute.Route { return birdRoutesTo(node2, c.RemoteBlocks(node2.Name)) }).
@@ -121,7 +122,7 @@ var _ = Describe("Protocol-matched delete", Label("ipip", "protodelete"), func()
 				return probe.GapReport{}, err
 			}
 			return flowBetween(r, wl2, wl3), nil
-		}).WithTimeout(scaled(60*time.Second)).WithPolling(50*time.Millisecond).Should(harness.HaveNoGap().Through(endRep),
+		}).WithTimeout(scaled(60*time.Second)).WithPolling(50*time.Millisecond).Should(judge.HaveNoGap().Through(endRep),
 			"node-2 -> node-3 should deliver every probe it sent before the end mark, with no gap")
 		rep, err := probes.Stop()
 		Expect(err).NotTo(HaveOccurred())
@@ -147,11 +148,11 @@ var _ = Describe("Protocol-matched delete", Label("ipip", "protodelete"), func()
 
 		// 9. The claim, on node-2: no loss to node-3, the route stayed
 		// proto 80 throughout, never missing, never deleted.
-		Expect(flowBetween(rep, wl2, wl3)).To(harness.HaveNoGap().Through(endRep), "node-2 lost probes to node-3 after node-3's block was withdrawn")
+		Expect(flowBetween(rep, wl2, wl3)).To(judge.HaveNoGap().Through(endRep), "node-2 lost probes to node-3 after node-3's block was withdrawn")
 		Expect(tl2.NoRouteWindows(block, withdrawn.Mono, end.Mono)).To(BeEmpty(), "node-2 had no route to %s after the withdrawal", block)
 		Expect(deletesOf(tl2, block, withdrawn.Mono, end.Mono)).To(BeEmpty(), "node-2's route to %s was deleted after the withdrawal", block)
 		Expect(flaps.Owners).To(Equal([]kroute.Protocol{designProgrammerProtocol}), "node-2's route to %s should stay the programmer's (proto 80) throughout; owners seen %v", block, flaps.Owners)
-		Expect(node2).To(harness.HaveClusterRoute(block).ProgrammedBy(harness.ByProgrammer).Via(topo.TunnelDevice).Only())
+		Expect(node2).To(judge.HaveClusterRoute(block).ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice).Only())
 	})
 })
 

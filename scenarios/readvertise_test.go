@@ -45,6 +45,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/bird"
 	"github.com/birdcage/birdcage/harness/confd"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/topo"
@@ -61,7 +62,7 @@ var _ = Describe("iBGP re-advertisement with the programmer owning IPIP", Label(
 	It("no node exports another node's block to an iBGP peer, even once the block's owner has withdrawn it", func(ctx SpecContext) {
 		// 1. 3.33 defaults: the programmer owns the IPIP cluster routes.
 		c := startCluster(ctx, "ipip", harness.Options{})
-		readvertGuardOwnership(c, harness.ByProgrammer, topo.TunnelDevice)
+		readvertGuardOwnership(c, judge.ByProgrammer, topo.TunnelDevice)
 
 		// 2. Steady state: every session Established, each node exports
 		// its own block to every peer (so birdc answers and the filter
@@ -118,7 +119,7 @@ var _ = Describe("iBGP re-advertisement with the programmer owning no-encap (kno
 			Felix: datastore.FelixConfiguration{ProgramClusterRoutes: string(config.Enabled)},
 			BGP:   datastore.BGPConfiguration{ProgramClusterRoutes: string(config.Disabled)},
 		})
-		readvertGuardOwnership(c, harness.ByProgrammer, "")
+		readvertGuardOwnership(c, judge.ByProgrammer, "")
 
 		// 2. Steady state: sessions Established; each node exports its
 		// own block to every peer. Other nodes' blocks are counted, not
@@ -197,7 +198,7 @@ var _ = Describe("eBGP re-advertisement with the programmer owning no-encap", La
 			Felix: datastore.FelixConfiguration{ProgramClusterRoutes: string(config.Enabled)},
 			BGP:   datastore.BGPConfiguration{ProgramClusterRoutes: string(config.Disabled)},
 		})
-		readvertGuardOwnership(c, harness.ByProgrammer, "")
+		readvertGuardOwnership(c, judge.ByProgrammer, "")
 		Expect(c.WaitConverged(ctx)).To(Succeed(), "guard: every BGP session Established")
 		for _, n := range c.Nodes() {
 			for _, p := range n.Peers() {
@@ -237,7 +238,7 @@ var _ = Describe("eBGP re-advertisement with the programmer owning no-encap", La
 		for _, n := range remaining {
 			Expect(n.BIRD.WaitEstablished(ctx)).To(Succeed(), "guard: %s's ToR sessions stay Established", n.Name)
 			for _, b := range withdrawn {
-				Expect(n).To(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer), "guard: the programmer keeps its route to %s", b)
+				Expect(n).To(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer), "guard: the programmer keeps its route to %s", b)
 			}
 		}
 
@@ -283,7 +284,7 @@ var _ = Describe("Candidate fix for re-advertisement: a kernel import filter on 
 			BGP:                datastore.BGPConfiguration{ProgramClusterRoutes: string(config.Disabled)},
 			KernelImportFilter: true,
 		})
-		readvertGuardOwnership(c, harness.ByProgrammer, "")
+		readvertGuardOwnership(c, judge.ByProgrammer, "")
 		Expect(c.WaitConverged(ctx)).To(Succeed(), "guard: every BGP session Established")
 		readvertGuardSettled(ctx, c, true)
 
@@ -307,7 +308,7 @@ var _ = Describe("Candidate fix for re-advertisement: a kernel import filter on 
 		withdrawn := readvertWithdrawnBlocks(c, owner)
 		for _, n := range remaining {
 			for _, b := range withdrawn {
-				Expect(n).To(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer), "guard: the programmer keeps its route to %s", b)
+				Expect(n).To(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer), "guard: the programmer keeps its route to %s", b)
 				// The owner's advertisement is gone and, with the
 				// filter, nothing took its place in BIRD's table.
 				Eventually(func() []bird.Route { return readvertBIRDRoutes(ctx, n, b) }).
@@ -351,20 +352,20 @@ type readvertResult struct {
 // that is still up, the positive control (the node exports its own blocks
 // to the peer, which also proves birdc answers) and returns every export of
 // another node's block. With negate, each other node's block is also
-// asserted not exported, with harness.BeExportedTo.
+// asserted not exported, with judge.BeExportedTo.
 func readvertMatrix(ctx context.Context, c *harness.Cluster, nodes []*harness.Node, negate bool) readvertResult {
 	GinkgoHelper()
 	for _, n := range nodes {
 		for _, p := range readvertLivePeers(c, nodes, n) {
 			for _, b := range readvertOwnBlocks(c, n.Name) {
 				Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
-					Should(harness.BeExportedTo(b, p.Address), "positive control: %s exports its own block %s to %s", n.Name, b, p.Address)
+					Should(judge.BeExportedTo(b, p.Address), "positive control: %s exports its own block %s to %s", n.Name, b, p.Address)
 			}
 			if !negate {
 				continue
 			}
 			for _, b := range c.RemoteBlocks(n.Name) {
-				Expect(n).NotTo(harness.BeExportedTo(b, p.Address), "%s must not export another node's block to its peer %s", n.Name, p.Address)
+				Expect(n).NotTo(judge.BeExportedTo(b, p.Address), "%s must not export another node's block to its peer %s", n.Name, p.Address)
 			}
 		}
 	}
@@ -455,11 +456,11 @@ func readvertBIRDRoutes(ctx context.Context, n *harness.Node, prefix netip.Prefi
 
 // readvertGuardOwnership waits until every node has its remote blocks
 // programmed by owner (via device, when given).
-func readvertGuardOwnership(c *harness.Cluster, owner harness.Owner, device string) {
+func readvertGuardOwnership(c *harness.Cluster, owner judge.Owner, device string) {
 	GinkgoHelper()
 	for _, n := range c.Nodes() {
 		for _, b := range c.RemoteBlocks(n.Name) {
-			m := harness.HaveClusterRoute(b).ProgrammedBy(owner)
+			m := judge.HaveClusterRoute(b).ProgrammedBy(owner)
 			if device != "" {
 				m = m.Via(device)
 			}
@@ -618,7 +619,7 @@ func readvertGuardWithdrawn(ctx context.Context, c *harness.Cluster, owner strin
 			}
 		}
 		for _, b := range blocks {
-			Expect(n).To(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer), "guard: the programmer keeps its route to %s", b)
+			Expect(n).To(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer), "guard: the programmer keeps its route to %s", b)
 			Eventually(func() []bird.Route { return readvertBIRDRoutes(ctx, n, b) }).
 				WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).Should(SatisfyAll(
 				ContainElement(SatisfyAll(HaveField("Protocol", readvertKernelProto), HaveField("Attrs", HaveKeyWithValue("Kernel.source", readvertProgrammerProto)))),

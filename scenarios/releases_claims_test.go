@@ -40,6 +40,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/bird/release"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 )
@@ -368,7 +369,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 					// BIRD's routes.
 					settle(ctx, c, append(slices.Clone(remote), own...), kill.Mono, fmt.Sprintf("%s, BIRD down", sig))
 					for _, bl := range remote {
-						Expect(n).To(harness.HaveClusterRoute(bl).ProgrammedBy(harness.ByBIRD).Only(), "design §4 step 1 (persist), BIRD %s, %s: node-2 keeps BIRD's route to %s", rel, sig, bl)
+						Expect(n).To(judge.HaveClusterRoute(bl).ProgrammedBy(judge.ByBIRD).Only(), "design §4 step 1 (persist), BIRD %s, %s: node-2 keeps BIRD's route to %s", rel, sig, bl)
 					}
 					peersKeep := true
 					peerGap := 0.0
@@ -398,7 +399,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 					windows, longest := 0, 0.0
 					Expect(c.Timeline(n.Name).Judgeable(kill.Mono, 0)).To(Succeed(), "%s's route timeline since the kill", n.Name)
 					for _, bl := range remote {
-						Expect(n).To(harness.HaveClusterRoute(bl).ProgrammedBy(harness.ByBIRD).Only(), "design §4 step 3, BIRD %s, %s: after -R node-2 has BIRD's route to %s", rel, sig, bl)
+						Expect(n).To(judge.HaveClusterRoute(bl).ProgrammedBy(judge.ByBIRD).Only(), "design §4 step 3, BIRD %s, %s: after -R node-2 has BIRD's route to %s", rel, sig, bl)
 						ws := c.Timeline(n.Name).NoRouteWindows(bl, kill.Mono, 0)
 						windows += len(ws)
 						for _, win := range ws {

@@ -36,6 +36,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/bird/release"
+	"github.com/birdcage/birdcage/harness/judge"
 )
 
 // The dual-ToR claims' names in the cross-release table.
@@ -62,7 +63,7 @@ func dualToRCluster(ctx context.Context, rel release.Name, workloads int) (*harn
 	for _, rt := range c.Routers() {
 		Expect(birdStatusLine(ctx, rt.BIRD)).To(HavePrefix("BIRD 2.0."), "guard: ToR %s runs the host's BIRD 2.0", rt.Name)
 	}
-	f.expectPaths(func(n *harness.Node, _ netip.Prefix) []string { return f.bothPlanes(n.Name) }, harness.ByBIRD, 30*time.Second)
+	f.expectPaths(func(n *harness.Node, _ netip.Prefix) []string { return f.bothPlanes(n.Name) }, judge.ByBIRD, 30*time.Second)
 	return c, f
 }
 
@@ -102,7 +103,7 @@ var _ = Describe("Dual-ToR claims per BIRD release", Label("dualtor", "ecmp", "r
 				res.Figures["flowsLeavingByBothPlanes"] = float64(perPlane["both"])
 				res.Figures["lostProbes"] = float64(rep.Total.Lost)
 				res.Notes = append(res.Notes, "ToRs on the host's BIRD 2.0; nodes on BIRD "+string(rel))
-				report(fmt.Sprintf("dual-ToR, BIRD %s on the nodes: the plane each flow took", rel), f.planeTable(rep)+"\n"+f.routeTable(harness.ByBIRD), res)
+				report(fmt.Sprintf("dual-ToR, BIRD %s on the nodes: the plane each flow took", rel), f.planeTable(rep)+"\n"+f.routeTable(judge.ByBIRD), res)
 
 				// 4. The claim: both planes carried flows, each flow on one.
 				Expect(f.bothPlanesCarry(rep)).To(Succeed())
@@ -134,7 +135,7 @@ var _ = Describe("Dual-ToR claims per BIRD release", Label("dualtor", "ecmp", "r
 					}
 					return f.bothPlanes(n.Name)
 				}
-				f.expectPaths(want, harness.ByBIRD, 30*time.Second)
+				f.expectPaths(want, judge.ByBIRD, 30*time.Second)
 				Eventually(flowsDelivering(probes)).WithContext(ctx).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).Should(Succeed(),
 					"BIRD %s: every flow recovers over the surviving plane", rel)
 				rep, err := probes.Stop()
@@ -152,7 +153,7 @@ var _ = Describe("Dual-ToR claims per BIRD release", Label("dualtor", "ecmp", "r
 				res.Figures["longestNoRouteWindowMs"] = noRoute
 				res.Notes = append(res.Notes, "ToRs on the host's BIRD 2.0; nodes on BIRD "+string(rel))
 				report(fmt.Sprintf("dual-ToR, %s's BIRD SIGTERMed, BIRD %s on the nodes: last route single-path %.0f ms after", failed, rel, last),
-					harness.GapTable(rep)+"\n"+f.routeTable(harness.ByBIRD), res)
+					harness.GapTable(rep)+"\n"+f.routeTable(judge.ByBIRD), res)
 				recordVerdict(claimDualToRFailure, rel, verdictHolds, fmt.Sprintf("fell back in %.0f ms, longest probe gap %.0f ms, no-route window %.1f ms",
 					last, rep.Total.LongestGapMs, noRoute))
 			})

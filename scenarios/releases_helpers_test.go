@@ -21,6 +21,7 @@ import (
 	"github.com/birdcage/birdcage/harness/bird"
 	"github.com/birdcage/birdcage/harness/bird/release"
 	"github.com/birdcage/birdcage/harness/confd"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
@@ -102,7 +103,7 @@ func expectBIRDPrograms(ctx context.Context, n *harness.Node, blocks []netip.Pre
 	GinkgoHelper()
 	for _, b := range blocks {
 		Eventually(n).WithContext(ctx).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
-			Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Only(), "%s: BIRD programs %s on %s", what, b, n.Name)
+			Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD).Only(), "%s: BIRD programs %s on %s", what, b, n.Name)
 	}
 }
 

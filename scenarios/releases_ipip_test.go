@@ -46,6 +46,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/bird"
 	"github.com/birdcage/birdcage/harness/bird/release"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/topo"
@@ -137,7 +138,7 @@ var _ = Describe("IPIP claims per BIRD release", Label("ipip", "releases"), func
 				// until the kernel channel answers: 3.1 refuses `show route
 				// export` while it is still feeding); sessions up and every
 				// BIRD's best route the owner's advertisement.
-				readvertGuardOwnership(c, harness.ByProgrammer, topo.TunnelDevice)
+				readvertGuardOwnership(c, judge.ByProgrammer, topo.TunnelDevice)
 				for _, n := range c.Nodes() {
 					Eventually(func() (map[netip.Prefix]bool, error) { return kernelExports(ctx, n) }).WithContext(ctx).
 						WithTimeout(scaled(30*time.Second)).WithPolling(200*time.Millisecond).Should(
@@ -169,7 +170,7 @@ var _ = Describe("IPIP claims per BIRD release", Label("ipip", "releases"), func
 						}
 					}
 					for _, b := range withdrawn {
-						Expect(n).To(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer).Via(topo.TunnelDevice), "guard: the programmer keeps its route to %s on %s", b, n.Name)
+						Expect(n).To(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice), "guard: the programmer keeps its route to %s on %s", b, n.Name)
 						Eventually(func() []bird.Route { return readvertBIRDRoutes(ctx, n, b) }).WithContext(ctx).
 							WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).Should(SatisfyAll(
 							ContainElement(SatisfyAll(HaveField("Protocol", BeElementOf(kps)), HaveField("Primary", true),
@@ -233,7 +234,7 @@ var _ = Describe("IPIP claims per BIRD release", Label("ipip", "releases"), func
 
 				// 1. Every remote block: BIRD's route via tunl0, onlink,
 				// and no programmer route.
-				readvertGuardOwnership(c, harness.ByBIRD, topo.TunnelDevice)
+				readvertGuardOwnership(c, judge.ByBIRD, topo.TunnelDevice)
 				tab := harness.NewTable("node", "remote block", "kernel route")
 				for _, n := range c.Nodes() {
 					for _, bl := range c.RemoteBlocks(n.Name) {

@@ -41,6 +41,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/bird/release"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
@@ -159,7 +160,7 @@ var _ = Describe("BIRD upgrade on one node, with probes running", Label("noencap
 			var inPeerWindows uint64
 			for _, f := range rep.Flows {
 				if isFrom(up, f.SrcAddr) {
-					Expect(f).To(harness.HaveNoGap().Through(atEnd), "design §4 (persist, -R): node-2 lost probes to %s while its BIRD moved %s→%s", f.DstAddr, from, to)
+					Expect(f).To(judge.HaveNoGap().Through(atEnd), "design §4 (persist, -R): node-2 lost probes to %s while its BIRD moved %s→%s", f.DstAddr, from, to)
 				}
 				if sig != syscall.SIGKILL || !isFrom(up, f.DstAddr) {
 					continue
@@ -167,7 +168,7 @@ var _ = Describe("BIRD upgrade on one node, with probes running", Label("noencap
 				src := c.Net.NodeOfWorkloadAddr(f.SrcAddr).Name
 				ws := peerWindows[src]
 				if from != release.BIRD16 || len(ws) == 0 {
-					Expect(f).To(harness.HaveNoGap().Through(atEnd), "graceful restart: after a SIGKILL peers keep node-2's routes as stale, so %s→node-2 loses nothing", f.SrcAddr)
+					Expect(f).To(judge.HaveNoGap().Through(atEnd), "graceful restart: after a SIGKILL peers keep node-2's routes as stale, so %s→node-2 loses nothing", f.SrcAddr)
 					continue
 				}
 				// A 1.6 peer that opened a delete-then-add window: each

@@ -32,6 +32,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -40,9 +41,9 @@ import (
 
 // roundTripOwner is §1's owner of the remote blocks' routes per pool type
 // and release, as the design states it.
-var roundTripOwner = map[string]map[config.Release]harness.Owner{
-	"noencap": {config.R331: harness.ByBIRD, config.Pre333: harness.ByBIRD, config.R333: harness.ByBIRD},
-	"ipip":    {config.R331: harness.ByBIRD, config.Pre333: harness.ByBIRD, config.R333: harness.ByProgrammer},
+var roundTripOwner = map[string]map[config.Release]judge.Owner{
+	"noencap": {config.R331: judge.ByBIRD, config.Pre333: judge.ByBIRD, config.R333: judge.ByBIRD},
+	"ipip":    {config.R331: judge.ByBIRD, config.Pre333: judge.ByBIRD, config.R333: judge.ByProgrammer},
 }
 
 var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrade", "roundtrip", "timing"), func() {
@@ -62,7 +63,7 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 					GinkgoHelper()
 					for _, b := range remote {
 						Eventually(node).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
-							Should(harness.HaveClusterRoute(b).ProgrammedBy(roundTripOwner[topology][rel]).Via(via).Only(),
+							Should(judge.HaveClusterRoute(b).ProgrammedBy(roundTripOwner[topology][rel]).Via(via).Only(),
 								"node-2's route to %s should be %s's on %s", b, roundTripOwner[topology][rel], rel)
 					}
 				}
@@ -83,7 +84,7 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 			act(c.UpgradeNode(ctx, node.Name, config.R333, harness.UpgradeOptions{Signal: syscall.SIGKILL}))
 			owned(config.R333)()
 			Expect(c.WaitConverged(ctx)).To(Succeed())
-			if roundTripOwner[topology][config.R333] == harness.ByProgrammer {
+			if roundTripOwner[topology][config.R333] == judge.ByProgrammer {
 				Eventually(func() []kroute.Route { return birdRoutesTo(node, remote) }).
 					WithTimeout(scaled(30 * time.Second)).WithPolling(100 * time.Millisecond).Should(BeEmpty())
 			}
@@ -110,7 +111,7 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 			Expect(c.WaitConverged(ctx)).To(Succeed())
 			for _, b := range remote {
 				Eventually(node).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
-					Should(harness.HaveClusterRoute(b).Via(via).Best(), "node-2 should end the downgrade forwarding to %s by one best route", b)
+					Should(judge.HaveClusterRoute(b).Via(via).Best(), "node-2 should end the downgrade forwarding to %s by one best route", b)
 			}
 			// ...and every other node has a route to node-2's blocks again
 			// (converged sessions do not say the peers re-learned them),
@@ -121,7 +122,7 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 				}
 				for _, b := range node.NS.Blocks {
 					Eventually(other).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
-						Should(harness.HaveClusterRoute(b.CIDR).Only(), "%s should reach node-2's block %s again after the downgrade", other.Name, b.CIDR)
+						Should(judge.HaveClusterRoute(b.CIDR).Only(), "%s should reach node-2's block %s again after the downgrade", other.Name, b.CIDR)
 				}
 			}
 			Eventually(func() bool {
@@ -210,15 +211,15 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 			// flows lose nothing beyond what the flows between the other
 			// nodes (no route of theirs changes) lost in the same leg — the
 			// platform's own loss; where that is none, exactly nothing.
-			controls, err := harness.WindowHoles(rep, up.Mono, upEnd.Mono, harness.NotInvolving(node))
+			controls, err := judge.Holes(rep, judge.SentBetween(up.Mono, upEnd.Mono), judge.NotInvolving(node))
 			Expect(err).NotTo(HaveOccurred())
-			platform, err := harness.PlatformLossOf(controls)
+			platform, err := judge.PlatformLossOf(controls)
 			Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve node-2 measure the platform's own loss")
 			res.Figures["upgradePlatformLostPerControlFlowMax"] = float64(platform.Max)
 			AddReportEntry("platform loss in the upgrade leg", platform.String())
-			out, err := harness.WindowHoles(rep, up.Mono, upEnd.Mono, func(f probe.GapReport) bool { return isFrom(node, f.SrcAddr) })
+			out, err := judge.Holes(rep, judge.SentBetween(up.Mono, upEnd.Mono), func(f probe.GapReport) bool { return isFrom(node, f.SrcAddr) })
 			Expect(err).NotTo(HaveOccurred())
-			Expect(out).To(harness.BeWithinPlatformLoss(platform), "node-2 lost probes on its way out while it was upgraded")
+			Expect(out).To(judge.BeWithinPlatformLoss(platform), "node-2 lost probes on its way out while it was upgraded")
 			Expect(res.Figures["upgradeLongestNoRouteWindowMs"]).To(BeZero(), "node-2 had no route to a remote block while it was upgraded")
 		},
 		Entry("no-encap pools", Label("noencap"), "noencap"),

@@ -15,7 +15,7 @@ package scenarios_test
 // 3.33 programmer takes each with one replace; the routes' owner is checked
 // before and after every step.
 //
-// Judged against the platform's own loss (harness/platformloss.go): the
+// Judged against the platform's own loss (harness/judge/platformloss.go): the
 // sampled flows cross no route the step changes, so what they lose is the
 // machine's (under QEMU TCG every flow stalls ~100 ms at once while a
 // container starts); where they lose nothing — natively — the claim is
@@ -24,7 +24,7 @@ package scenarios_test
 // one route at every instant, via the block's node (dev tunl0 onlink on
 // IPIP); a step the route monitor did not see whole fails as unjudgeable.
 //
-// Flow plan per step (harness.PlanFlows): every flow to and from the node
+// Flow plan per step (judge.PlanFlows): every flow to and from the node
 // being upgraded, plus a seeded sample of the flows among the others — the
 // control, which the change must not touch. One probe session per step,
 // started before the node's upgrade and stopped after the cluster has
@@ -62,6 +62,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -93,11 +94,11 @@ func scaleVia(pool string) string {
 
 // ownedBy waits until n's route to every remote block is owner's, via via,
 // and the only one.
-func ownedBy(c *harness.Cluster, n *harness.Node, owner harness.Owner, via string) {
+func ownedBy(c *harness.Cluster, n *harness.Node, owner judge.Owner, via string) {
 	GinkgoHelper()
 	for _, b := range c.RemoteBlocks(n.Name) {
 		Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
-			Should(harness.HaveClusterRoute(b).ProgrammedBy(owner).Via(via).Only(), "%s's route to %s should be %s's", n.Name, b, owner)
+			Should(judge.HaveClusterRoute(b).ProgrammedBy(owner).Via(via).Only(), "%s's route to %s should be %s's", n.Name, b, owner)
 	}
 }
 
@@ -129,7 +130,7 @@ func (st *scaleStep) keptRoutes(c *harness.Cluster, pool string) {
 		}
 		for _, blk := range o.Blocks {
 			checked++
-			Expect(tl).To(harness.KeepRouteThroughout(blk.CIDR, st.beginMono, st.endMono).Shaped(scaleHop(pool, o)),
+			Expect(tl).To(judge.KeepRouteThroughout(blk.CIDR, st.beginMono, st.endMono).Shaped(scaleHop(pool, o)),
 				"step %s: its route to %s's block %s over the upgrade", st.node, o.Name, blk.CIDR)
 		}
 	}
@@ -155,10 +156,10 @@ func scaleSample(n int) int { return min(16, (n-1)*(n-2)) }
 // scaleStep is one node's upgrade, probed.
 type scaleStep struct {
 	node                  string
-	plan                  harness.FlowPlan
+	plan                  judge.FlowPlan
 	lostOut, lostIn       int64 // the upgraded node's flows
 	lostSample            int64 // the sampled flows among the others
-	platform              harness.PlatformLoss
+	platform              judge.PlatformLoss
 	longestOutMs          float64 // the upgraded node's outbound flows
 	longestGapMs          float64
 	longestGapFlow        string
@@ -193,7 +194,7 @@ type scaleStep struct {
 // probedChange runs change under a probe session carrying plan: the session
 // starts (and every flow delivers) before change, and stops once change has
 // returned and the cluster has converged again.
-func probedChange(ctx SpecContext, c *harness.Cluster, plan harness.FlowPlan, change func() error) scaleStep {
+func probedChange(ctx SpecContext, c *harness.Cluster, plan judge.FlowPlan, change func() error) scaleStep {
 	GinkgoHelper()
 	st := scaleStep{plan: plan}
 	cpu0, err := harness.ProcessCPU()
@@ -220,7 +221,7 @@ func probedChange(ctx SpecContext, c *harness.Cluster, plan harness.FlowPlan, ch
 	// sessions up and programmers synced is not enough — a 20-node IPIP
 	// run had three peers without a route to the upgraded node's block for
 	// 2.5 s after both held.
-	Eventually(c).WithContext(ctx).WithTimeout(scaled(60 * time.Second)).WithPolling(50 * time.Millisecond).Should(harness.HaveRemoteBlockRoutes())
+	Eventually(c).WithContext(ctx).WithTimeout(scaled(60 * time.Second)).WithPolling(50 * time.Millisecond).Should(judge.HaveRemoteBlockRoutes())
 	end := c.Mark("step converged")
 	st.beginMono, st.endMono = begin.Mono, end.Mono
 	st.convergedS = float64(end.Mono-begin.Mono) / 1e9
@@ -245,11 +246,11 @@ func (st *scaleStep) book(ctx context.Context, c *harness.Cluster, node string) 
 	GinkgoHelper()
 	st.node = node
 	n := c.Node(node)
-	controls, err := harness.HolesSince(st.final, st.atBegin, st.atEnd, harness.NotInvolving(n))
+	controls, err := judge.Holes(st.final, judge.SinceSnapshot(st.atBegin, st.atEnd), judge.NotInvolving(n))
 	Expect(err).NotTo(HaveOccurred())
-	st.platform, err = harness.PlatformLossOf(controls)
+	st.platform, err = judge.PlatformLossOf(controls)
 	Expect(err).NotTo(HaveOccurred(), "guard: the sample measures the platform's own loss")
-	out, err := harness.HolesSince(st.final, st.atBegin, st.atEnd, func(f probe.GapReport) bool { return isFrom(n, f.SrcAddr) })
+	out, err := judge.Holes(st.final, judge.SinceSnapshot(st.atBegin, st.atEnd), func(f probe.GapReport) bool { return isFrom(n, f.SrcAddr) })
 	Expect(err).NotTo(HaveOccurred())
 	for _, h := range out {
 		st.outHolesSinceChange += h.Holes
@@ -379,14 +380,14 @@ func (st *scaleStep) judge(keep func(probe.GapReport) bool, what string) {
 	if st.platform.Strict() && !platformMayStall() {
 		for _, f := range st.final.Flows {
 			if keep(f) {
-				Expect(f).To(harness.HaveNoGap().Through(st.atEnd), "%s: %s lost probes", what, f.Flow)
+				Expect(f).To(judge.HaveNoGap().Through(st.atEnd), "%s: %s lost probes", what, f.Flow)
 			}
 		}
 		return
 	}
-	hs, err := harness.HolesSince(st.final, st.atBegin, st.atEnd, keep)
+	hs, err := judge.Holes(st.final, judge.SinceSnapshot(st.atBegin, st.atEnd), keep)
 	Expect(err).NotTo(HaveOccurred())
-	Expect(hs).To(harness.BeWithinPlatformLoss(st.platform), what)
+	Expect(hs).To(judge.BeWithinPlatformLoss(st.platform), what)
 	for _, f := range st.final.Flows {
 		for errno, n := range f.SendErrors {
 			if keep(f) && errno != "EAGAIN" {
@@ -690,7 +691,7 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade", "timing")
 		// platform's own loss (the sample's), and nothing among the others
 		// — except under TCG, where the sample's loss is the platform's
 		// stall and is what the victim's flows are judged against.
-		sample := harness.NotInvolving(c.Node(victim))
+		sample := judge.NotInvolving(c.Node(victim))
 		spaced.judge(func(f probe.GapReport) bool { return !sample(f) }, "spaced restarts: the victim's flows lost probes")
 		if !platformMayStall() {
 			Expect(spaced.lostSample+quick.lostSample).To(BeZero(), "flows away from the victim lost probes")

@@ -31,6 +31,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/confd"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
 )
 
@@ -93,12 +94,12 @@ var _ = Describe("Tunnel-route reject towards iBGP peers", Label("noencap", "tun
 					for _, r := range routes {
 						if !r.rejected {
 							Eventually(n1).WithContext(ctx).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
-								Should(harness.BeExportedTo(r.dst, peer), "%s: control: node-1 exports %s (via %s) to %s", pair, r.dst, r.device, peer)
+								Should(judge.BeExportedTo(r.dst, peer), "%s: control: node-1 exports %s (via %s) to %s", pair, r.dst, r.device, peer)
 						}
 					}
 					for _, r := range routes {
 						if r.rejected {
-							Expect(n1).NotTo(harness.BeExportedTo(r.dst, peer), "%s: node-1 exports %s, a route via %s, to its iBGP peer %s", pair, r.dst, r.device, peer)
+							Expect(n1).NotTo(judge.BeExportedTo(r.dst, peer), "%s: node-1 exports %s, a route via %s, to its iBGP peer %s", pair, r.dst, r.device, peer)
 						}
 					}
 				}

@@ -22,7 +22,7 @@ package scenarios_test
 // every remote block: no delete, never two routes, no window without one,
 // no probe lost on any flow — beyond, while a node is upgraded, what the
 // flows between the other nodes lost at the same time (the platform's own
-// loss, harness/platformloss.go; none natively, so exactly no hole there).
+// loss, harness/judge/platformloss.go; none natively, so exactly no hole there).
 //
 // Two entries, by how the old BIRD goes. SIGKILL (a pod deletion) leaves
 // peers holding its routes as stale (graceful restart), so the above holds
@@ -52,6 +52,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
@@ -80,7 +81,7 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 			remote := c.RemoteBlocks(n.Name)
 			for _, b := range remote {
 				Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
-					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice).Only(), "guard: before its upgrade %s's route to %s is BIRD's", n.Name, b)
+					Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD).Via(topo.TunnelDevice).Only(), "guard: before its upgrade %s's route to %s is BIRD's", n.Name, b)
 			}
 			// The route timeline stamps an event when it reads it, so it
 			// can trail the kernel the guard just read: with SIGTERM, a
@@ -98,7 +99,7 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 			act(c.UpgradeNode(ctx, n.Name, config.R333, harness.UpgradeOptions{Signal: sig}))
 			for _, b := range remote {
 				Eventually(n).WithTimeout(scaled(30 * time.Second)).WithPolling(20 * time.Millisecond).
-					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).
+					Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).
 						Via(topo.TunnelDevice).Gateway(nodeAddrOf(c, b)).Onlink().Only())
 			}
 			Expect(c.WaitConverged(ctx)).To(Succeed())
@@ -202,16 +203,16 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 		// the whole roll. Otherwise each stretch's flows to and from the
 		// node being upgraded may lose no more than its controls.
 		nodes := c.Nodes()
-		platforms := make([]harness.PlatformLoss, len(nodes))
+		platforms := make([]judge.PlatformLoss, len(nodes))
 		strict := true
 		for i, n := range nodes {
 			to := end.Mono
 			if i+1 < len(starts) {
 				to = starts[i+1]
 			}
-			controls, err := harness.WindowHoles(rep, starts[i], to, harness.NotInvolving(n))
+			controls, err := judge.Holes(rep, judge.SentBetween(starts[i], to), judge.NotInvolving(n))
 			Expect(err).NotTo(HaveOccurred())
-			platforms[i], err = harness.PlatformLossOf(controls)
+			platforms[i], err = judge.PlatformLossOf(controls)
 			Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve %s measure the platform's own loss", n.Name)
 			AddReportEntry("platform loss while "+n.Name+" was upgraded", platforms[i].String())
 			res.Figures["platformLostPerControlFlowMax."+n.Name] = float64(platforms[i].Max)
@@ -220,13 +221,13 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 		if strict {
 			for _, f := range rep.Flows {
 				if src, ok := flowExempt(f); ok {
-					holes, err := harness.WindowHoles(rep, starts[order[src.Name]], end.Mono, func(g probe.GapReport) bool { return g.Flow == f.Flow })
+					holes, err := judge.Holes(rep, judge.SentBetween(starts[order[src.Name]], end.Mono), func(g probe.GapReport) bool { return g.Flow == f.Flow })
 					Expect(err).NotTo(HaveOccurred())
 					Expect(holes).To(HaveLen(1))
 					Expect(holes[0].Holes).To(BeZero(), "flow %s lost probes after %s's upgrade began", f.Flow, src.Name)
 					continue
 				}
-				Expect(f).To(harness.HaveNoGap().Through(atEnd), "flow %s lost probes during the rolling upgrade", f.Flow)
+				Expect(f).To(judge.HaveNoGap().Through(atEnd), "flow %s lost probes during the rolling upgrade", f.Flow)
 			}
 			return
 		}
@@ -235,15 +236,15 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 			if i+1 < len(starts) {
 				to = starts[i+1]
 			}
-			control := harness.NotInvolving(n)
-			involved, err := harness.WindowHoles(rep, starts[i], to, func(f probe.GapReport) bool {
+			control := judge.NotInvolving(n)
+			involved, err := judge.Holes(rep, judge.SentBetween(starts[i], to), func(f probe.GapReport) bool {
 				if src, ok := flowExempt(f); ok && order[src.Name] > i {
 					return false // SIGTERM: withdrawn by design until src's own upgrade
 				}
 				return !control(f)
 			})
 			Expect(err).NotTo(HaveOccurred())
-			Expect(involved).To(harness.BeWithinPlatformLoss(platforms[i]), "flows to and from %s lost probes during its upgrade", n.Name)
+			Expect(involved).To(judge.BeWithinPlatformLoss(platforms[i]), "flows to and from %s lost probes during its upgrade", n.Name)
 		}
 	},
 		Entry("old BIRD SIGKILLed, as a pod deletion does", syscall.SIGKILL),

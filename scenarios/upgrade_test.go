@@ -35,6 +35,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
@@ -62,10 +63,10 @@ var _ = Describe("Upgrade handover on IPIP, node by node", Label("ipip", "upgrad
 func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig syscall.Signal, name string) {
 	remote := t.RemoteBlocks(upgraded)
 	Expect(remote).NotTo(BeEmpty(), "guard: %s has no remote blocks to judge on %s", upgraded, t.TargetName())
-	node := t.NodeRoutes(upgraded)
+	node := t.NodeRouteSource(upgraded)
 	Expect(node).NotTo(BeNil(), "%s has no node %s to upgrade", t.TargetName(), upgraded)
-	tunnelRoute := func(b netip.Prefix, o harness.Owner) *harness.ClusterRouteMatcher {
-		m := harness.HaveClusterRoute(b).ProgrammedBy(o).WithProgrammerProtocol(t.ProgrammerProtocol(ctx)).Via(topo.TunnelDevice)
+	tunnelRoute := func(b netip.Prefix, o judge.Owner) *judge.ClusterRouteMatcher {
+		m := judge.HaveClusterRoute(b).ProgrammedBy(o).WithProgrammerProtocol(t.ProgrammerProtocol(ctx)).Via(topo.TunnelDevice)
 		if gw, ok := t.BlockGateway(b); ok {
 			m = m.Gateway(gw).Onlink() // the block's node, as BIRD's route says
 		}
@@ -77,7 +78,7 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	// the upgrade, or "no loss" would prove nothing...
 	for _, b := range remote {
 		Eventually(node).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
-			Should(tunnelRoute(b, harness.ByBIRD).Only(), "guard: on %s BIRD owns %s's route to %s", headlineFrom, upgraded, b)
+			Should(tunnelRoute(b, judge.ByBIRD).Only(), "guard: on %s BIRD owns %s's route to %s", headlineFrom, upgraded, b)
 	}
 	// ...at the programmer's key (metric 0), so the claim's single replace
 	// is what the upgrade is about.
@@ -101,7 +102,7 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	// BIRD's was, and no other beside it...
 	for _, b := range remote {
 		Eventually(node).WithTimeout(scaled(30 * time.Second)).WithPolling(20 * time.Millisecond).
-			Should(tunnelRoute(b, harness.ByProgrammer).Only())
+			Should(tunnelRoute(b, judge.ByProgrammer).Only())
 	}
 	// ...and the target converges again: every BGP session is back (so
 	// the new BIRD's recovery and reconciliation ran), no `proto bird`
@@ -118,8 +119,8 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 			continue
 		}
 		for _, b := range t.NodeBlocks(upgraded) {
-			Eventually(t.NodeRoutes(other)).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
-				Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Only(), "%s routes %s's block %s by BIRD alone again", other, upgraded, b)
+			Eventually(t.NodeRouteSource(other)).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
+				Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD).Only(), "%s routes %s's block %s by BIRD alone again", other, upgraded, b)
 		}
 	}
 	end := t.Mark("converged after upgrade")
@@ -167,9 +168,9 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	// TCG every flow loses 70–105 ms at once while a container starts).
 	// Where they lost nothing — native, KVM — the claim is exactly "no
 	// hole".
-	controls, err := harness.HolesSince(rep, atBegin, atEnd, func(f probe.GapReport) bool { return !isUp(f.SrcAddr) && !isUp(f.DstAddr) })
+	controls, err := judge.Holes(rep, judge.SinceSnapshot(atBegin, atEnd), func(f probe.GapReport) bool { return !isUp(f.SrcAddr) && !isUp(f.DstAddr) })
 	Expect(err).NotTo(HaveOccurred())
-	platform, err := harness.PlatformLossOf(controls)
+	platform, err := judge.PlatformLossOf(controls)
 	Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve %s measure the platform's own loss", upgraded)
 	res.Figures["platformMissingPerControlFlowMax"] = float64(platform.Max)
 	AddReportEntry("platform loss", platform.String())
@@ -185,7 +186,7 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	// ...and nothing lost on its way out beyond the platform's.
 	for _, f := range rep.Flows {
 		if isUp(f.SrcAddr) {
-			Expect(f).To(harness.HaveNoGap().Through(atEnd).BeyondPlatform(platform), "%s lost probes to %s during its upgrade", upgraded, f.DstAddr)
+			Expect(f).To(judge.HaveNoGap().Through(atEnd).BeyondPlatform(platform), "%s lost probes to %s during its upgrade", upgraded, f.DstAddr)
 		}
 	}
 }
@@ -197,7 +198,7 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 const headlineFrom = config.R331
 
 // birdMetricsTo lists the metrics of n's `proto bird` routes to the blocks.
-func birdMetricsTo(n harness.RouteSource, blocks []netip.Prefix) []int {
+func birdMetricsTo(n judge.RouteSource, blocks []netip.Prefix) []int {
 	var out []int
 	for _, r := range birdRoutesTo(n, blocks) {
 		out = append(out, r.Metric)
@@ -206,7 +207,7 @@ func birdMetricsTo(n harness.RouteSource, blocks []netip.Prefix) []int {
 }
 
 // birdRoutesTo lists n's `proto bird` routes to any of the blocks.
-func birdRoutesTo(n harness.RouteSource, blocks []netip.Prefix) []kroute.Route {
+func birdRoutesTo(n judge.RouteSource, blocks []netip.Prefix) []kroute.Route {
 	var out []kroute.Route
 	for _, b := range blocks {
 		rs, err := n.Routes(b)

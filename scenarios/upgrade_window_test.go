@@ -50,6 +50,7 @@ import (
 
 	"github.com/birdcage/birdcage/dataplane/programmer"
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -119,7 +120,7 @@ var _ = Describe("Upgrade 3.32 → 3.33 on IPIP: Felix's delete-first opens a no
 			// metric 1024, and no other route to it.
 			for _, b := range remote {
 				Eventually(upgraded).WithTimeout(scaled(30 * time.Second)).WithPolling(50 * time.Millisecond).
-					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByBIRD).Via(topo.TunnelDevice).Gateway(nodeAddrOf(c, b)).Onlink().Only())
+					Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD).Via(topo.TunnelDevice).Gateway(nodeAddrOf(c, b)).Onlink().Only())
 			}
 			metrics := birdMetricsTo(upgraded, remote)
 			Expect(metrics).To(HaveLen(len(remote)), "guard: one BIRD route per remote block")
@@ -144,7 +145,7 @@ var _ = Describe("Upgrade 3.32 → 3.33 on IPIP: Felix's delete-first opens a no
 			Expect(st.ClaimsBIRDTunnelRoutes).To(BeTrue(), "guard: the 3.33 programmer claims BIRD's tunl0 routes")
 			for _, b := range remote {
 				Eventually(upgraded).WithTimeout(scaled(30 * time.Second)).WithPolling(20 * time.Millisecond).
-					Should(harness.HaveClusterRoute(b).ProgrammedBy(harness.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).
+					Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).
 						Via(topo.TunnelDevice).Gateway(nodeAddrOf(c, b)).Onlink().Only())
 			}
 			Expect(c.WaitConverged(ctx)).To(Succeed())
@@ -216,14 +217,14 @@ var _ = Describe("Upgrade 3.32 → 3.33 on IPIP: Felix's delete-first opens a no
 				Expect(t.deleteFirst()).To(BeFalse(), "control: with replace-first the programmer's route to %s is added before BIRD's is deleted: %s", t.block, t)
 				Expect(t.windows).To(BeEmpty(), "control: with replace-first node-2 is never without a route to %s: %s", t.block, t)
 			}
-			controls, err := harness.HolesSince(rep, atBegin, atEnd, harness.NotInvolving(upgraded))
+			controls, err := judge.Holes(rep, judge.SinceSnapshot(atBegin, atEnd), judge.NotInvolving(upgraded))
 			Expect(err).NotTo(HaveOccurred())
-			platform, err := harness.PlatformLossOf(controls)
+			platform, err := judge.PlatformLossOf(controls)
 			Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve node-2 measure the platform's own loss")
 			AddReportEntry("platform loss", platform.String())
 			for _, f := range rep.Flows {
 				if isFrom(upgraded, f.SrcAddr) {
-					Expect(f).To(harness.HaveNoGap().Through(atEnd).BeyondPlatform(platform), "control: node-2 lost probes to %s during its upgrade with replace-first", f.DstAddr)
+					Expect(f).To(judge.HaveNoGap().Through(atEnd).BeyondPlatform(platform), "control: node-2 lost probes to %s during its upgrade with replace-first", f.DstAddr)
 				}
 			}
 		},

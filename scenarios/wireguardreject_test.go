@@ -52,6 +52,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/bird"
 	"github.com/birdcage/birdcage/harness/confd"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 )
@@ -102,7 +103,7 @@ var _ = Describe("WireGuard routes and the *.cali reject", Label("noencap", "ipv
 					"guard: node-1's best route to %s is the kernel route via wireguard.cali", b)
 			// 3. The claim.
 			Consistently(n1).WithTimeout(scaled(3*time.Second)).WithPolling(200*time.Millisecond).
-				ShouldNot(harness.BeExportedTo(b, peers[i]), "node-1 exports node-3's block %s, learned via wireguard.cali, to its iBGP peer node-2 (%s): the *.cali arm should reject it", b, peers[i])
+				ShouldNot(judge.BeExportedTo(b, peers[i]), "node-1 exports node-3's block %s, learned via wireguard.cali, to its iBGP peer node-2 (%s): the *.cali arm should reject it", b, peers[i])
 			fmt.Fprintf(&table, "%-22s via wireguard.cali: not exported to node-2 (%s)\n", b, peers[i])
 		}
 
@@ -113,7 +114,7 @@ var _ = Describe("WireGuard routes and the *.cali reject", Label("noencap", "ipv
 		}
 		for i, b := range blocks {
 			Eventually(n1).WithContext(ctx).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
-				Should(harness.BeExportedTo(b, peers[i]), "control: node-1 exports %s, learned via plain0, to node-2 (%s)", b, peers[i])
+				Should(judge.BeExportedTo(b, peers[i]), "control: node-1 exports %s, learned via plain0, to node-2 (%s)", b, peers[i])
 			fmt.Fprintf(&table, "%-22s via plain0 (control): exported to node-2 (%s)\n", b, peers[i])
 		}
 		res := c.Result("WireGuard routes and the *.cali reject, both families, owner withdrawn", nil)

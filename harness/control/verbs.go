@@ -11,6 +11,7 @@ import (
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/internal/poll"
 )
 
 // actionContext is the context of an action that changes the cluster: it
@@ -18,20 +19,6 @@ import (
 // the cluster in a state no scenario describes), only after wait.
 func actionContext(ctx context.Context, wait time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), wait)
-}
-
-// poll checks cond every 10 ms until it holds or ctx ends.
-func poll(ctx context.Context, what string, cond func() bool) error {
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
-		case <-t.C:
-		}
-	}
-	return nil
 }
 
 // settle waits for the nodes' BIRDs to have every session Established and
@@ -144,15 +131,15 @@ func (s *Server) set(ctx context.Context, req Request, o *out, wait time.Duratio
 	// has rendered the new documents.
 	for _, n := range nodes {
 		want := string(config.Resolve(f.ProgramClusterRoutes, n.Release(), config.Programmer, nil))
-		if err := poll(actx, n.Name+"'s programmer on programClusterRoutes="+want, func() bool {
+		if err := poll.Until(actx, 10*time.Millisecond, func() bool {
 			ps, err := n.Programmer.Status()
 			return err == nil && ps.ProgramClusterRoutes == want && ps.LastSyncMonotonicNano > mark && n.Programmer.Synced(mark)
 		}); err != nil {
-			return err
+			return fmt.Errorf("waiting for %s's programmer on programClusterRoutes=%s: %w", n.Name, want, err)
 		}
 		if n.BIRD.Running() {
-			if err := poll(actx, n.Name+"'s confd to render the change", func() bool { return n.Renders() > renders[n.Name] }); err != nil {
-				return err
+			if err := poll.Until(actx, 10*time.Millisecond, func() bool { return n.Renders() > renders[n.Name] }); err != nil {
+				return fmt.Errorf("waiting for %s's confd to render the change: %w", n.Name, err)
 			}
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/birdcage/birdcage/bpf"
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
@@ -175,9 +176,9 @@ func (l *Lab) Timeline(node string) *timeline.Monitor {
 func (l *Lab) Owner(protocol kroute.Protocol) string {
 	switch protocol {
 	case kroute.ProtoBIRD:
-		return harness.ByBIRD.String()
+		return judge.ByBIRD.String()
 	case l.M.RouteProtocol():
-		return harness.ByProgrammer.String()
+		return judge.ByProgrammer.String()
 	}
 	return fmt.Sprintf("proto %d", protocol)
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
@@ -36,9 +37,9 @@ func (l *Lab) NodeBlocks(node string) []netip.Prefix {
 	return nil
 }
 
-// NodeRoutes reads a node's main-table routes as its route timeline holds
-// them; nil for an unknown node.
-func (l *Lab) NodeRoutes(node string) harness.RouteSource {
+// NodeRouteSource reads a node's main-table routes as its route timeline
+// holds them; nil for an unknown node.
+func (l *Lab) NodeRouteSource(node string) judge.RouteSource {
 	if l.Node(node) == nil {
 		return nil
 	}

@@ -60,10 +60,10 @@ func TestLabAsTarget(t *testing.T) {
 	if _, ok := l.BlockGateway(b2); ok {
 		t.Error("a lab claims to know a block's gateway")
 	}
-	if l.NodeRoutes("node-9") != nil {
+	if l.NodeRouteSource("node-9") != nil {
 		t.Error("NodeRoutes of an unknown node")
 	}
-	if _, err := l.NodeRoutes("node-2").Routes(b2); err == nil {
+	if _, err := l.NodeRouteSource("node-2").Routes(b2); err == nil {
 		t.Error("routes read without a timeline")
 	}
 	if l.TargetName() != "lab:x" {

@@ -14,25 +14,16 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/bpf"
+	"github.com/birdcage/birdcage/harness/probe/report"
 	"github.com/birdcage/birdcage/internal/monoclock"
 )
 
-// Endpoint is one end of a probe flow: a workload.
-type Endpoint struct {
-	Name  string     `json:"name"`  // e.g. "node-1/wl-0"
-	Netns string     `json:"netns"` // path of the workload's network namespace
-	Iface string     `json:"iface"` // the workload's interface; probes arrive here
-	Addr  netip.Addr `json:"addr"`  // the workload's address on Iface
-}
-
-// Flow is one direction between two workloads.
-type Flow struct {
-	Src Endpoint `json:"src"`
-	Dst Endpoint `json:"dst"`
-}
-
-// Name is "src->dst" by endpoint names.
-func (f Flow) Name() string { return f.Src.Name + "->" + f.Dst.Name }
+// Endpoint and Flow are harness/probe/report's (plain data a flow plan
+// holds without BPF); see there.
+type (
+	Endpoint = report.Endpoint
+	Flow     = report.Flow
+)
 
 // Both returns the flows a->b and b->a.
 func Both(a, b Endpoint) []Flow { return []Flow{{Src: a, Dst: b}, {Src: b, Dst: a}} }

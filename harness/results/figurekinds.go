@@ -60,7 +60,7 @@ func (k FigureKind) Valid() bool {
 // prefix or a suffix are in figureKindRules.
 var figureKinds = map[string]FigureKind{
 	// harness: probe totals (results.AddProbeFigures), restarts
-	// (harness/figures.go), handovers (harness/handover.go).
+	// (harness/figures.go), handovers (harness/judge/handover.go).
 	"lostProbes":                    KindLoss,
 	"longestProbeGapMs":             KindGap,
 	"senderPauseInGapMs":            KindMachine, // the sender's own stall, not the network
@@ -293,7 +293,7 @@ type figureKindRule struct {
 
 // figureKindRules are the dynamic names, in the order they are tried.
 var figureKindRules = []figureKindRule{
-	// Handovers per ordering (harness/handover.go): which ordering a
+	// Handovers per ordering (harness/judge/handover.go): which ordering a
 	// handover takes is a race; the windows it opens are judged, as gaps
 	// (longestNoRouteWindowMs).
 	{Prefix: "handovers: ", Kind: KindSize},

@@ -29,6 +29,10 @@ import (
 // ArtifactsEnv overrides where diagnostics and the results file go.
 const ArtifactsEnv = "BIRDCAGE_ARTIFACTS"
 
+// VMAccelEnv is set inside the VM by ci/vm/run to the accelerator in use
+// (RunEnv.VMAccel; "tcg" is the one known to stall, harness/judge).
+const VMAccelEnv = "BIRDCAGE_VM_ACCEL_USED"
+
 // ArtifactsDir is where diagnostics and results files go, the same place
 // whatever the working directory: $BIRDCAGE_ARTIFACTS, else artifacts/ at
 // the root of the birdcage checkout the working directory is in (go test

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/birdcage/birdcage/internal/monoclock"
 )
 
 // TimingModel is how long the components birdcage stands in for take to
@@ -78,14 +80,13 @@ type timingJSON struct {
 
 // MarshalJSON writes the model as timingJSON.
 func (m TimingModel) MarshalJSON() ([]byte, error) {
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	return json.Marshal(timingJSON{
 		Name:                   m.Name,
-		ProgrammerStartupDelay: m.ProgrammerStartupDelay.String(), ProgrammerStartupDelayMs: ms(m.ProgrammerStartupDelay),
+		ProgrammerStartupDelay: m.ProgrammerStartupDelay.String(), ProgrammerStartupDelayMs: monoclock.Ms(int64(m.ProgrammerStartupDelay)),
 		ProgrammerResyncPerRoute: m.ProgrammerResyncPerRoute.String(), ProgrammerResyncPerRouteUs: float64(m.ProgrammerResyncPerRoute) / float64(time.Microsecond),
-		ConfdLatency: m.ConfdLatency.String(), ConfdLatencyMs: ms(m.ConfdLatency),
+		ConfdLatency: m.ConfdLatency.String(), ConfdLatencyMs: monoclock.Ms(int64(m.ConfdLatency)),
 		ConfdConcurrent: m.ConfdConcurrent,
-		BIRDScanTime:    m.BIRDScanTime.String(), BIRDScanTimeMs: ms(m.BIRDScanTime),
+		BIRDScanTime:    m.BIRDScanTime.String(), BIRDScanTimeMs: monoclock.Ms(int64(m.BIRDScanTime)),
 	})
 }
 

@@ -1,7 +1,6 @@
 package timeline
 
 import (
-	"errors"
 	"math"
 	"strings"
 
@@ -16,8 +15,9 @@ const GapKind = event.GapKind
 type Gap = event.Gap
 
 // ErrUnjudgeable is wrapped by every error that says a question about a
-// span cannot be answered because the monitor missed events in it.
-var ErrUnjudgeable = errors.New("unjudgeable")
+// span cannot be answered because the monitor missed events in it (the
+// event package's, so judges test for it without the monitor).
+var ErrUnjudgeable = event.ErrUnjudgeable
 
 // UnjudgeableError names the gaps that make a span unjudgeable.
 type UnjudgeableError struct {

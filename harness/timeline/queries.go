@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"sort"
 
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 )
@@ -22,24 +23,12 @@ import (
 // change with an unknown owner, so that a check that the span was clean
 // fails instead of passing; Judgeable says why.
 
-// Window is an interval with no route to a prefix.
-type Window struct {
-	From int64 `json:"from"`
-	To   int64 `json:"to"`
-	// Open is set when the window was still open at the end of the query
-	// (or now): the route had not come back.
-	Open bool `json:"open,omitempty"`
-	// Unjudgeable is set on a window that is a subscription gap, not an
-	// observed absence: "unjudgeable: the route monitor missed events from
-	// T1 to T2 on node X". Whether the route was there is unknown.
-	Unjudgeable string `json:"unjudgeable,omitempty"`
-}
-
-// Duration is the window's length in nanoseconds.
-func (w Window) Duration() int64 { return w.To - w.From }
-
-// Ms is the window's length in milliseconds.
-func (w Window) Ms() float64 { return monoclock.Ms(w.Duration()) }
+// Window and State are the event package's (plain data that the judges in
+// harness/judge read without the monitor); see there.
+type (
+	Window = event.Window
+	State  = event.State
+)
 
 // replay walks the events for p in the main table in order and calls visit
 // with the time and the forwarding routes present after each event (Existing
@@ -213,12 +202,6 @@ func ownerOf(present map[key]kroute.Route) kroute.Protocol {
 		}
 	}
 	return proto
-}
-
-// State is the forwarding routes to a prefix at one instant.
-type State struct {
-	At     int64          `json:"at"`
-	Routes []kroute.Route `json:"routes"`
 }
 
 // States returns the forwarding routes to p (main table, exact prefix) at

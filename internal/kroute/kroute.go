@@ -133,6 +133,10 @@ type Route struct {
 	NextHops []NextHop    `json:"nexthops,omitempty"`
 }
 
+// Within says whether p is dst or a prefix inside it: the routes "to dst"
+// a node's route read and the route matchers look at.
+func Within(dst, p netip.Prefix) bool { return dst.Bits() <= p.Bits() && dst.Contains(p.Addr()) }
+
 // Forwards reports whether the route sends packets somewhere (unicast or
 // local). A blackhole, unreachable or prohibit route is no route to its
 // prefix for a workload's traffic.

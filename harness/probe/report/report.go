@@ -1,6 +1,7 @@
 // Package report is a probe session's report as data: per flow what was
 // sent, lost, late and duplicated, the longest gap, delivery over time and
-// the disruptions. harness/probe measures and builds it (and aliases these
+// the disruptions; and the flows a session carries (Endpoint, Flow), so a
+// flow plan is data too. harness/probe measures and builds it (and aliases these
 // types); the results model (harness/results) and the tools that read
 // results files import only this package, without BPF.
 package report
@@ -156,3 +157,20 @@ type Disruption struct {
 
 // DurationMs is how long the run of lost probes lasted by send time.
 func (d Disruption) DurationMs() float64 { return float64(d.EndNs-d.StartNs) / 1e6 }
+
+// Endpoint is one end of a probe flow: a workload.
+type Endpoint struct {
+	Name  string     `json:"name"`  // e.g. "node-1/wl-0"
+	Netns string     `json:"netns"` // path of the workload's network namespace
+	Iface string     `json:"iface"` // the workload's interface; probes arrive here
+	Addr  netip.Addr `json:"addr"`  // the workload's address on Iface
+}
+
+// Flow is one direction between two workloads.
+type Flow struct {
+	Src Endpoint `json:"src"`
+	Dst Endpoint `json:"dst"`
+}
+
+// Name is "src->dst" by endpoint names.
+func (f Flow) Name() string { return f.Src.Name + "->" + f.Dst.Name }

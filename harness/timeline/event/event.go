@@ -1,10 +1,13 @@
-// Package event is the route timeline's record of one route change: plain
-// data, so the results model (harness/results) and its readers carry route
-// timelines without importing the monitor and netlink. harness/timeline
-// records events and aliases these types.
+// Package event is the route timeline's record of one route change, and
+// the shapes of its answers (a window without a route, the routes at one
+// instant): plain data, so the results model (harness/results), its
+// readers and the judges (harness/judge) carry route timelines without
+// importing the monitor and netlink. harness/timeline records events and
+// aliases these types.
 package event
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -83,4 +86,33 @@ func (g Gap) Ms() float64 {
 		to = monoclock.Now()
 	}
 	return monoclock.Ms(to - g.From)
+}
+
+// ErrUnjudgeable is wrapped by every error that says a question about a
+// span cannot be answered because the monitor missed events in it.
+var ErrUnjudgeable = errors.New("unjudgeable")
+
+// Window is an interval with no route to a prefix.
+type Window struct {
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
+	// Open is set when the window was still open at the end of the query
+	// (or now): the route had not come back.
+	Open bool `json:"open,omitempty"`
+	// Unjudgeable is set on a window that is a subscription gap, not an
+	// observed absence: "unjudgeable: the route monitor missed events from
+	// T1 to T2 on node X". Whether the route was there is unknown.
+	Unjudgeable string `json:"unjudgeable,omitempty"`
+}
+
+// Duration is the window's length in nanoseconds.
+func (w Window) Duration() int64 { return w.To - w.From }
+
+// Ms is the window's length in milliseconds.
+func (w Window) Ms() float64 { return monoclock.Ms(w.Duration()) }
+
+// State is the forwarding routes to a prefix at one instant.
+type State struct {
+	At     int64          `json:"at"`
+	Routes []kroute.Route `json:"routes"`
 }

@@ -1,4 +1,4 @@
-package harness
+package judge
 
 import (
 	"net/netip"
@@ -8,6 +8,26 @@ import (
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/topo"
 )
+
+// topoFabric is a topology's facts as a Fabric, with the workloads' nodes
+// given (harness's fabric reads them from the built network).
+type topoFabric struct {
+	tp        *topo.Topology
+	workloads map[netip.Addr]string
+}
+
+func (f topoFabric) Planes() []string { return f.tp.Planes() }
+
+func (f topoFabric) Uplink(node, plane string) string {
+	for _, u := range f.tp.Uplinks(node) {
+		if u.Plane == plane {
+			return u.Interface
+		}
+	}
+	return ""
+}
+
+func (f topoFabric) WorkloadNode(a netip.Addr) string { return f.workloads[a] }
 
 // The plane each flow took, from hop counters on the built-in dual-ToR
 // topology's uplinks (no namespaces: the analysis reads only the
@@ -26,10 +46,7 @@ func TestPlaneOfFlowAndTable(t *testing.T) {
 		up[u.Plane] = u.Interface
 	}
 	a, b := netip.MustParseAddr("10.99.0.1"), netip.MustParseAddr("10.99.0.2")
-	c := &Cluster{Net: &topo.Network{Topology: tp, Nodes: []*topo.NodeNS{
-		{Namespace: topo.Namespace{Name: "node-1"}, Workloads: []*topo.Workload{{IPv4: a}}},
-		{Namespace: topo.Namespace{Name: "node-2"}, Workloads: []*topo.Workload{{IPv4: b}}},
-	}}}
+	f := topoFabric{tp: tp, workloads: map[netip.Addr]string{a: "node-1", b: "node-2"}}
 	hop := func(iface, dir string, n uint64) probe.HopCount {
 		return probe.HopCount{Hop: "node-1/" + iface + " " + dir, Packets: n}
 	}
@@ -41,14 +58,14 @@ func TestPlaneOfFlowAndTable(t *testing.T) {
 	}}
 	want := map[string]string{"f1": planes[0], "f2": "both", "f3": "", "f4": ""}
 	for _, g := range rep.Flows {
-		if got := c.PlaneOfFlow(g); got != want[g.Flow] {
+		if got := PlaneOfFlow(f, g); got != want[g.Flow] {
 			t.Errorf("%s left by %q, want %q (ingress counters do not say how a flow left)", g.Flow, got, want[g.Flow])
 		}
 	}
-	if per := c.FlowsPerPlane(rep); per[planes[0]] != 1 || per["both"] != 1 || per[""] != 2 {
+	if per := FlowsPerPlane(f, rep); per[planes[0]] != 1 || per["both"] != 1 || per[""] != 2 {
 		t.Errorf("flows per plane %v", per)
 	}
-	tab := c.PlaneTable(rep)
+	tab := PlaneTable(f, rep)
 	lines := strings.Split(strings.TrimRight(tab, "\n"), "\n")
 	if len(lines) != 5 || !strings.Contains(lines[0], "out plane "+planes[0]) || !strings.Contains(lines[0], "in plane "+planes[1]) {
 		t.Fatalf("plane table:\n%s", tab)

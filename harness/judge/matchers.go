@@ -1,4 +1,4 @@
-package harness
+package judge
 
 import (
 	"context"
@@ -9,9 +9,8 @@ import (
 
 	"github.com/onsi/gomega/types"
 
-	"github.com/birdcage/birdcage/harness/bird"
 	"github.com/birdcage/birdcage/harness/confd"
-	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/probe/report"
 	"github.com/birdcage/birdcage/internal/kroute"
 )
 
@@ -34,8 +33,9 @@ func (o Owner) String() string {
 	return "anyone"
 }
 
-// RouteSource is what the route matchers read: a *Node, or anything else
-// that lists a node's main-table routes to a prefix (and inside it).
+// RouteSource is what the route matchers read: a *harness.Node, or
+// anything else that lists a node's main-table routes to a prefix (and
+// inside it).
 type RouteSource interface {
 	Routes(dst netip.Prefix) ([]kroute.Route, error)
 }
@@ -239,10 +239,7 @@ func (m *ClusterRouteMatcher) NegatedFailureMessage(actual any) string {
 }
 
 func nodeName(actual any) string {
-	switch n := actual.(type) {
-	case *Node:
-		return "node " + n.Name
-	case interface{ NodeName() string }:
+	if n, ok := actual.(interface{ NodeName() string }); ok {
 		return "node " + n.NodeName()
 	}
 	return fmt.Sprint(actual)
@@ -252,12 +249,12 @@ var _ types.GomegaMatcher = (*ClusterRouteMatcher)(nil)
 
 // GapMatcher matches probe flows that saw no gap in their sequence.
 type GapMatcher struct {
-	through  *probe.Report
+	through  *report.Report
 	platform *PlatformLoss
 }
 
-// HaveNoGap matches a flow (probe.GapReport) or every flow of a
-// *probe.Report whose probes arrived without a hole, as the BPF tracker
+// HaveNoGap matches a flow (report.GapReport) or every flow of a
+// *report.Report whose probes arrived without a hole, as the BPF tracker
 // at the destination saw them: some probe arrived, the first to arrive was
 // probe 1, no sequence number below the highest one seen is missing, and
 // no send was refused by an error from the network (an ICMP error turned
@@ -272,7 +269,7 @@ func HaveNoGap() *GapMatcher { return &GapMatcher{} }
 // Through also requires every probe each flow had sent when snapshot was
 // taken (probes.Report() at the end of the claim's window) to have
 // arrived.
-func (m *GapMatcher) Through(snapshot *probe.Report) *GapMatcher { m.through = snapshot; return m }
+func (m *GapMatcher) Through(snapshot *report.Report) *GapMatcher { m.through = snapshot; return m }
 
 // BeyondPlatform judges the flow's holes against the platform's own loss
 // (platformloss.go): where the platform lost nothing, exactly HaveNoGap;
@@ -282,7 +279,7 @@ func (m *GapMatcher) BeyondPlatform(p PlatformLoss) *GapMatcher { m.platform = &
 
 // gapProblems is what is wrong with one flow, empty when nothing is; an
 // error when there is nothing to judge (so NotTo cannot pass on it either).
-func (m *GapMatcher) gapProblems(f probe.GapReport) ([]string, error) {
+func (m *GapMatcher) gapProblems(f report.GapReport) ([]string, error) {
 	var out, holes []string
 	if f.Sent == 0 {
 		return nil, fmt.Errorf("flow %s sent no probe: nothing to judge", f.Flow)
@@ -305,12 +302,7 @@ func (m *GapMatcher) gapProblems(f probe.GapReport) ([]string, error) {
 		}
 	}
 	if m.through != nil {
-		var snap *probe.GapReport
-		for i := range m.through.Flows {
-			if m.through.Flows[i].Flow == f.Flow {
-				snap = &m.through.Flows[i]
-			}
-		}
+		snap := flowIn(m.through, f.Flow)
 		switch {
 		case snap == nil:
 			return nil, fmt.Errorf("flow %s is not in the snapshot given to Through", f.Flow)
@@ -321,15 +313,7 @@ func (m *GapMatcher) gapProblems(f probe.GapReport) ([]string, error) {
 		}
 	}
 	if m.platform != nil && !m.platform.Strict() && len(holes) > 0 {
-		var snap *probe.GapReport
-		if m.through != nil {
-			for i := range m.through.Flows {
-				if m.through.Flows[i].Flow == f.Flow {
-					snap = &m.through.Flows[i]
-				}
-			}
-		}
-		h := FlowHoles{Flow: f.Flow, Holes: sessionHoles(f, snap), LongestMs: f.LongestGapMs}
+		h := FlowHoles{Flow: f.Flow, Holes: sessionHoles(f, flowIn(m.through, f.Flow)), LongestMs: f.LongestGapMs}
 		if WithinPlatform(h, *m.platform) {
 			return out, nil
 		}
@@ -338,22 +322,22 @@ func (m *GapMatcher) gapProblems(f probe.GapReport) ([]string, error) {
 	return append(out, holes...), nil
 }
 
-func flowsOf(actual any) ([]probe.GapReport, error) {
+func flowsOf(actual any) ([]report.GapReport, error) {
 	switch a := actual.(type) {
-	case probe.GapReport:
-		return []probe.GapReport{a}, nil
-	case *probe.GapReport:
+	case report.GapReport:
+		return []report.GapReport{a}, nil
+	case *report.GapReport:
 		if a == nil {
-			return nil, fmt.Errorf("HaveNoGap got a nil *probe.GapReport")
+			return nil, fmt.Errorf("HaveNoGap got a nil *report.GapReport")
 		}
-		return []probe.GapReport{*a}, nil
-	case *probe.Report:
+		return []report.GapReport{*a}, nil
+	case *report.Report:
 		if a == nil || len(a.Flows) == 0 {
 			return nil, fmt.Errorf("HaveNoGap got a report with no flow (nothing to judge)")
 		}
 		return a.Flows, nil
 	}
-	return nil, fmt.Errorf("HaveNoGap expects a probe.GapReport or *probe.Report, got %T", actual)
+	return nil, fmt.Errorf("HaveNoGap expects a report.GapReport or *report.Report, got %T", actual)
 }
 
 func (m *GapMatcher) Match(actual any) (bool, error) {
@@ -395,7 +379,7 @@ func (m *GapMatcher) describe(actual any) string {
 	return b.String()
 }
 
-func gapWhere(g probe.Gap) string {
+func gapWhere(g report.Gap) string {
 	if g.Mark == "" {
 		return "no mark"
 	}
@@ -412,11 +396,12 @@ func (m *GapMatcher) NegatedFailureMessage(actual any) string {
 
 var _ types.GomegaMatcher = (*GapMatcher)(nil)
 
-// ExportSource is what BeExportedTo reads: a *Node, or anything else that
-// knows a node's BGP peers and what its BIRD exports to one protocol.
+// ExportSource is what BeExportedTo reads: a *harness.Node, or anything
+// else that knows a node's BGP peers and the prefixes its BIRD exports to
+// one protocol.
 type ExportSource interface {
 	Peers() []confd.Peer
-	ExportedRoutes(ctx context.Context, protocol string) ([]bird.Route, error)
+	ExportedPrefixes(ctx context.Context, protocol string) ([]netip.Prefix, error)
 }
 
 // ExportMatcher matches a node whose BIRD exports a prefix to one BGP peer.
@@ -431,7 +416,7 @@ type ExportMatcher struct {
 // BeExportedTo matches a node whose BIRD exports prefix to the BGP peer at
 // peer — what the peer would learn from it:
 //
-//	Expect(c.Node("node-1")).NotTo(harness.BeExportedTo(node3Block, node2Addr))
+//	Expect(c.Node("node-1")).NotTo(judge.BeExportedTo(node3Block, node2Addr))
 //
 // A node without a session to peer, or a birdc that fails, is an error:
 // neither To nor NotTo passes (Eventually keeps polling and shows it).
@@ -456,15 +441,15 @@ func (m *ExportMatcher) Match(actual any) (bool, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	rs, err := n.ExportedRoutes(ctx, m.protocol)
+	ps, err := n.ExportedPrefixes(ctx, m.protocol)
 	if err != nil {
 		m.err = fmt.Errorf("%s: birdc show route export %s: %w", nodeName(actual), m.protocol, err)
 		return false, m.err
 	}
 	found := false
-	for _, r := range rs {
-		m.exported = append(m.exported, r.Prefix.String())
-		if r.Prefix == m.prefix {
+	for _, p := range ps {
+		m.exported = append(m.exported, p.String())
+		if p == m.prefix {
 			found = true
 		}
 	}
@@ -486,13 +471,17 @@ func (m *ExportMatcher) NegatedFailureMessage(actual any) string {
 	return fmt.Sprintf("expected %s not to be exported; %s", m.prefix, m.describe(actual))
 }
 
-// ExportedRoutes is what n's BIRD exports to one of its protocols (a BGP
-// session, kernel4, kernel6), with the kernel's refusals flagged.
-func (n *Node) ExportedRoutes(ctx context.Context, protocol string) ([]bird.Route, error) {
-	return n.BIRD.Client().Routes(ctx, "export "+protocol)
+// BlockRouteSource is what HaveRemoteBlockRoutes reads: a
+// *harness.Cluster, or anything else that names its nodes, lists each
+// one's main-table routes and knows the blocks of every other node.
+type BlockRouteSource interface {
+	NodeNames() []string
+	// NodeRoutes is all of node's main-table routes (both families).
+	NodeRoutes(node string) ([]kroute.Route, error)
+	RemoteBlocks(node string) []netip.Prefix
 }
 
-// RemoteBlockRoutesMatcher matches a *Cluster on which every node has the
+// RemoteBlockRoutesMatcher matches a cluster on which every node has the
 // described route to every other node's blocks: the check scenarios make
 // before and after every change.
 type RemoteBlockRoutesMatcher struct {
@@ -505,7 +494,7 @@ type RemoteBlockRoutesMatcher struct {
 // block of every other node, the node has a route as described (the same
 // builder as HaveClusterRoute):
 //
-//	Eventually(c).Should(harness.HaveRemoteBlockRoutes().ProgrammedBy(harness.ByProgrammer).Only())
+//	Eventually(c).Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(judge.ByProgrammer).Only())
 //
 // A cluster with no remote block at all is an error, not a pass.
 func HaveRemoteBlockRoutes() *RemoteBlockRoutesMatcher {
@@ -539,29 +528,29 @@ func (m *RemoteBlockRoutesMatcher) WithProgrammerProtocol(p kroute.Protocol) *Re
 // Match checks every (node, remote block) pair; a node whose routes cannot
 // be read is an error.
 func (m *RemoteBlockRoutesMatcher) Match(actual any) (bool, error) {
-	c, ok := actual.(*Cluster)
+	c, ok := actual.(BlockRouteSource)
 	if !ok {
-		return false, fmt.Errorf("HaveRemoteBlockRoutes expects a *harness.Cluster, got %T", actual)
+		return false, fmt.Errorf("HaveRemoteBlockRoutes expects a *harness.Cluster (a BlockRouteSource), got %T", actual)
 	}
 	m.checked, m.failures = 0, nil
-	for _, n := range c.Nodes() {
+	for _, name := range c.NodeNames() {
 		// One dump per node, not one per block: at 20 nodes a poll is 20
 		// dumps instead of 380.
-		all, err := n.Routes(netip.Prefix{})
+		all, err := c.NodeRoutes(name)
 		if err != nil {
-			return false, fmt.Errorf("node %s: could not read routes: %w", n.Name, err)
+			return false, fmt.Errorf("node %s: could not read routes: %w", name, err)
 		}
-		for _, b := range c.RemoteBlocks(n.Name) {
+		for _, b := range c.RemoteBlocks(name) {
 			one := m.route
 			one.prefix = b
 			for _, r := range all {
-				if within(b, r.Dst) {
+				if kroute.Within(b, r.Dst) {
 					one.actual = append(one.actual, r)
 				}
 			}
 			m.checked++
 			if !one.matchRoutes(one.actual) {
-				m.failures = append(m.failures, fmt.Sprintf("node %s: %s", n.Name, one.seen()))
+				m.failures = append(m.failures, fmt.Sprintf("node %s: %s", name, one.seen()))
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package harness
+package judge
 
 import (
 	"fmt"
@@ -6,26 +6,29 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/birdcage/birdcage/topo"
+	"github.com/birdcage/birdcage/harness/probe/report"
 )
 
-// fakeCluster is a cluster of n nodes with one workload each, built only as
-// far as a flow plan looks (no namespaces).
-func fakeCluster(n int) *Cluster {
-	net := &topo.Network{}
+// fakeCluster is a cluster of n nodes with one workload each, as far as a
+// flow plan looks (no namespaces).
+type fakeCluster []NodeEndpoint
+
+func newFakeCluster(n int) fakeCluster {
+	var c fakeCluster
 	for i := range n {
 		name := fmt.Sprintf("node-%d", i+1)
-		wl := &topo.Workload{Node: name, Iface: "eth0", IPv4: netip.AddrFrom4([4]byte{10, 65, byte(i), 1})}
-		wl.Name, wl.Path = name+"/wl-0", "/run/netns/x-"+name
-		nd := &topo.NodeNS{Workloads: []*topo.Workload{wl}}
-		nd.Name = name
-		net.Nodes = append(net.Nodes, nd)
+		c = append(c, NodeEndpoint{Node: name, Endpoint: report.Endpoint{Name: name + "/wl-0", Netns: "/run/netns/x-" + name, Iface: "eth0",
+			Addr: netip.AddrFrom4([4]byte{10, 65, byte(i), 1})}})
 	}
-	return &Cluster{Net: net}
+	return c
+}
+
+func (c fakeCluster) PlanFlows(focus []string, sample int, seed uint64) (FlowPlan, error) {
+	return PlanFlows(c, focus, sample, seed)
 }
 
 func TestPlanFlows(t *testing.T) {
-	c := fakeCluster(20)
+	c := newFakeCluster(20)
 	p, err := c.PlanFlows([]string{"node-3"}, 16, 1)
 	if err != nil {
 		t.Fatal(err)

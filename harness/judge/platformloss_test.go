@@ -1,4 +1,4 @@
-package harness
+package judge
 
 // The platform-loss rule's logic on constructed reports: the controls' loss
 // measured, and the verdict for a judged flow against it — strict where the
@@ -9,11 +9,12 @@ import (
 	"testing"
 
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 )
 
 func TestPlatformLossRule(t *testing.T) {
 	// The tolerance exists only where the platform stalls.
-	t.Setenv(VMAccelEnv, "tcg")
+	t.Setenv(results.VMAccelEnv, "tcg")
 	type loss struct {
 		holes     uint64
 		longestMs float64
@@ -82,7 +83,7 @@ func verdict(ok bool) string {
 func TestDirtyControlsFailWhereThePlatformDoesNotStall(t *testing.T) {
 	dirty := []FlowHoles{{Flow: "c->d", IntervalMs: 1}, {Flow: "d->c", Holes: 3, LongestMs: 4, IntervalMs: 1}}
 	for _, accel := range []string{"", "kvm"} {
-		t.Setenv(VMAccelEnv, accel)
+		t.Setenv(results.VMAccelEnv, accel)
 		if _, err := PlatformLossOf(dirty); err == nil || !strings.Contains(err.Error(), "control flow d->c lost 3 probes") {
 			t.Errorf("accelerator %q: a dirty control gave %v, want an error naming it", accel, err)
 		}
@@ -90,14 +91,14 @@ func TestDirtyControlsFailWhereThePlatformDoesNotStall(t *testing.T) {
 			t.Errorf("accelerator %q: clean controls: %+v, %v; want the strict rule", accel, p, err)
 		}
 	}
-	t.Setenv(VMAccelEnv, "tcg")
+	t.Setenv(results.VMAccelEnv, "tcg")
 	if p, err := PlatformLossOf(dirty); err != nil || p.Max != 3 || !p.Stalls {
 		t.Errorf("tcg: %+v, %v; want the platform's loss measured", p, err)
 	}
 }
 
 func TestPlatformLossMeasure(t *testing.T) {
-	t.Setenv(VMAccelEnv, "tcg")
+	t.Setenv(results.VMAccelEnv, "tcg")
 	t.Run("no control is an error, not a zero", func(t *testing.T) {
 		if _, err := PlatformLossOf(nil); err == nil {
 			t.Error("no control flow: want an error")
@@ -127,7 +128,7 @@ func TestPlatformLossMeasure(t *testing.T) {
 		rep := &probe.Report{Flows: []probe.GapReport{head, mid, tail, none}}
 		snap := &probe.Report{Flows: []probe.GapReport{flow("a->b", 900, 800, 101, 900, 0), flow("b->a", 900, 895, 1, 900, 5),
 			flow("c->a", 900, 800, 1, 800, 0), flow("a->c", 40, 0, 0, 0, 0)}}
-		hs, err := SessionHoles(rep, snap, nil)
+		hs, err := Holes(rep, WholeSession(snap), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,11 +138,11 @@ func TestPlatformLossMeasure(t *testing.T) {
 				t.Errorf("%s: %d holes, want %d", h.Flow, h.Holes, want[i])
 			}
 		}
-		only, err := SessionHoles(rep, nil, func(f probe.GapReport) bool { return f.Flow == "c->a" })
+		only, err := Holes(rep, WholeSession(nil), func(f probe.GapReport) bool { return f.Flow == "c->a" })
 		if err != nil || len(only) != 1 || only[0].Holes != 0 {
 			t.Errorf("keep, no snapshot: %v %v (a tail without a snapshot is in flight, not a hole)", only, err)
 		}
-		if _, err := SessionHoles(rep, &probe.Report{Flows: []probe.GapReport{head}}, nil); err == nil {
+		if _, err := Holes(rep, WholeSession(&probe.Report{Flows: []probe.GapReport{head}}), nil); err == nil {
 			t.Error("a flow missing from the snapshot: want an error")
 		}
 	})
@@ -157,13 +158,13 @@ func TestPlatformLossMeasure(t *testing.T) {
 			want      uint64
 			longestMs float64
 		}{{0, 100, 0, 0}, {100, 500, 10, 45}, {0, 1000, 30, 95}, {500, 501, 20, 95}} {
-			hs, err := WindowHoles(rep, w.from, w.to, nil)
+			hs, err := Holes(rep, SentBetween(w.from, w.to), nil)
 			if err != nil || hs[0].Holes != w.want || hs[0].LongestMs != w.longestMs || hs[0].IntervalMs != 5 {
 				t.Errorf("[%d, %d): %+v %v, want %d holes, longest %.0f ms", w.from, w.to, hs, err, w.want, w.longestMs)
 			}
 		}
 		f.DisruptionCount = 70
-		if _, err := WindowHoles(&probe.Report{Flows: []probe.GapReport{f}}, 0, 1000, nil); err == nil {
+		if _, err := Holes(&probe.Report{Flows: []probe.GapReport{f}}, SentBetween(0, 1000), nil); err == nil {
 			t.Error("more disruptions than listed: want an error")
 		}
 	})
@@ -191,7 +192,7 @@ func TestHolesSince(t *testing.T) {
 	end.LongestGapMs = 692
 	rep := &probe.Report{Rate: 50, Flows: []probe.GapReport{end}}
 	through := &probe.Report{Flows: []probe.GapReport{flow("a->b", 398, 372, 14, 398, 13)}}
-	hs, err := HolesSince(rep, at, through, nil)
+	hs, err := Holes(rep, SinceSnapshot(at, through), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,11 +200,11 @@ func TestHolesSince(t *testing.T) {
 		t.Errorf("got %+v, want the 11 lost after the change in a 200 ms run (the head's 692 ms gap was before it)", hs[0])
 	}
 	rep.Flows[0].DisruptionCount = 80
-	hs, err = HolesSince(rep, at, through, nil)
+	hs, err = Holes(rep, SinceSnapshot(at, through), nil)
 	if err != nil || hs[0].LongestMs != 692 {
 		t.Errorf("disruptions not all listed: %+v %v, want the session's longest gap", hs, err)
 	}
-	if _, err := HolesSince(rep, nil, through, nil); err == nil {
+	if _, err := Holes(rep, SinceSnapshot(nil, through), nil); err == nil {
 		t.Error("no snapshot: want an error")
 	}
 }

@@ -1,14 +1,12 @@
-package harness
+package judge
 
 import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"syscall"
-	"time"
 
-	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/probe/report"
 )
 
 // FlowPlan is which flows a probe session carries on a cluster too large
@@ -20,27 +18,33 @@ import (
 // confined to the focus nodes shows no loss there. String states the plan
 // for the report.
 type FlowPlan struct {
-	Focus   []string     `json:"focus"`
-	Sampled int          `json:"sampled"`     // flows drawn among the other nodes
-	Among   int          `json:"sampledFrom"` // how many there were to draw from
-	Seed    uint64       `json:"seed"`
-	Flows   []probe.Flow `json:"-"`
+	Focus   []string      `json:"focus"`
+	Sampled int           `json:"sampled"`     // flows drawn among the other nodes
+	Among   int           `json:"sampledFrom"` // how many there were to draw from
+	Seed    uint64        `json:"seed"`
+	Flows   []report.Flow `json:"-"`
 	// FocusFlows is how many of Flows touch a focus node (they come first).
 	FocusFlows int `json:"focusFlows"`
 }
 
-// PlanFlows plans the flows for a change to the focus nodes, with sample
-// flows (at most) drawn among the rest. A sample of 0 gives focus flows only;
-// a sample at least as large as the rest gives every pair.
-func (c *Cluster) PlanFlows(focus []string, sample int, seed uint64) (FlowPlan, error) {
+// NodeEndpoint is a node's first workload as a probe endpoint: what a flow
+// plan draws flows between.
+type NodeEndpoint struct {
+	Node     string
+	Endpoint report.Endpoint
+}
+
+// PlanFlows plans the flows for a change to the focus nodes among nodes (in
+// node order, each with its first workload), with sample flows (at most)
+// drawn among the rest. A sample of 0 gives focus flows only; a sample at
+// least as large as the rest gives every pair.
+func PlanFlows(nodes []NodeEndpoint, focus []string, sample int, seed uint64) (FlowPlan, error) {
 	p := FlowPlan{Focus: slices.Clone(focus), Seed: seed}
-	eps := map[string]probe.Endpoint{}
+	eps := map[string]report.Endpoint{}
 	var order []string
-	for _, nd := range c.Net.Nodes {
-		if len(nd.Workloads) > 0 {
-			eps[nd.Name] = Endpoint(nd.Workloads[0])
-			order = append(order, nd.Name)
-		}
+	for _, n := range nodes {
+		eps[n.Node] = n.Endpoint
+		order = append(order, n.Node)
 	}
 	isFocus := map[string]bool{}
 	for _, f := range focus {
@@ -49,15 +53,15 @@ func (c *Cluster) PlanFlows(focus []string, sample int, seed uint64) (FlowPlan, 
 		}
 		isFocus[f] = true
 	}
-	var rest []probe.Flow
+	var rest []report.Flow
 	for _, a := range order {
 		for _, b := range order {
 			switch {
 			case a == b:
 			case isFocus[a] || isFocus[b]:
-				p.Flows = append(p.Flows, probe.Flow{Src: eps[a], Dst: eps[b]})
+				p.Flows = append(p.Flows, report.Flow{Src: eps[a], Dst: eps[b]})
 			default:
-				rest = append(rest, probe.Flow{Src: eps[a], Dst: eps[b]})
+				rest = append(rest, report.Flow{Src: eps[a], Dst: eps[b]})
 			}
 		}
 	}
@@ -67,7 +71,7 @@ func (c *Cluster) PlanFlows(focus []string, sample int, seed uint64) (FlowPlan, 
 	r.Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
 	p.Sampled = min(max(sample, 0), len(rest))
 	picked := rest[:p.Sampled]
-	slices.SortFunc(picked, func(x, y probe.Flow) int { return strings.Compare(x.Name(), y.Name()) })
+	slices.SortFunc(picked, func(x, y report.Flow) int { return strings.Compare(x.Name(), y.Name()) })
 	p.Flows = append(p.Flows, picked...)
 	return p, nil
 }
@@ -77,16 +81,4 @@ func (c *Cluster) PlanFlows(focus []string, sample int, seed uint64) (FlowPlan, 
 func (p FlowPlan) String() string {
 	return fmt.Sprintf("all %d flows to and from %s, plus %d of the %d flows among the other nodes (sampled, seed %d): %d flows",
 		p.FocusFlows, strings.Join(p.Focus, ", "), p.Sampled, p.Among, p.Seed, len(p.Flows))
-}
-
-// ProcessCPU is the CPU time (user + system) this process — the harness:
-// probe senders and receivers, route timelines, confd, supervisors — has
-// used so far; the difference over a window divided by the window is the
-// harness's own load in CPU-seconds per second.
-func ProcessCPU() (time.Duration, error) {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0, fmt.Errorf("getrusage: %w", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }

@@ -1,4 +1,4 @@
-package harness
+package judge
 
 import (
 	"errors"
@@ -6,12 +6,15 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/internal/monoclock"
 )
 
 // synthSweep builds the samples of a restart-delay sweep: runs samples at
 // each delay (ms), the gap given by gap(delay, run).
-func synthSweep(delays []float64, runs int, gap func(d float64, run int) float64) (xs []float64, fit Fit) {
-	s := NewSweep("programmerStartupDelay", "ms")
+func synthSweep(delays []float64, runs int, gap func(d float64, run int) float64) (xs []float64, fit results.Fit) {
+	s := results.NewSweep("programmerStartupDelay", "ms")
 	for _, d := range delays {
 		for r := 0; r < runs; r++ {
 			s.Add(d, map[string]float64{"longestProbeGapMs": gap(d, r)})
@@ -53,7 +56,7 @@ func TestSweepSlopeFailsAGapIndependentOfTheDelay(t *testing.T) {
 			// A programmer that is back after a fixed ~700 ms whatever D
 			// is (plus quantisation jitter): the gap does not follow D.
 			xs, fit := synthSweep(tc.delays, tc.runs, func(float64, int) float64 {
-				return 700 + rng.Float64()*2*durMs(tc.stated.ProbeInterval)
+				return 700 + rng.Float64()*2*monoclock.Ms(int64(tc.stated.ProbeInterval))
 			})
 			v, err := JudgeSlope(fit, xs, tc.stated)
 			if err == nil {
@@ -81,7 +84,7 @@ func TestSweepSlopePassesOneRestartLong(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(3, 4))
-			lat, q := durMs(tc.stated.ConfdLatency), 2*durMs(tc.stated.ProbeInterval)
+			lat, q := monoclock.Ms(int64(tc.stated.ConfdLatency)), 2*monoclock.Ms(int64(tc.stated.ProbeInterval))
 			// Slope 1 with every stated effect at its worst: BIRD withdraws
 			// a confd latency after the change (so short delays bend to
 			// 0), a fixed restart overhead of 60 ms (intercept only), the
@@ -133,7 +136,7 @@ func TestSlopeToleranceIsTheWorstCase(t *testing.T) {
 				worst[i] += s
 			}
 		}
-		f, _ := LinearFit(xs, worst)
+		f, _ := results.LinearFit(xs, worst)
 		if math.Abs(math.Abs(f.A-1)-tol) > 1e-9 {
 			t.Errorf("xs %v: worst-case slope %.6f, tolerance %.6f: the bound is not reached", xs, f.A, tol)
 		}
@@ -143,7 +146,7 @@ func TestSlopeToleranceIsTheWorstCase(t *testing.T) {
 			for i, x := range xs {
 				y[i] = x - 70 + rng.Float64()*s
 			}
-			f, _ := LinearFit(xs, y)
+			f, _ := results.LinearFit(xs, y)
 			if math.Abs(f.A-1) > tol+1e-9 {
 				t.Fatalf("xs %v: slope %.6f outside the bound %.6f", xs, f.A, tol)
 			}
@@ -167,11 +170,11 @@ func TestSweepSlopeUnjudgeableWhenTheDelaysSpanTooLittle(t *testing.T) {
 // Under TCG the stated spread carries the platform's stated stall at both
 // ends; natively it carries none. Still stated, never measured.
 func TestSweepSpreadCarriesTheStatedPlatformStall(t *testing.T) {
-	t.Setenv(VMAccelEnv, "")
+	t.Setenv(results.VMAccelEnv, "")
 	if StatedPlatformStall() != 0 {
 		t.Fatal("natively the stated stall must be 0")
 	}
-	t.Setenv(VMAccelEnv, "tcg")
+	t.Setenv(results.VMAccelEnv, "tcg")
 	s := SweepStated{ProbeInterval: 5 * time.Millisecond, ConfdLatency: 100 * time.Millisecond, PlatformStall: StatedPlatformStall()}
 	if got := s.SpreadMs(); got != 2*5+100+2*150 {
 		t.Fatalf("TCG spread %.1f ms, want %d", got, 2*5+100+2*150)
@@ -179,11 +182,11 @@ func TestSweepSpreadCarriesTheStatedPlatformStall(t *testing.T) {
 	// The VM's reduced plan (500 ms, 2500 ms) keeps it judgeable, and a gap
 	// independent of the delay still fails there.
 	xs := []float64{500, 500, 500, 2500, 2500, 2500}
-	flat, _ := LinearFit(xs, []float64{900, 950, 920, 930, 910, 940})
+	flat, _ := results.LinearFit(xs, []float64{900, 950, 920, 930, 910, 940})
 	if _, err := JudgeSlope(flat, xs, s); err == nil || errors.Is(err, ErrSweepUnjudgeable) {
 		t.Errorf("a delay-independent gap under TCG: %v, want a slope failure", err)
 	}
-	one, _ := LinearFit(xs, []float64{600, 700, 650, 2620, 2700, 2650})
+	one, _ := results.LinearFit(xs, []float64{600, 700, 650, 2620, 2700, 2650})
 	if _, err := JudgeSlope(one, xs, s); err != nil {
 		t.Errorf("slope 1 under TCG: %v", err)
 	}

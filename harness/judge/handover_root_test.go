@@ -1,4 +1,4 @@
-package harness
+package judge
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
@@ -87,7 +88,7 @@ func TestReadHandoversFromARealTimeline(t *testing.T) {
 		t.Errorf("untouched block: %+v, want no handover and no window", h)
 	}
 
-	var res ScenarioResult
+	var res results.ScenarioResult
 	hs.AddFigures(&res)
 	if res.Figures["longestNoRouteWindowMs"] != wantMs || res.Figures["handovers: "+string(BIRDWithdrewFirst)] != 1 ||
 		res.Figures["handovers: "+string(NewOwnerFirst)] != 1 || res.Samples["noRouteWindowMs"].N != 3 {

@@ -1,4 +1,4 @@
-package harness
+package judge
 
 import (
 	"errors"
@@ -6,17 +6,8 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/internal/monoclock"
 )
-
-// Sweep and SweepPoint are the results model's (harness/results): a figure
-// measured over a timing-model knob, with its fit.
-type (
-	Sweep      = results.Sweep
-	SweepPoint = results.SweepPoint
-)
-
-// NewSweep starts a sweep over knob, measured in unit (results.NewSweep).
-func NewSweep(knob, unit string) *Sweep { return results.NewSweep(knob, unit) }
 
 // SweepStated is what a restart-delay sweep's verdict may depend on: the
 // quantities the run was told (the probe interval, the timing model's
@@ -68,10 +59,8 @@ func StatedPlatformStall() time.Duration {
 // The programmer's fixed overhead beyond D is the same at every D: it moves
 // the intercept, never the slope, and so is not in the spread.
 func (s SweepStated) SpreadMs() float64 {
-	return 2*durMs(s.ProbeInterval) + durMs(s.ConfdLatency) + 2*durMs(s.PlatformStall)
+	return 2*monoclock.Ms(int64(s.ProbeInterval)) + monoclock.Ms(int64(s.ConfdLatency)) + 2*monoclock.Ms(int64(s.PlatformStall))
 }
-
-func durMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // ProcessStartAllowance is what one process start may add beyond the
 // timing model's stated delays: confd's render and BIRD's configure after
@@ -88,7 +77,7 @@ const ProcessStartAllowance = 150 * time.Millisecond
 // ProcessStartAllowance), ProcessStartAllowance]; the probe quantisation
 // adds up to two intervals and the platform one stall at each end.
 func (s SweepStated) InterceptBoundMs() float64 {
-	return 2*durMs(s.ProbeInterval) + durMs(s.ConfdLatency) + durMs(ProcessStartAllowance) + 2*durMs(s.PlatformStall)
+	return 2*monoclock.Ms(int64(s.ProbeInterval)) + monoclock.Ms(int64(s.ConfdLatency)) + monoclock.Ms(int64(ProcessStartAllowance)) + 2*monoclock.Ms(int64(s.PlatformStall))
 }
 
 // MaxJudgeableSlopeTolerance is the widest slope tolerance at which a sweep
@@ -143,7 +132,7 @@ type SweepSlopeVerdict struct {
 // samples at xs, in ms) against the tolerance from stated. The error says
 // why the slope is not 1 within it, or wraps ErrSweepUnjudgeable when the
 // tolerance is too wide to mean anything.
-func JudgeSlope(fit Fit, xs []float64, stated SweepStated) (SweepSlopeVerdict, error) {
+func JudgeSlope(fit results.Fit, xs []float64, stated SweepStated) (SweepSlopeVerdict, error) {
 	v := SweepSlopeVerdict{Slope: fit.A, SpreadMs: stated.SpreadMs()}
 	tol, err := SlopeTolerance(xs, v.SpreadMs)
 	if err != nil {

@@ -1,4 +1,4 @@
-package harness
+package judge
 
 // What happened to each cluster route while its owner changed, read from
 // the route timeline, confd's actions and the programmer's restarts: who
@@ -11,7 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 )
@@ -46,7 +47,7 @@ type Handover struct {
 	NewCame  int64   `json:"newCame"`
 	WindowMs float64 `json:"windowMs"` // longest window without a route
 	// Unjudgeable is set when the node's route monitor missed events in
-	// the change's span (timeline.Judgeable): OldGone, NewCame and
+	// the change's span (Timeline.Judgeable): OldGone, NewCame and
 	// WindowMs may then be wrong, and the handover must fail, not pass.
 	Unjudgeable string `json:"unjudgeable,omitempty"`
 	// BIRDConfigured is the node's first confd reconfigure after the
@@ -65,7 +66,7 @@ type Handover struct {
 // HandoverNode is what a handover is read from on one node.
 type HandoverNode struct {
 	Name     string
-	Timeline *timeline.Monitor
+	Timeline Timeline
 	Blocks   []netip.Prefix // the remote blocks whose routes change hands
 	// BIRDConfigured and Programmed as in Handover; 0 when unknown.
 	BIRDConfigured, Programmed int64
@@ -94,9 +95,9 @@ func ReadHandovers(nodes []HandoverNode, ch HandoverChange) Handovers {
 			for _, e := range n.Timeline.EventsFor(b, ch.Start, ch.End) {
 				p := e.Route.Protocol
 				switch {
-				case h.OldGone == 0 && p == ch.From && e.Kind == timeline.Delete:
+				case h.OldGone == 0 && p == ch.From && e.Kind == event.Delete:
 					h.OldGone = e.At
-				case h.NewCame == 0 && p == ch.To && e.Kind != timeline.Delete:
+				case h.NewCame == 0 && p == ch.To && e.Kind != event.Delete:
 					h.NewCame = e.At
 				}
 			}
@@ -133,31 +134,6 @@ func orderingOf(h Handover, toBIRD bool) Ordering {
 	return BIRDWithdrewFirst
 }
 
-// Handovers reads, for every node and remote block, how the route moved
-// from the protocol `from` to `to` (the new owner is toOwner) in
-// [start, end], with confd's reconfigure and the programmer's restart
-// after start.
-func (c *Cluster) Handovers(from, to kroute.Protocol, toOwner Owner, start, end int64) Handovers {
-	var nodes []HandoverNode
-	for _, n := range c.Nodes() {
-		hn := HandoverNode{Name: n.Name, Timeline: c.Timeline(n.Name), Blocks: c.RemoteBlocks(n.Name)}
-		for _, a := range n.ConfdActions() {
-			if a.SeenMono >= start {
-				hn.BIRDConfigured = a.ConfiguredMono
-				break
-			}
-		}
-		for _, r := range n.Programmer.Restarts() {
-			if r.ExitMono >= start && r.ProgrammedMono != 0 {
-				hn.Programmed = r.ProgrammedMono
-				break
-			}
-		}
-		nodes = append(nodes, hn)
-	}
-	return ReadHandovers(nodes, HandoverChange{From: from, To: to, ToBIRD: toOwner == ByBIRD, Start: start, End: end, ScanTime: c.Timing().BIRDScanTime})
-}
-
 // Orderings counts handovers per ordering.
 func (hs Handovers) Orderings() map[Ordering]int {
 	out := map[Ordering]int{}
@@ -182,14 +158,14 @@ func (hs Handovers) Windows(o Ordering) []float64 {
 // AddFigures records the handovers in a result: the no-route windows
 // (all, and per ordering), how many handovers took each ordering, and,
 // where the scan explanation applies, how far the windows were from it.
-func (hs Handovers) AddFigures(res *ScenarioResult) {
+func (hs Handovers) AddFigures(res *results.ScenarioResult) {
 	if res.Figures == nil {
 		res.Figures = map[string]float64{}
 	}
 	if res.Samples == nil {
-		res.Samples = map[string]Stats{}
+		res.Samples = map[string]results.Stats{}
 	}
-	res.Samples["noRouteWindowMs"] = Summarize(hs.Windows(""))
+	res.Samples["noRouteWindowMs"] = results.Summarize(hs.Windows(""))
 	res.Figures["longestNoRouteWindowMs"] = res.Samples["noRouteWindowMs"].Max
 	var predErr []float64
 	for _, h := range hs {
@@ -198,18 +174,18 @@ func (hs Handovers) AddFigures(res *ScenarioResult) {
 		}
 	}
 	if len(predErr) > 0 {
-		res.Samples["noRouteWindowMinusScanPredictionMs"] = Summarize(predErr)
+		res.Samples["noRouteWindowMinusScanPredictionMs"] = results.Summarize(predErr)
 	}
 	for o, n := range hs.Orderings() {
 		res.Figures["handovers: "+string(o)] = float64(n)
-		res.Samples["noRouteWindowMs: "+string(o)] = Summarize(hs.Windows(o))
+		res.Samples["noRouteWindowMs: "+string(o)] = results.Summarize(hs.Windows(o))
 	}
 	res.RecordFigureKinds()
 }
 
 // Judgeable is nil when every handover was read from a timeline that
 // missed nothing in the change's span; otherwise it names each node's gap
-// (wrapping timeline.ErrUnjudgeable), and the handovers' windows and
+// (wrapping event.ErrUnjudgeable), and the handovers' windows and
 // orderings cannot be trusted.
 func (hs Handovers) Judgeable() error {
 	seen := map[string]bool{}
@@ -223,7 +199,7 @@ func (hs Handovers) Judgeable() error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: handovers: %s", timeline.ErrUnjudgeable, strings.Join(msgs, "; "))
+	return fmt.Errorf("%w: handovers: %s", event.ErrUnjudgeable, strings.Join(msgs, "; "))
 }
 
 // Table lists every block's handover: who moved first, the window.
@@ -241,20 +217,4 @@ func (hs Handovers) Table() string {
 		fmt.Fprintf(&b, "  %s %s: %.1f ms without a route%s; %s\n", h.Node, h.Block, h.WindowMs, pred, h.Ordering)
 	}
 	return b.String()
-}
-
-// ConfdReactMs is, over every node's confd reaction after start, the
-// longest from the change reaching it to `birdc configure` returning, less
-// the model's latency: what the harness's render and BIRD's configure took.
-func (c *Cluster) ConfdReactMs(start int64) float64 {
-	var worst float64
-	lat := c.Timing().ConfdLatency
-	for _, n := range c.Nodes() {
-		for _, a := range n.ConfdActions() {
-			if a.SeenMono >= start {
-				worst = max(worst, monoclock.Ms(a.ConfiguredMono-a.SeenMono-int64(lat)))
-			}
-		}
-	}
-	return worst
 }

@@ -1,17 +1,43 @@
-package harness
+package judge
 
 import (
 	"fmt"
 	"net/netip"
+	"reflect"
 	"strings"
 
 	"github.com/onsi/gomega/types"
 
-	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/kroute"
 )
 
-// KeptRouteMatcher matches a node's route timeline (*timeline.Monitor) on
+// Timeline is a node's route timeline as the judges read it: a
+// *timeline.Monitor (harness/timeline), or anything else that answers the
+// same questions about one prefix over a span of monotonic nanoseconds.
+type Timeline interface {
+	Name() string
+	// Judgeable is nil when the timeline missed nothing in [from, to];
+	// otherwise an error wrapping event.ErrUnjudgeable.
+	Judgeable(from, to int64) error
+	EventsFor(p netip.Prefix, from, to int64) []event.Event
+	NoRouteWindows(p netip.Prefix, from, to int64) []event.Window
+	States(p netip.Prefix, from, to int64) []event.State
+}
+
+// timelineOf is actual as a Timeline; a nil pointer in it is none.
+func timelineOf(actual any) (Timeline, bool) {
+	tl, ok := actual.(Timeline)
+	if !ok || tl == nil {
+		return nil, false
+	}
+	if v := reflect.ValueOf(tl); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil, false
+	}
+	return tl, true
+}
+
+// KeptRouteMatcher matches a node's route timeline (a Timeline) on
 // which a prefix kept its route through a span: at no instant without a
 // forwarding route, never deleted (a change of owner is a replace), at
 // every instant exactly one route, and, if Shaped, that route leaving as
@@ -27,7 +53,7 @@ type KeptRouteMatcher struct {
 // KeepRouteThroughout matches a timeline on which p kept one route, never
 // deleted, through [from, to] (monotonic ns; to <= 0: now):
 //
-//	Expect(c.Timeline("node-2")).To(harness.KeepRouteThroughout(block, begin.Mono, end.Mono).Shaped(hop))
+//	Expect(c.Timeline("node-2")).To(judge.KeepRouteThroughout(block, begin.Mono, end.Mono).Shaped(hop))
 func KeepRouteThroughout(p netip.Prefix, from, to int64) *KeptRouteMatcher {
 	return &KeptRouteMatcher{prefix: p.Masked(), from: from, to: to}
 }
@@ -40,9 +66,9 @@ func (m *KeptRouteMatcher) Shaped(hop kroute.NextHop) *KeptRouteMatcher {
 }
 
 func (m *KeptRouteMatcher) Match(actual any) (bool, error) {
-	tl, ok := actual.(*timeline.Monitor)
-	if !ok || tl == nil {
-		return false, fmt.Errorf("KeepRouteThroughout expects a *timeline.Monitor, got %T", actual)
+	tl, ok := timelineOf(actual)
+	if !ok {
+		return false, fmt.Errorf("KeepRouteThroughout expects a route timeline (a *timeline.Monitor), got %T", actual)
 	}
 	if err := tl.Judgeable(m.from, m.to); err != nil {
 		return false, fmt.Errorf("%s's route to %s: %w", tl.Name(), m.prefix, err)
@@ -52,7 +78,7 @@ func (m *KeptRouteMatcher) Match(actual any) (bool, error) {
 		m.problems = append(m.problems, fmt.Sprintf("no route for %.1f ms (from %d)", w.Ms(), w.From))
 	}
 	for _, e := range tl.EventsFor(m.prefix, m.from, m.to) {
-		if e.Kind == timeline.Delete {
+		if e.Kind == event.Delete {
 			m.problems = append(m.problems, fmt.Sprintf("deleted at %d: %s", e.At, e.Route))
 		}
 	}
@@ -84,7 +110,7 @@ func (m *KeptRouteMatcher) want() string {
 }
 
 func timelineName(actual any) string {
-	if tl, ok := actual.(*timeline.Monitor); ok && tl != nil {
+	if tl, ok := timelineOf(actual); ok {
 		return "node " + tl.Name()
 	}
 	return fmt.Sprintf("%T", actual)

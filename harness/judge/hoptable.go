@@ -1,4 +1,4 @@
-package harness
+package judge
 
 // Which ToR plane each probe flow took, from the BPF hop counters on the
 // nodes' uplinks: the dual-ToR specs judge multipath by this, and report it
@@ -6,15 +6,17 @@ package harness
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"sort"
 
-	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/probe/report"
+	"github.com/birdcage/birdcage/harness/results"
 )
 
 // HopPackets is a flow's packet count at one hop ("node-1/eth0 egress"),
 // plain and inside IPIP.
-func HopPackets(g probe.GapReport, hop string) uint64 {
+func HopPackets(g report.GapReport, hop string) uint64 {
 	for _, h := range g.Hops {
 		if h.Hop == hop {
 			return h.Packets + h.Inner
@@ -23,35 +25,40 @@ func HopPackets(g probe.GapReport, hop string) uint64 {
 	return 0
 }
 
+// Fabric is what a hop table reads of a cluster (a *harness.Cluster's
+// topology): its ToR planes, each node's uplink in a plane, and the node a
+// workload address lives on.
+type Fabric interface {
+	Planes() []string
+	// Uplink is node's interface in plane ("" when it has none there).
+	Uplink(node, plane string) string
+	// WorkloadNode is the node whose workload has a ("" when none).
+	WorkloadNode(a netip.Addr) string
+}
+
 // uplinkHop is the hop name of node's uplink in plane, in direction dir.
-func (c *Cluster) uplinkHop(node, plane, dir string) string {
-	for _, u := range c.Net.Topology.Uplinks(node) {
-		if u.Plane == plane {
-			return node + "/" + u.Interface + " " + dir
-		}
+func uplinkHop(f Fabric, node, plane, dir string) string {
+	if u := f.Uplink(node, plane); u != "" {
+		return node + "/" + u + " " + dir
 	}
 	return ""
 }
 
 // workloadNode is the node whose workload has the flow's address.
-func (c *Cluster) workloadNode(g probe.GapReport, dst bool) string {
-	a := g.SrcAddr
+func workloadNode(f Fabric, g report.GapReport, dst bool) string {
 	if dst {
-		a = g.DstAddr
+		return f.WorkloadNode(g.DstAddr)
 	}
-	if nd := c.Net.NodeOfWorkloadAddr(a); nd != nil {
-		return nd.Name
-	}
-	return ""
+	return f.WorkloadNode(g.SrcAddr)
 }
 
 // PlaneOfFlow is the plane a flow's packets left its source node by: a
 // plane name, "both", or "" when none were counted.
-func (c *Cluster) PlaneOfFlow(g probe.GapReport) string {
-	src := c.workloadNode(g, false)
+func PlaneOfFlow(f Fabric, g report.GapReport) string {
+	src := workloadNode(f, g, false)
 	var used []string
-	for _, p := range c.Net.Topology.Planes() {
-		if HopPackets(g, c.uplinkHop(src, p, "egress")) > 0 {
+	for _, p := range f.Planes() {
+		if HopPackets(g, uplinkHop(f, src, p, "egress")) > 0 {
 			used = append(used, p)
 		}
 	}
@@ -65,10 +72,10 @@ func (c *Cluster) PlaneOfFlow(g probe.GapReport) string {
 }
 
 // FlowsPerPlane counts a report's flows by the plane they left by.
-func (c *Cluster) FlowsPerPlane(rep *probe.Report) map[string]int {
+func FlowsPerPlane(f Fabric, rep *report.Report) map[string]int {
 	out := map[string]int{}
 	for _, g := range rep.Flows {
-		out[c.PlaneOfFlow(g)]++
+		out[PlaneOfFlow(f, g)]++
 	}
 	return out
 }
@@ -85,30 +92,30 @@ type HopColumn struct {
 	Direction string
 }
 
-func (c *Cluster) hopOf(col HopColumn, node string) string {
+func hopOf(f Fabric, col HopColumn, node string) string {
 	if col.Plane != "" {
-		return c.uplinkHop(node, col.Plane, col.Direction)
+		return uplinkHop(f, node, col.Plane, col.Direction)
 	}
 	return node + "/" + col.Interface + " " + col.Direction
 }
 
 // HopTable shows, per flow, its packets at the hops the columns name, what
 // it received, and any send errors.
-func (c *Cluster) HopTable(rep *probe.Report, cols []HopColumn, extra ...func(probe.GapReport) (title, value string)) string {
+func HopTable(f Fabric, rep *report.Report, cols []HopColumn, extra ...func(report.GapReport) (title, value string)) string {
 	head := []string{"flow"}
 	for _, col := range cols {
 		head = append(head, col.Title)
 	}
 	head = append(head, "received")
 	for _, x := range extra {
-		t, _ := x(probe.GapReport{})
+		t, _ := x(report.GapReport{})
 		head = append(head, t)
 	}
-	t := NewTable(append(head, "send errors")...).AlignRight()
+	t := results.NewTable(append(head, "send errors")...).AlignRight()
 	flows := slices.Clone(rep.Flows)
 	sort.Slice(flows, func(i, j int) bool { return flows[i].Flow < flows[j].Flow })
 	for _, g := range flows {
-		src, dst := c.workloadNode(g, false), c.workloadNode(g, true)
+		src, dst := workloadNode(f, g, false), workloadNode(f, g, true)
 		if src == "" || dst == "" {
 			continue
 		}
@@ -118,7 +125,7 @@ func (c *Cluster) HopTable(rep *probe.Report, cols []HopColumn, extra ...func(pr
 			if col.Dst {
 				node = dst
 			}
-			row = append(row, HopPackets(g, c.hopOf(col, node)))
+			row = append(row, HopPackets(g, hopOf(f, col, node)))
 		}
 		row = append(row, g.Received)
 		for _, x := range extra {
@@ -137,8 +144,8 @@ func (c *Cluster) HopTable(rep *probe.Report, cols []HopColumn, extra ...func(pr
 // PlaneTable is the hop table of a dual-ToR cluster: per flow, its packets
 // at the source's uplink of each plane (egress) and the destination's
 // (ingress), and the plane it left by.
-func (c *Cluster) PlaneTable(rep *probe.Report) string {
-	planes := c.Net.Topology.Planes()
+func PlaneTable(f Fabric, rep *report.Report) string {
+	planes := f.Planes()
 	var cols []HopColumn
 	for _, dst := range []bool{false, true} {
 		for _, p := range planes {
@@ -149,5 +156,5 @@ func (c *Cluster) PlaneTable(rep *probe.Report) string {
 			cols = append(cols, col)
 		}
 	}
-	return c.HopTable(rep, cols, func(g probe.GapReport) (string, string) { return "plane", c.PlaneOfFlow(g) })
+	return HopTable(f, rep, cols, func(g report.GapReport) (string, string) { return "plane", PlaneOfFlow(f, g) })
 }

@@ -1,4 +1,4 @@
-package harness
+package judge
 
 // Judging a change's probe loss against the platform's own.
 //
@@ -40,12 +40,14 @@ package harness
 import (
 	"fmt"
 	"math"
+	"net/netip"
 	"os"
 	"strings"
 
 	"github.com/onsi/gomega/types"
 
-	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/probe/report"
+	"github.com/birdcage/birdcage/harness/results"
 )
 
 // FlowHoles is how many probes one flow lost over a span, and its longest
@@ -85,7 +87,7 @@ type PlatformLoss struct {
 // PlatformStalls reports whether this process runs on a platform known to
 // stall the whole machine (a QEMU guest under TCG, as ci/vm/run says in
 // $BIRDCAGE_VM_ACCEL_USED): the accelerator really used, never a device node.
-func PlatformStalls() bool { return os.Getenv(VMAccelEnv) == "tcg" }
+func PlatformStalls() bool { return os.Getenv(results.VMAccelEnv) == "tcg" }
 
 // Strict says whether the platform lost nothing, so the claim is exactly
 // "no hole".
@@ -128,7 +130,7 @@ func PlatformLossOf(controls []FlowHoles) (PlatformLoss, error) {
 	}
 	if p.Max > 0 && !p.Stalls {
 		return p, fmt.Errorf("control flow %s lost %d probes (%d of %d control flows lost any, longest outage %.1f ms) on a platform that does not stall (%s unset or not tcg): "+
-			"a control crosses no route the change touches, so this is a broken run, not a licence for the judged flows", p.MaxFlow, p.Max, p.LostFlows, p.Controls, p.LongestMs, VMAccelEnv)
+			"a control crosses no route the change touches, so this is a broken run, not a licence for the judged flows", p.MaxFlow, p.Max, p.LostFlows, p.Controls, p.LongestMs, results.VMAccelEnv)
 	}
 	return p, nil
 }
@@ -141,35 +143,110 @@ func WithinPlatform(h FlowHoles, p PlatformLoss) bool {
 	return h.Holes == 0 || (p.Max > 0 && h.Holes <= p.Max+p.SlackProbes && h.LongestMs <= 2*p.LongestMs+p.SlackMs)
 }
 
-func intervalMs(rep *probe.Report) float64 {
+func intervalMs(rep *report.Report) float64 {
 	if rep.Rate <= 0 {
 		return 0
 	}
 	return 1000 / float64(rep.Rate)
 }
 
-// SessionHoles is each flow's holes (selected by keep; nil keeps every flow)
-// over a whole probe session: probes before the first arrival that never
-// came, probes missing below the highest seen and, with a snapshot taken
-// at the end of the claim's window (nil for none), probes sent by then that
-// have not arrived — the probes HaveNoGap().Through(snapshot) calls a hole.
-func SessionHoles(rep, snapshot *probe.Report, keep func(probe.GapReport) bool) ([]FlowHoles, error) {
+// A Span is which of a session's probes a hole count (Holes) covers: the
+// whole session (WholeSession), the runs of lost probes sent in a stretch
+// of it (SentBetween), or what was lost after a snapshot taken when the
+// change began (SinceSnapshot).
+type Span struct {
+	kind            spanKind
+	since, through  *report.Report
+	fromNs, untilNs int64
+}
+
+type spanKind int
+
+const (
+	wholeSession spanKind = iota
+	sentBetween
+	sinceSnapshot
+)
+
+// WholeSession is the whole probe session: probes before the first arrival
+// that never came, probes missing below the highest seen and, with a
+// snapshot through taken at the end of the claim's window (nil for none),
+// probes sent by then that have not arrived — the probes
+// HaveNoGap().Through(through) calls a hole.
+func WholeSession(through *report.Report) Span { return Span{kind: wholeSession, through: through} }
+
+// SentBetween is the runs of lost probes that began (by send time) in
+// [from, to): for a claim on one stretch of a longer session. Counting it
+// is an error when a flow had more disruptions than its report lists (its
+// count in the window is unknown).
+func SentBetween(from, to int64) Span { return Span{kind: sentBetween, fromNs: from, untilNs: to} }
+
+// SinceSnapshot is the holes that appeared after the snapshot since
+// (probes.Report() taken when the change began) and up to the session's
+// end, with the snapshot through judging the tail as WholeSession does:
+// for a claim whose window opens with the change, not with the session
+// (under TCG a session's first probes on some flows can be lost while 50
+// senders start, before the change). The longest outage is the longest run
+// of lost probes that began after since was taken (by send time), or,
+// where a flow had more disruptions than its report lists, its longest gap
+// over the session.
+func SinceSnapshot(since, through *report.Report) Span {
+	return Span{kind: sinceSnapshot, since: since, through: through}
+}
+
+// Holes is each flow's holes (selected by keep; nil keeps every flow) over
+// span: the one hole counter that PlatformLossOf's controls and the judged
+// flows are both measured by.
+func Holes(rep *report.Report, span Span, keep func(report.GapReport) bool) ([]FlowHoles, error) {
+	switch span.kind {
+	case sentBetween:
+		return windowHoles(rep, span.fromNs, span.untilNs, keep)
+	case sinceSnapshot:
+		return holesSince(rep, span.since, span.through, keep)
+	}
+	return wholeSessionHoles(rep, span.through, keep)
+}
+
+// keptFlows is rep's flows that keep selects (nil keeps every flow); an
+// error for a report with no flow at all.
+func keptFlows(rep *report.Report, keep func(report.GapReport) bool) ([]report.GapReport, error) {
 	if rep == nil || len(rep.Flows) == 0 {
 		return nil, fmt.Errorf("a report with no flow: nothing to measure")
 	}
-	var out []FlowHoles
+	var out []report.GapReport
 	for _, f := range rep.Flows {
-		if keep != nil && !keep(f) {
-			continue
+		if keep == nil || keep(f) {
+			out = append(out, f)
 		}
-		var snap *probe.GapReport
-		if snapshot != nil {
-			for i := range snapshot.Flows {
-				if snapshot.Flows[i].Flow == f.Flow {
-					snap = &snapshot.Flows[i]
-				}
+	}
+	return out, nil
+}
+
+// flowIn is the flow named flow in rep (nil when rep has none; rep nil is
+// none).
+func flowIn(rep *report.Report, flow string) *report.GapReport {
+	var found *report.GapReport
+	if rep != nil {
+		for i := range rep.Flows {
+			if rep.Flows[i].Flow == flow {
+				found = &rep.Flows[i]
 			}
-			if snap == nil {
+		}
+	}
+	return found
+}
+
+// wholeSessionHoles counts the holes of WholeSession(snapshot).
+func wholeSessionHoles(rep, snapshot *report.Report, keep func(report.GapReport) bool) ([]FlowHoles, error) {
+	flows, err := keptFlows(rep, keep)
+	if err != nil {
+		return nil, err
+	}
+	var out []FlowHoles
+	for _, f := range flows {
+		var snap *report.GapReport
+		if snapshot != nil {
+			if snap = flowIn(snapshot, f.Flow); snap == nil {
 				return nil, fmt.Errorf("flow %s is not in the snapshot", f.Flow)
 			}
 		}
@@ -181,7 +258,7 @@ func SessionHoles(rep, snapshot *probe.Report, keep func(probe.GapReport) bool) 
 	return out, nil
 }
 
-func sessionHoles(f probe.GapReport, snap *probe.GapReport) uint64 {
+func sessionHoles(f report.GapReport, snap *report.GapReport) uint64 {
 	if f.Received == 0 {
 		return f.Sent
 	}
@@ -196,19 +273,14 @@ func sessionHoles(f probe.GapReport, snap *probe.GapReport) uint64 {
 	return h
 }
 
-// WindowHoles is each flow's holes (selected by keep; nil keeps every flow)
-// in runs of lost probes that began (by send time) in [from, to): for a
-// claim on one stretch of a longer session. An error when a flow had more
-// disruptions than its report lists (its count in the window is unknown).
-func WindowHoles(rep *probe.Report, from, to int64, keep func(probe.GapReport) bool) ([]FlowHoles, error) {
-	if rep == nil || len(rep.Flows) == 0 {
-		return nil, fmt.Errorf("a report with no flow: nothing to measure")
+// windowHoles counts the holes of SentBetween(from, to).
+func windowHoles(rep *report.Report, from, to int64, keep func(report.GapReport) bool) ([]FlowHoles, error) {
+	flows, err := keptFlows(rep, keep)
+	if err != nil {
+		return nil, err
 	}
 	var out []FlowHoles
-	for _, f := range rep.Flows {
-		if keep != nil && !keep(f) {
-			continue
-		}
+	for _, f := range flows {
 		if f.DisruptionCount > len(f.Disruptions) {
 			return nil, fmt.Errorf("flow %s had %d disruptions, the report lists %d: its loss in the window is unknown", f.Flow, f.DisruptionCount, len(f.Disruptions))
 		}
@@ -229,7 +301,7 @@ func WindowHoles(rep *probe.Report, from, to int64, keep func(probe.GapReport) b
 
 // BeWithinPlatformLoss matches a FlowHoles (or a []FlowHoles, every one)
 // that lost nothing, or, where the platform lost anything, no more than its
-// worst control flow: the rule above for a span of a session (WindowHoles).
+// worst control flow: the rule above for a span of a session (Holes).
 // For a whole session prefer HaveNoGap().BeyondPlatform, which also judges
 // refused sends and the tail strictly.
 func BeWithinPlatformLoss(p PlatformLoss) types.GomegaMatcher { return &platformMatcher{p: p} }
@@ -287,12 +359,18 @@ func (m *platformMatcher) NegatedFailureMessage(actual any) string {
 	return "expected more probes lost than the platform lost:" + m.describe(actual)
 }
 
+// WorkloadHost is a node as NotInvolving sees it (a *harness.Node): does
+// one of its workloads have this address.
+type WorkloadHost interface {
+	HasWorkloadAddr(a netip.Addr) bool
+}
+
 // NotInvolving selects the flows with neither end at a workload of any of
 // nodes: the control flows of a change to those nodes.
-func NotInvolving(nodes ...*Node) func(probe.GapReport) bool {
-	return func(f probe.GapReport) bool {
+func NotInvolving(nodes ...WorkloadHost) func(report.GapReport) bool {
+	return func(f report.GapReport) bool {
 		for _, n := range nodes {
-			if n.NS.HasWorkloadAddr(f.SrcAddr) || n.NS.HasWorkloadAddr(f.DstAddr) {
+			if n.HasWorkloadAddr(f.SrcAddr) || n.HasWorkloadAddr(f.DstAddr) {
 				return false
 			}
 		}
@@ -300,24 +378,16 @@ func NotInvolving(nodes ...*Node) func(probe.GapReport) bool {
 	}
 }
 
-// HolesSince is each flow's holes (selected by keep; nil keeps every flow)
-// that appeared after the snapshot since (probes.Report() taken when the
-// change began) and up to the session's end, with the snapshot through
-// judging the tail as SessionHoles does: for a claim whose window opens
-// with the change, not with the session (under TCG a session's first
-// probes on some flows can be lost while 50 senders start, before the
-// change). The longest outage is the longest run of lost probes that
-// began after since was taken (by send time), or, where a flow had more
-// disruptions than its report lists, its longest gap over the session.
-func HolesSince(rep, since, through *probe.Report, keep func(probe.GapReport) bool) ([]FlowHoles, error) {
+// holesSince counts the holes of SinceSnapshot(since, through).
+func holesSince(rep, since, through *report.Report, keep func(report.GapReport) bool) ([]FlowHoles, error) {
 	if since == nil {
-		return nil, fmt.Errorf("HolesSince needs the snapshot taken when the change began")
+		return nil, fmt.Errorf("SinceSnapshot needs the snapshot taken when the change began")
 	}
-	all, err := SessionHoles(rep, through, keep)
+	all, err := wholeSessionHoles(rep, through, keep)
 	if err != nil {
 		return nil, err
 	}
-	before, err := SessionHoles(since, nil, keep)
+	before, err := wholeSessionHoles(since, nil, keep)
 	if err != nil {
 		return nil, err
 	}
@@ -325,7 +395,7 @@ func HolesSince(rep, since, through *probe.Report, keep func(probe.GapReport) bo
 	for _, h := range before {
 		was[h.Flow] = h.Holes
 	}
-	byFlow := map[string]probe.GapReport{}
+	byFlow := map[string]report.GapReport{}
 	for _, f := range rep.Flows {
 		byFlow[f.Flow] = f
 	}
