@@ -155,9 +155,13 @@ func (c *Cluster) Probes(ctx context.Context, o ProbeOptions) (*probe.Session, e
 		}})
 }
 
-func (c *Cluster) hops() []probe.Hop {
+func (c *Cluster) hops() []probe.Hop { return NetworkHops(c.Net) }
+
+// NetworkHops are the per-hop counters of a built network: both directions
+// of every node interface and of its tunl0, named "node/iface direction".
+func NetworkHops(net *topo.Network) []probe.Hop {
 	var hs []probe.Hop
-	for _, nd := range c.Net.Nodes {
+	for _, nd := range net.Nodes {
 		ifs := []string{}
 		for _, ifc := range nd.Spec.Interfaces {
 			ifs = append(ifs, ifc.Name)

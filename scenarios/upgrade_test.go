@@ -104,6 +104,12 @@ var _ = Describe("Upgrade handover on IPIP, node by node", Label("ipip", "upgrad
 				}
 			}
 			res.Figures["handoverSeconds"] = float64(end.Mono-begin.Mono) / 1e9
+			// Every IPIP flow crossed the underlay inside protocol 4 between
+			// its nodes, never bare (issue 28): the handover is judged on a
+			// tunnel that encapsulates.
+			encap, err := harness.CheckIPIPEncapsulated(c.Net, rep)
+			Expect(err).NotTo(HaveOccurred(), "IPIP flows must cross the underlay encapsulated")
+			encapFigures(res, encap)
 			report("upgrade of node-2 "+string(headlineFrom)+" → 3.33, old BIRD "+sig.String()+": lost probes per flow", harness.GapTable(rep), res)
 
 			// 6. The claim: the route timeline never saw node-2 without a
