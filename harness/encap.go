@@ -100,7 +100,7 @@ func CheckIPIPEncapsulated(net *topo.Network, rep *probe.Report) (EncapEvidence,
 		what := fmt.Sprintf("%s (%s→%s)", g.Flow, g.SrcAddr, g.DstAddr)
 		switch {
 		case out.Packets > 0 || in.Packets > 0:
-			problems = append(problems, fmt.Sprintf("%s: %d packets left %s's underlay and %d reached %s's bare, not inside IPIP (%d inside IPIP)",
+			problems = append(problems, fmt.Sprintf("%s: bare, not inside IPIP: %d packets at %s's underlay egress, %d at %s's underlay ingress (%d inside IPIP)",
 				what, out.Packets, src.Name, in.Packets, dst.Name, out.Inner))
 		case out.Inner == 0:
 			empty = append(empty, fmt.Sprintf("%s: no packet counted at %s's underlay egress, inside IPIP or bare (sent %d)", what, src.Name, g.Sent))

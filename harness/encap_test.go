@@ -96,9 +96,9 @@ func TestCheckIPIPEncapsulated(t *testing.T) {
 		says    []string
 	}{
 		{"bare on the source's underlay (the no-encap emulation)", []encapFlow{{s: 0, d: 1, bareOut: 100, bare: 100}, good[1]}, goodOuter,
-			ErrNotEncapsulated, []string{"node-1/wl-0->node-2/wl-0", "100 packets left node-1's underlay", "bare", "tunl0: ebpf"}},
+			ErrNotEncapsulated, []string{"node-1/wl-0->node-2/wl-0", "bare, not inside IPIP: 100 packets at node-1's underlay egress", "tunl0: ebpf"}},
 		{"bare only at the destination", []encapFlow{good[0], {s: 0, d: 2, innerOut: 90, bare: 3}}, goodOuter,
-			ErrNotEncapsulated, []string{"node-1/wl-0->node-3/wl-0", "3 reached node-3's bare"}},
+			ErrNotEncapsulated, []string{"node-1/wl-0->node-3/wl-0", "3 at node-3's underlay ingress"}},
 		{"inner packets but no outer header between the two nodes", good, []probe.TunnelCount{outer(n, 0, 1, 100), outer(n, 0, 3, 95)},
 			ErrNotEncapsulated, []string{"node-1→node-3: 90 packets inside IPIP", "0 protocol-4 packets", "10.10.1.11→10.10.2.14 ×95"}},
 		{"a flow with nothing counted", []encapFlow{good[0], {s: 0, d: 2}}, goodOuter,
