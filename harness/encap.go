@@ -38,10 +38,12 @@ var ErrNoEncapEvidence = errors.New("no IPIP evidence to judge")
 type EncapRow struct {
 	Flow     string
 	Src, Dst string // the nodes
-	// InnerOut and BareOut are the flow's packets at its source node's
-	// underlay egress, inside IPIP and bare; BareIn its bare packets at
-	// the destination node's underlay ingress.
-	InnerOut, BareOut, BareIn uint64
+	// ViaTunnel is the flow's packets at its source node's tunl0 egress
+	// (what the node routed into the tunnel; shown, not judged: a packet
+	// the tunnel drops is no leak). InnerOut and BareOut are its packets
+	// at the source node's underlay egress, inside IPIP and bare; BareIn
+	// its bare packets at the destination node's underlay ingress.
+	ViaTunnel, InnerOut, BareOut, BareIn uint64
 	// Outer is the protocol-4 packets from the source node's address to
 	// the destination's at the source's underlay egress (every flow of
 	// that node pair together).
@@ -58,9 +60,9 @@ type EncapEvidence struct {
 
 // Table is the evidence per flow, for a spec's report.
 func (e EncapEvidence) Table() string {
-	t := results.NewTable("flow", "inside IPIP out", "bare out", "bare in", "proto 4 node to node").AlignRight()
+	t := results.NewTable("flow", "into tunl0", "inside IPIP out", "bare out", "bare in", "proto 4 node to node").AlignRight()
 	for _, r := range e.Rows {
-		t.Add(r.Flow, r.InnerOut, r.BareOut, r.BareIn, r.Outer)
+		t.Add(r.Flow, r.ViaTunnel, r.InnerOut, r.BareOut, r.BareIn, r.Outer)
 	}
 	return t.String()
 }
@@ -92,7 +94,8 @@ func CheckIPIPEncapsulated(net *topo.Network, rep *probe.Report) (EncapEvidence,
 			return ev, fmt.Errorf("%w: flow %s: no hop counters on %s's or %s's underlay interfaces (a session started with NoHops?)",
 				ErrNoEncapEvidence, g.Flow, src.Name, dst.Name)
 		}
-		row := EncapRow{Flow: g.Flow, Src: src.Name, Dst: dst.Name, InnerOut: out.Inner, BareOut: out.Packets, BareIn: in.Packets}
+		row := EncapRow{Flow: g.Flow, Src: src.Name, Dst: dst.Name, ViaTunnel: HopPackets(g, src.Name+"/"+topo.TunnelDevice+" egress"),
+			InnerOut: out.Inner, BareOut: out.Packets, BareIn: in.Packets}
 		ev.Rows = append(ev.Rows, row)
 		ev.Inner += out.Inner
 		ev.Bare += out.Packets + in.Packets
@@ -100,8 +103,8 @@ func CheckIPIPEncapsulated(net *topo.Network, rep *probe.Report) (EncapEvidence,
 		what := fmt.Sprintf("%s (%s→%s)", g.Flow, g.SrcAddr, g.DstAddr)
 		switch {
 		case out.Packets > 0 || in.Packets > 0:
-			problems = append(problems, fmt.Sprintf("%s: bare, not inside IPIP: %d packets at %s's underlay egress, %d at %s's underlay ingress (%d inside IPIP)",
-				what, out.Packets, src.Name, in.Packets, dst.Name, out.Inner))
+			problems = append(problems, fmt.Sprintf("%s: bare, not inside IPIP: %d packets at %s's underlay egress, %d at %s's underlay ingress (%d inside IPIP; %d into tunl0)",
+				what, out.Packets, src.Name, in.Packets, dst.Name, out.Inner, row.ViaTunnel))
 		case out.Inner == 0:
 			empty = append(empty, fmt.Sprintf("%s: no packet counted at %s's underlay egress, inside IPIP or bare (sent %d)", what, src.Name, g.Sent))
 		}
