@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -72,6 +73,10 @@ type ProbeSession struct {
 	// Register adds the started session to its target, which marks its
 	// events so far in it and stops it when the target goes.
 	Register func(*probe.Session)
+	// Explain, if set, is asked why flows never delivered, with the
+	// session's report at that moment; its error joins the failure (the
+	// built cluster's names IPIP flows that crossed the underlay bare).
+	Explain func(*probe.Report) error
 }
 
 // StartProbeSession starts probe traffic over the flows (which the caller
@@ -114,8 +119,14 @@ func StartProbeSession(ctx context.Context, s ProbeSession) (*probe.Session, err
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	if err := ps.WaitFlowing(wctx); err != nil {
+		err = fmt.Errorf("probes never flowed within %s (a handover judged on no traffic proves nothing): %w", wait, err)
+		if s.Explain != nil {
+			if rep, rerr := ps.Report(); rerr == nil {
+				err = errors.Join(err, s.Explain(rep))
+			}
+		}
 		ps.Stop()
-		return nil, fmt.Errorf("probes never flowed within %s (a handover judged on no traffic proves nothing): %w", wait, err)
+		return nil, err
 	}
 	return ps, nil
 }
@@ -143,7 +154,7 @@ func (c *Cluster) Probes(ctx context.Context, o ProbeOptions) (*probe.Session, e
 	if len(o.Flows) == 0 {
 		return nil, fmt.Errorf("probes: topology %s has no workload pairs", c.Net.Topology.Name)
 	}
-	return StartProbeSession(ctx, ProbeSession{ProbeOptions: o, Hops: c.hops(), Prepare: c.startCaptures,
+	return StartProbeSession(ctx, ProbeSession{ProbeOptions: o, Hops: c.hops(), Prepare: c.startCaptures, Explain: c.explainNotFlowing,
 		Register: func(s *probe.Session) {
 			c.Run.DeferLocal("probe session", s.Close)
 			c.mu.Lock()
@@ -155,9 +166,26 @@ func (c *Cluster) Probes(ctx context.Context, o ProbeOptions) (*probe.Session, e
 		}})
 }
 
-func (c *Cluster) hops() []probe.Hop {
+// explainNotFlowing says, on a network with tunl0, which IPIP flows left
+// bare: a tunnel that does not encapsulate is why flows across a router
+// never deliver. Anything else it leaves to the failure as it is.
+func (c *Cluster) explainNotFlowing(rep *probe.Report) error {
+	if c.Net.Tunnel == "" {
+		return nil
+	}
+	if _, err := CheckIPIPEncapsulated(c.Net, rep); errors.Is(err, ErrNotEncapsulated) {
+		return err
+	}
+	return nil
+}
+
+func (c *Cluster) hops() []probe.Hop { return NetworkHops(c.Net) }
+
+// NetworkHops are the per-hop counters of a built network: both directions
+// of every node interface and of its tunl0, named "node/iface direction".
+func NetworkHops(net *topo.Network) []probe.Hop {
 	var hs []probe.Hop
-	for _, nd := range c.Net.Nodes {
+	for _, nd := range net.Nodes {
 		ifs := []string{}
 		for _, ifc := range nd.Spec.Interfaces {
 			ifs = append(ifs, ifc.Name)

@@ -118,12 +118,17 @@ var _ = Describe("Persisted-route cleanup has no time bound", Label("ipip", "cle
 		Eventually(func() []kroute.Route { return birdRoutesTo(node2, []netip.Prefix{early}) }).
 			WithTimeout(scaled(time.Minute)).WithPolling(50*time.Millisecond).Should(BeEmpty(), "control: the stray to the released block %s is removed", early)
 		earlyAt, _ := firstBIRDDelete(c.Timeline(node2.Name), early, migrated.Mono)
+		// Guard: node-2's routes via tunl0, now the programmer's, carry
+		// its traffic inside IPIP to node-1 (same lan: bare packets would
+		// arrive too) and node-4 (across the router) (issue 28).
+		encap := expectIPIPEncapsulated(ctx, c, flowsFrom(c, node2.Name, "node-1", "node-4"), "node-2 on 3.33 without BIRD")
 
 		// 4. At each age, a stray proto bird route via tunl0 appears (with
 		// a proto static one beside the first), and the programmer
 		// removes it.
 		gw := node3.NS.Address.Addr()
 		res := c.Result("persisted-route cleanup has no time bound", nil)
+		encapFigures(res, encap)
 		var table strings.Builder
 		resyncs := 0
 		var firstPlanted harness.Event
@@ -226,6 +231,9 @@ var _ = Describe("Persisted-route cleanup when BIRD is not run for want of BGP p
 		Eventually(node2).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
 			Should(judge.HaveClusterRoute(wanted).ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice).Only(), "node-2's programmer owns the wanted block %s", wanted)
 		removedAt, _ := firstBIRDDelete(c.Timeline(node2.Name), stray, migrated.Mono)
+		// Guard: node-2's routes via tunl0 carry its traffic inside IPIP,
+		// to node-4's wanted block and to node-1 on its own lan (issue 28).
+		encap := expectIPIPEncapsulated(ctx, c, flowsFrom(c, node2.Name, "node-1", "node-4"), "node-2 on 3.33 with no BGP peer")
 
 		// 5. Control: node-1's pre-3.33 programmer keeps the stray.
 		waitFullResyncs(node1, 2)
@@ -236,6 +244,7 @@ var _ = Describe("Persisted-route cleanup when BIRD is not run for want of BGP p
 		Expect(deletesOf(c.Timeline(node1.Name), stray, migrated.Mono, end.Mono)).To(BeEmpty(), "control: node-1's stray was deleted")
 
 		res := c.Result("persisted-route cleanup, BIRD not run for want of BGP peers", nil)
+		encapFigures(res, encap)
 		res.Figures["strayRemovedAfterMigrationMs"] = float64(removedAt-migrated.Mono) / 1e6
 		res.Figures["routeRefreshIntervalMs"] = float64(lateRefresh.Milliseconds())
 		report(fmt.Sprintf("cleanup with no BGP peers (BIRD not run, BGP enabled): node-2 (3.33) removed the stray %.0f ms after the migration began; node-1 (%s) kept it",

@@ -219,6 +219,12 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 					Should(judge.HaveClusterRoute(node3Workload).ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice),
 						"node-3's workload lost its block; the programmer routes it by a /32")
 			}
+			// Guard: what node-2 now routes via tunl0 carries its traffic
+			// inside IPIP, to node-1 beside it on lan-a (where bare packets
+			// would arrive as well) and to node-3's workload across the
+			// router. Routes alone pass on a tunl0 that does not
+			// encapsulate (issue 28).
+			encap := expectIPIPEncapsulated(ctx, c, flowsFrom(c, node2.Name, "node-1", "node-3"), "node-2 after the migration")
 
 			// 9. Two full resyncs of node-2's programmer, read from its
 			// status file, so "left alone" means left alone by reconciliation.
@@ -268,6 +274,7 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 			res := c.Result(fmt.Sprintf("persisted-route cleanup: %s, node-2 on %s", tc.absence, tc.release), nil)
 			res.Figures["routeRefreshIntervalMs"] = float64(refresh.Milliseconds())
 			res.Figures["fullResyncsObserved"] = float64(resyncs)
+			encapFigures(res, encap)
 			var slowest float64
 			for _, s := range strays {
 				gone, by := "stayed", "-"

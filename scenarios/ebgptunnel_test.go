@@ -63,6 +63,10 @@ var _ = Describe("eBGP peers receive the tunl0 routes the iBGP reject keeps back
 			Expect(conf).To(ContainSubstring(`if ( ifname ~ "tunl0" ) then reject;`), "guard: %s's export filter has the tunl0 arm", n.Name)
 		}
 		readvertGuardSettled(ctx, c, true)
+		// Guard: the tunnel under these routes encapsulates (routes and
+		// exports alone pass on one that does not; here the router even
+		// learns the blocks, so bare packets would cross it too).
+		encap := expectIPIPEncapsulated(ctx, c, nil, "steady state, every node pair")
 
 		// node-4 withdraws its block.
 		owner := "node-4"
@@ -103,6 +107,7 @@ var _ = Describe("eBGP peers receive the tunl0 routes the iBGP reject keeps back
 		res := c.Result("eBGP peers receive the IPIP routes the tunl0 arm rejects towards iBGP peers", nil)
 		res.Figures["exportsToEBGP"] = float64(toRouter)
 		res.Figures["iBGPExportsChecked"] = float64(positive.checked)
+		encapFigures(res, encap)
 		res.Notes = append(res.Notes, fmt.Sprintf("the router holds %d routes to %s after %s withdrew it", len(rs), withdrawn[0], owner))
 		report(fmt.Sprintf("eBGP re-advertisement of tunl0 routes: %d (node, block) exported to the router, none to iBGP peers", toRouter), table.String(), res)
 		Expect(toRouter).To(Equal(len(remaining)*len(withdrawn)), "every remaining node exports every withdrawn block to the router")

@@ -265,6 +265,33 @@ var _ = Describe("IPIP packets on the wire, as the kernel's fallback tunnel send
 		}
 		Expect(rep.violations).To(ContainElement(ContainSubstring("outer protocol 17, want 4")), "the checks must catch packets that leave un-encapsulated")
 	})
+
+	It("fail for it in the encapsulation check of the specs that judge routes (negative control)", Label("control"), func(ctx SpecContext) {
+		// The re-advertisement and cleanup specs judge routes; their
+		// guard (expectIPIPEncapsulated) judges the hop counters. On the
+		// emulation without encapsulation it must fail, naming a flow
+		// between node-1 and node-2 — whose bare packets still arrive,
+		// one lan apart, so delivery alone would not tell.
+		c := startCluster(ctx, "ipip", harness.Options{Tunnel: topo.TunnelEBPFNoEncap})
+		Expect(c.WaitConverged(ctx)).To(Succeed(), "guard: every BGP session Established")
+		for _, n := range c.Nodes() {
+			for _, b := range c.RemoteBlocks(n.Name) {
+				Eventually(n).WithContext(ctx).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+					Should(judge.HaveClusterRoute(b).Via(topo.TunnelDevice), "guard: %s routes %s via tunl0", n.Name, b)
+			}
+		}
+		rep, _, err := ipipEncapBurst(ctx, c, nil, "no-encap emulation (expected to fail)")
+		Expect(err).To(MatchError(harness.ErrNotEncapsulated), "the check must catch IPIP flows that cross the underlay bare")
+		AddReportEntry("the check says (expected)", err.Error())
+		Expect(err.Error()).To(SatisfyAll(ContainSubstring("node-1-w0->node-2-w0"), ContainSubstring("tunl0: "+topo.TunnelEBPFNoEncap)))
+		delivered := false
+		for _, f := range rep.Flows {
+			if f.Flow == "node-1-w0->node-2-w0" {
+				delivered = f.Received > 0
+			}
+		}
+		Expect(delivered).To(BeTrue(), "guard: node-1 -> node-2 (one lan) delivers its bare packets, which is why delivery cannot be the check")
+	})
 })
 
 type ipv4Fields struct {

@@ -74,6 +74,10 @@ var _ = Describe("iBGP re-advertisement with the programmer owning IPIP", Label(
 			Fail(fmt.Sprintf("steady state: %s exports %s's block %s to its iBGP peer %s (route from %s); with the programmer owning IPIP no node may",
 				r.node, r.owner, r.block, r.peer, r.source))
 		}
+		// Guard: the tunnel under these routes encapsulates. Routes and
+		// exports alone pass on one that does not (issue 28): its bare
+		// packets still reach the node beside on lan-a.
+		encap := expectIPIPEncapsulated(ctx, c, nil, "steady state, every node pair")
 
 		// 3. The owner of node-4's block withdraws it: its BIRD stops
 		// with a Cease, its peers drop its routes, and every other node
@@ -105,6 +109,7 @@ var _ = Describe("iBGP re-advertisement with the programmer owning IPIP", Label(
 		res.Figures["iBGPExportsChecked"] = float64(steady.checked + after.checked)
 		res.Figures["readvertisementsSteady"] = float64(len(steady.readvertised))
 		res.Figures["readvertisementsAfterWithdrawal"] = float64(len(after.readvertised))
+		encapFigures(res, encap)
 		res.Notes = append(res.Notes, fmt.Sprintf("%s's block withdrawn by stopping its BIRD with SIGTERM; the programmer's tunl0 routes to it stayed the best in every other BIRD and were not exported", owner))
 		report("re-advertisement to iBGP peers, programmer owns IPIP (exports of other nodes' blocks)",
 			readvertTable(steady, after), res)

@@ -151,6 +151,8 @@ var _ = Describe("IPIP claims per BIRD release", Label("ipip", "releases"), func
 				// peer (the positive control) and nobody else's.
 				steady := readvertMatrix(ctx, c, c.Nodes(), true)
 				Expect(steady.readvertised).To(BeEmpty(), "BIRD %s, steady state: a node exports another node's block to an iBGP peer", rel)
+				// Guard: the tunnel under these routes encapsulates (issue 28).
+				encap := expectIPIPEncapsulated(ctx, c, nil, "steady state, every node pair")
 
 				// 3. node-3 withdraws its block (SIGTERM: a Cease). Guard:
 				// every other BIRD's best route to it is now the
@@ -204,6 +206,7 @@ var _ = Describe("IPIP claims per BIRD release", Label("ipip", "releases"), func
 				res.Figures["iBGPExportsChecked"] = float64(steady.checked + after.checked)
 				res.Figures["readvertisementsSteady"] = float64(len(steady.readvertised))
 				res.Figures["readvertisementsAfterWithdrawal"] = float64(len(after.readvertised))
+				encapFigures(res, encap)
 				res.Figures["componentSwitches"] = float64(fight.switches)
 				res.Figures["birdRouteEvents"] = float64(len(fight.birdRoutes))
 				res.Figures["birdWritesRefused"] = float64(fight.refusals)
@@ -261,10 +264,14 @@ var _ = Describe("IPIP claims per BIRD release", Label("ipip", "releases"), func
 					"BIRD %s's onlink tunl0 routes carry every flow", rel)
 				rep, err := probes.Stop()
 				Expect(err).NotTo(HaveOccurred())
+				// ...inside IPIP between the nodes, never bare (issue 28).
+				encap, err := harness.CheckIPIPEncapsulated(c.Net, rep)
+				Expect(err).NotTo(HaveOccurred(), "BIRD %s's tunl0 routes: IPIP flows must cross the underlay encapsulated", rel)
 
 				// 3. The programmer never wrote the class BIRD owns.
 				fight := ipipFightOfRun(c)
 				res := c.Result(fmt.Sprintf("IPIP, BIRD owns, BIRD %s", rel), rep)
+				encapFigures(res, encap)
 				res.Figures["programmerRouteEvents"] = float64(fight.progEvents)
 				res.Figures["componentSwitches"] = float64(fight.switches)
 				res.Figures["lostProbes"] = float64(rep.Total.Lost)

@@ -19,6 +19,7 @@ type (
 	Gap            = report.Gap
 	UserSpaceCheck = report.UserSpaceCheck
 	HopCount       = report.HopCount
+	TunnelCount    = report.TunnelCount
 	Mark           = report.Mark
 	Delivery       = report.Delivery
 	Disruption     = report.Disruption
@@ -51,7 +52,40 @@ func (s *Session) report(end int64) (*Report, error) {
 			t.LongestGapMs, t.LongestGapFlow, t.SenderPauseInGapMs = g.LongestGapMs, g.Flow, g.SenderPauseInGapMs
 		}
 	}
+	// After the flows: outer counts only grow, so they cover the inner
+	// ones read above.
+	tunnels, err := s.tunnelCounts()
+	if err != nil {
+		return nil, err
+	}
+	rep.Tunnels = tunnels
 	return rep, nil
+}
+
+// tunnelCounts lists the IPIP outer flows (protocol 4) every hop counted,
+// by hop, then source and destination.
+func (s *Session) tunnelCounts() ([]TunnelCount, error) {
+	var out []TunnelCount
+	for i, h := range s.opts.Hops {
+		fs, err := s.hopCtrs[i].Flows()
+		if err != nil {
+			return nil, fmt.Errorf("report hop %s: %w", h.Name, err)
+		}
+		var at []TunnelCount
+		for _, f := range fs {
+			if f.Proto == unix.IPPROTO_IPIP && !f.Inner {
+				at = append(at, TunnelCount{Hop: h.Name, Src: f.Src, Dst: f.Dst, Packets: f.Packets})
+			}
+		}
+		sort.Slice(at, func(a, b int) bool {
+			if at[a].Src != at[b].Src {
+				return at[a].Src.Less(at[b].Src)
+			}
+			return at[a].Dst.Less(at[b].Dst)
+		})
+		out = append(out, at...)
+	}
+	return out, nil
 }
 
 func (s *Session) flowReport(sd *sender, marks []Mark) (GapReport, error) {

@@ -265,6 +265,14 @@ var figureKinds = map[string]FigureKind{
 	"node2ToNode3SentByEndMark":                KindSize,
 	"peersWithoutSessionAtSecondKill":          KindSize, // the hazard's setup
 
+	// What harness.CheckIPIPEncapsulated judged (issue 28): the IPIP
+	// flows and their packets counted inside IPIP on the source's underlay.
+	"ipipFlowsEncapsulated":      KindSize,
+	"ipipInnerPacketsOnUnderlay": KindSize,
+	// Bare packets of the flows into the upgraded node: after a Cease its
+	// peers route them by their default route, un-encapsulated.
+	"ipipBarePacketsInboundUpgradedNode": KindCount,
+
 	// Machine: the platform's noise and footprint. Never judged.
 	"platformLostPerControlFlowMax":        KindMachine,
 	"platformMissingPerControlFlowMax":     KindMachine,

@@ -19,6 +19,12 @@ type Report struct {
 	Marks          []Mark      `json:"marks,omitempty"`
 	Flows          []GapReport `json:"flows"`
 	Total          Total       `json:"total"`
+	// Tunnels are the IPIP packets (outer protocol 4, every flow's
+	// together) each hop counted, by outer source and destination: what
+	// says an inner packet crossed the underlay between the two nodes'
+	// addresses. Read after the flows, so a live report never shows
+	// fewer outer packets than the inner ones it counted.
+	Tunnels []TunnelCount `json:"tunnels,omitempty"`
 }
 
 // Total aggregates every flow.
@@ -124,6 +130,15 @@ type HopCount struct {
 	Inner     uint64  `json:"inner,omitempty"` // the flow's packets inside IPIP
 	Received  uint64  `json:"received"`        // distinct probes tracked here
 	LongestMs float64 `json:"longestGapMs"`    // longest gap between probes here
+}
+
+// TunnelCount is the IPIP packets one hop counted from Src to Dst (the
+// outer header's addresses).
+type TunnelCount struct {
+	Hop     string     `json:"hop"`
+	Src     netip.Addr `json:"src"`
+	Dst     netip.Addr `json:"dst"`
+	Packets uint64     `json:"packets"`
 }
 
 // Mark is a named instant (monotonic ns) that gaps are reported against.
