@@ -59,15 +59,30 @@ type BGPMessage uint8
 
 const (
 	BGPOpen      BGPMessage = 1
+	BGPUpdate    BGPMessage = 2
 	BGPKeepalive BGPMessage = 4
+	// TCPSyn is not a BGP message: the connect attempt's SYN (held, the
+	// sender's connection stays in BIRD's Connect state).
+	TCPSyn BGPMessage = 0x100 - 1
+	// TCPAfterSyn is not a BGP message: every segment but the SYN. Held
+	// from the peer on the peer-opened connection it keeps the handshake
+	// half-open in the node's kernel: the peer's BIRD counts itself
+	// connected (OpenSent), the node's BIRD has nothing to accept yet.
+	TCPAfterSyn BGPMessage = 0x100 - 2
 )
 
 func (m BGPMessage) String() string {
 	switch m {
 	case BGPOpen:
 		return "OPEN"
+	case BGPUpdate:
+		return "UPDATE"
 	case BGPKeepalive:
 		return "KEEPALIVE"
+	case TCPSyn:
+		return "SYN"
+	case TCPAfterSyn:
+		return "every segment after the SYN"
 	}
 	return fmt.Sprintf("type-%d", uint8(m))
 }
@@ -100,6 +115,12 @@ func (r BGPHoldRule) nft(peer netip.Addr) (chain, match string) {
 	port := "dport"
 	if (r.Conn == PeerOpened) != (r.Dir == FromPeer) {
 		port = "sport"
+	}
+	switch r.Msg {
+	case TCPSyn:
+		return chain, fmt.Sprintf("%s tcp %s 179 tcp flags & (syn|ack) == syn", addr, port)
+	case TCPAfterSyn:
+		return chain, fmt.Sprintf("%s tcp %s 179 tcp flags & syn == 0", addr, port)
 	}
 	return chain, fmt.Sprintf("%s tcp %s 179 @ih,144,8 %d", addr, port, uint8(r.Msg))
 }

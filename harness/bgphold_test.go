@@ -17,6 +17,8 @@ func TestBGPHoldRuleMatchesTheConnectionByItsOpener(t *testing.T) {
 		{BGPHoldRule{FromPeer, NodeOpened, BGPOpen}, "in", "ip saddr 10.10.0.12 tcp sport 179 @ih,144,8 1"},
 		{BGPHoldRule{ToPeer, PeerOpened, BGPOpen}, "out", "ip daddr 10.10.0.12 tcp sport 179 @ih,144,8 1"},
 		{BGPHoldRule{ToPeer, NodeOpened, BGPKeepalive}, "out", "ip daddr 10.10.0.12 tcp dport 179 @ih,144,8 4"},
+		{BGPHoldRule{ToPeer, NodeOpened, TCPSyn}, "out", "ip daddr 10.10.0.12 tcp dport 179 tcp flags & (syn|ack) == syn"},
+		{BGPHoldRule{FromPeer, PeerOpened, TCPAfterSyn}, "in", "ip saddr 10.10.0.12 tcp dport 179 tcp flags & syn == 0"},
 	} {
 		chain, match := tc.rule.nft(peer)
 		if chain != tc.chain || match != tc.want {
