@@ -7,8 +7,11 @@ package scenarios_test
 //
 // Calico's reason (projectcalico/calico 1183be5e13, "Use unidirectional
 // BGP connections in the node-to-node mesh", 2018, merged as node PR #79,
-// b6c369019343; the comment beside `passive on` in bird.cfg.template is
-// still there on release-v3.31 3cdeae8f7ace): when a node's BIRD is
+// b6c369019343; the template comment beside `passive on` is still there
+// on release-v3.31 3cdeae8f7ace, and 3.32/3.33's Go renderer keeps the
+// rule with a one-line "avoid race conditions" note, processMeshPeers in
+// confd/pkg/backends/calico/bgp_processor.go @ de60d98e97a7 and
+// 6609dea54713): when a node's BIRD is
 // gracefully restarting and its peer opens a connection of its own before
 // the restart has completed, the restart is aborted and the routes flap.
 // So each mesh session is opened by one end only: the end whose IP is the
@@ -87,8 +90,10 @@ package scenarios_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -365,8 +370,8 @@ var _ = Describe("Connection collision during a restarted BIRD's graceful-restar
 			Expect(err).NotTo(HaveOccurred())
 			Expect(hold.Close()).To(Succeed())
 			lifted := c.Mark("BGP hold lifted")
-			for rule, n := range counts.Dropped {
-				notes = append(notes, fmt.Sprintf("held (still at the end of staging) %s: %d packets dropped", rule, n))
+			for _, rule := range slices.Sorted(maps.Keys(counts.Dropped)) {
+				notes = append(notes, fmt.Sprintf("still held at the end of staging: %s, %d packets dropped", rule, counts.Dropped[rule]))
 			}
 
 			// 9. Wait for the restarted BIRD's recovery to end, the cluster
