@@ -288,13 +288,21 @@ func (h *BGPHold) Counts(ctx context.Context) (HoldCounts, error) {
 	return hc, nil
 }
 
+// BGPConnections is what Connections saw.
+type BGPConnections struct {
+	NodeOpened, PeerOpened int
+	// Sockets are the established sockets counted, "local -> remote inode".
+	Sockets []string
+}
+
 // Connections counts the established TCP connections between the node
 // and the peer on port 179 in the node's namespace, by which end opened
 // them.
-func (h *BGPHold) Connections(ctx context.Context) (nodeOpened, peerOpened int, err error) {
+func (h *BGPHold) Connections(ctx context.Context) (BGPConnections, error) {
+	var bc BGPConnections
 	out, err := exec.CommandContext(ctx, "nsenter", "--net="+h.nsPath, "cat", "/proc/net/tcp").Output()
 	if err != nil {
-		return 0, 0, fmt.Errorf("read TCP sockets of %s: %w", h.node, err)
+		return bc, fmt.Errorf("read TCP sockets of %s: %w", h.node, err)
 	}
 	peer := h.peer.As4()
 	// /proc/net/tcp writes the address as the host-order u32 in hex.
@@ -310,12 +318,19 @@ func (h *BGPHold) Connections(ctx context.Context) (nodeOpened, peerOpened int, 
 		}
 		switch {
 		case local[1] == "00B3": // the node's 179: the peer opened it
-			peerOpened++
+			bc.PeerOpened++
 		case remote[1] == "00B3":
-			nodeOpened++
+			bc.NodeOpened++
+		default:
+			continue
 		}
+		inode := ""
+		if len(f) > 9 {
+			inode = f[9]
+		}
+		bc.Sockets = append(bc.Sockets, fmt.Sprintf("%s -> %s inode %s", f[1], f[2], inode))
 	}
-	return nodeOpened, peerOpened, nil
+	return bc, nil
 }
 
 // Close deletes the table: every rule is lifted at once.
