@@ -10,8 +10,9 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/vm/lib.sh"
 # shellcheck disable=SC2206 # a word list by design
 # chromium: the HTML report's test opens the report headless and checks the
-# console (and saves a screenshot).
-BIRDCAGE_DEBS=(bird2 runc iproute2 procps util-linux ca-certificates chromium $BIRDCAGE_VM_DEBS)
+# console (and saves a screenshot). nftables: the collision spec stages BGP
+# message order with an nftables table in a node's namespace.
+BIRDCAGE_DEBS=(bird2 runc iproute2 procps util-linux ca-certificates chromium nftables $BIRDCAGE_VM_DEBS)
 
 birdcage_need_go() {
 	if ! command -v go >/dev/null 2>&1; then

@@ -116,11 +116,27 @@ var figureKinds = map[string]FigureKind{
 	"programmerToBIRDLost":              KindLoss,
 
 	// Counts: events that are bad when they grow.
-	"deletesOfRemoteBlocks":                     KindCount,
-	"deletesAtUpgradedNode":                     KindCount,
-	"prefixesWithTwoRoutes":                     KindCount,
-	"blocksWithNoRouteWindow":                   KindCount,
-	"stepsWithPeerWithoutRoute":                 KindCount,
+	"deletesOfRemoteBlocks":     KindCount,
+	"deletesAtUpgradedNode":     KindCount,
+	"prefixesWithTwoRoutes":     KindCount,
+	"blocksWithNoRouteWindow":   KindCount,
+	"stepsWithPeerWithoutRoute": KindCount,
+	// scenarios/collision_test.go: the connection collision during a
+	// restarted BIRD's graceful-restart recovery.
+	"collisionSessionReset":                     KindCount,
+	"restartedPersistedRoutesDeleted":           KindCount,
+	"peerNoRouteToRestartedMs":                  KindGap,
+	"restartedNoRouteToPeerMs":                  KindGap,
+	"lostPeerToRestarted":                       KindLoss,
+	"lostRestartedToPeer":                       KindLoss,
+	"collisionBothConnections":                  KindSize, // how the spec staged it
+	"peerConnectAttempts":                       KindSize,
+	"restartedConnectAttempts":                  KindSize,
+	"gracefulRestartRecoveryMs":                 KindDuration,
+	"farNodeLessPathsMs":                        KindGap,
+	"farNodeNoRouteMs":                          KindGap,
+	"peerNoRouteWindowsDuringRecovery":          KindCount,
+	"lostToRestarted":                           KindLoss,
 	"peersWithoutRoute":                         KindCount,
 	"birdWritesRefused":                         KindCount,
 	"kernelRefusedBIRDRoutes":                   KindCount,
