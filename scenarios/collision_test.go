@@ -52,7 +52,7 @@ package scenarios_test
 //
 // Who wins is a race between packets on a node; the spec stages each way
 // deterministically with an nftables table in the restarted node's
-// namespace (harness.HoldBGP), every step waiting for BIRD's protocol
+// namespace (Cluster.HoldBGP, harness/bgphold), every step waiting for BIRD's protocol
 // state, never a sleep:
 //
 //   - late accept: the restarted node's SYN is held until the peer has
@@ -102,6 +102,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/bgphold"
 	"github.com/birdcage/birdcage/harness/bird"
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/judge"
@@ -243,34 +244,34 @@ var _ = Describe("Connection collision during a restarted BIRD's graceful-restar
 			// 3. Before the new BIRD starts, hold what the race needs (the
 			// rules sit in the restarted node; a connection is named by the
 			// end that opened it), then start it with -R.
-			openOn := func(dir harness.BGPDir, conn harness.BGPConn) harness.BGPHoldRule {
-				return harness.BGPHoldRule{Dir: dir, Conn: conn, Msg: harness.BGPOpen}
+			openOn := func(dir bgphold.Dir, conn bgphold.Conn) bgphold.Rule {
+				return bgphold.Rule{Dir: dir, Conn: conn, Msg: bgphold.Open}
 			}
-			allOpens := []harness.BGPHoldRule{openOn(harness.FromPeer, harness.PeerOpened), openOn(harness.ToPeer, harness.PeerOpened),
-				openOn(harness.FromPeer, harness.NodeOpened), openOn(harness.ToPeer, harness.NodeOpened)}
+			allOpens := []bgphold.Rule{openOn(bgphold.FromPeer, bgphold.PeerOpened), openOn(bgphold.ToPeer, bgphold.PeerOpened),
+				openOn(bgphold.FromPeer, bgphold.NodeOpened), openOn(bgphold.ToPeer, bgphold.NodeOpened)}
 			// The OpenConfirm race: N's connection and D's, by who opened.
-			nConn, dConn, nToD := harness.PeerOpened, harness.NodeOpened, harness.FromPeer
+			nConn, dConn, nToD := bgphold.PeerOpened, bgphold.NodeOpened, bgphold.FromPeer
 			if non == r {
-				nConn, dConn, nToD = harness.NodeOpened, harness.PeerOpened, harness.ToPeer
+				nConn, dConn, nToD = bgphold.NodeOpened, bgphold.PeerOpened, bgphold.ToPeer
 			}
-			nKeepalive := harness.BGPHoldRule{Dir: nToD, Conn: nConn, Msg: harness.BGPKeepalive}
+			nKeepalive := bgphold.Rule{Dir: nToD, Conn: nConn, Msg: bgphold.Keepalive}
 			// The late accept: the restarted node's connect attempt, the
 			// peer's half-open handshake, the peer's UPDATEs (its routes
 			// and End-of-RIB) on the node's connection.
-			nodeSYN := harness.BGPHoldRule{Dir: harness.ToPeer, Conn: harness.NodeOpened, Msg: harness.TCPSyn}
-			peerHandshake := harness.BGPHoldRule{Dir: harness.FromPeer, Conn: harness.PeerOpened, Msg: harness.TCPAfterSyn}
-			peerUpdates := harness.BGPHoldRule{Dir: harness.FromPeer, Conn: harness.NodeOpened, Msg: harness.BGPUpdate}
-			var rules []harness.BGPHoldRule
+			nodeSYN := bgphold.Rule{Dir: bgphold.ToPeer, Conn: bgphold.NodeOpened, Msg: bgphold.TCPSyn}
+			peerHandshake := bgphold.Rule{Dir: bgphold.FromPeer, Conn: bgphold.PeerOpened, Msg: bgphold.TCPAfterSyn}
+			peerUpdates := bgphold.Rule{Dir: bgphold.FromPeer, Conn: bgphold.NodeOpened, Msg: bgphold.Update}
+			var rules []bgphold.Rule
 			switch {
 			case passive || race == raceOpenConfirm:
 				rules = append(allOpens, nKeepalive)
 			case race == raceLateAccept:
-				rules = []harness.BGPHoldRule{nodeSYN, peerHandshake, peerUpdates}
+				rules = []bgphold.Rule{nodeSYN, peerHandshake, peerUpdates}
 			default:
 				Fail("unknown race " + string(race))
 			}
 			hold, err := c.HoldBGP(ctx, r.Name, pAddr, rules...)
-			if errors.Is(err, harness.ErrNoNft) {
+			if errors.Is(err, bgphold.ErrNoNft) {
 				testenv.Missing(GinkgoT(), "nftables", "the collision is staged with an nftables table in the node's namespace: "+err.Error())
 			}
 			Expect(err).NotTo(HaveOccurred())
@@ -303,7 +304,7 @@ var _ = Describe("Connection collision during a restarted BIRD's graceful-restar
 
 				// 5. N's connection: OPENs through, N's KEEPALIVE held. N
 				// reaches Established, D stays in OpenConfirm.
-				Expect(hold.Release(ctx, openOn(harness.FromPeer, nConn), openOn(harness.ToPeer, nConn))).To(Succeed())
+				Expect(hold.Release(ctx, openOn(bgphold.FromPeer, nConn), openOn(bgphold.ToPeer, nConn))).To(Succeed())
 				Eventually(states(non, dom, nonSess.Protocol, domSess.Protocol)).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
 					Should(Equal([]string{"Established", "OpenConfirm"}), "%s (lower router id) Established on its own connection, %s (higher) in OpenConfirm on it", non.Name, dom.Name)
 				c.Mark(fmt.Sprintf("%s Established, %s OpenConfirm", non.Name, dom.Name))
@@ -609,11 +610,11 @@ var _ = Describe("Connection collision on a ToR session during a restarted BIRD'
 			Eventually(func() string { _, t := torState(); return t }).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
 				Should(ContainSubstring("Neighbor graceful restart active"), "guard: tor-1a helps node-1's graceful restart")
 
-			nodeSYN := harness.BGPHoldRule{Dir: harness.ToPeer, Conn: harness.NodeOpened, Msg: harness.TCPSyn}
-			peerHandshake := harness.BGPHoldRule{Dir: harness.FromPeer, Conn: harness.PeerOpened, Msg: harness.TCPAfterSyn}
-			peerUpdates := harness.BGPHoldRule{Dir: harness.FromPeer, Conn: harness.NodeOpened, Msg: harness.BGPUpdate}
+			nodeSYN := bgphold.Rule{Dir: bgphold.ToPeer, Conn: bgphold.NodeOpened, Msg: bgphold.TCPSyn}
+			peerHandshake := bgphold.Rule{Dir: bgphold.FromPeer, Conn: bgphold.PeerOpened, Msg: bgphold.TCPAfterSyn}
+			peerUpdates := bgphold.Rule{Dir: bgphold.FromPeer, Conn: bgphold.NodeOpened, Msg: bgphold.Update}
 			hold, err := c.HoldBGP(ctx, r.Name, torAddr, nodeSYN, peerHandshake, peerUpdates)
-			if errors.Is(err, harness.ErrNoNft) {
+			if errors.Is(err, bgphold.ErrNoNft) {
 				testenv.Missing(GinkgoT(), "nftables", "the collision is staged with an nftables table in the node's namespace: "+err.Error())
 			}
 			Expect(err).NotTo(HaveOccurred())

@@ -1,6 +1,4 @@
-package harness
-
-// BGPHold stages the order in which BGP messages between one node and one
+// Package bgphold stages the order in which BGP messages between one node and one
 // peer arrive, for a spec that needs a race to go one way (the connection
 // collision during graceful-restart recovery, scenarios/collision_test.go).
 // An nftables table in the node's namespace drops chosen BGP messages — by
@@ -9,6 +7,10 @@ package harness
 // them once the rule is removed; and it counts the SYNs each end sends to
 // the other's port 179 (connect attempts). BIRD sees nothing but when bytes
 // arrive. Needs the `nft` command (Debian package nftables) and IPv4 peers.
+//
+// A built cluster starts one with Cluster.HoldBGP; the package itself
+// needs only the node's namespace path.
+package bgphold
 
 import (
 	"context"
@@ -23,61 +25,61 @@ import (
 	"sync"
 )
 
-// ErrNoNft is returned by HoldBGP when the nft command is not installed.
+// ErrNoNft is returned by Start when the nft command is not installed.
 var ErrNoNft = errors.New("the nft command (nftables) is not installed")
 
-// BGPConn names one of the two TCP connections a BGP pair can open at once
+// Conn names one of the two TCP connections a BGP pair can open at once
 // by the end that opened it (the one that is not on port 179).
-type BGPConn int
+type Conn int
 
 const (
 	// NodeOpened is the connection the held node opened to the peer's 179.
-	NodeOpened BGPConn = iota
+	NodeOpened Conn = iota
 	// PeerOpened is the connection the peer opened to the node's 179.
 	PeerOpened
 )
 
-func (c BGPConn) String() string {
+func (c Conn) String() string {
 	if c == PeerOpened {
 		return "the connection the peer opened"
 	}
 	return "the connection the node opened"
 }
 
-// BGPDir is a direction between the held node and its peer.
-type BGPDir int
+// Dir is a direction between the held node and its peer.
+type Dir int
 
 const (
 	// FromPeer is peer → node (the node's input).
-	FromPeer BGPDir = iota
+	FromPeer Dir = iota
 	// ToPeer is node → peer (the node's output).
 	ToPeer
 )
 
-// BGPMessage is a BGP message type (RFC 4271 §4.1).
-type BGPMessage uint8
+// Message is a BGP message type (RFC 4271 §4.1).
+type Message uint8
 
 const (
-	BGPOpen      BGPMessage = 1
-	BGPUpdate    BGPMessage = 2
-	BGPKeepalive BGPMessage = 4
+	Open      Message = 1
+	Update    Message = 2
+	Keepalive Message = 4
 	// TCPSyn is not a BGP message: the connect attempt's SYN (held, the
 	// sender's connection stays in BIRD's Connect state).
-	TCPSyn BGPMessage = 0x100 - 1
+	TCPSyn Message = 0x100 - 1
 	// TCPAfterSyn is not a BGP message: every segment but the SYN. Held
 	// from the peer on the peer-opened connection it keeps the handshake
 	// half-open in the node's kernel: the peer's BIRD counts itself
 	// connected (OpenSent), the node's BIRD has nothing to accept yet.
-	TCPAfterSyn BGPMessage = 0x100 - 2
+	TCPAfterSyn Message = 0x100 - 2
 )
 
-func (m BGPMessage) String() string {
+func (m Message) String() string {
 	switch m {
-	case BGPOpen:
+	case Open:
 		return "OPEN"
-	case BGPUpdate:
+	case Update:
 		return "UPDATE"
-	case BGPKeepalive:
+	case Keepalive:
 		return "KEEPALIVE"
 	case TCPSyn:
 		return "SYN"
@@ -87,14 +89,14 @@ func (m BGPMessage) String() string {
 	return fmt.Sprintf("type-%d", uint8(m))
 }
 
-// BGPHoldRule holds one message type in one direction on one connection.
-type BGPHoldRule struct {
-	Dir  BGPDir
-	Conn BGPConn
-	Msg  BGPMessage
+// Rule holds one message type in one direction on one connection.
+type Rule struct {
+	Dir  Dir
+	Conn Conn
+	Msg  Message
 }
 
-func (r BGPHoldRule) String() string {
+func (r Rule) String() string {
 	d := "node->peer"
 	if r.Dir == FromPeer {
 		d = "peer->node"
@@ -105,7 +107,7 @@ func (r BGPHoldRule) String() string {
 // nft is the rule's chain and match in the node's namespace. The node's
 // end of the peer-opened connection is port 179, its end of the
 // node-opened one the peer's 179.
-func (r BGPHoldRule) nft(peer netip.Addr) (chain, match string) {
+func (r Rule) nft(peer netip.Addr) (chain, match string) {
 	chain, addr := "out", "ip daddr "+peer.String()
 	if r.Dir == FromPeer {
 		chain, addr = "in", "ip saddr "+peer.String()
@@ -125,35 +127,50 @@ func (r BGPHoldRule) nft(peer netip.Addr) (chain, match string) {
 	return chain, fmt.Sprintf("%s tcp %s 179 @ih,144,8 %d", addr, port, uint8(r.Msg))
 }
 
-// BGPHold is a live hold; Release lifts rules, Close lifts them all.
-type BGPHold struct {
+// Hold is a live hold; Release lifts rules, Close lifts them all.
+type Hold struct {
 	node   string
 	nsPath string
 	peer   netip.Addr
 	table  string
 
 	mu      sync.Mutex
-	handles map[BGPHoldRule]int
+	handles map[Rule]int
 	closed  bool
 }
 
 const bgpHoldTable = "birdcage_bgphold"
 
-// HoldBGP installs rules in node's namespace toward peer (an IPv4
-// address): each drops its BGP message until released. The table goes
-// with the run (and with the namespace).
-func (c *Cluster) HoldBGP(ctx context.Context, node string, peer netip.Addr, rules ...BGPHoldRule) (*BGPHold, error) {
+// Options say where a hold goes.
+type Options struct {
+	// Node names the held node in errors and events.
+	Node string
+	// Netns is the path of the node's network namespace.
+	Netns string
+	// Peer is the other end's IPv4 address.
+	Peer netip.Addr
+	// Guard registers a cleanup with the run (so the table goes on
+	// failure, panic and Ctrl-C too); nil: the caller closes the hold.
+	Guard func(name string, cleanup func() error) error
+	// Mark, if set, records an event once the table is in place.
+	Mark func(name string)
+}
+
+// Start installs rules in the node's namespace toward the peer: each
+// drops its BGP message until released. The table goes with Close, the
+// run's guard, and the namespace.
+func Start(ctx context.Context, o Options, rules ...Rule) (*Hold, error) {
+	node, peer := o.Node, o.Peer
 	if _, err := exec.LookPath("nft"); err != nil {
 		return nil, ErrNoNft
 	}
 	if !peer.Is4() {
 		return nil, fmt.Errorf("hold BGP on %s: peer %s: only IPv4 peers", node, peer)
 	}
-	n := c.Node(node)
-	if n == nil {
-		return nil, fmt.Errorf("hold BGP: node %q does not exist", node)
+	if o.Netns == "" {
+		return nil, fmt.Errorf("hold BGP on %s: field Netns: the node's namespace path is empty", node)
 	}
-	h := &BGPHold{node: node, nsPath: n.NS.Path, peer: peer, table: bgpHoldTable, handles: map[BGPHoldRule]int{}}
+	h := &Hold{node: node, nsPath: o.Netns, peer: peer, table: bgpHoldTable, handles: map[Rule]int{}}
 	p := peer.String()
 	script := fmt.Sprintf(`table ip %[1]s {
 	counter peer_syn { }
@@ -166,13 +183,17 @@ func (c *Cluster) HoldBGP(ctx context.Context, node string, peer netip.Addr, rul
 	}
 }
 `, h.table, p)
-	if err := c.Run.Guard("nftables table "+h.table+" in "+node, h.Close); err != nil {
-		return nil, err
+	if o.Guard != nil {
+		if err := o.Guard("nftables table "+h.table+" in "+node, h.Close); err != nil {
+			return nil, err
+		}
 	}
 	if _, err := h.nftIn(ctx, script, "-f", "-"); err != nil {
 		return nil, fmt.Errorf("hold BGP on %s toward %s: %w", node, p, err)
 	}
-	c.Mark(fmt.Sprintf("HoldBGP(%s<->%s)", node, p))
+	if o.Mark != nil {
+		o.Mark(fmt.Sprintf("HoldBGP(%s<->%s)", node, p))
+	}
 	if err := h.Hold(ctx, rules...); err != nil {
 		return nil, err
 	}
@@ -182,7 +203,7 @@ func (c *Cluster) HoldBGP(ctx context.Context, node string, peer netip.Addr, rul
 var handleRe = regexp.MustCompile(`# handle (\d+)`)
 
 // Hold adds rules (a rule already held is left as it is).
-func (h *BGPHold) Hold(ctx context.Context, rules ...BGPHoldRule) error {
+func (h *Hold) Hold(ctx context.Context, rules ...Rule) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, r := range rules {
@@ -207,7 +228,7 @@ func (h *BGPHold) Hold(ctx context.Context, rules ...BGPHoldRule) error {
 
 // Release lifts rules; their held messages arrive at the sender's next
 // TCP retransmission.
-func (h *BGPHold) Release(ctx context.Context, rules ...BGPHoldRule) error {
+func (h *Hold) Release(ctx context.Context, rules ...Rule) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, r := range rules {
@@ -225,18 +246,18 @@ func (h *BGPHold) Release(ctx context.Context, rules ...BGPHoldRule) error {
 }
 
 // Held lists the rules in place.
-func (h *BGPHold) Held() []BGPHoldRule {
+func (h *Hold) Held() []Rule {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var out []BGPHoldRule
+	var out []Rule
 	for r := range h.handles {
 		out = append(out, r)
 	}
 	return out
 }
 
-// HoldCounts is what the table counted since it was installed.
-type HoldCounts struct {
+// Counts is what the table counted since it was installed.
+type Counts struct {
 	// PeerSYNs and NodeSYNs are connect attempts: SYNs from the peer to
 	// the node's 179, and from the node to the peer's 179.
 	PeerSYNs, NodeSYNs uint64
@@ -245,10 +266,10 @@ type HoldCounts struct {
 }
 
 // Counts reads the table's counters.
-func (h *BGPHold) Counts(ctx context.Context) (HoldCounts, error) {
+func (h *Hold) Counts(ctx context.Context) (Counts, error) {
 	out, err := h.nftIn(ctx, "", "-j", "list", "table", "ip", h.table)
 	if err != nil {
-		return HoldCounts{}, fmt.Errorf("read hold counters on %s: %w", h.node, err)
+		return Counts{}, fmt.Errorf("read hold counters on %s: %w", h.node, err)
 	}
 	var doc struct {
 		Nftables []struct {
@@ -263,9 +284,9 @@ func (h *BGPHold) Counts(ctx context.Context) (HoldCounts, error) {
 		} `json:"nftables"`
 	}
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
-		return HoldCounts{}, fmt.Errorf("read hold counters on %s: nft -j: %w", h.node, err)
+		return Counts{}, fmt.Errorf("read hold counters on %s: nft -j: %w", h.node, err)
 	}
-	hc := HoldCounts{Dropped: map[string]uint64{}}
+	hc := Counts{Dropped: map[string]uint64{}}
 	for _, o := range doc.Nftables {
 		switch {
 		case o.Counter != nil && o.Counter.Name == "peer_syn":
@@ -288,8 +309,8 @@ func (h *BGPHold) Counts(ctx context.Context) (HoldCounts, error) {
 	return hc, nil
 }
 
-// BGPConnections is what Connections saw.
-type BGPConnections struct {
+// Connections is what Connections saw.
+type Connections struct {
 	NodeOpened, PeerOpened int
 	// Sockets are the established sockets counted, "local -> remote inode".
 	Sockets []string
@@ -298,8 +319,8 @@ type BGPConnections struct {
 // Connections counts the established TCP connections between the node
 // and the peer on port 179 in the node's namespace, by which end opened
 // them.
-func (h *BGPHold) Connections(ctx context.Context) (BGPConnections, error) {
-	var bc BGPConnections
+func (h *Hold) Connections(ctx context.Context) (Connections, error) {
+	var bc Connections
 	out, err := exec.CommandContext(ctx, "nsenter", "--net="+h.nsPath, "cat", "/proc/net/tcp").Output()
 	if err != nil {
 		return bc, fmt.Errorf("read TCP sockets of %s: %w", h.node, err)
@@ -334,21 +355,21 @@ func (h *BGPHold) Connections(ctx context.Context) (BGPConnections, error) {
 }
 
 // Close deletes the table: every rule is lifted at once.
-func (h *BGPHold) Close() error {
+func (h *Hold) Close() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		return nil
 	}
 	h.closed = true
-	h.handles = map[BGPHoldRule]int{}
+	h.handles = map[Rule]int{}
 	if _, err := h.nftIn(context.Background(), "", "delete", "table", "ip", h.table); err != nil && !strings.Contains(err.Error(), "No such file") {
 		return fmt.Errorf("lift BGP hold on %s: %w", h.node, err)
 	}
 	return nil
 }
 
-func (h *BGPHold) nftIn(ctx context.Context, stdin string, args ...string) (string, error) {
+func (h *Hold) nftIn(ctx context.Context, stdin string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + h.nsPath, "nft"}, args...)...)
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)
