@@ -57,10 +57,8 @@ func (c *Cluster) NodeNames() []string {
 // NodeRoutes is all of a node's main-table routes (both families): what
 // judge.HaveRemoteBlockRoutes reads, one dump per node.
 func (c *Cluster) NodeRoutes(node string) ([]kroute.Route, error) {
-	for _, n := range c.nodes {
-		if n.Name == node {
-			return n.Routes(netip.Prefix{})
-		}
+	if n := c.lookup(node); n != nil {
+		return n.Routes(netip.Prefix{})
 	}
 	return nil, fmt.Errorf("no node %q in topology %s", node, c.Net.Topology.Name)
 }
