@@ -144,11 +144,23 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 
 		// 3. The programmer takes the no-encap routes too (Felix Enabled;
 		// BGPConfiguration unchanged, so BIRD keeps exporting them).
-		setPairLive(ctx, c, string(config.Enabled), "", false, config.R333)
+		takeover, _, _ := setPairLive(ctx, c, string(config.Enabled), "", false, config.R333)
 		for _, n := range []*harness.Node{node1, node2} {
 			Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
 				Should(judge.HaveClusterRoute(block3).ProgrammedBy(judge.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).Via("eth0").Only(),
 					"%s's route to %s should now be the programmer's (proto %d), replacing BIRD's", n.Name, block3, designProgrammerProtocol)
+		}
+		// Peers' re-advertisements of the programmer's routes can move a
+		// BIRD's best path after the programmer wrote, and BIRD then takes
+		// the route back (quiesce_test.go). The claim is about routes the
+		// programmer holds, so the withdrawal waits for the cluster routes
+		// to stand still, and every node must then hold the programmer's.
+		settled := quiesceClusterRoutes(c, takeover.Mono, scaled(90*time.Second))
+		for _, n := range c.Nodes() {
+			for _, b := range c.RemoteBlocks(n.Name) {
+				Expect(n).To(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).Via("eth0").Only(),
+					"guard: once the routes stand still %s's route to %s is the programmer's", n.Name, b)
+			}
 		}
 		// Guard: BIRD still exports node-3's block to node-2's kernel, so
 		// the withdrawal has a kernel route for BIRD to remove.
@@ -239,6 +251,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 			res.Notes = append(res.Notes, fmt.Sprintf("%s, route requests for %s after the withdrawal: %s", n.Name, block3, strings.Join(afterWithdrawal[n.Name].Strings(), "; ")))
 		}
 		res.Figures["controlDeleteAckMs"] = float64(ctlReq.AckAt-ctlReq.At) / 1e6
+		noteQuiescence(&res, settled)
 		res.Notes = append(res.Notes, "control, node-2: "+ctlReq.String())
 		report(fmt.Sprintf("a real BIRD delete: BGPConfiguration Disabled, %s withdrawn by BIRD; node-1/node-2's BIRDs sent %d/%d RTM_DELROUTE proto bird, refused ESRCH; control delete of BIRD's own route accepted, %.0f ms after its withdrawal",
 			block3, len(refused[node1.Name]), len(refused[node2.Name]), res.Figures["controlDeleteAfterWithdrawalMs"]), harness.GapTable(rep), res)
@@ -280,12 +293,24 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 
 		// The programmer takes no-encap too: its route at 0 goes in beside
 		// BIRD's at 1024 (different keys), BIRD still exports its own.
-		setPairLive(ctx, c, string(config.Enabled), "", false, config.R333)
+		takeover, _, _ := setPairLive(ctx, c, string(config.Enabled), "", false, config.R333)
 		Eventually(func() ([]kroute.Route, error) { return node2.Routes(block3) }).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
-			Should(ConsistOf(
-				SatisfyAll(HaveField("Protocol", designProgrammerProtocol), HaveField("Metric", 0)),
-				SatisfyAll(HaveField("Protocol", kroute.ProtoBIRD), HaveField("Metric", 1024))),
-				"node-2 holds the programmer's route to %s at 0 beside BIRD's at 1024", block3)
+			Should(ContainElement(SatisfyAll(HaveField("Protocol", designProgrammerProtocol), HaveField("Metric", 0))),
+				"node-2 holds the programmer's route to %s at 0", block3)
+		// Here a re-advertised programmer's route reaches a peer's kernel
+		// at metric 0 (local_pref 2147483647, quiesce_test.go): BIRD can
+		// take the programmer's key back until the routes stand still.
+		settled := quiesceClusterRoutes(c, takeover.Mono, scaled(90*time.Second))
+		for _, n := range c.Nodes() {
+			for _, b := range c.RemoteBlocks(n.Name) {
+				Expect(n.Routes(b)).To(ContainElement(SatisfyAll(HaveField("Protocol", designProgrammerProtocol), HaveField("Metric", 0))),
+					"guard: once the routes stand still %s holds the programmer's route to %s at 0", n.Name, b)
+			}
+		}
+		Expect(node2.Routes(block3)).To(ConsistOf(
+			SatisfyAll(HaveField("Protocol", designProgrammerProtocol), HaveField("Metric", 0)),
+			SatisfyAll(HaveField("Protocol", kroute.ProtoBIRD), HaveField("Metric", 1024))),
+			"node-2 holds the programmer's route to %s at 0 beside BIRD's at 1024", block3)
 		Eventually(func() bool { return exportedToKernel(ctx, node2, block3) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
 			Should(BeTrue(), "guard: node-2's BIRD still exports %s to kernel4", block3)
 
@@ -342,6 +367,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		res := c.Result("a real BIRD's delete on 3.33's metric 1024 removes BIRD's own route beside the programmer's (no-encap)", rep)
 		res.Figures["birdDeletesAccepted node-2"] = float64(len(dels))
 		res.Figures["routeEventsAfterWithdrawal node-2"] = float64(tl.Flaps(block3, withdrawn.Mono, end.Mono).Changes())
+		noteQuiescence(&res, settled)
 		res.Notes = append(res.Notes, "node-2 route requests for "+block3.String()+" after the withdrawal: "+strings.Join(dels.Strings(), "; "))
 		report(fmt.Sprintf("a real BIRD delete at 3.33's metric 1024: node-2's BIRD sent %d RTM_DELROUTE proto bird, accepted; BIRD's route deleted %d time(s), the programmer's %d", len(dels), birdDeletes, progDeletes),
 			harness.GapTable(rep), res)
