@@ -201,56 +201,61 @@ var figureKinds = map[string]FigureKind{
 
 	// Sizes: what was checked, probed or configured; settings; fitted
 	// parameters. Neutral.
-	"answer":                                KindSize,
-	"addsBesideBIRD":                        KindSize, // kernel-metric knob: expected at a metric other than the programmer's
-	"replacesToProgrammer":                  KindSize, // kernel-metric knob: expected at the programmer's metric
-	"mostRoutesAtOnce":                      KindSize, // kernel-metric knob: 2 is the point at metric 32
-	"birdKernelMetric":                      KindSize,
-	"bgpValuesChecked":                      KindSize,
-	"remoteBlocks":                          KindSize,
-	"families":                              KindSize,
-	"lateStrays":                            KindSize,
-	"crossSubnetRoutes":                     KindSize,
-	"sameSubnetRoutes":                      KindSize,
-	"nodesRoutingTheBorrowedAddress":        KindSize,
-	"ceaseWithdrawalsOnNodesNotYetUpgraded": KindSize, // the SIGTERM entry's control
-	"attempt":                               KindSize, // the suite self-test's repeated spec
-	"injectedTakeoverGapMs":                 KindSize, // the gate check's fault
-	"outboundFlowsFailingTheProbeJudge":     KindSize, // the gate check: the more the better
-	"nodes":                                 KindSize,
-	"pairs":                                 KindSize,
-	"supportedPairs":                        KindSize, // matrix rows per expected class
-	"doubleProgrammedPairs":                 KindSize,
-	"unprogrammedPairs":                     KindSize,
-	"flows":                                 KindSize,
-	"flowsPerStep":                          KindSize,
-	"flowsDelivering":                       KindSize,
-	"flowsLeavingByBothPlanes":              KindSize,
-	"sentProbes":                            KindSize,
-	"probeRate":                             KindSize,
-	"bgpHoldTimeS":                          KindSize,
-	"bgpKeepaliveTimeS":                     KindSize,
-	"holdExpiryWindowLowMs":                 KindSize, // the window the hold timer predicts
-	"holdExpiryWindowHighMs":                KindSize,
-	"birdScanTimeMs":                        KindSize,
-	"routeRefreshIntervalMs":                KindSize,
-	"deviceRouteProtocol":                   KindSize,
-	"boundMs":                               KindSize,
-	"budgetMs":                              KindSize,
-	"interceptBoundMs":                      KindSize,
-	"slopeTolerance":                        KindSize,
-	"fitSlope":                              KindSize,
-	"fitR2":                                 KindSize,
-	"fitAboveReactSlope":                    KindSize,
-	"noRouteFitSlope":                       KindSize,
-	"noRouteFitR2":                          KindSize,
-	"iBGPPeers":                             KindSize,
-	"iBGPExportsChecked":                    KindSize,
-	"eBGPExportsChecked":                    KindSize,
-	"exportsToEBGP":                         KindSize, // eBGP peers do receive them
-	"otherBlocksExportedSteady":             KindSize, // exports to eBGP, by decision
-	"programmerRoutesExportedSteady":        KindSize,
-	"ownKernelRouteBestSteady":              KindSize, // dualtor: both ToRs prefer the node's own re-export
+	"answer":               KindSize,
+	"addsBesideBIRD":       KindSize, // kernel-metric knob: expected at a metric other than the programmer's
+	"replacesToProgrammer": KindSize, // kernel-metric knob: expected at the programmer's metric
+	"mostRoutesAtOnce":     KindSize, // kernel-metric knob: 2 is the point at metric 32
+	"birdKernelMetric":     KindSize,
+	// BIRD taking routes back from the programmer before the cluster
+	// routes stood still (quiesce_test.go): a race of peers' BGP updates
+	// against the programmers' writes, 3-18 a run; reported, not judged.
+	"birdWritesBeforeRoutesStoodStill":         KindSize,
+	"roundsUntilRoutesStoodStill":              KindSize,
+	"bgpValuesChecked":                         KindSize,
+	"remoteBlocks":                             KindSize,
+	"families":                                 KindSize,
+	"lateStrays":                               KindSize,
+	"crossSubnetRoutes":                        KindSize,
+	"sameSubnetRoutes":                         KindSize,
+	"nodesRoutingTheBorrowedAddress":           KindSize,
+	"ceaseWithdrawalsOnNodesNotYetUpgraded":    KindSize, // the SIGTERM entry's control
+	"attempt":                                  KindSize, // the suite self-test's repeated spec
+	"injectedTakeoverGapMs":                    KindSize, // the gate check's fault
+	"outboundFlowsFailingTheProbeJudge":        KindSize, // the gate check: the more the better
+	"nodes":                                    KindSize,
+	"pairs":                                    KindSize,
+	"supportedPairs":                           KindSize, // matrix rows per expected class
+	"doubleProgrammedPairs":                    KindSize,
+	"unprogrammedPairs":                        KindSize,
+	"flows":                                    KindSize,
+	"flowsPerStep":                             KindSize,
+	"flowsDelivering":                          KindSize,
+	"flowsLeavingByBothPlanes":                 KindSize,
+	"sentProbes":                               KindSize,
+	"probeRate":                                KindSize,
+	"bgpHoldTimeS":                             KindSize,
+	"bgpKeepaliveTimeS":                        KindSize,
+	"holdExpiryWindowLowMs":                    KindSize, // the window the hold timer predicts
+	"holdExpiryWindowHighMs":                   KindSize,
+	"birdScanTimeMs":                           KindSize,
+	"routeRefreshIntervalMs":                   KindSize,
+	"deviceRouteProtocol":                      KindSize,
+	"boundMs":                                  KindSize,
+	"budgetMs":                                 KindSize,
+	"interceptBoundMs":                         KindSize,
+	"slopeTolerance":                           KindSize,
+	"fitSlope":                                 KindSize,
+	"fitR2":                                    KindSize,
+	"fitAboveReactSlope":                       KindSize,
+	"noRouteFitSlope":                          KindSize,
+	"noRouteFitR2":                             KindSize,
+	"iBGPPeers":                                KindSize,
+	"iBGPExportsChecked":                       KindSize,
+	"eBGPExportsChecked":                       KindSize,
+	"exportsToEBGP":                            KindSize, // eBGP peers do receive them
+	"otherBlocksExportedSteady":                KindSize, // exports to eBGP, by decision
+	"programmerRoutesExportedSteady":           KindSize,
+	"ownKernelRouteBestSteady":                 KindSize, // dualtor: both ToRs prefer the node's own re-export
 	"programmerRoutesExportedAfterWithdrawal":  KindSize,
 	"ipv6RemoteBlocks":                         KindSize,
 	"ipv6IPIPBlocksWithAKernelRoute":           KindSize,
@@ -281,7 +286,7 @@ var figureKinds = map[string]FigureKind{
 	"node2ToNode3SentByEndMark":                KindSize,
 	"peersWithoutSessionAtSecondKill":          KindSize, // the hazard's setup
 
-	// What harness.CheckIPIPEncapsulated judged (issue 28): the IPIP
+	// What encap.CheckIPIP judged (issue 28): the IPIP
 	// flows and their packets counted inside IPIP on the source's underlay.
 	"ipipFlowsEncapsulated":      KindSize,
 	"ipipInnerPacketsOnUnderlay": KindSize,
