@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
@@ -473,4 +474,66 @@ func parseRouteRequest(h unix.NlMsghdr, p []byte) RouteRequest {
 		r.Dst = pfx
 	}
 	return r
+}
+
+// RouteRequests is a list of traced route requests, with filters.
+type RouteRequests []RouteRequest
+
+func (rs RouteRequests) filter(keep func(RouteRequest) bool) RouteRequests {
+	var out RouteRequests
+	for _, r := range rs {
+		if keep(r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// To keeps the requests for destination p.
+func (rs RouteRequests) To(p netip.Prefix) RouteRequests {
+	return rs.filter(func(r RouteRequest) bool { return r.Dst == p })
+}
+
+// Deletes keeps the RTM_DELROUTE requests; Adds the RTM_NEWROUTE ones.
+func (rs RouteRequests) Deletes() RouteRequests {
+	return rs.filter(func(r RouteRequest) bool { return r.Op() == "del" })
+}
+
+func (rs RouteRequests) Adds() RouteRequests {
+	return rs.filter(func(r RouteRequest) bool { return r.Op() == "add" })
+}
+
+// From keeps the requests sent by host pid pid.
+func (rs RouteRequests) From(pid int) RouteRequests {
+	return rs.filter(func(r RouteRequest) bool { return r.PID == pid })
+}
+
+// Between keeps the requests sent in [from, to) (monotonic ns; to 0: no end).
+func (rs RouteRequests) Between(from, to int64) RouteRequests {
+	return rs.filter(func(r RouteRequest) bool { return r.At >= from && (to == 0 || r.At < to) })
+}
+
+// WithProtocol keeps the requests that name protocol p.
+func (rs RouteRequests) WithProtocol(p kroute.Protocol) RouteRequests {
+	return rs.filter(func(r RouteRequest) bool { return kroute.Protocol(r.Protocol) == p })
+}
+
+// Answered keeps the requests whose ack the sender received with errno e
+// (0: accepted).
+func (rs RouteRequests) Answered(e syscall.Errno) RouteRequests {
+	return rs.filter(func(r RouteRequest) bool { return r.Answered && r.Errno == e })
+}
+
+// Unanswered keeps the requests whose ack the trace has not seen (yet).
+func (rs RouteRequests) Unanswered() RouteRequests {
+	return rs.filter(func(r RouteRequest) bool { return !r.Answered })
+}
+
+// Strings is one line per request, for failure messages and notes.
+func (rs RouteRequests) Strings() []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.String()
+	}
+	return out
 }

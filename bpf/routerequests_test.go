@@ -1,11 +1,10 @@
-package harness
+package bpf
 
 import (
 	"net/netip"
 	"syscall"
 	"testing"
 
-	"github.com/birdcage/birdcage/bpf"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"golang.org/x/sys/unix"
 )
@@ -52,7 +51,7 @@ func TestRouteRequestsFilters(t *testing.T) {
 			}
 		}
 	}
-	if s := rs.Strings(); len(s) != 4 || s[1] != (bpf.RouteRequest(rs[1])).String() {
+	if s := rs.Strings(); len(s) != 4 || s[1] != (RouteRequest(rs[1])).String() {
 		t.Errorf("Strings: %q", s)
 	}
 }

@@ -94,10 +94,10 @@ func (c *Cluster) UpgradeNode(ctx context.Context, name string, to config.Releas
 		return fail(err)
 	}
 	if cl.BGP.Enabled() {
-		if err := c.renderBIRD(n, cl); err != nil {
+		if err := c.confd.writeConfig(n, cl); err != nil {
 			return fail(err)
 		}
-		if c.birdRunsAfterRender(n) {
+		if c.confd.birdRuns(n) {
 			if err := n.BIRD.StartRecovery(ctx); err != nil {
 				return fail(fmt.Errorf("start BIRD -R: %w", err))
 			}
@@ -131,49 +131,13 @@ func (c *Cluster) StartBIRD(ctx context.Context, name string, o StartBIRDOptions
 	if err != nil {
 		return e, err
 	}
-	if err := c.renderBIRD(n, cl); err != nil {
+	if err := c.confd.writeConfig(n, cl); err != nil {
 		return e, err
 	}
 	if o.Recovery {
 		return e, n.BIRD.StartRecovery(ctx)
 	}
 	return e, n.BIRD.Start(ctx)
-}
-
-// StopRouterBIRD stops the BIRD of a BGP-speaking router (a ToR) with sig;
-// the router's links stay up.
-func (c *Cluster) StopRouterBIRD(ctx context.Context, name string, sig syscall.Signal) (Event, error) {
-	r := c.Router(name)
-	e := c.Mark(fmt.Sprintf("StopRouterBIRD(%s,%s)", name, sig))
-	return e, r.BIRD.Stop(ctx, sig)
-}
-
-// RestartProgrammer stops a node's programmer and starts it again.
-func (c *Cluster) RestartProgrammer(ctx context.Context, name string) (Event, error) {
-	n := c.Node(name)
-	e := c.Mark(fmt.Sprintf("RestartProgrammer(%s)", name))
-	if err := n.Programmer.Stop(ctx); err != nil {
-		return e, err
-	}
-	return e, n.Programmer.Start(n.Release())
-}
-
-// SetBGPConfig writes BGPConfiguration; confd re-renders and reconfigures
-// every running BIRD.
-func (c *Cluster) SetBGPConfig(ctx context.Context, b datastore.BGPConfiguration) (Event, error) {
-	e := c.Mark("SetBGPConfig(programClusterRoutes=" + orUnset(config.ProgramClusterRoutes(b.ProgramClusterRoutes)) + ")")
-	return e, c.Store.Put(datastore.KindBGPConfiguration, datastore.SingletonName, b)
-}
-
-// SetFelixConfig writes FelixConfiguration; programmers whose restart
-// fields changed exit and are restarted by their supervisors. An unset
-// routeRefreshInterval keeps the cluster's.
-func (c *Cluster) SetFelixConfig(ctx context.Context, f datastore.FelixConfiguration) (Event, error) {
-	if f.RouteRefreshInterval == "" {
-		f.RouteRefreshInterval = c.opts.RouteRefreshInterval.String()
-	}
-	e := c.Mark("SetFelixConfig(programClusterRoutes=" + orUnset(config.ProgramClusterRoutes(f.ProgramClusterRoutes)) + ")")
-	return e, c.Store.Put(datastore.KindFelixConfiguration, datastore.SingletonName, f)
 }
 
 // SetProgramClusterRoutes sets FelixConfiguration.programClusterRoutes and
@@ -199,63 +163,6 @@ func orUnset(v config.ProgramClusterRoutes) string {
 		return "unset"
 	}
 	return string(v)
-}
-
-// DisableBGP marks BGP disabled in the datastore: a BIRD that exits is not
-// started again by UpgradeNode (Calico's networking backend "none").
-func (c *Cluster) DisableBGP(ctx context.Context) (Event, error) {
-	return c.UpdateBGPConfig(ctx, "DisableBGP", func(b *datastore.BGPConfiguration) {
-		off := false
-		b.BGPEnabled = &off
-	})
-}
-
-// UpdateBGPConfig changes BGPConfiguration as an operator's edit does: it
-// reads the stored document, applies edit and writes it back (confd
-// re-renders and reconfigures every running BIRD). what names the change
-// in the event.
-func (c *Cluster) UpdateBGPConfig(ctx context.Context, what string, edit func(*datastore.BGPConfiguration)) (Event, error) {
-	cl, err := c.Store.Read(ctx)
-	if err != nil {
-		return Event{}, err
-	}
-	b := cl.BGP
-	edit(&b)
-	e := c.Mark(what)
-	return e, c.Store.Put(datastore.KindBGPConfiguration, datastore.SingletonName, b)
-}
-
-// Datastore is what the cluster's datastore holds now, as confd and the
-// programmers read it: for a spec's guards ("the datastore holds what the
-// step wrote"), never to compute what the design expects.
-func (c *Cluster) Datastore(ctx context.Context) (*datastore.Cluster, error) {
-	return c.Store.Read(ctx)
-}
-
-// PutIPPool creates or replaces an IP pool.
-func (c *Cluster) PutIPPool(ctx context.Context, name string, p datastore.IPPool) (Event, error) {
-	e := c.Mark(fmt.Sprintf("PutIPPool(%s %s ipipMode=%s)", name, p.CIDR, orDefault(p.IPIPMode, "Never")))
-	return e, c.Store.Put(datastore.KindIPPool, name, p)
-}
-
-// DeletePool deletes an IP pool.
-func (c *Cluster) DeletePool(ctx context.Context, name string) (Event, error) {
-	e := c.Mark("DeletePool(" + name + ")")
-	return e, c.Store.Delete(datastore.KindIPPool, name)
-}
-
-// PutWorkload creates or replaces a workload endpoint in the datastore (the
-// programmer routes to it; its interface is the scenario's business).
-func (c *Cluster) PutWorkload(ctx context.Context, w datastore.Workload) (Event, error) {
-	e := c.Mark(fmt.Sprintf("PutWorkload(%s on %s)", w.Name, w.Node))
-	return e, c.Store.Put(datastore.KindWorkload, w.Name, w)
-}
-
-// ReleaseBlock deletes a block's affinity, as IPAM does when a node gives a
-// block back.
-func (c *Cluster) ReleaseBlock(ctx context.Context, cidr netip.Prefix) (Event, error) {
-	e := c.Mark("ReleaseBlock(" + cidr.String() + ")")
-	return e, c.Store.Delete(datastore.KindBlockAffinity, blockDocName(cidr))
 }
 
 // RemoveNode stops a node's programmer and BIRD and deletes the node, its
@@ -290,34 +197,6 @@ func (c *Cluster) RemoveNode(ctx context.Context, name string) (Event, error) {
 	}
 	errs = append(errs, c.Store.Delete(datastore.KindNode, name))
 	return e, errors.Join(errs...)
-}
-
-// FailRouterLinks takes every interface of a router down, as when a ToR
-// loses power: its point-to-point peers lose carrier and its switches lose
-// its port, but nothing tells BGP — its BIRD keeps running, cut off, and
-// its peers notice only by their own means (hold timer, link state). The
-// returned event is the moment the first link went down.
-func (c *Cluster) FailRouterLinks(ctx context.Context, name string) (Event, error) {
-	r := c.Router(name)
-	h, err := r.NS.Handle()
-	if err != nil {
-		return Event{}, fmt.Errorf("fail router %s: %w", name, err)
-	}
-	defer h.Close()
-	e := c.Mark(fmt.Sprintf("FailRouterLinks(%s)", name))
-	for _, ifc := range r.NS.Spec.Interfaces {
-		if err := ctx.Err(); err != nil {
-			return e, fmt.Errorf("fail router %s: %w", name, err)
-		}
-		l, err := h.LinkByName(ifc.Name)
-		if err != nil {
-			return e, fmt.Errorf("fail router %s: interface %s: %w", name, ifc.Name, err)
-		}
-		if err := h.LinkSetDown(l); err != nil {
-			return e, fmt.Errorf("fail router %s: interface %s down: %w", name, ifc.Name, err)
-		}
-	}
-	return e, nil
 }
 
 func orDefault(s, d string) string {

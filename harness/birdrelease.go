@@ -60,25 +60,25 @@ func (n *Node) BIRDRelease() bird.Release { return n.BIRD.Release() }
 
 // BIRDReleases maps every node and BGP-speaking router to the BIRD release
 // it runs now (release name and Debian package), for results.
-func (c *Cluster) BIRDReleases() map[string]string {
+func (m *Measure) BIRDReleases() map[string]string {
 	out := map[string]string{}
-	for _, n := range c.nodes {
+	for _, n := range m.c.nodes {
 		r := n.BIRD.Release()
 		out[n.Name] = string(r.Name) + " (" + r.Package + ")"
 	}
-	for _, rt := range c.routers {
+	for _, rt := range m.c.routers {
 		r := rt.BIRD.Release()
 		out[rt.Name] = string(r.Name) + " (" + r.Package + ")"
 	}
 	return out
 }
 
-// nodeReleases is each node's Calico release profile and its render's
+// releases is each node's Calico release profile and its render's
 // departures from it (nil when no node departs).
-func (c *Cluster) nodeReleases() (map[string]string, map[string][]string) {
+func (m *Measure) releases() (map[string]string, map[string][]string) {
 	rel := map[string]string{}
 	var dep map[string][]string
-	for _, n := range c.nodes {
+	for _, n := range m.c.nodes {
 		n.mu.Lock()
 		rel[n.Name] = string(n.release)
 		if len(n.departures) > 0 {

@@ -113,7 +113,7 @@ func TestUpgradeNodeBIRDRelease(t *testing.T) {
 				if n == n2 {
 					want = tc.to
 				}
-				if got := c.BIRDReleases()[n.Name]; !strings.HasPrefix(got, string(want)+" (") {
+				if got := c.Measure().BIRDReleases()[n.Name]; !strings.HasPrefix(got, string(want)+" (") {
 					t.Errorf("%s recorded on BIRD %q, want %s", n.Name, got, want)
 				}
 			}

@@ -23,8 +23,10 @@ func PcapEnabled() (bool, error) { return envBool(PcapEnv) }
 // (harness/results).
 type CaptureFile = results.CaptureFile
 
-// captures is a cluster's running captures, armed by CapturePackets.
-type captures struct {
+// Captures are a cluster's packet captures of its probe traffic: armed
+// with Arm, started with the cluster's first probe session, ended by Stop.
+type Captures struct {
+	c       *Cluster
 	mu      sync.Mutex
 	dir     string // where files go; "" = not armed
 	running []*runningCapture
@@ -36,38 +38,37 @@ type runningCapture struct {
 	c                 *pcap.Capture
 }
 
-var clusterCaptures sync.Map // *Cluster → *captures
+var clusterCaptures sync.Map // *Cluster → *Captures
 
-func (c *Cluster) captures() *captures {
-	v, _ := clusterCaptures.LoadOrStore(c, &captures{})
-	return v.(*captures)
+// Captures are the cluster's packet captures.
+func (c *Cluster) Captures() *Captures {
+	v, _ := clusterCaptures.LoadOrStore(c, &Captures{c: c})
+	return v.(*Captures)
 }
 
-// CapturePackets arms per-node packet captures: when the cluster's first
-// probe session starts, every node's uplinks (and tunl0 on an IPIP node)
+// Arm arms per-node packet captures: when the cluster's first probe
+// session starts, every node's uplinks (and tunl0 on an IPIP node)
 // are captured into dir, one file NODE-IFACE.pcap each, keeping only probe
 // packets (UDP to or from the probe port, also inside IPIP), until
-// StopCaptures. Each capture is an AF_PACKET socket inside the node's
+// Stop. Each capture is an AF_PACKET socket inside the node's
 // namespace, with the kernel's receive timestamps.
-func (c *Cluster) CapturePackets(dir string) error {
+func (cs *Captures) Arm(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("packet captures: %w", err)
 	}
-	cs := c.captures()
 	cs.mu.Lock()
 	cs.dir = dir
 	cs.mu.Unlock()
-	c.Run.DeferLocal("packet captures", func() error {
-		_, err := c.StopCaptures("")
-		clusterCaptures.Delete(c)
+	cs.c.Run.DeferLocal("packet captures", func() error {
+		_, err := cs.Stop("")
+		clusterCaptures.Delete(cs.c)
 		return err
 	})
 	return nil
 }
 
-// startCaptures starts the armed captures once (at the first probe session).
-func (c *Cluster) startCaptures(o probe.Options) error {
-	cs := c.captures()
+// start starts the armed captures once (at the first probe session).
+func (cs *Captures) start(o probe.Options) error {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	if cs.dir == "" || cs.started {
@@ -78,7 +79,7 @@ func (c *Cluster) startCaptures(o probe.Options) error {
 	if port == 0 {
 		port = probe.DefaultPort
 	}
-	for _, nd := range c.Net.Nodes {
+	for _, nd := range cs.c.Net.Nodes {
 		var ifs []string
 		for _, ifc := range nd.Spec.Interfaces {
 			ifs = append(ifs, ifc.Name)
@@ -98,11 +99,10 @@ func (c *Cluster) startCaptures(o probe.Options) error {
 	return nil
 }
 
-// StopCaptures stops the captures and lists their files, paths relative to
+// Stop stops the captures and lists their files, paths relative to
 // rel (the artifacts dir; "" leaves them absolute). Safe to call again: it
 // lists the same files.
-func (c *Cluster) StopCaptures(rel string) ([]CaptureFile, error) {
-	cs := c.captures()
+func (cs *Captures) Stop(rel string) ([]CaptureFile, error) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	var out []CaptureFile

@@ -28,13 +28,13 @@ func TestPacketCapturesMatchHopCounters(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := startOrSkip(t, name, Options{})
 			dir := t.TempDir()
-			if err := c.CapturePackets(filepath.Join(dir, "pcap")); err != nil {
+			if err := c.Captures().Arm(filepath.Join(dir, "pcap")); err != nil {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			rep := probeUntil(ctx, t, c, 200)
-			files, err := c.StopCaptures(dir)
+			files, err := c.Captures().Stop(dir)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -31,6 +31,7 @@ import (
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/poll"
+	"github.com/birdcage/birdcage/internal/procfs"
 	"github.com/birdcage/birdcage/internal/run"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -104,6 +105,7 @@ type Cluster struct {
 	binary  string
 	nodes   []*Node
 	routers []*Router
+	confd   confdLoop
 
 	mu        sync.Mutex
 	events    []Event
@@ -126,7 +128,7 @@ func (c *Cluster) Warnings() []string {
 	defer c.mu.Unlock()
 	out := append([]string(nil), c.warnings...)
 	out = append(out, c.timelineGapsLocked()...)
-	if n := c.NeighbourTableOverflows(); n > 0 {
+	if n := c.Measure().NeighbourTableOverflows(); n > 0 {
 		out = append(out, fmt.Sprintf("the host's shared neighbour table overflowed %d times during this run (ARP/ND resolutions lost): figures may measure the emulator; see %s", n, RaiseNeighbourLimitsEnv))
 	}
 	return out
@@ -205,6 +207,7 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 		}
 	}()
 	c := &Cluster{Run: r, opts: opts, timing: timing, log: log.With("run", r.ID)}
+	c.confd = confdLoop{c}
 	c.log.Info("timing model", "model", timing.String())
 	// Building the programmer (when BIRDCAGE_PROGRAMMER names none) is not
 	// part of the cluster's start.
@@ -212,7 +215,7 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 		return nil, err
 	}
 	c.Mark("Start")
-	c.neighFullsAtStart = neighbourTableFulls()
+	c.neighFullsAtStart = procfs.NeighbourTableFulls()
 	warnings, raised, err := checkNeighbourTables(r, t, opts.RaiseNeighbourLimits || os.Getenv(RaiseNeighbourLimitsEnv) == "1")
 	if err != nil {
 		return nil, err
@@ -264,7 +267,7 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 		if rt.Spec.ASNumber == 0 {
 			continue
 		}
-		if err := c.startRouter(ctx, rt); err != nil {
+		if err := c.Fabric().start(ctx, rt); err != nil {
 			return nil, err
 		}
 	}
@@ -273,10 +276,10 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 			return nil, err
 		}
 		if cl.BGP.Enabled() {
-			if err := c.renderBIRD(n, cl); err != nil {
+			if err := c.confd.writeConfig(n, cl); err != nil {
 				return nil, err
 			}
-			if !c.birdRunsAfterRender(n) {
+			if !c.confd.birdRuns(n) {
 				continue
 			}
 			if err := n.BIRD.Start(ctx); err != nil {
@@ -287,7 +290,7 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 	wctx, stop := context.WithCancel(context.Background())
 	c.stop = stop
 	r.DeferLocal("confd watch", func() error { stop(); c.wg.Wait(); return nil })
-	if err := c.watchDatastore(wctx); err != nil {
+	if err := c.confd.watch(wctx); err != nil {
 		return nil, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, opts.ConvergeTimeout)
@@ -299,40 +302,10 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 	return c, nil
 }
 
-func (c *Cluster) startRouter(ctx context.Context, rt *topo.RouterNS) error {
-	nbrs, err := routerNeighbours(c.Net, rt)
-	if err != nil {
-		return err
-	}
-	spec := confd.Router{Name: rt.Name, RouterID: rt.Spec.RouterID, AS: rt.Spec.ASNumber, Timers: c.opts.Timers, AnnounceConnected: true}
-	if spec.RouterID == "" && len(rt.Spec.Interfaces) > 0 {
-		spec.RouterID = strings.Split(rt.Spec.Interfaces[0].Address, "/")[0]
-	}
-	for _, nb := range nbrs {
-		spec.Neighbors = append(spec.Neighbors, confd.Neighbor{Name: nb.name, Address: nb.addr, AS: nb.as, Source: nb.source})
-	}
-	conf, err := confd.RenderRouter(spec)
-	if err != nil {
-		return err
-	}
-	b, err := bird.New(c.Run, bird.Options{Name: rt.Name, NetNS: rt.NetNS, Log: c.log})
-	if err != nil {
-		return err
-	}
-	if err := b.WriteConfig(conf); err != nil {
-		return err
-	}
-	if err := b.Start(ctx); err != nil {
-		return err
-	}
-	c.routers = append(c.routers, &Router{Name: rt.Name, NS: rt, BIRD: b})
-	return nil
-}
-
-// renderBIRD renders n's config from cl for n's release and writes it to
+// writeConfig renders n's config from cl for n's release and writes it to
 // BIRD's config dir; the caller starts BIRD.
-func (c *Cluster) renderBIRD(n *Node, cl *datastore.Cluster) error {
-	_, err := c.render(n, cl)
+func (l confdLoop) writeConfig(n *Node, cl *datastore.Cluster) error {
+	_, err := l.render(n, cl)
 	if err != nil {
 		return err
 	}
@@ -342,15 +315,17 @@ func (c *Cluster) renderBIRD(n *Node, cl *datastore.Cluster) error {
 	return n.BIRD.WriteConfig(conf)
 }
 
-func (c *Cluster) render(n *Node, cl *datastore.Cluster) (changed bool, err error) {
+// render renders n's config from cl for n's release and keeps it on n; changed
+// says whether the text differs from the last render.
+func (l confdLoop) render(n *Node, cl *datastore.Cluster) (changed bool, err error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	var birdRelease release.Name // "": the host's bird2
 	if n.BIRD != nil {
 		birdRelease = n.BIRD.Release().Name
 	}
-	out, err := confd.Render(cl, n.Name, n.release, confd.Options{Log: c.log.With("confd", n.Name), Timers: c.opts.Timers,
-		KernelImportFilter: c.opts.KernelImportFilter, BIRD: birdRelease, Knobs: c.opts.Knobs})
+	out, err := confd.Render(cl, n.Name, n.release, confd.Options{Log: l.c.log.With("confd", n.Name), Timers: l.c.opts.Timers,
+		KernelImportFilter: l.c.opts.KernelImportFilter, BIRD: birdRelease, Knobs: l.c.opts.Knobs})
 	if err != nil {
 		return false, err
 	}
@@ -368,9 +343,6 @@ func (c *Cluster) Stop() error { return c.Run.Close() }
 
 // Nodes lists the nodes in topology order.
 func (c *Cluster) Nodes() []*Node { return c.nodes }
-
-// Routers lists the BIRD-running routers.
-func (c *Cluster) Routers() []*Router { return c.routers }
 
 // Node returns the named node; it panics on a name the topology lacks,
 // which is a bug in the scenario.

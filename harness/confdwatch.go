@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/internal/procfs"
 )
 
 // ConfdAction is one reaction of a node's confd to a datastore change that
@@ -27,7 +28,12 @@ func (n *Node) ConfdActions() []ConfdAction {
 	return append([]ConfdAction(nil), n.confd...)
 }
 
-// watchDatastore plays confd. With TimingModel.ConfdConcurrent (the real
+// confdLoop is birdcage's confd: for each node it renders the BIRD config
+// of the node's release from the datastore, and on every change re-renders
+// and reconfigures BIRD in place where the text changed.
+type confdLoop struct{ c *Cluster }
+
+// watch plays confd. With TimingModel.ConfdConcurrent (the real
 // arrangement: a confd in every calico/node container) each node has its
 // own goroutine, so every node reacts ConfdLatency after the change,
 // independently. Without it a single confd reacts for every node in turn,
@@ -42,37 +48,37 @@ func (n *Node) ConfdActions() []ConfdAction {
 // instance per node, and fs.inotify.max_user_instances (128 by default) is
 // one budget for every process of the user: with the programmers' own
 // watches a 100-node cluster would not start.
-func (c *Cluster) watchDatastore(ctx context.Context) error {
-	groups := [][]*Node{c.nodes}
-	if c.timing.ConfdConcurrent {
+func (l confdLoop) watch(ctx context.Context) error {
+	groups := [][]*Node{l.c.nodes}
+	if l.c.timing.ConfdConcurrent {
 		groups = nil
-		for _, n := range c.nodes {
+		for _, n := range l.c.nodes {
 			groups = append(groups, []*Node{n})
 		}
 	}
-	ch, err := c.Store.Watch(ctx)
+	ch, err := l.c.Store.Watch(ctx)
 	if err != nil {
-		return inotifyHint(err, len(c.nodes))
+		return inotifyHint(err, len(l.c.nodes))
 	}
 	fan := make([]chan struct{}, len(groups))
 	for i, nodes := range groups {
 		fan[i] = make(chan struct{}, 1)
-		c.wg.Add(1)
+		l.c.wg.Add(1)
 		go func(ch <-chan struct{}) {
-			defer c.wg.Done()
+			defer l.c.wg.Done()
 			for range ch {
 				seen := monoclock.Now()
 				for _, n := range nodes {
-					if !c.confdReact(ctx, n, seen) {
+					if !l.react(ctx, n, seen) {
 						return
 					}
 				}
 			}
 		}(fan[i])
 	}
-	c.wg.Add(1)
+	l.c.wg.Add(1)
 	go func() {
-		defer c.wg.Done()
+		defer l.c.wg.Done()
 		defer func() {
 			for _, f := range fan {
 				close(f)
@@ -96,17 +102,17 @@ func inotifyHint(err error, nodes int) error {
 	if !errors.Is(err, syscall.EMFILE) && !strings.Contains(err.Error(), "too many open files") {
 		return err
 	}
-	limit, _ := readSysctlInt("fs.inotify.max_user_instances")
+	limit, _ := procfs.SysctlInt("fs.inotify.max_user_instances")
 	return fmt.Errorf("%w (each programmer watches the datastore with an inotify instance: %d nodes need about %d, "+
 		"and fs.inotify.max_user_instances=%d is shared by every process of the user; raise it, e.g. sysctl fs.inotify.max_user_instances=%d)",
 		err, nodes, nodes+1, limit, 2*(nodes+1)+128)
 }
 
-// confdReact is one node's confd handling one change: its react-and-render
+// react is one node's confd handling one change: its react-and-render
 // latency (the model's, a real delay of this goroutine), then read, render
 // and configure. It returns false when ctx ended.
-func (c *Cluster) confdReact(ctx context.Context, n *Node, seen int64) bool {
-	if d := c.timing.ConfdLatency; d > 0 {
+func (l confdLoop) react(ctx context.Context, n *Node, seen int64) bool {
+	if d := l.c.timing.ConfdLatency; d > 0 {
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
@@ -118,17 +124,17 @@ func (c *Cluster) confdReact(ctx context.Context, n *Node, seen int64) bool {
 	if !n.BIRD.Running() {
 		return true
 	}
-	cl, err := c.Store.Read(ctx)
+	cl, err := l.c.Store.Read(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return false
 		}
-		c.log.Warn("confd: datastore unreadable; keeping the last config", "node", n.Name, "err", err)
+		l.c.log.Warn("confd: datastore unreadable; keeping the last config", "node", n.Name, "err", err)
 		return true
 	}
-	changed, err := c.render(n, cl)
+	changed, err := l.render(n, cl)
 	if err != nil {
-		c.log.Warn("confd: render failed", "node", n.Name, "err", err)
+		l.c.log.Warn("confd: render failed", "node", n.Name, "err", err)
 		return true
 	}
 	if !changed {
@@ -142,7 +148,7 @@ func (c *Cluster) confdReact(ctx context.Context, n *Node, seen int64) bool {
 		if ctx.Err() != nil {
 			return false
 		}
-		c.log.Warn("confd: birdc configure failed", "node", n.Name, "err", err)
+		l.c.log.Warn("confd: birdc configure failed", "node", n.Name, "err", err)
 		a.Error = err.Error()
 	}
 	a.ConfiguredMono = monoclock.Now()

@@ -34,7 +34,7 @@ func TestConcurrentRendersKeepWarningAccounting(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range rounds {
-				if _, err := c.render(n, cl); err != nil {
+				if _, err := c.confd.render(n, cl); err != nil {
 					t.Error(err)
 					return
 				}

@@ -1,13 +1,138 @@
 package harness
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"strings"
 
+	"github.com/birdcage/birdcage/internal/calico/config"
+
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/topo"
 )
+
+// Datastore is the cluster's datastore as an operator and IPAM change it:
+// each write marks its event first (the actions' shape, actions.go), and
+// confd and the programmers react to it as they would to Calico's.
+type Datastore struct{ c *Cluster }
+
+// Datastore is the cluster's datastore.
+func (c *Cluster) Datastore() *Datastore { return &Datastore{c} }
+
+// SetBGPConfig writes BGPConfiguration; confd re-renders and reconfigures
+// every running BIRD.
+func (d *Datastore) SetBGPConfig(ctx context.Context, b datastore.BGPConfiguration) (Event, error) {
+	e := d.c.Mark("SetBGPConfig(programClusterRoutes=" + orUnset(config.ProgramClusterRoutes(b.ProgramClusterRoutes)) + ")")
+	return e, d.c.Store.Put(datastore.KindBGPConfiguration, datastore.SingletonName, b)
+}
+
+// SetFelixConfig writes FelixConfiguration; programmers whose restart
+// fields changed exit and are restarted by their supervisors. An unset
+// routeRefreshInterval keeps the cluster's.
+func (d *Datastore) SetFelixConfig(ctx context.Context, f datastore.FelixConfiguration) (Event, error) {
+	if f.RouteRefreshInterval == "" {
+		f.RouteRefreshInterval = d.c.opts.RouteRefreshInterval.String()
+	}
+	e := d.c.Mark("SetFelixConfig(programClusterRoutes=" + orUnset(config.ProgramClusterRoutes(f.ProgramClusterRoutes)) + ")")
+	return e, d.c.Store.Put(datastore.KindFelixConfiguration, datastore.SingletonName, f)
+}
+
+// DisableBGP marks BGP disabled in the datastore: a BIRD that exits is not
+// started again by UpgradeNode (Calico's networking backend "none").
+func (d *Datastore) DisableBGP(ctx context.Context) (Event, error) {
+	return d.UpdateBGPConfig(ctx, "DisableBGP", func(b *datastore.BGPConfiguration) {
+		off := false
+		b.BGPEnabled = &off
+	})
+}
+
+// UpdateBGPConfig changes BGPConfiguration as an operator's edit does: it
+// reads the stored document, applies edit and writes it back (confd
+// re-renders and reconfigures every running BIRD). what names the change
+// in the event.
+func (d *Datastore) UpdateBGPConfig(ctx context.Context, what string, edit func(*datastore.BGPConfiguration)) (Event, error) {
+	cl, err := d.c.Store.Read(ctx)
+	if err != nil {
+		return Event{}, err
+	}
+	b := cl.BGP
+	edit(&b)
+	e := d.c.Mark(what)
+	return e, d.c.Store.Put(datastore.KindBGPConfiguration, datastore.SingletonName, b)
+}
+
+// Read is what the cluster's datastore holds now, as confd and the
+// programmers read it: for a spec's guards ("the datastore holds what the
+// step wrote"), never to compute what the design expects.
+func (d *Datastore) Read(ctx context.Context) (*datastore.Cluster, error) {
+	return d.c.Store.Read(ctx)
+}
+
+// PutIPPool creates or replaces an IP pool.
+func (d *Datastore) PutIPPool(ctx context.Context, name string, p datastore.IPPool) (Event, error) {
+	e := d.c.Mark(fmt.Sprintf("PutIPPool(%s %s ipipMode=%s)", name, p.CIDR, orDefault(p.IPIPMode, "Never")))
+	return e, d.c.Store.Put(datastore.KindIPPool, name, p)
+}
+
+// DeletePool deletes an IP pool.
+func (d *Datastore) DeletePool(ctx context.Context, name string) (Event, error) {
+	e := d.c.Mark("DeletePool(" + name + ")")
+	return e, d.c.Store.Delete(datastore.KindIPPool, name)
+}
+
+// PutWorkload creates or replaces a workload endpoint in the datastore (the
+// programmer routes to it; its interface is the scenario's business).
+func (d *Datastore) PutWorkload(ctx context.Context, w datastore.Workload) (Event, error) {
+	e := d.c.Mark(fmt.Sprintf("PutWorkload(%s on %s)", w.Name, w.Node))
+	return e, d.c.Store.Put(datastore.KindWorkload, w.Name, w)
+}
+
+// ReleaseBlock deletes a block's affinity, as IPAM does when a node gives a
+// block back.
+func (d *Datastore) ReleaseBlock(ctx context.Context, cidr netip.Prefix) (Event, error) {
+	e := d.c.Mark("ReleaseBlock(" + cidr.String() + ")")
+	return e, d.c.Store.Delete(datastore.KindBlockAffinity, blockDocName(cidr))
+}
+
+// MoveBlock re-assigns an IPAM block to another node in the datastore, as
+// IPAM does when a block's affinity moves: the old owner's confd stops
+// advertising it, the new owner's starts, and every other node's route to
+// the block gets a new next hop. The block must be affine to some node now
+// and to must be a node of the cluster.
+func (d *Datastore) MoveBlock(ctx context.Context, cidr netip.Prefix, to string) (Event, error) {
+	d.c.Node(to) // panics on a node the topology lacks
+	cl, err := d.c.Store.Read(ctx)
+	if err != nil {
+		return Event{}, err
+	}
+	from := ""
+	for _, b := range cl.Blocks {
+		if p, err := netip.ParsePrefix(b.CIDR); err == nil && p == cidr {
+			from = b.Node
+		}
+	}
+	if from == "" {
+		return Event{}, fmt.Errorf("move block %s: no node has it in the datastore", cidr)
+	}
+	e := d.c.Mark(fmt.Sprintf("MoveBlock(%s %s→%s)", cidr, from, to))
+	return e, d.c.Store.Put(datastore.KindBlockAffinity, blockDocName(cidr), datastore.BlockAffinity{CIDR: cidr.String(), Node: to})
+}
+
+// BlockNode is the node a block is affine to in the datastore now ("" when
+// none is).
+func (d *Datastore) BlockNode(ctx context.Context, cidr netip.Prefix) (string, error) {
+	cl, err := d.c.Store.Read(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, b := range cl.Blocks {
+		if p, err := netip.ParsePrefix(b.CIDR); err == nil && p == cidr {
+			return b.Node, nil
+		}
+	}
+	return "", nil
+}
 
 // seedDatastore writes the cluster state a topology implies: its pools,
 // nodes (with their uplinks), block affinities, workloads, the ToR peerings

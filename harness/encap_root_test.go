@@ -1,6 +1,6 @@
 package harness
 
-// CheckIPIPEncapsulated on real traffic (issue 28): the ipip built-in,
+// encap.CheckIPIP on real traffic (issue 28): the ipip built-in,
 // without BIRD or a programmer, every node routing every other node's block
 // via tunl0 onlink as the programmer writes it, probes both ways between
 // every pair of nodes with the hop counters on. On the eBPF tunl0, and on
@@ -19,6 +19,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/birdcage/birdcage/harness/encap"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/poll"
@@ -31,7 +32,7 @@ func TestCheckIPIPEncapsulatedOnTheWire(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			n := buildIPIPOn(t, mode)
 			rep := encapBurst(t, n, 200)
-			ev, err := CheckIPIPEncapsulated(n, rep)
+			ev, err := encap.CheckIPIP(n, rep)
 			t.Logf("tunl0 %s:\n%s", mode, ev.Table())
 			if len(ev.Rows) != 12 {
 				t.Errorf("judged %d flows, want 12 (every ordered pair of 4 nodes)", len(ev.Rows))
@@ -53,8 +54,8 @@ func TestCheckIPIPEncapsulatedOnTheWire(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, ErrNotEncapsulated) {
-				t.Fatalf("without encapsulation: want an error wrapping ErrNotEncapsulated, got %v", err)
+			if !errors.Is(err, encap.ErrNotEncapsulated) {
+				t.Fatalf("without encapsulation: want an error wrapping encap.ErrNotEncapsulated, got %v", err)
 			}
 			t.Logf("the check says:\n%v", err)
 			for _, s := range []string{"tunl0: " + topo.TunnelEBPFNoEncap, "node-1-w0->node-2-w0", "node-1-w0->node-3-w0", "bare"} {

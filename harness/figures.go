@@ -5,16 +5,27 @@ package harness
 // A spec adds its own claim's figures beside them.
 
 import (
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/supervisor"
 	"github.com/birdcage/birdcage/internal/monoclock"
 )
 
+// Measure reads what the cluster's processes did and cost, for a spec's
+// figures and for the people watching a run: the programmers' restarts,
+// confd's reactions and the handovers they made, the host's neighbour
+// table, memory, probe progress, and the netlink route requests a node's
+// processes send (TraceRoutes). It judges nothing (harness/judge does).
+type Measure struct{ c *Cluster }
+
+// Measure is the cluster's measuring side.
+func (c *Cluster) Measure() *Measure { return &Measure{c} }
+
 // AddRestartFigures records the programmers' configuration-change restarts
 // whose replacement synced: how long each restart took and how long the
 // replacement took to its first programming pass (samples and maxima).
-func (c *Cluster) AddRestartFigures(s *ScenarioResult) {
+func (m *Measure) AddRestartFigures(s *ScenarioResult) {
 	var restarts, toProgram []float64
-	for _, n := range c.Nodes() {
+	for _, n := range m.c.Nodes() {
 		for _, r := range n.Programmer.Restarts() {
 			if r.Reason != supervisor.ReasonConfigChanged || r.SyncedMono == 0 {
 				continue
@@ -31,8 +42,8 @@ func (c *Cluster) AddRestartFigures(s *ScenarioResult) {
 	if s.Samples == nil {
 		s.Samples = map[string]Stats{}
 	}
-	s.Samples["programmerRestartMs"] = Summarize(restarts)
-	s.Samples["programmerToFirstProgramMs"] = Summarize(toProgram)
+	s.Samples["programmerRestartMs"] = results.Summarize(restarts)
+	s.Samples["programmerToFirstProgramMs"] = results.Summarize(toProgram)
 	s.Figures["programmerRestartMsMax"] = s.Samples["programmerRestartMs"].Max
 	s.Figures["programmerToFirstProgramMsMax"] = s.Samples["programmerToFirstProgramMs"].Max
 	s.RecordFigureKinds()

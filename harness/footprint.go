@@ -21,7 +21,7 @@ type Footprint struct {
 func (f Footprint) Total() int64 { return f.BIRDBytes + f.ProgrammerBytes + f.HarnessBytes }
 
 // Footprint reads VmRSS of every process the cluster runs.
-func (c *Cluster) Footprint() (Footprint, error) {
+func (m *Measure) Footprint() (Footprint, error) {
 	var f Footprint
 	var err error
 	if f.HarnessBytes, err = procfs.RSS(os.Getpid()); err != nil {
@@ -39,7 +39,7 @@ func (c *Cluster) Footprint() (Footprint, error) {
 		*count++
 		return nil
 	}
-	for _, n := range c.nodes {
+	for _, n := range m.c.nodes {
 		if err := add(n.BIRD.Pid(), &f.BIRDBytes, &f.BIRDs); err != nil {
 			return f, fmt.Errorf("node %s bird: %w", n.Name, err)
 		}
@@ -47,7 +47,7 @@ func (c *Cluster) Footprint() (Footprint, error) {
 			return f, fmt.Errorf("node %s programmer: %w", n.Name, err)
 		}
 	}
-	for _, r := range c.routers {
+	for _, r := range m.c.routers {
 		if err := add(r.BIRD.Pid(), &f.BIRDBytes, &f.BIRDs); err != nil {
 			return f, fmt.Errorf("router %s bird: %w", r.Name, err)
 		}

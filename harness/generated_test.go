@@ -48,7 +48,7 @@ func TestGeneratedClustersConvergeAndCarryProbes(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			planes := 1
-			if len(c.Routers()) > 0 {
+			if len(c.Fabric().Routers()) > 0 {
 				planes = 2
 			}
 			for _, n := range c.Nodes() {

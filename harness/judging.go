@@ -13,7 +13,6 @@ import (
 
 	"github.com/birdcage/birdcage/harness/bird"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/topo"
@@ -68,17 +67,17 @@ var (
 	_ judge.ExportSource     = (*Node)(nil)
 	_ judge.WorkloadHost     = (*Node)(nil)
 	_ judge.BlockRouteSource = (*Cluster)(nil)
-	_ judge.Fabric           = fabric{}
+	_ judge.Fabric           = (*Fabric)(nil)
 )
 
 // Handovers reads, for every node and remote block, how the route moved
 // from the protocol `from` to `to` (the new owner is toOwner) in
 // [start, end], with confd's reconfigure and the programmer's restart
 // after start.
-func (c *Cluster) Handovers(from, to kroute.Protocol, toOwner judge.Owner, start, end int64) judge.Handovers {
+func (m *Measure) Handovers(from, to kroute.Protocol, toOwner judge.Owner, start, end int64) judge.Handovers {
 	var nodes []judge.HandoverNode
-	for _, n := range c.Nodes() {
-		hn := judge.HandoverNode{Name: n.Name, Timeline: c.Timeline(n.Name), Blocks: c.RemoteBlocks(n.Name)}
+	for _, n := range m.c.Nodes() {
+		hn := judge.HandoverNode{Name: n.Name, Timeline: m.c.Timeline(n.Name), Blocks: m.c.RemoteBlocks(n.Name)}
 		for _, a := range n.ConfdActions() {
 			if a.SeenMono >= start {
 				hn.BIRDConfigured = a.ConfiguredMono
@@ -93,16 +92,16 @@ func (c *Cluster) Handovers(from, to kroute.Protocol, toOwner judge.Owner, start
 		}
 		nodes = append(nodes, hn)
 	}
-	return judge.ReadHandovers(nodes, judge.HandoverChange{From: from, To: to, ToBIRD: toOwner == judge.ByBIRD, Start: start, End: end, ScanTime: c.Timing().BIRDScanTime})
+	return judge.ReadHandovers(nodes, judge.HandoverChange{From: from, To: to, ToBIRD: toOwner == judge.ByBIRD, Start: start, End: end, ScanTime: m.c.Timing().BIRDScanTime})
 }
 
 // ConfdReactMs is, over every node's confd reaction after start, the
 // longest from the change reaching it to `birdc configure` returning, less
 // the model's latency: what the harness's render and BIRD's configure took.
-func (c *Cluster) ConfdReactMs(start int64) float64 {
+func (m *Measure) ConfdReactMs(start int64) float64 {
 	var worst float64
-	lat := c.Timing().ConfdLatency
-	for _, n := range c.Nodes() {
+	lat := m.c.Timing().ConfdLatency
+	for _, n := range m.c.Nodes() {
 		for _, a := range n.ConfdActions() {
 			if a.SeenMono >= start {
 				worst = max(worst, monoclock.Ms(a.ConfiguredMono-a.SeenMono-int64(lat)))
@@ -112,47 +111,10 @@ func (c *Cluster) ConfdReactMs(start int64) float64 {
 	return worst
 }
 
-// fabric is the cluster's topology as a hop table reads it (judge.Fabric).
-type fabric struct{ net *topo.Network }
-
-func (f fabric) Planes() []string { return f.net.Topology.Planes() }
-
-func (f fabric) Uplink(node, plane string) string {
-	for _, u := range f.net.Topology.Uplinks(node) {
-		if u.Plane == plane {
-			return u.Interface
-		}
-	}
-	return ""
-}
-
-func (f fabric) WorkloadNode(a netip.Addr) string {
-	if nd := f.net.NodeOfWorkloadAddr(a); nd != nil {
-		return nd.Name
-	}
-	return ""
-}
-
-// PlaneOfFlow is judge.PlaneOfFlow on the cluster's fabric.
-func (c *Cluster) PlaneOfFlow(g probe.GapReport) string { return judge.PlaneOfFlow(fabric{c.Net}, g) }
-
-// FlowsPerPlane is judge.FlowsPerPlane on the cluster's fabric.
-func (c *Cluster) FlowsPerPlane(rep *probe.Report) map[string]int {
-	return judge.FlowsPerPlane(fabric{c.Net}, rep)
-}
-
-// HopTable is judge.HopTable on the cluster's fabric.
-func (c *Cluster) HopTable(rep *probe.Report, cols []judge.HopColumn, extra ...func(probe.GapReport) (title, value string)) string {
-	return judge.HopTable(fabric{c.Net}, rep, cols, extra...)
-}
-
-// PlaneTable is judge.PlaneTable on the cluster's fabric.
-func (c *Cluster) PlaneTable(rep *probe.Report) string { return judge.PlaneTable(fabric{c.Net}, rep) }
-
-// PlanFlows is judge.PlanFlows over the cluster's nodes with a workload.
-func (c *Cluster) PlanFlows(focus []string, sample int, seed uint64) (judge.FlowPlan, error) {
+// PlanFlows is judge.PlanFlows over net's nodes with a workload.
+func PlanFlows(net *topo.Network, focus []string, sample int, seed uint64) (judge.FlowPlan, error) {
 	var nodes []judge.NodeEndpoint
-	for _, nd := range c.Net.Nodes {
+	for _, nd := range net.Nodes {
 		if len(nd.Workloads) > 0 {
 			nodes = append(nodes, judge.NodeEndpoint{Node: nd.Name, Endpoint: Endpoint(nd.Workloads[0])})
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/bpf"
+	"github.com/birdcage/birdcage/harness/encap"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -20,9 +21,9 @@ func Endpoint(wl *topo.Workload) probe.Endpoint {
 
 // FirstWorkloads returns each node's first workload as an endpoint, in
 // node order.
-func (c *Cluster) FirstWorkloads() []probe.Endpoint {
+func FirstWorkloads(net *topo.Network) []probe.Endpoint {
 	var out []probe.Endpoint
-	for _, nd := range c.Net.Nodes {
+	for _, nd := range net.Nodes {
 		if len(nd.Workloads) > 0 {
 			out = append(out, Endpoint(nd.Workloads[0]))
 		}
@@ -32,7 +33,7 @@ func (c *Cluster) FirstWorkloads() []probe.Endpoint {
 
 // EveryNodePair is one flow each way between the first workloads of every
 // pair of nodes.
-func (c *Cluster) EveryNodePair() []probe.Flow { return probe.AllPairs(c.FirstWorkloads()...) }
+func EveryNodePair(net *topo.Network) []probe.Flow { return probe.AllPairs(FirstWorkloads(net)...) }
 
 // ProbeRateEnv overrides the default probe rate (probes per second per
 // flow) for runners that cannot carry 1 kHz on every flow, such as a VM
@@ -149,12 +150,12 @@ func flowingTimeout() (time.Duration, error) {
 // events are marked in the session too.
 func (c *Cluster) Probes(ctx context.Context, o ProbeOptions) (*probe.Session, error) {
 	if o.Flows == nil {
-		o.Flows = c.EveryNodePair()
+		o.Flows = EveryNodePair(c.Net)
 	}
 	if len(o.Flows) == 0 {
 		return nil, fmt.Errorf("probes: topology %s has no workload pairs", c.Net.Topology.Name)
 	}
-	return StartProbeSession(ctx, ProbeSession{ProbeOptions: o, Hops: c.hops(), Prepare: c.startCaptures, Explain: c.explainNotFlowing,
+	return StartProbeSession(ctx, ProbeSession{ProbeOptions: o, Hops: NetworkHops(c.Net), Prepare: c.Captures().start, Explain: func(rep *probe.Report) error { return encap.ExplainNotFlowing(c.Net, rep) },
 		Register: func(s *probe.Session) {
 			c.Run.DeferLocal("probe session", s.Close)
 			c.mu.Lock()
@@ -165,21 +166,6 @@ func (c *Cluster) Probes(ctx context.Context, o ProbeOptions) (*probe.Session, e
 			c.mu.Unlock()
 		}})
 }
-
-// explainNotFlowing says, on a network with tunl0, which IPIP flows left
-// bare: a tunnel that does not encapsulate is why flows across a router
-// never deliver. Anything else it leaves to the failure as it is.
-func (c *Cluster) explainNotFlowing(rep *probe.Report) error {
-	if c.Net.Tunnel == "" {
-		return nil
-	}
-	if _, err := CheckIPIPEncapsulated(c.Net, rep); errors.Is(err, ErrNotEncapsulated) {
-		return err
-	}
-	return nil
-}
-
-func (c *Cluster) hops() []probe.Hop { return NetworkHops(c.Net) }
 
 // NetworkHops are the per-hop counters of a built network: both directions
 // of every node interface and of its tunl0, named "node/iface direction".

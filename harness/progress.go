@@ -6,10 +6,10 @@ import "github.com/birdcage/birdcage/harness/probe"
 // far, for a person watching a long run: probes still in flight count as
 // lost until they arrive, so a running session's loss is an upper bound.
 // Sessions that can no longer report (closed without a report) are left out.
-func (c *Cluster) ProbeProgress() (sent uint64, lost int64, flows int) {
-	c.mu.Lock()
-	sessions := append([]*probe.Session(nil), c.sessions...)
-	c.mu.Unlock()
+func (m *Measure) ProbeProgress() (sent uint64, lost int64, flows int) {
+	m.c.mu.Lock()
+	sessions := append([]*probe.Session(nil), m.c.sessions...)
+	m.c.mu.Unlock()
 	for _, s := range sessions {
 		rep, err := s.Report()
 		if err != nil {

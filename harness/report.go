@@ -27,8 +27,8 @@ func (c *Cluster) Result(name string, rep *probe.Report) ScenarioResult {
 	if ev := c.Events(); len(ev) > 0 {
 		s.Duration = monoclock.Ms(monoclock.Now()-ev[0].Mono) / 1000
 	}
-	s.BIRDReleases = c.BIRDReleases()
-	s.Releases, s.Departures = c.nodeReleases()
+	s.BIRDReleases = c.Measure().BIRDReleases()
+	s.Releases, s.Departures = c.Measure().releases()
 	s.ProgrammerProtocol = int(c.ProgrammerProtocol(context.Background()))
 	for _, n := range c.nodes {
 		if rs := n.Programmer.Restarts(); len(rs) > 0 {

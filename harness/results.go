@@ -15,10 +15,7 @@ type (
 	RunEnv         = results.RunEnv
 	Verdict        = results.Verdict
 	Stats          = results.Stats
-	Fit            = results.Fit
 	Table          = results.Table
-	Sweep          = results.Sweep
-	SweepPoint     = results.SweepPoint
 )
 
 const (
@@ -53,14 +50,14 @@ func NewTable(cols ...string) *Table { return results.NewTable(cols...) }
 // Cellf formats one table cell.
 func Cellf(format string, a ...any) string { return results.Cellf(format, a...) }
 
-// Summarize computes the distribution of samples (results.Summarize).
-func Summarize(samples []float64) Stats { return results.Summarize(samples) }
-
-// LinearFit fits y ≈ A·x + B by ordinary least squares.
-func LinearFit(x, y []float64) (Fit, error) { return results.LinearFit(x, y) }
-
 // Repeats is $BIRDCAGE_REPEAT, else def.
 func Repeats(def int) (int, error) { return results.Repeats(def) }
 
 // NewSweep starts a sweep over knob, measured in unit (results.NewSweep).
-func NewSweep(knob, unit string) *Sweep { return results.NewSweep(knob, unit) }
+func NewSweep(knob, unit string) *results.Sweep { return results.NewSweep(knob, unit) }
+
+// Summarize computes the distribution of samples (results.Summarize).
+func Summarize(samples []float64) Stats { return results.Summarize(samples) }
+
+// LinearFit fits y ≈ A·x + B by ordinary least squares.
+func LinearFit(x, y []float64) (results.Fit, error) { return results.LinearFit(x, y) }

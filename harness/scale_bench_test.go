@@ -155,7 +155,7 @@ func scaleOnce(b *testing.B, spec string) scaleMetrics {
 	}
 	m.routes = time.Since(start)
 	m.perNode = float64(total) / float64(len(c.Nodes()))
-	f, err := c.Footprint()
+	f, err := c.Measure().Footprint()
 	if err != nil {
 		b.Fatal(err)
 	}

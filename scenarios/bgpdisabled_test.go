@@ -56,7 +56,7 @@ var _ = Describe("Disabling BGP under the 3.33 defaults", Label("ipip", "bgpdisa
 
 		// 2. BGP off: the datastore says so and every session goes down.
 		off := c.Mark("BGP switched off")
-		act(c.DisableBGP(ctx))
+		act(c.Datastore().DisableBGP(ctx))
 		// confd re-renders for the change (the config says bgpEnabled is
 		// false); wait for that reconfigure so it cannot re-enable the
 		// sessions disabled next.

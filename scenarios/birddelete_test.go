@@ -104,7 +104,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		// kernel. node-2's BIRD is never restarted, so one pid throughout.
 		traces := map[string]*harness.RouteTrace{}
 		for _, n := range []*harness.Node{node1, node2} {
-			t, err := c.TraceRoutes(n.Name)
+			t, err := c.Measure().TraceRoutes(n.Name)
 			testenv.SkipIfMissing(GinkgoT(), err, "the netlink route trace")
 			Expect(err).NotTo(HaveOccurred())
 			traces[n.Name] = t
@@ -287,7 +287,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		birdMetric := confd.RouteMetric(cl.BGP, node2.Release())
 		Expect(birdMetric).To(Equal(1024), "guard: 3.33's BIRD writes BGP routes at 1024")
 		Expect(birdMetricsTo(node2, []netip.Prefix{block3})).To(Equal([]int{1024}), "guard: node-2's BIRD route to %s is at 1024", block3)
-		trace, err := c.TraceRoutes(node2.Name)
+		trace, err := c.Measure().TraceRoutes(node2.Name)
 		testenv.SkipIfMissing(GinkgoT(), err, "the netlink route trace")
 		Expect(err).NotTo(HaveOccurred())
 

@@ -67,7 +67,7 @@ var _ = Describe("Borrowed /32 workload routes", Label("noencap", "borrowed"), f
 
 			// 1. An address of node-2's block no workload holds: its last
 			// host address.
-			cl, err := c.Datastore(ctx)
+			cl, err := c.Datastore().Read(ctx)
 			Expect(err).NotTo(HaveOccurred())
 			held := map[netip.Addr]bool{}
 			for _, w := range cl.Workloads {
@@ -102,7 +102,7 @@ var _ = Describe("Borrowed /32 workload routes", Label("noencap", "borrowed"), f
 			}
 			Expect(w.Name).NotTo(BeEmpty(), "guard: node-3 has a workload")
 			w.Addresses = append(slices.Clone(w.Addresses), borrowed.String())
-			act(c.PutWorkload(ctx, w))
+			act(c.Datastore().PutWorkload(ctx, w))
 
 			// 3. Guards on node-3: the programmer's local route via the
 			// workload's interface, and BIRD advertises it to its peers;

@@ -93,7 +93,7 @@ var _ = Describe("Persisted-route cleanup has no time bound", Label("ipip", "cle
 		early := blockOf(node3.NS, "ipip-pool")
 		Eventually(node2).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
 			Should(judge.HaveClusterRoute(early).ProgrammedBy(judge.ByBIRD).Via(topo.TunnelDevice), "guard: BIRD programs %s via tunl0", early)
-		cl, err := c.Datastore(ctx)
+		cl, err := c.Datastore().Read(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		birdMetric := confd.RouteMetric(cl.BGP, node2.Release())
 		rs, err := node2.Routes(early)
@@ -104,8 +104,8 @@ var _ = Describe("Persisted-route cleanup has no time bound", Label("ipip", "cle
 		// 2. node-2 goes down, node-3's block is released meanwhile, BGP
 		// is switched off, node-2 comes back on 3.33 without BIRD.
 		act(c.KillBIRD(ctx, node2.Name, syscall.SIGKILL))
-		act(c.ReleaseBlock(ctx, early))
-		act(c.DisableBGP(ctx))
+		act(c.Datastore().ReleaseBlock(ctx, early))
+		act(c.Datastore().DisableBGP(ctx))
 		migrated := c.Mark("migration begins")
 		act(c.UpgradeNode(ctx, node2.Name, config.R333, harness.UpgradeOptions{}))
 		Expect(node2.BIRD.Running()).To(BeFalse(), "guard: node-2's BIRD must not come back (BGP disabled)")
@@ -204,12 +204,12 @@ var _ = Describe("Persisted-route cleanup when BIRD is not run for want of BGP p
 		for _, n := range []*harness.Node{node1, node2} {
 			act(c.KillBIRD(ctx, n.Name, syscall.SIGKILL))
 		}
-		act(c.ReleaseBlock(ctx, stray))
-		act(c.UpdateBGPConfig(ctx, "node-to-node mesh off", func(b *datastore.BGPConfiguration) {
+		act(c.Datastore().ReleaseBlock(ctx, stray))
+		act(c.Datastore().UpdateBGPConfig(ctx, "node-to-node mesh off", func(b *datastore.BGPConfiguration) {
 			off := false
 			b.NodeToNodeMeshEnabled = &off
 		}))
-		cl, err := c.Datastore(ctx)
+		cl, err := c.Datastore().Read(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(cl.BGP.Enabled()).To(BeTrue(), "guard: BGP stays enabled (this is not the BGP-disabled cause)")
 		Expect(cl.Peers).To(BeEmpty(), "guard: no BGPPeer in the datastore")

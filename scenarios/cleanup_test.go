@@ -139,9 +139,9 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 				{"pool deleted", blockOf(c.Net.Nodes[0], strayPoolName)},
 				{"pool deleted", blockOf(node3, strayPoolName)},
 			}
-			act(c.ReleaseBlock(ctx, strays[0].dst))
+			act(c.Datastore().ReleaseBlock(ctx, strays[0].dst))
 			act(c.RemoveNode(ctx, node4.Name))
-			act(c.DeletePool(ctx, strayPoolName))
+			act(c.Datastore().DeletePool(ctx, strayPoolName))
 			// Still wanted afterwards: node-1's block, and node-3's
 			// workload, now in no block, by a /32 of its own.
 			node1Block := blockOf(c.Net.Nodes[0], "ipip-pool")
@@ -164,7 +164,7 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 			var migrated harness.Event
 			switch tc.absence {
 			case absentBGPDisabled:
-				act(c.DisableBGP(ctx))
+				act(c.Datastore().DisableBGP(ctx))
 				migrated = act(c.UpgradeNode(ctx, node2.Name, tc.release, harness.UpgradeOptions{}))
 			case absentRecoveryNeverCompletes:
 				for _, peer := range []string{"node-1", "node-3"} { // node-4 is gone

@@ -551,7 +551,7 @@ var _ = Describe("Connection collision on a ToR session during a restarted BIRD'
 		func(ctx SpecContext, duringRecovery bool) {
 			c := startCluster(ctx, "dualtor", harness.Options{Release: config.R333})
 			r, far := c.Node("node-1"), c.Node("node-3")
-			tor := c.Router("tor-1a")
+			tor := c.Fabric().Router("tor-1a")
 			torAddr := netip.MustParsePrefix(tor.NS.Spec.Interfaces[0].Address).Addr()
 			var uplink netip.Addr
 			for _, i := range r.NS.Spec.Interfaces {

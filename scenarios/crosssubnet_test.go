@@ -67,7 +67,7 @@ var _ = Describe("ipipMode CrossSubnet counted as IPIP", Label("ipip", "crosssub
 			c := startClusterOn(ctx, t, harness.Options{Release: config.R333, RouteRefreshInterval: time.Second,
 				Felix: datastore.FelixConfiguration{ProgramClusterRoutes: felix}, BGP: datastore.BGPConfiguration{ProgramClusterRoutes: bgp},
 				Timers: confd.Timers{ScanTime: 1}})
-			cl, err := c.Datastore(ctx)
+			cl, err := c.Datastore().Read(ctx)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(cl.Pools).To(ConsistOf(HaveField("IPIPMode", datastore.EncapCrossSubnet)), "guard: the datastore's pool is CrossSubnet")
 

@@ -43,7 +43,7 @@ var _ = Describe("Release defaults with programClusterRoutes unset or unknown", 
 				BGP:     datastore.BGPConfiguration{ProgramClusterRoutes: raw},
 			})
 			// Guard: the datastore holds the fields as the entry says.
-			cl, err := c.Datastore(ctx)
+			cl, err := c.Datastore().Read(ctx)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(cl.Felix.ProgramClusterRoutes).To(Equal(raw), "guard: FelixConfiguration.programClusterRoutes is %s", rawName(raw))
 			Expect(cl.BGP.ProgramClusterRoutes).To(Equal(raw), "guard: BGPConfiguration.programClusterRoutes is %s", rawName(raw))

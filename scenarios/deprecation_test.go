@@ -62,7 +62,7 @@ var _ = Describe("Deprecation warning for BIRD-programmed IPIP cluster routes", 
 		// exactly one warning.
 		while := []deprecationStep{
 			{"BGPConfiguration Enabled → EnabledIPIPOnly (BIRD still owns IPIP)", func() error {
-				_, err := c.UpdateBGPConfig(ctx, "BGPConfiguration.programClusterRoutes=EnabledIPIPOnly", func(b *datastore.BGPConfiguration) {
+				_, err := c.Datastore().UpdateBGPConfig(ctx, "BGPConfiguration.programClusterRoutes=EnabledIPIPOnly", func(b *datastore.BGPConfiguration) {
 					b.ProgramClusterRoutes = string(config.EnabledIPIPOnly)
 				})
 				return err
@@ -72,7 +72,7 @@ var _ = Describe("Deprecation warning for BIRD-programmed IPIP cluster routes", 
 			}},
 			{"a second IPIP pool added", func() error {
 				pools = append(pools, deprecationExtraPool)
-				_, err := c.PutIPPool(ctx, deprecationExtraPool, datastore.IPPool{
+				_, err := c.Datastore().PutIPPool(ctx, deprecationExtraPool, datastore.IPPool{
 					Name: deprecationExtraPool, CIDR: deprecationExtraCIDR, IPIPMode: datastore.EncapAlways, VXLANMode: datastore.EncapNever,
 				})
 				return err
@@ -126,10 +126,10 @@ var _ = Describe("Deprecation warning for BIRD-programmed IPIP cluster routes", 
 		after := []deprecationStep{
 			{"a workload document rewritten unchanged", func() error { return deprecationRewriteWorkload(ctx, c) }},
 			{"BGPConfiguration rewritten unchanged", func() error {
-				_, err := c.UpdateBGPConfig(ctx, "BGPConfiguration rewritten unchanged", func(*datastore.BGPConfiguration) {})
+				_, err := c.Datastore().UpdateBGPConfig(ctx, "BGPConfiguration rewritten unchanged", func(*datastore.BGPConfiguration) {})
 				return err
 			}},
-			{"the second IPIP pool deleted", func() error { _, err := c.DeletePool(ctx, deprecationExtraPool); return err }},
+			{"the second IPIP pool deleted", func() error { _, err := c.Datastore().DeletePool(ctx, deprecationExtraPool); return err }},
 		}
 		for _, step := range after {
 			before := deprecationRendersOf(c)
@@ -225,13 +225,13 @@ func deprecationLongestFirst(ss []string) []string {
 // deprecationRewriteWorkload writes a workload document back unchanged: a
 // datastore change confd renders on whose BIRD config is the same text.
 func deprecationRewriteWorkload(ctx context.Context, c *harness.Cluster) error {
-	cl, err := c.Datastore(ctx)
+	cl, err := c.Datastore().Read(ctx)
 	if err != nil {
 		return err
 	}
 	if len(cl.Workloads) == 0 {
 		return fmt.Errorf("the datastore has no workload to rewrite")
 	}
-	_, err = c.PutWorkload(ctx, cl.Workloads[0])
+	_, err = c.Datastore().PutWorkload(ctx, cl.Workloads[0])
 	return err
 }

@@ -64,7 +64,7 @@ var _ = Describe("A non-default deviceRouteProtocol end to end", Label("noencap"
 				RouteRefreshInterval: 2 * time.Second,
 				KernelImportFilter:   importFilter,
 			})
-			cl, err := c.Datastore(ctx)
+			cl, err := c.Datastore().Read(ctx)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(cl.Felix.DeviceRouteProtocol).To(Equal(int(customProgrammerProtocol)), "guard: the datastore holds deviceRouteProtocol %d", customProgrammerProtocol)
 			Expect(c.WaitConverged(ctx)).To(Succeed(), "guard: every BGP session Established")

@@ -243,7 +243,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		Entry("its BIRD is SIGTERMed (Cease: peers withdraw at once)", torFailure{
 			name: "BIRD SIGTERM",
 			do: func(ctx context.Context, c *harness.Cluster, tor string) harness.Event {
-				return act(c.StopRouterBIRD(ctx, tor, syscall.SIGTERM))
+				return act(c.Fabric().StopRouterBIRD(ctx, tor, syscall.SIGTERM))
 			},
 			fallbackTimeout: 30 * time.Second,
 			note:            "BIRD on the ToR stopped with SIGTERM: it sends a Cease to every peer, so the nodes and the other plane-A ToR withdraw its paths at once",
@@ -251,7 +251,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		Entry("its links go down with nothing telling BGP (peers wait for the hold timer)", Label("slow"), torFailure{
 			name: "links down",
 			do: func(ctx context.Context, c *harness.Cluster, tor string) harness.Event {
-				return act(c.FailRouterLinks(ctx, tor))
+				return act(c.Fabric().FailRouterLinks(ctx, tor))
 			},
 			// birdcage has no BFD: a silent failure is noticed when the
 			// hold timer expires (9 s in the reduced form, BIRD's default
@@ -433,10 +433,10 @@ func expectHoldTime(ctx context.Context, c *harness.Cluster, hold int) {
 	for _, n := range c.Nodes() {
 		all = append(all, speaker{n.Name, n.BIRD})
 	}
-	for _, r := range c.Routers() {
+	for _, r := range c.Fabric().Routers() {
 		all = append(all, speaker{r.Name, r.BIRD})
 	}
-	Expect(c.Routers()).NotTo(BeEmpty(), "guard: the topology has routers")
+	Expect(c.Fabric().Routers()).NotTo(BeEmpty(), "guard: the topology has routers")
 	want := fmt.Sprintf("/%d", hold)
 	for _, sp := range all {
 		Eventually(func() error {
@@ -619,7 +619,9 @@ func timelinePaths(r kroute.Route) []string {
 }
 
 // flowsPerPlane counts flows by the plane they left by.
-func (f *fabric) flowsPerPlane(rep *probe.Report) map[string]int { return f.c.FlowsPerPlane(rep) }
+func (f *fabric) flowsPerPlane(rep *probe.Report) map[string]int {
+	return f.c.Fabric().FlowsPerPlane(rep)
+}
 
 // bothPlanesCarry fails unless some flow left by each plane.
 func (f *fabric) bothPlanesCarry(rep *probe.Report) error {
@@ -633,7 +635,7 @@ func (f *fabric) bothPlanesCarry(rep *probe.Report) error {
 }
 
 // planeTable shows, per flow, its packets at each plane's uplinks.
-func (f *fabric) planeTable(rep *probe.Report) string { return f.c.PlaneTable(rep) }
+func (f *fabric) planeTable(rep *probe.Report) string { return f.c.Fabric().PlaneTable(rep) }
 
 // routeTable lists every node's route to every remote block by owner.
 func (f *fabric) routeTable(o judge.Owner) string {
@@ -693,11 +695,11 @@ func torRoutesViaNonOwner(ctx context.Context, c *harness.Cluster) (via, checked
 			blocks[b] = true
 		}
 	}
-	for _, r := range c.Routers() {
+	for _, r := range c.Fabric().Routers() {
 		h, err := r.NS.Handle()
 		Expect(err).NotTo(HaveOccurred())
 		for b := range blocks {
-			owner, err := c.BlockNode(ctx, b)
+			owner, err := c.Datastore().BlockNode(ctx, b)
 			Expect(err).NotTo(HaveOccurred())
 			rs, err := h.RouteGet(b.Addr().Next().AsSlice())
 			if err != nil || len(rs) == 0 {

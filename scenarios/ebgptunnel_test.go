@@ -45,7 +45,7 @@ var _ = Describe("eBGP peers receive the tunl0 routes the iBGP reject keeps back
 		t.Routers[0].ASNumber = ebgpRouterAS
 		mesh := true
 		c := startClusterOn(ctx, t, harness.Options{BGP: datastore.BGPConfiguration{NodeToNodeMeshEnabled: &mesh}})
-		router := c.Router(t.Routers[0].Name)
+		router := c.Fabric().Router(t.Routers[0].Name)
 		readvertGuardOwnership(c, judge.ByProgrammer, topo.TunnelDevice)
 		Expect(c.WaitConverged(ctx)).To(Succeed(), "guard: every BGP session Established")
 		for _, n := range c.Nodes() {

@@ -4,7 +4,7 @@ package scenarios_test
 // a tunl0 that does not encapsulate: between nodes of one L2 segment bare
 // packets still arrive (issue 28; topo.TunnelEBPFNoEncap is that tunnel).
 // expectIPIPEncapsulated is their guard: a short probe burst over the routes
-// the spec has just judged, and harness.CheckIPIPEncapsulated on its hop
+// the spec has just judged, and encap.CheckIPIP on its hop
 // counters — every IPIP flow left its node inside protocol 4 between the two
 // nodes' addresses, none was seen bare on the underlay — then delivery, so
 // the burst is real traffic (positive control).
@@ -18,6 +18,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/encap"
 	"github.com/birdcage/birdcage/harness/probe"
 )
 
@@ -28,7 +29,7 @@ const encapBurstProbes = 200
 // expectIPIPEncapsulated sends encapBurstProbes probes on each flow (every
 // node pair when flows is nil), fails the spec naming the flow if any IPIP
 // one crossed the underlay bare, and returns the evidence for figures.
-func expectIPIPEncapsulated(ctx context.Context, c *harness.Cluster, flows []probe.Flow, why string) harness.EncapEvidence {
+func expectIPIPEncapsulated(ctx context.Context, c *harness.Cluster, flows []probe.Flow, why string) encap.Evidence {
 	GinkgoHelper()
 	rep, ev, err := ipipEncapBurst(ctx, c, flows, why)
 	Expect(err).NotTo(HaveOccurred(), "%s: IPIP flows must cross the underlay inside protocol 4 between their nodes", why)
@@ -40,7 +41,7 @@ func expectIPIPEncapsulated(ctx context.Context, c *harness.Cluster, flows []pro
 
 // ipipEncapBurst is the burst and the check, with the check's verdict
 // returned (the negative control expects it to fail).
-func ipipEncapBurst(ctx context.Context, c *harness.Cluster, flows []probe.Flow, why string) (*probe.Report, harness.EncapEvidence, error) {
+func ipipEncapBurst(ctx context.Context, c *harness.Cluster, flows []probe.Flow, why string) (*probe.Report, encap.Evidence, error) {
 	GinkgoHelper()
 	// MayNotFlow: on a tunnel that does not encapsulate, flows across the
 	// router never arrive, and the verdict that names the encapsulation is
@@ -64,13 +65,13 @@ func ipipEncapBurst(ctx context.Context, c *harness.Cluster, flows []probe.Flow,
 		Should(BeNumerically(">=", encapBurstProbes), "guard: every flow of the encapsulation burst sends %d probes", encapBurstProbes)
 	rep, err := ps.Stop()
 	Expect(err).NotTo(HaveOccurred())
-	ev, err := harness.CheckIPIPEncapsulated(c.Net, rep)
+	ev, err := encap.CheckIPIP(c.Net, rep)
 	AddReportEntry("IPIP on the underlay: "+why, ev.Table())
 	return rep, ev, err
 }
 
 // encapFigures records what the burst judged in a spec's row.
-func encapFigures(res harness.ScenarioResult, ev harness.EncapEvidence) {
+func encapFigures(res harness.ScenarioResult, ev encap.Evidence) {
 	res.Figures["ipipFlowsEncapsulated"] = float64(len(ev.Rows))
 	res.Figures["ipipInnerPacketsOnUnderlay"] = float64(ev.Inner)
 }

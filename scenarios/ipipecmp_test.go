@@ -252,7 +252,7 @@ func containsStr(ss []string, s string) bool {
 // ToR's kernel has a route: the fabric must carry the outer packet of a
 // tunnel that ends at a node's own address. A kernel fact, read directly.
 func torRoutesToNodeAddrs(c *harness.Cluster) (routable, pairs int) {
-	for _, r := range c.Routers() {
+	for _, r := range c.Fabric().Routers() {
 		h, err := r.NS.Handle()
 		if err != nil {
 			continue
@@ -305,7 +305,7 @@ func shapeTable(shapes map[string]kroute.Route) string {
 // uplinks (egress, inner packets counted) and the destination's tunl0
 // (ingress).
 func ipipHopTable(c *harness.Cluster, rep *probe.Report) string {
-	return c.HopTable(rep, []judge.HopColumn{
+	return c.Fabric().HopTable(rep, []judge.HopColumn{
 		{Title: "src tunl0 out", Interface: "tunl0", Direction: "egress"},
 		{Title: "src eth0 out", Interface: "eth0", Direction: "egress"},
 		{Title: "src eth1 out", Interface: "eth1", Direction: "egress"},

@@ -41,6 +41,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/encap"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/pcap"
 	"github.com/birdcage/birdcage/topo"
@@ -281,7 +282,7 @@ var _ = Describe("IPIP packets on the wire, as the kernel's fallback tunnel send
 			}
 		}
 		rep, _, err := ipipEncapBurst(ctx, c, nil, "no-encap emulation (expected to fail)")
-		Expect(err).To(MatchError(harness.ErrNotEncapsulated), "the check must catch IPIP flows that cross the underlay bare")
+		Expect(err).To(MatchError(encap.ErrNotEncapsulated), "the check must catch IPIP flows that cross the underlay bare")
 		AddReportEntry("the check says (expected)", err.Error())
 		Expect(err.Error()).To(SatisfyAll(ContainSubstring("node-1-w0->node-2-w0"), ContainSubstring("tunl0: "+topo.TunnelEBPFNoEncap)))
 		delivered := false

@@ -106,7 +106,7 @@ var _ = Describe("IPv6 no-encap pools follow the same ownership policy as IPv4",
 				Expect(netip.MustParsePrefix("fd00:244::/112").Contains(wl.IPv6)).To(BeTrue(), "workload %s's IPv6 %s is in the IPv6 pool", wl.Name, wl.IPv6)
 				eps6 = append(eps6, endpoint6(wl))
 			}
-			flows := append(probe.AllPairs(eps6...), c.EveryNodePair()...)
+			flows := append(probe.AllPairs(eps6...), harness.EveryNodePair(c.Net)...)
 			probes, err := c.Probes(ctx, harness.ProbeOptions{Flows: flows, Rate: min(200, harness.DefaultProbeRate())})
 			Expect(err).NotTo(HaveOccurred(), "IPv6 and IPv4 probes flow between every pair of workloads")
 			Eventually(flowsDelivering(probes)).WithTimeout(scaled(30 * time.Second)).WithPolling(50 * time.Millisecond).Should(Succeed())

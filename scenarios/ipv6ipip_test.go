@@ -77,10 +77,10 @@ var _ = Describe("An IPv6 pool with ipipMode set is an IPIP pool to confd", Labe
 			for _, n := range c.Nodes() {
 				renders[n.Name] = n.Renders()
 			}
-			changed := act(c.PutIPPool(ctx, ipv6IPIPPoolName, datastore.IPPool{
+			changed := act(c.Datastore().PutIPPool(ctx, ipv6IPIPPoolName, datastore.IPPool{
 				Name: ipv6IPIPPoolName, CIDR: ipv6IPIPPoolCIDR, IPIPMode: datastore.EncapAlways, VXLANMode: datastore.EncapNever, BlockSize: 122,
 			}))
-			cl, err := c.Datastore(ctx)
+			cl, err := c.Datastore().Read(ctx)
 			Expect(err).NotTo(HaveOccurred())
 			var stored datastore.IPPool
 			for _, p := range cl.Pools {

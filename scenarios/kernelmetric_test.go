@@ -67,7 +67,7 @@ var _ = Describe("BIRD's kernel metric against the programmer's RouteReplace", L
 			c := startCluster(ctx, "noencap", harness.Options{Release: config.R333, RouteRefreshInterval: time.Second,
 				BGP: datastore.BGPConfiguration{KernelMetric: &m}, Timers: confd.Timers{ScanTime: 1}})
 			n := c.Node("node-1")
-			cl, err := c.Datastore(ctx)
+			cl, err := c.Datastore().Read(ctx)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(confd.KernelMetric(cl.BGP)).To(Equal(birdMetric), "guard: the datastore holds kernelMetric %d", birdMetric)
 			remote := c.RemoteBlocks(n.Name)

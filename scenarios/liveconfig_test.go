@@ -167,12 +167,12 @@ func liveChange(ctx SpecContext, topology string, from, to ownership, timing *ha
 	// 4. Figures: the probe gap (with the sender's own pause in it, and
 	// reordered/duplicated probes), the route-less windows and who moved
 	// first, the restarts, confd's reaction.
-	lc := liveResult{c: c, rep: rep, handovers: c.Handovers(protoOf(from.owner), protoOf(to.owner), to.owner, change.Mono, end.Mono),
-		confdReactMs: c.ConfdReactMs(change.Mono)}
+	lc := liveResult{c: c, rep: rep, handovers: c.Measure().Handovers(protoOf(from.owner), protoOf(to.owner), to.owner, change.Mono, end.Mono),
+		confdReactMs: c.Measure().ConfdReactMs(change.Mono)}
 	res := c.Result(fmt.Sprintf("live change on %s: %s → %s", topology, from.owner, to.owner), rep)
 	res.AddProbeFigures(rep)
 	res.Figures["confdReactMsMax"] = lc.confdReactMs
-	c.AddRestartFigures(&res)
+	c.Measure().AddRestartFigures(&res)
 	lc.handovers.AddFigures(&res)
 	res.Notes = append(res.Notes, "the design calls this gap unmeasured; these are its figures, under the timing model recorded here")
 	lc.res = res

@@ -71,7 +71,7 @@ var _ = Describe("No deprecation warning while BIRD programs only no-encap pools
 		})
 		expectNoWarnings("BGP EnabledNoEncapOnly, only a no-encap pool")
 		step("an IPIP pool added", func() error {
-			_, err := c.PutIPPool(ctx, noDeprecationIPIPPool, datastore.IPPool{
+			_, err := c.Datastore().PutIPPool(ctx, noDeprecationIPIPPool, datastore.IPPool{
 				Name: noDeprecationIPIPPool, CIDR: deprecationExtraCIDR, IPIPMode: datastore.EncapAlways, VXLANMode: datastore.EncapNever,
 			})
 			return err

@@ -32,7 +32,7 @@ func armCaptures(c *harness.Cluster) {
 		return
 	}
 	dir := filepath.Join(harness.ArtifactsDir(), slug(CurrentSpecReport().FullText()), "pcap-"+c.Run.ID)
-	if err := c.CapturePackets(dir); err != nil {
+	if err := c.Captures().Arm(dir); err != nil {
 		Fail(err.Error())
 	}
 	armed = append(armed, c)
@@ -43,7 +43,7 @@ func armCaptures(c *harness.Cluster) {
 var _ = JustAfterEach(func() {
 	var files []harness.CaptureFile
 	for _, c := range armed {
-		fs, err := c.StopCaptures(harness.ArtifactsDir())
+		fs, err := c.Captures().Stop(harness.ArtifactsDir())
 		if err != nil {
 			AddReportEntry("packet captures", err.Error())
 			fmt.Printf("[birdcage] warning: %v\n", err)

@@ -42,7 +42,7 @@ func progressTicker() {
 	defer tick.Stop()
 	for range tick.C {
 		if c := progressCluster.Load(); c != nil {
-			if sent, lost, flows := c.ProbeProgress(); flows > 0 {
+			if sent, lost, flows := c.Measure().ProbeProgress(); flows > 0 {
 				fmt.Printf("[birdcage] progress probes sent=%d lost=%d flows=%d\n", sent, lost, flows)
 			}
 		}

@@ -96,7 +96,7 @@ var _ = Describe("Protocol-matched delete", Label("ipip", "protodelete"), func()
 
 		// 6. The kernel half: the delete BIRD sends for this prefix names
 		// its protocol and its kernel metric; node-2's kernel must refuse it.
-		cl, err := c.Datastore(ctx)
+		cl, err := c.Datastore().Read(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		delErr := deleteAsBIRD(node2, block, confd.RouteMetric(cl.BGP, node2.Release()))
 		Expect(errors.Is(delErr, unix.ESRCH)).To(BeTrue(),

@@ -516,7 +516,7 @@ func readvertGuardSettledEBGP(ctx context.Context, c *harness.Cluster) []string 
 	for _, n := range c.Nodes() {
 		var tors []*harness.Router
 		for _, p := range n.Peers() {
-			for _, r := range c.Routers() {
+			for _, r := range c.Fabric().Routers() {
 				if readvertPeerName(c, p.Address) == r.Name {
 					tors = append(tors, r)
 				}

@@ -60,7 +60,7 @@ func dualToRCluster(ctx context.Context, rel release.Name, workloads int) (*harn
 	for _, n := range c.Nodes() {
 		Expect(n.Peers()).To(HaveLen(2), "%s peers with one ToR per plane", n.Name)
 	}
-	for _, rt := range c.Routers() {
+	for _, rt := range c.Fabric().Routers() {
 		Expect(birdStatusLine(ctx, rt.BIRD)).To(HavePrefix("BIRD 2.0."), "guard: ToR %s runs the host's BIRD 2.0", rt.Name)
 	}
 	f.expectPaths(func(n *harness.Node, _ netip.Prefix) []string { return f.bothPlanes(n.Name) }, judge.ByBIRD, 30*time.Second)
@@ -123,7 +123,7 @@ var _ = Describe("Dual-ToR claims per BIRD release", Label("dualtor", "ecmp", "r
 
 				probes, err := c.Probes(ctx, harness.ProbeOptions{})
 				Expect(err).NotTo(HaveOccurred())
-				fail := act(c.StopRouterBIRD(ctx, failed, syscall.SIGTERM))
+				fail := act(c.Fabric().StopRouterBIRD(ctx, failed, syscall.SIGTERM))
 
 				// A route falls back exactly when its node or the block's
 				// node sits behind the failed ToR; the other rack's routes

@@ -188,7 +188,7 @@ func runFlaps(ctx context.Context, relName release.Name, sharedKey bool) flapRun
 	remote := func() []nb {
 		var out []nb
 		for _, p := range pool {
-			owner, err := c.BlockNode(ctx, p)
+			owner, err := c.Datastore().BlockNode(ctx, p)
 			Expect(err).NotTo(HaveOccurred())
 			for _, n := range c.Nodes() {
 				if n.Name != owner {
@@ -285,7 +285,7 @@ func runFlaps(ctx context.Context, relName release.Name, sharedKey bool) flapRun
 	}
 	moveTo := func(from, to *harness.Node) {
 		measureChange(fmt.Sprintf("spare block %s moves %s→%s", spare, from.Name, to.Name), func() int64 {
-			e, err := c.MoveBlock(ctx, spare, to.Name)
+			e, err := c.Datastore().MoveBlock(ctx, spare, to.Name)
 			Expect(err).NotTo(HaveOccurred())
 			return e.Mono
 		}, func() error {

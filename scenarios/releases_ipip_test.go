@@ -46,6 +46,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/bird"
 	"github.com/birdcage/birdcage/harness/bird/release"
+	"github.com/birdcage/birdcage/harness/encap"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -152,7 +153,7 @@ var _ = Describe("IPIP claims per BIRD release", Label("ipip", "releases"), func
 				steady := readvertMatrix(ctx, c, c.Nodes(), true)
 				Expect(steady.readvertised).To(BeEmpty(), "BIRD %s, steady state: a node exports another node's block to an iBGP peer", rel)
 				// Guard: the tunnel under these routes encapsulates (issue 28).
-				encap := expectIPIPEncapsulated(ctx, c, nil, "steady state, every node pair")
+				ev := expectIPIPEncapsulated(ctx, c, nil, "steady state, every node pair")
 
 				// 3. node-3 withdraws its block (SIGTERM: a Cease). Guard:
 				// every other BIRD's best route to it is now the
@@ -206,7 +207,7 @@ var _ = Describe("IPIP claims per BIRD release", Label("ipip", "releases"), func
 				res.Figures["iBGPExportsChecked"] = float64(steady.checked + after.checked)
 				res.Figures["readvertisementsSteady"] = float64(len(steady.readvertised))
 				res.Figures["readvertisementsAfterWithdrawal"] = float64(len(after.readvertised))
-				encapFigures(res, encap)
+				encapFigures(res, ev)
 				res.Figures["componentSwitches"] = float64(fight.switches)
 				res.Figures["birdRouteEvents"] = float64(len(fight.birdRoutes))
 				res.Figures["birdWritesRefused"] = float64(fight.refusals)
@@ -265,13 +266,13 @@ var _ = Describe("IPIP claims per BIRD release", Label("ipip", "releases"), func
 				rep, err := probes.Stop()
 				Expect(err).NotTo(HaveOccurred())
 				// ...inside IPIP between the nodes, never bare (issue 28).
-				encap, err := harness.CheckIPIPEncapsulated(c.Net, rep)
+				ev, err := encap.CheckIPIP(c.Net, rep)
 				Expect(err).NotTo(HaveOccurred(), "BIRD %s's tunl0 routes: IPIP flows must cross the underlay encapsulated", rel)
 
 				// 3. The programmer never wrote the class BIRD owns.
 				fight := ipipFightOfRun(c)
 				res := c.Result(fmt.Sprintf("IPIP, BIRD owns, BIRD %s", rel), rep)
-				encapFigures(res, encap)
+				encapFigures(res, ev)
 				res.Figures["programmerRouteEvents"] = float64(fight.progEvents)
 				res.Figures["componentSwitches"] = float64(fight.switches)
 				res.Figures["lostProbes"] = float64(rep.Total.Lost)

@@ -18,7 +18,7 @@ func traceRoutes(c *harness.Cluster) map[string]*harness.RouteTrace {
 	GinkgoHelper()
 	out := map[string]*harness.RouteTrace{}
 	for _, n := range c.Nodes() {
-		t, err := c.TraceRoutes(n.Name)
+		t, err := c.Measure().TraceRoutes(n.Name)
 		testenv.SkipIfMissing(GinkgoT(), err, "the netlink route trace")
 		Expect(err).NotTo(HaveOccurred())
 		out[n.Name] = t

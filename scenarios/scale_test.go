@@ -415,7 +415,7 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade", "timing")
 		start := c.Mark("rollout begins")
 		var steps []scaleStep
 		for i, nd := range c.Net.Nodes {
-			plan, err := c.PlanFlows([]string{nd.Name}, scaleSample(n), uint64(i+1))
+			plan, err := harness.PlanFlows(c.Net, []string{nd.Name}, scaleSample(n), uint64(i+1))
 			Expect(err).NotTo(HaveOccurred())
 			// Guard: the plan probes the node under change both ways and
 			// has a control among the others.
@@ -441,7 +441,7 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade", "timing")
 		end := c.Mark("rollout done")
 		// Memory: what the cluster's processes hold, and what the machine
 		// (the VM's guest, under ci/vm/run) still has.
-		fp, err := c.Footprint()
+		fp, err := c.Measure().Footprint()
 		Expect(err).NotTo(HaveOccurred())
 		memTotal, memAvail := meminfo("MemTotal"), meminfo("MemAvailable")
 
@@ -566,7 +566,7 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade", "timing")
 		Expect(err).NotTo(HaveOccurred())
 		c := startClusterOn(ctx, tp, harness.Options{Release: config.R333})
 		const victim = "node-2"
-		plan, err := c.PlanFlows([]string{victim}, scaleSample(n), 7)
+		plan, err := harness.PlanFlows(c.Net, []string{victim}, scaleSample(n), 7)
 		Expect(err).NotTo(HaveOccurred())
 		restart := func() error {
 			_, err := c.UpgradeNode(ctx, victim, config.R333, harness.UpgradeOptions{Signal: syscall.SIGKILL})

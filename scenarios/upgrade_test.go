@@ -35,6 +35,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/encap"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/timeline"
@@ -172,10 +173,10 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	// own kernel's, and a lab has no topology to name the flows' nodes.
 	if c, ok := t.(*harness.Cluster); ok {
 		outbound, inbound := splitInbound(rep, isUp)
-		encap, err := harness.CheckIPIPEncapsulated(c.Net, outbound)
+		out, err := encap.CheckIPIP(c.Net, outbound)
 		Expect(err).NotTo(HaveOccurred(), "IPIP flows must cross the underlay encapsulated")
-		encapFigures(res, encap)
-		in, _ := harness.CheckIPIPEncapsulated(c.Net, inbound)
+		encapFigures(res, out)
+		in, _ := encap.CheckIPIP(c.Net, inbound)
 		res.Figures["ipipBarePacketsInboundUpgradedNode"] = float64(in.Bare)
 		AddReportEntry("IPIP on the underlay, flows into "+upgraded+" (counted, not judged)", in.Table())
 	}

@@ -63,9 +63,9 @@ var _ = Describe("VXLAN pools are never BIRD's", Label("noencap", "vxlan"), func
 		Expect(remote).NotTo(BeEmpty())
 
 		// 1. What is not modelled, stated as guards.
-		_, err := c.PutIPPool(ctx, "vxlan-pool", datastore.IPPool{Name: "vxlan-pool", CIDR: "10.246.0.0/16", IPIPMode: datastore.EncapNever, VXLANMode: datastore.EncapAlways})
+		_, err := c.Datastore().PutIPPool(ctx, "vxlan-pool", datastore.IPPool{Name: "vxlan-pool", CIDR: "10.246.0.0/16", IPIPMode: datastore.EncapNever, VXLANMode: datastore.EncapAlways})
 		Expect(err).To(MatchError(ContainSubstring("vxlanMode")), "not modelled: the datastore refuses a VXLAN pool (if it now holds one, extend this spec: store the pool and judge the programmer's routes)")
-		base, err := c.Datastore(ctx)
+		base, err := c.Datastore().Read(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(base.Pools).To(HaveLen(1), "guard: the refused pool was not stored")
 		vx := *base

@@ -65,7 +65,7 @@ var _ = Describe("WireGuard routes and the *.cali reject", Label("noencap", "ipv
 		n1, n3 := c.Node("node-1"), c.Node("node-3")
 		nd3, _ := c.Net.Node("node-3")
 		blocks := []netip.Prefix{blockOf(nd3, "noencap-pool"), blockOf(nd3, "noencap-pool-v6")}
-		cl, err := c.Datastore(ctx)
+		cl, err := c.Datastore().Read(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		var peers []netip.Addr // node-2's IPv4 and IPv6 session addresses, in blocks' order
 		for _, nd := range cl.Nodes {

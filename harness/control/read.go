@@ -177,7 +177,7 @@ func (s *Server) birdOf(name string) (*bird.Instance, error) {
 		}
 		names = append(names, n.Name)
 	}
-	for _, r := range s.c.Routers() {
+	for _, r := range s.c.Fabric().Routers() {
 		if r.Name == name {
 			return r.BIRD, nil
 		}

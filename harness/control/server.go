@@ -288,7 +288,7 @@ func InfoOf(c *harness.Cluster, socket string) Info {
 		in.Nodes = append(in.Nodes, n.Name)
 		in.Releases[n.Name] = string(n.Release())
 	}
-	for _, r := range c.Routers() {
+	for _, r := range c.Fabric().Routers() {
 		in.Routers = append(in.Routers, r.Name)
 	}
 	var start, conv int64

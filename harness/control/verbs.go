@@ -113,12 +113,12 @@ func (s *Server) set(ctx context.Context, req Request, o *out, wait time.Duratio
 		}
 		mark = monoclock.Now()
 		if len(st.BGP) > 0 {
-			if _, err := s.c.SetBGPConfig(actx, b); err != nil {
+			if _, err := s.c.Datastore().SetBGPConfig(actx, b); err != nil {
 				return err
 			}
 		}
 		if len(st.Felix) > 0 {
-			_, err := s.c.SetFelixConfig(actx, f)
+			_, err := s.c.Datastore().SetFelixConfig(actx, f)
 			return err
 		}
 		return nil
@@ -239,7 +239,7 @@ func (s *Server) probeVerb(ctx context.Context, req Request, o *out) error {
 	if rate == 0 {
 		rate = harness.DefaultProbeRate()
 	}
-	flows := len(s.c.EveryNodePair())
+	flows := len(harness.EveryNodePair(s.c.Net))
 	o.event(monoclock.Now(), "probing %d flows (every node pair, both ways) at %d/s each for %s", flows, rate, dur)
 	err = s.withEvents(o, func() error {
 		t := time.NewTicker(time.Second)

@@ -1,4 +1,4 @@
-package harness
+package encap
 
 // Did a probe session's IPIP flows cross the underlay encapsulated? Routes
 // alone cannot say: a tunl0 that sends packets on un-encapsulated (the
@@ -9,8 +9,9 @@ package harness
 // protocol-4 header is counted as an inner flow, a bare one as the flow
 // itself, and the outer header as a node-to-node flow of protocol 4.
 //
-// The check depends only on the topology and the probe report, so it can
-// move with the other judges (harness/judge) as it is.
+// The check reads only the topology and the probe report. It is a package
+// of its own, not part of harness/judge, because it reads the topology
+// (topo, and through it netlink), which the judge's readers do without.
 
 import (
 	"errors"
@@ -25,18 +26,18 @@ import (
 	"github.com/birdcage/birdcage/topo"
 )
 
-// ErrNotEncapsulated is wrapped by CheckIPIPEncapsulated when an IPIP flow
+// ErrNotEncapsulated is wrapped by CheckIPIP when an IPIP flow
 // was seen bare on the underlay, or inside no outer header between its two
 // nodes.
 var ErrNotEncapsulated = errors.New("IPIP not encapsulated on the underlay")
 
-// ErrNoEncapEvidence is wrapped by CheckIPIPEncapsulated when there was
+// ErrNoEvidence is wrapped by CheckIPIP when there was
 // nothing to judge: no flow between workloads on different nodes of an IPIP
 // pool, no hop counters, or no packet counted.
-var ErrNoEncapEvidence = errors.New("no IPIP evidence to judge")
+var ErrNoEvidence = errors.New("no IPIP evidence to judge")
 
-// EncapRow is what the underlay counted for one judged flow.
-type EncapRow struct {
+// Row is what the underlay counted for one judged flow.
+type Row struct {
 	Flow     string
 	Src, Dst string // the nodes
 	// ViaTunnel is the flow's packets at its source node's tunl0 egress
@@ -51,16 +52,16 @@ type EncapRow struct {
 	Outer uint64
 }
 
-// EncapEvidence is what CheckIPIPEncapsulated judged.
-type EncapEvidence struct {
+// Evidence is what CheckIPIP judged.
+type Evidence struct {
 	Tunnel string // the network's tunl0 (topo.TunnelKernel, ...)
-	Rows   []EncapRow
+	Rows   []Row
 	// Inner and Bare total the judged flows' InnerOut and BareOut+BareIn.
 	Inner, Bare uint64
 }
 
 // Table is the evidence per flow, for a spec's report.
-func (e EncapEvidence) Table() string {
+func (e Evidence) Table() string {
 	t := results.NewTable("flow", "into tunl0", "inside IPIP out", "bare out", "bare in", "proto 4 node to node").AlignRight()
 	for _, r := range e.Rows {
 		t.Add(r.Flow, r.ViaTunnel, r.InnerOut, r.BareOut, r.BareIn, r.Outer)
@@ -68,7 +69,7 @@ func (e EncapEvidence) Table() string {
 	return t.String()
 }
 
-// CheckIPIPEncapsulated judges every flow of rep between workloads on
+// CheckIPIP judges every flow of rep between workloads on
 // different nodes whose destination is in an IPIP pool (Always, or
 // CrossSubnet between nodes on different subnets): at the source node's
 // underlay egress its packets were counted inside IPIP and never bare, no
@@ -76,11 +77,11 @@ func (e EncapEvidence) Table() string {
 // counted at least as many protocol-4 packets from its own address to the
 // destination node's as the flows between them sent inside IPIP. An error
 // wrapping ErrNotEncapsulated names each flow and what was seen; one
-// wrapping ErrNoEncapEvidence says why nothing could be judged.
-func CheckIPIPEncapsulated(net *topo.Network, rep *probe.Report) (EncapEvidence, error) {
-	ev := EncapEvidence{Tunnel: net.Tunnel}
+// wrapping ErrNoEvidence says why nothing could be judged.
+func CheckIPIP(net *topo.Network, rep *probe.Report) (Evidence, error) {
+	ev := Evidence{Tunnel: net.Tunnel}
 	if rep == nil {
-		return ev, fmt.Errorf("%w: no probe report", ErrNoEncapEvidence)
+		return ev, fmt.Errorf("%w: no probe report", ErrNoEvidence)
 	}
 	var problems, empty []string
 	inner := map[[2]string]uint64{} // per (source, destination) node
@@ -93,9 +94,9 @@ func CheckIPIPEncapsulated(net *topo.Network, rep *probe.Report) (EncapEvidence,
 		in, okIn := underlayCount(g, dst, "ingress")
 		if !okOut || !okIn {
 			return ev, fmt.Errorf("%w: flow %s: no hop counters on %s's or %s's underlay interfaces (a session started with NoHops?)",
-				ErrNoEncapEvidence, g.Flow, src.Name, dst.Name)
+				ErrNoEvidence, g.Flow, src.Name, dst.Name)
 		}
-		row := EncapRow{Flow: g.Flow, Src: src.Name, Dst: dst.Name, ViaTunnel: judge.HopPackets(g, src.Name+"/"+topo.TunnelDevice+" egress"),
+		row := Row{Flow: g.Flow, Src: src.Name, Dst: dst.Name, ViaTunnel: judge.HopPackets(g, src.Name+"/"+topo.TunnelDevice+" egress"),
 			InnerOut: out.Inner, BareOut: out.Packets, BareIn: in.Packets}
 		ev.Rows = append(ev.Rows, row)
 		ev.Inner += out.Inner
@@ -111,7 +112,7 @@ func CheckIPIPEncapsulated(net *topo.Network, rep *probe.Report) (EncapEvidence,
 		}
 	}
 	if len(ev.Rows) == 0 {
-		return ev, fmt.Errorf("%w: none of the report's %d flows is between workloads on different nodes of an IPIP pool", ErrNoEncapEvidence, len(rep.Flows))
+		return ev, fmt.Errorf("%w: none of the report's %d flows is between workloads on different nodes of an IPIP pool", ErrNoEvidence, len(rep.Flows))
 	}
 	for i, r := range ev.Rows {
 		pair := [2]string{r.Src, r.Dst}
@@ -131,7 +132,7 @@ func CheckIPIPEncapsulated(net *topo.Network, rep *probe.Report) (EncapEvidence,
 	}
 	if len(empty) > 0 {
 		return ev, fmt.Errorf("%w (tunl0: %s; %d IPIP flows judged):\n  %s",
-			ErrNoEncapEvidence, tunnelName(net.Tunnel), len(ev.Rows), strings.Join(empty, "\n  "))
+			ErrNoEvidence, tunnelName(net.Tunnel), len(ev.Rows), strings.Join(empty, "\n  "))
 	}
 	return ev, nil
 }
@@ -225,4 +226,17 @@ func nodeAddrs(nd *topo.NodeNS) []netip.Addr {
 		}
 	}
 	return out
+}
+
+// ExplainNotFlowing says, on a network with tunl0, which IPIP flows of rep
+// left bare: a tunnel that does not encapsulate is why flows across a
+// router never deliver. Anything else it leaves to the caller (nil).
+func ExplainNotFlowing(net *topo.Network, rep *probe.Report) error {
+	if net.Tunnel == "" {
+		return nil
+	}
+	if _, err := CheckIPIP(net, rep); errors.Is(err, ErrNotEncapsulated) {
+		return err
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package harness
+package encap
 
 // Holds encap.go's judgement in place on crafted reports: an encapsulated
 // session passes; a bare packet on either end's underlay, inner packets
@@ -76,7 +76,7 @@ func TestCheckIPIPEncapsulated(t *testing.T) {
 	goodOuter := []probe.TunnelCount{outer(n, 0, 1, 100), outer(n, 0, 2, 95)}
 
 	t.Run("encapsulated passes", func(t *testing.T) {
-		ev, err := CheckIPIPEncapsulated(n, encapReport(n, good, goodOuter...))
+		ev, err := CheckIPIP(n, encapReport(n, good, goodOuter...))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,12 +102,12 @@ func TestCheckIPIPEncapsulated(t *testing.T) {
 		{"inner packets but no outer header between the two nodes", good, []probe.TunnelCount{outer(n, 0, 1, 100), outer(n, 0, 3, 95)},
 			ErrNotEncapsulated, []string{"node-1→node-3: 90 packets inside IPIP", "0 protocol-4 packets", "10.10.1.11→10.10.2.14 ×95"}},
 		{"a flow with nothing counted", []encapFlow{good[0], {s: 0, d: 2}}, goodOuter,
-			ErrNoEncapEvidence, []string{"node-1/wl-0->node-3/wl-0", "no packet counted at node-1's underlay egress"}},
+			ErrNoEvidence, []string{"node-1/wl-0->node-3/wl-0", "no packet counted at node-1's underlay egress"}},
 		{"no IPIP flow (same node)", []encapFlow{{s: 1, d: 1, innerOut: 100}}, goodOuter,
-			ErrNoEncapEvidence, []string{"none of the report's 1 flows"}},
+			ErrNoEvidence, []string{"none of the report's 1 flows"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := CheckIPIPEncapsulated(n, encapReport(n, c.flows, c.tunnels...))
+			_, err := CheckIPIP(n, encapReport(n, c.flows, c.tunnels...))
 			if !errors.Is(err, c.want) {
 				t.Fatalf("want an error wrapping %q, got %v", c.want, err)
 			}
@@ -124,8 +124,8 @@ func TestCheckIPIPEncapsulated(t *testing.T) {
 		for i := range rep.Flows {
 			rep.Flows[i].Hops = nil
 		}
-		if _, err := CheckIPIPEncapsulated(n, rep); !errors.Is(err, ErrNoEncapEvidence) || !strings.Contains(err.Error(), "NoHops") {
-			t.Errorf("want ErrNoEncapEvidence naming NoHops, got %v", err)
+		if _, err := CheckIPIP(n, rep); !errors.Is(err, ErrNoEvidence) || !strings.Contains(err.Error(), "NoHops") {
+			t.Errorf("want ErrNoEvidence naming NoHops, got %v", err)
 		}
 	})
 }
@@ -137,7 +137,7 @@ func TestCheckIPIPEncapsulatedCrossSubnet(t *testing.T) {
 	tp.Pools[0].IPIPMode = topo.IPIPCrossSubnet
 	n := encapNet(t, tp)
 	flows := []encapFlow{{s: 0, d: 1, bareOut: 100, bare: 100}, {s: 0, d: 2, innerOut: 90}}
-	ev, err := CheckIPIPEncapsulated(n, encapReport(n, flows, outer(n, 0, 2, 90)))
+	ev, err := CheckIPIP(n, encapReport(n, flows, outer(n, 0, 2, 90)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestCheckIPIPEncapsulatedCrossSubnet(t *testing.T) {
 	}
 	// ...and the cross-subnet one still fails when bare.
 	flows[1] = encapFlow{s: 0, d: 2, bareOut: 90}
-	if _, err := CheckIPIPEncapsulated(n, encapReport(n, flows)); !errors.Is(err, ErrNotEncapsulated) {
+	if _, err := CheckIPIP(n, encapReport(n, flows)); !errors.Is(err, ErrNotEncapsulated) {
 		t.Errorf("cross-subnet bare flow: want ErrNotEncapsulated, got %v", err)
 	}
 }

@@ -1,6 +1,7 @@
-// Package procfs reads the few process facts the harness reports from
-// /proc: how much memory a process holds, and how many packets the kernel
-// dropped for want of backlog room.
+// Package procfs reads the few process and host facts the harness reports
+// from /proc: how much memory a process holds, how many packets the kernel
+// dropped for want of backlog room, sysctls, and how often the host's shared
+// neighbour tables were full.
 package procfs
 
 import (
@@ -55,4 +56,63 @@ func parseSoftnetDropped(s string) (int64, error) {
 		total += v
 	}
 	return total, nil
+}
+
+// NeighbourFamily is one of the kernel's neighbour tables (one per family,
+// shared by every network namespace).
+type NeighbourFamily struct {
+	Name     string // "IPv4"
+	Sysctl   string // net.ipv4.neigh.default
+	StatFile string // /proc/net/stat/arp_cache
+}
+
+// NeighbourFamilies are the IPv4 (ARP) and IPv6 (ND) tables.
+var NeighbourFamilies = []NeighbourFamily{
+	{"IPv4", "net.ipv4.neigh.default", "/proc/net/stat/arp_cache"},
+	{"IPv6", "net.ipv6.neigh.default", "/proc/net/stat/ndisc_cache"},
+}
+
+// SysctlInt reads an integer sysctl (dotted key) from /proc/sys.
+func SysctlInt(key string) (int, error) {
+	b, err := os.ReadFile("/proc/sys/" + strings.ReplaceAll(key, ".", "/"))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+// NeighbourTableFulls is the host's count of neighbour-table overflows, both
+// families: the last column (table_fulls) of /proc/net/stat/{arp,ndisc}_cache,
+// one hex row per CPU.
+func NeighbourTableFulls() uint64 {
+	var total uint64
+	for _, f := range NeighbourFamilies {
+		b, err := os.ReadFile(f.StatFile)
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if len(lines) < 2 {
+			continue
+		}
+		head := strings.Fields(lines[0])
+		col := -1
+		for i, h := range head {
+			if h == "table_fulls" {
+				col = i
+			}
+		}
+		if col < 0 {
+			continue
+		}
+		for _, l := range lines[1:] {
+			fs := strings.Fields(l)
+			if col < len(fs) {
+				if v, err := strconv.ParseUint(fs[col], 16, 64); err == nil {
+					total += v
+				}
+			}
+		}
+	}
+	return total
 }
