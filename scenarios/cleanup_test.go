@@ -323,16 +323,6 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 	)
 })
 
-// blockOf returns a node's block in the named pool.
-func blockOf(n *topo.NodeNS, pool string) netip.Prefix {
-	GinkgoHelper()
-	b, ok := n.Block(pool)
-	if !ok {
-		Fail(fmt.Sprintf("node %s has no block in pool %s (blocks %v)", n.Name, pool, n.Blocks))
-	}
-	return b
-}
-
 func strayDsts(ss []stray) []netip.Prefix {
 	var out []netip.Prefix
 	for _, s := range ss {
@@ -367,46 +357,6 @@ func addFixtureRoute(n *harness.Node, dst netip.Prefix, gw netip.Addr, dev strin
 		return fmt.Errorf("node %s: fixture route %s via %s dev %s proto %d: %w", n.Name, dst, gw, dev, proto, err)
 	}
 	return nil
-}
-
-// waitFullResyncs waits until the programmer's status file has shown n
-// full kernel re-reads after now, and returns how many it saw.
-func waitFullResyncs(node *harness.Node, n int) int {
-	GinkgoHelper()
-	return waitFullResyncsWithin(node, n, scaled(2*time.Minute))
-}
-
-// waitFullResyncsWithin is waitFullResyncs with its own limit.
-func waitFullResyncsWithin(node *harness.Node, n int, limit time.Duration) int {
-	GinkgoHelper()
-	st, err := node.Programmer.Status()
-	Expect(err).NotTo(HaveOccurred())
-	last, seen := st.LastResyncUnixNano, 0
-	Eventually(func() int {
-		if st, err := node.Programmer.Status(); err == nil && st.LastResyncUnixNano > last {
-			last = st.LastResyncUnixNano
-			seen++
-		}
-		return seen
-	}).WithTimeout(limit).WithPolling(50*time.Millisecond).Should(BeNumerically(">=", n),
-		"%s's programmer should resync the kernel every routeRefreshInterval", node.Name)
-	return seen
-}
-
-// deletesOf lists the timeline's deletes of exactly p in [from, to]. A
-// span the route monitor did not see whole fails the spec as unjudgeable:
-// a delete and re-add in a subscription gap left no event, so an empty
-// list would prove nothing.
-func deletesOf(m *timeline.Monitor, p netip.Prefix, from, to int64) []timeline.Event {
-	GinkgoHelper()
-	Expect(m.Judgeable(from, to)).To(Succeed(), "deletes of %s on %s's route timeline", p, m.Name())
-	var out []timeline.Event
-	for _, e := range m.EventsFor(p, from, to) {
-		if e.Kind == timeline.Delete {
-			out = append(out, e)
-		}
-	}
-	return out
 }
 
 // firstBIRDDelete finds when BIRD's route to p left the main table after

@@ -39,7 +39,6 @@ package scenarios_test
 
 import (
 	"fmt"
-	"net/netip"
 	"strings"
 	"time"
 
@@ -156,18 +155,3 @@ var _ = Describe("BIRD's kernel metric against the programmer's RouteReplace", L
 		Entry("BIRD at BIRD 2's default metric 32: the two routes coexist", 32),
 	)
 })
-
-// routesExactly is n's main-table routes whose destination is exactly p.
-func routesExactly(n *harness.Node, p netip.Prefix) ([]kroute.Route, error) {
-	rs, err := n.Routes(p)
-	if err != nil {
-		return nil, err
-	}
-	var out []kroute.Route
-	for _, r := range rs {
-		if r.Dst == p.Masked() {
-			out = append(out, r)
-		}
-	}
-	return out, nil
-}

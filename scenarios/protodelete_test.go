@@ -27,7 +27,6 @@ package scenarios_test
 // the kernel refuses it (ESRCH) and the proto 80 route stays.
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -155,40 +154,6 @@ var _ = Describe("Protocol-matched delete", Label("ipip", "protodelete"), func()
 		Expect(node2).To(judge.HaveClusterRoute(block).ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice).Only())
 	})
 })
-
-// learnedOverBGP reports whether n's BIRD has a route to exactly p from one
-// of its BGP sessions.
-func learnedOverBGP(ctx context.Context, n *harness.Node, p netip.Prefix) bool {
-	rs, err := n.BIRD.Client().Routes(ctx, p.String())
-	if err != nil {
-		return false
-	}
-	sessions := map[string]bool{}
-	for _, peer := range n.Peers() {
-		sessions[peer.Protocol] = true
-	}
-	for _, r := range rs {
-		if r.Prefix == p && sessions[r.Protocol] {
-			return true
-		}
-	}
-	return false
-}
-
-// exportedToKernel reports whether n's BIRD exports p to its IPv4 kernel
-// protocol.
-func exportedToKernel(ctx context.Context, n *harness.Node, p netip.Prefix) bool {
-	rs, err := n.BIRD.Client().Routes(ctx, "export kernel4")
-	if err != nil {
-		return false
-	}
-	for _, r := range rs {
-		if r.Prefix == p {
-			return true
-		}
-	}
-	return false
-}
 
 // deleteAsBIRD sends n's kernel the delete BIRD sends for p: main table,
 // BIRD's kernel metric, protocol bird, any scope.

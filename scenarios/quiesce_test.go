@@ -115,3 +115,27 @@ func noteQuiescence(res *harness.ScenarioResult, q quiescence) {
 		res.Notes = append(res.Notes, "BIRD wrote remote-block routes after the programmer's takeover, before the routes stood still: "+strings.Join(q.Writes, "; "))
 	}
 }
+
+// waitFullResyncs waits until the programmer's status file has shown n
+// full kernel re-reads after now, and returns how many it saw.
+func waitFullResyncs(node *harness.Node, n int) int {
+	GinkgoHelper()
+	return waitFullResyncsWithin(node, n, scaled(2*time.Minute))
+}
+
+// waitFullResyncsWithin is waitFullResyncs with its own limit.
+func waitFullResyncsWithin(node *harness.Node, n int, limit time.Duration) int {
+	GinkgoHelper()
+	st, err := node.Programmer.Status()
+	Expect(err).NotTo(HaveOccurred())
+	last, seen := st.LastResyncUnixNano, 0
+	Eventually(func() int {
+		if st, err := node.Programmer.Status(); err == nil && st.LastResyncUnixNano > last {
+			last = st.LastResyncUnixNano
+			seen++
+		}
+		return seen
+	}).WithTimeout(limit).WithPolling(50*time.Millisecond).Should(BeNumerically(">=", n),
+		"%s's programmer should resync the kernel every routeRefreshInterval", node.Name)
+	return seen
+}

@@ -252,39 +252,6 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 	)
 })
 
-// maxRoutesAtOnce replays the timeline's main-table routes to exactly p
-// (from the monitor's start, so the state at from is known) and returns the
-// most that were present at once in [from, to].
-func maxRoutesAtOnce(m *timeline.Monitor, p netip.Prefix, from, to int64) int {
-	type id struct{ metric, tos int }
-	present := map[id]bool{}
-	most := -1
-	for _, e := range m.Events() {
-		if e.At > to {
-			break
-		}
-		if e.Route.Table != kroute.MainTable || e.Route.Dst != p.Masked() {
-			continue
-		}
-		if e.At >= from && most < 0 {
-			most = len(present) // the state at from
-		}
-		k := id{e.Route.Metric, e.Route.TOS}
-		if e.Kind == timeline.Delete {
-			delete(present, k)
-		} else {
-			present[k] = true
-		}
-		if e.At >= from && len(present) > most {
-			most = len(present)
-		}
-	}
-	if most < 0 { // nothing happened in the window: the state at from
-		most = len(present)
-	}
-	return most
-}
-
 // forwardingRoutesTo counts the forwarding main-table routes to exactly b
 // in a route timeline's current state.
 func forwardingRoutesTo(tl *timeline.Monitor, b netip.Prefix) int {

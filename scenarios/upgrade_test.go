@@ -215,42 +215,6 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 // key the programmer's route shares (see the top of this file).
 const headlineFrom = config.R331
 
-// birdMetricsTo lists the metrics of n's `proto bird` routes to the blocks.
-func birdMetricsTo(n judge.RouteSource, blocks []netip.Prefix) []int {
-	var out []int
-	for _, r := range birdRoutesTo(n, blocks) {
-		out = append(out, r.Metric)
-	}
-	return out
-}
-
-// birdRoutesTo lists n's `proto bird` routes to any of the blocks.
-func birdRoutesTo(n judge.RouteSource, blocks []netip.Prefix) []kroute.Route {
-	var out []kroute.Route
-	for _, b := range blocks {
-		rs, err := n.Routes(b)
-		if err != nil {
-			Fail(fmt.Sprintf("%v: read routes to %s: %v", n, b, err))
-		}
-		for _, r := range rs {
-			if r.Protocol == kroute.ProtoBIRD {
-				out = append(out, r)
-			}
-		}
-	}
-	return out
-}
-
-// nodeAddrOf is the address of the node block b is affine to, from the
-// topology: the gateway every tunnel route to b must name.
-func nodeAddrOf(c *harness.Cluster, b netip.Prefix) netip.Addr {
-	nd := c.Net.NodeOfBlock(b)
-	if nd == nil {
-		Fail(fmt.Sprintf("no node of the topology has block %s", b))
-	}
-	return nd.Address.Addr()
-}
-
 // isFrom reports whether addr is one of n's workloads.
 func isFrom(n *harness.Node, addr netip.Addr) bool { return n.NS.HasWorkloadAddr(addr) }
 
