@@ -19,6 +19,9 @@ func CurrentRunEnv() *RunEnv {
 	if a := os.Getenv(VMAccelEnv); a != "" {
 		e.Where, e.VMAccel = "vm", a
 	}
+	if s, err := TimeoutScale(); err == nil {
+		e.TimeoutScale = s
+	}
 	// BIRD prints its version on stderr: "BIRD version 2.0.12".
 	if out, err := exec.Command("bird", "--version").CombinedOutput(); err == nil || len(out) > 0 {
 		e.BIRDVersion = strings.TrimPrefix(strings.TrimSpace(string(out)), "BIRD version ")

@@ -41,6 +41,10 @@ type RunEnv struct {
 	// module) or "ebpf" (the emulation, topo.TunnelEBPF); empty where no
 	// scenario needed one.
 	Tunnel string `json:"tunnel,omitempty"`
+	// TimeoutScale is $BIRDCAGE_TIMEOUT_SCALE as the run used it: how many
+	// times longer the harness and the scenarios waited (0 in files
+	// written before it was recorded, read as 1).
+	TimeoutScale float64 `json:"timeoutScale,omitempty"`
 }
 
 func (e *RunEnv) String() string {
@@ -54,6 +58,9 @@ func (e *RunEnv) String() string {
 	s := fmt.Sprintf("%s, probes %d/s per flow, BIRD %s, %d CPUs, %s", where, e.ProbeRate, e.BIRDVersion, e.CPUs, e.GoVersion)
 	if e.Tunnel != "" {
 		s += ", tunl0 " + e.Tunnel
+	}
+	if e.TimeoutScale > 1 {
+		s += fmt.Sprintf(", waits ×%g", e.TimeoutScale)
 	}
 	return s
 }
