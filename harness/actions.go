@@ -80,7 +80,7 @@ func (c *Cluster) UpgradeNode(ctx context.Context, name string, to config.Releas
 		if err := n.Programmer.SetBinary(o.Programmer); err != nil {
 			return fail(err)
 		}
-		c.Mark(fmt.Sprintf("programmer(%s) binary %s", name, o.Programmer))
+		c.Mark(fmt.Sprintf("programmer(%s) binary %s (sha256 %s)", name, o.Programmer, binaryDigest(o.Programmer)))
 	}
 	n.mu.Lock()
 	n.release = to

@@ -1,7 +1,10 @@
 package harness
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +18,45 @@ import (
 // cmd/birdcage-programmer; it must keep the process contract documented in
 // dataplane/programmer.
 const ProgrammerEnv = "BIRDCAGE_PROGRAMMER"
+
+// UpgradeProgrammerEnv names the programmer binary the headline upgrade's
+// node runs from its upgrade on (`birdcage run --upgrade-programmer`): a
+// team's new build judged by the headline claim, the run's own programmer
+// ($BIRDCAGE_PROGRAMMER, or birdcage's) running before it and on every
+// other node.
+const UpgradeProgrammerEnv = "BIRDCAGE_UPGRADE_PROGRAMMER"
+
+// UpgradeProgrammer is $BIRDCAGE_UPGRADE_PROGRAMMER as an absolute path, ""
+// when unset; an error names the variable and why the file cannot run.
+func UpgradeProgrammer() (string, error) {
+	b := os.Getenv(UpgradeProgrammerEnv)
+	if b == "" {
+		return "", nil
+	}
+	abs, err := filepath.Abs(b)
+	if err != nil {
+		return "", fmt.Errorf("%s=%s: %w", UpgradeProgrammerEnv, b, err)
+	}
+	if err := checkExecutable(abs); err != nil {
+		return "", fmt.Errorf("%s: %w", UpgradeProgrammerEnv, err)
+	}
+	return abs, nil
+}
+
+// binaryDigest is the first 12 hex digits of path's SHA-256, to tell two
+// builds apart in the events ("" when it cannot be read).
+func binaryDigest(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return ""
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12]
+}
 
 // programmerBinary returns the binary to run: $BIRDCAGE_PROGRAMMER, or
 // cmd/birdcage-programmer built into the run's temp dir (go's build cache

@@ -96,7 +96,12 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	// while the probes started is no licence.
 	atBegin, err := probes.Report()
 	Expect(err).NotTo(HaveOccurred())
-	begin := act(t.UpgradeNode(ctx, upgraded, config.R333, harness.UpgradeOptions{Signal: sig}))
+	// (With $BIRDCAGE_UPGRADE_PROGRAMMER — `birdcage run
+	// --upgrade-programmer` — the upgraded node runs that build from here
+	// on: a team's own programmer judged by the claim.)
+	newBuild, err := harness.UpgradeProgrammer()
+	Expect(err).NotTo(HaveOccurred())
+	begin := act(t.UpgradeNode(ctx, upgraded, config.R333, harness.UpgradeOptions{Signal: sig, Programmer: newBuild}))
 
 	// 4. Its IPIP cluster routes move to the programmer: its route, via
 	// tunl0 (and the block's node onlink, where the target knows it) as
@@ -135,6 +140,9 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	// 5. Figures.
 	res := t.Result(name, rep)
 	res.AddProbeFigures(rep)
+	if newBuild != "" {
+		res.Notes = append(res.Notes, fmt.Sprintf("%s ran the programmer %s from its upgrade on (%s)", upgraded, newBuild, harness.UpgradeProgrammerEnv))
+	}
 	res.Figures["sentProbes"] = float64(rep.Total.Sent)
 	res.Figures["lostOutboundUpgradedNode"] = 0
 	res.Figures["lostInboundUpgradedNode"] = 0

@@ -109,8 +109,39 @@ func runSummary(w io.Writer, f *harness.ResultsFile) {
 	tw.Flush()
 }
 
+// programmerRun is what `birdcage run --programmer OLD --upgrade-programmer
+// NEW` adds to the suite's environment: the run's programmer (every node,
+// from the start) and the build the headline upgrade's node switches to.
+// Each must be an executable file; a flag names itself in the error. A lab
+// picks its own programmer, so NEW is refused with --lab.
+func programmerRun(old, upgrade string, lab bool) ([]string, error) {
+	var env []string
+	for _, f := range []struct{ flag, path, key string }{
+		{"--programmer", old, harness.ProgrammerEnv},
+		{"--upgrade-programmer", upgrade, harness.UpgradeProgrammerEnv},
+	} {
+		if f.path == "" {
+			continue
+		}
+		if f.key == harness.UpgradeProgrammerEnv && lab {
+			return nil, fmt.Errorf("%s: a lab's upgrade action installs its own programmer; leave it out with --lab", f.flag)
+		}
+		abs, err := filepath.Abs(f.path)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", f.flag, f.path, err)
+		}
+		if fi, err := os.Stat(abs); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", f.flag, f.path, err)
+		} else if fi.IsDir() || fi.Mode()&0o111 == 0 {
+			return nil, fmt.Errorf("%s %s: not an executable file (a route programmer binary under the process contract of dataplane/programmer)", f.flag, f.path)
+		}
+		env = append(env, f.key+"="+abs)
+	}
+	return env, nil
+}
+
 func runCmd() *cobra.Command {
-	var label, labPath string
+	var label, labPath, programmer, upgradeProgrammer string
 	var keepOnFail, pcap bool
 	c := &cobra.Command{
 		Use:         "run [--lab MANIFEST] [LABEL-FILTER]",
@@ -134,6 +165,11 @@ func runCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			progEnv, err := programmerRun(programmer, upgradeProgrammer, labPath != "")
+			if err != nil {
+				return err
+			}
+			env = append(env, progEnv...)
 			if keepOnFail {
 				env = append(env, harness.KeepOnFailEnv+"=1")
 			}
@@ -146,6 +182,8 @@ func runCmd() *cobra.Command {
 	c.Flags().StringVarP(&label, "label", "l", "headline", "Ginkgo label filter (headline, ipip, noencap, upgrade, ...); the argument wins")
 	c.Flags().StringVar(&labPath, "lab", "", "run the lab scenarios against the lab this manifest describes (harness/lab; \"handmade\": a lab built per spec with ip commands, \"handmade-runc\": one whose nodes are runc containers)")
 	c.Flags().BoolVar(&keepOnFail, "keep-on-fail", false, "leave the first failed spec's cluster up and print how to get in (birdcage exec/routes/down); sets $"+harness.KeepOnFailEnv)
+	c.Flags().StringVar(&programmer, "programmer", "", "run this route programmer binary on every node (your own build, under the process contract of dataplane/programmer); sets $"+harness.ProgrammerEnv)
+	c.Flags().StringVar(&upgradeProgrammer, "upgrade-programmer", "", "the headline upgrade's node runs this programmer binary from its upgrade on (old build → new build in one run, judged by the claim); sets $"+harness.UpgradeProgrammerEnv)
 	c.Flags().BoolVar(&pcap, "pcap", false, "capture the probes on every node's uplinks (and tunl0) during the probe window into the artifacts, linked from the report; sets $"+harness.PcapEnv)
 	return c
 }
