@@ -256,8 +256,8 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 // in a route timeline's current state.
 func forwardingRoutesTo(tl *timeline.Monitor, b netip.Prefix) int {
 	n := 0
-	for _, r := range tl.Routes() {
-		if r.Dst == b && r.Table == kroute.MainTable && r.Forwards() {
+	for _, r := range tl.RoutesTo(b) {
+		if r.Dst == b && r.Forwards() {
 			n++
 		}
 	}

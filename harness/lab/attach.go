@@ -187,8 +187,8 @@ func (l *Lab) Owner(protocol kroute.Protocol) string {
 // timeline holds them.
 func (l *Lab) ClusterRoutes(node string, prefix netip.Prefix) []kroute.Route {
 	var out []kroute.Route
-	for _, r := range l.Timeline(node).Routes() {
-		if r.Dst == prefix && r.Table == kroute.MainTable {
+	for _, r := range l.Timeline(node).RoutesTo(prefix) {
+		if r.Dst == prefix {
 			out = append(out, r)
 		}
 	}

@@ -61,17 +61,7 @@ func (n nodeRoutes) Routes(dst netip.Prefix) ([]kroute.Route, error) {
 	if m == nil {
 		return nil, fmt.Errorf("lab %s: node %s: no route timeline (detached?)", n.l.M.Name, n.name)
 	}
-	var out []kroute.Route
-	for _, r := range m.Routes() {
-		if r.Table != kroute.MainTable || !r.Dst.IsValid() {
-			continue
-		}
-		if dst.IsValid() && !(dst.Bits() <= r.Dst.Bits() && dst.Contains(r.Dst.Addr())) {
-			continue
-		}
-		out = append(out, r)
-	}
-	return out, nil
+	return m.RoutesTo(dst), nil
 }
 
 // WorkloadNode is the node whose workload has address a.

@@ -588,6 +588,23 @@ func (m *Monitor) Routes() []kroute.Route {
 	return out
 }
 
+// RoutesTo returns the main-table routes present now (as far as the monitor
+// has seen) whose destination lies inside dst; the zero prefix means every
+// main-table route. Sorted as Routes.
+func (m *Monitor) RoutesTo(dst netip.Prefix) []kroute.Route {
+	var out []kroute.Route
+	for _, r := range m.Routes() {
+		if r.Table != kroute.MainTable || !r.Dst.IsValid() {
+			continue
+		}
+		if dst.IsValid() && !(dst.Bits() <= r.Dst.Bits() && dst.Contains(r.Dst.Addr())) {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
 // RoutesByProtocol returns the main table's routes present now, grouped by
 // protocol (e.g. kroute.ProtoBIRD, kroute.ProtoCalicoDefault).
 func (m *Monitor) RoutesByProtocol() map[kroute.Protocol][]kroute.Route {

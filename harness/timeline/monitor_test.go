@@ -390,3 +390,38 @@ func TestMonitorUnderChurn(t *testing.T) {
 	}
 	t.Logf("%d churn rounds over %d monitors", churned.Load(), len(mons))
 }
+
+// RoutesTo is the main table's routes inside a prefix, as the monitor holds
+// them: a /26 inside the /24 asked for and the /24 itself, not a route
+// outside it; the zero prefix is every main-table route.
+func TestRoutesToSelectsInsideThePrefix(t *testing.T) {
+	nd := newNode(t)
+	for _, r := range []struct {
+		dst    string
+		metric int
+	}{{"10.62.0.0/24", 0}, {"10.62.0.64/26", 0}, {"10.62.0.64/26", 1024}, {"10.63.0.0/26", 0}} {
+		if err := nd.h.RouteAdd(nd.route(r.dst, kroute.ProtoBIRD, r.metric, "v0", "10.50.0.2")); err != nil {
+			t.Fatal(err)
+		}
+		p := netip.MustParsePrefix(r.dst)
+		nd.waitEvent(t, r.dst, func(e Event) bool { return !e.Existing && e.Route.Dst == p && e.Route.Metric == r.metric })
+	}
+	got := func(dst netip.Prefix) []string {
+		var out []string
+		for _, r := range nd.mon.RoutesTo(dst) {
+			if r.Protocol == kroute.ProtoBIRD {
+				out = append(out, fmt.Sprintf("%s/%d", r.Dst, r.Metric))
+			}
+		}
+		return out
+	}
+	if g, want := got(netip.MustParsePrefix("10.62.0.0/24")), []string{"10.62.0.0/24/0", "10.62.0.64/26/0", "10.62.0.64/26/1024"}; !slices.Equal(g, want) {
+		t.Errorf("RoutesTo(10.62.0.0/24) = %v, want %v", g, want)
+	}
+	if g, want := got(netip.MustParsePrefix("10.62.0.64/26")), []string{"10.62.0.64/26/0", "10.62.0.64/26/1024"}; !slices.Equal(g, want) {
+		t.Errorf("RoutesTo(10.62.0.64/26) = %v, want %v (not the covering /24)", g, want)
+	}
+	if g := got(netip.Prefix{}); len(g) != 4 {
+		t.Errorf("RoutesTo(zero) = %v, want all 4 bird routes", g)
+	}
+}
