@@ -325,6 +325,10 @@ type matrixSetup struct {
 	topology *topo.Topology
 	classes  []poolClass // classes with pools in the topology
 	probed   poolClass   // class of the workloads' addresses
+	// pairs, when set, are the only (Felix, BGP) raw values set, in
+	// order; the full matrix (matrixValues × matrixValues, and the check
+	// that unset and unknown act as the default) when nil.
+	pairs [][2]string
 }
 
 // refusalLine is what BIRD 2 logs each scan for each route the kernel
@@ -429,11 +433,22 @@ func runOwnershipMatrix(ctx context.Context, setup matrixSetup) []matrixRow {
 
 	var rows []matrixRow
 	prevFelix, prevBGP := "", ""
-	for _, felixRaw := range matrixValues {
-		for _, bgpRaw := range matrixValues {
-			rows = append(rows, runMatrixRow(ctx, c, setup, blocks, probes, felixRaw, bgpRaw, prevFelix, prevBGP))
-			prevFelix, prevBGP = felixRaw, bgpRaw
+	pairs := setup.pairs
+	if pairs == nil {
+		for _, felixRaw := range matrixValues {
+			for _, bgpRaw := range matrixValues {
+				pairs = append(pairs, [2]string{felixRaw, bgpRaw})
+			}
 		}
+	}
+	for _, p := range pairs {
+		rows = append(rows, runMatrixRow(ctx, c, setup, blocks, probes, p[0], p[1], prevFelix, prevBGP))
+		prevFelix, prevBGP = p[0], p[1]
+	}
+	if setup.pairs != nil {
+		_, err = probes.Stop()
+		Expect(err).NotTo(HaveOccurred())
+		return rows
 	}
 
 	// 3. Unset and unknown behave as the default on both sides: the
@@ -656,5 +671,28 @@ var _ = Describe("Ownership matrix, mixed IPIP and no-encap pools", Label("ipip"
 		res := matrixResult("ownership matrix, mixed IPIP and no-encap (36 pairs)", t.Name, rows, setup.classes, started)
 		res.Notes = append(res.Notes, "probes are between workloads in the IPIP pool; no-encap ownership is judged by routes only")
 		report("ownership matrix on noencap + IPIP pool: owner of each class for every field pair", matrixTable(rows, setup.classes), res)
+	})
+})
+
+// conformancePairs are the matrix rows the VM runs on the kernel's ipip
+// (ci/test; docs/tunnel.md): each supported pair that moves both classes to
+// one owner, then back to the 3.33 defaults, on the mixed cluster.
+var conformancePairs = [][2]string{
+	{string(config.Enabled), string(config.Disabled)},
+	{string(config.Disabled), string(config.Enabled)},
+	{"", ""},
+}
+
+var _ = Describe("Ownership matrix, mixed IPIP and no-encap pools, conformance rows", Label("ipip", "matrix", "conformance"), func() {
+	It("gives the programmer everything, then BIRD everything, then the 3.33 defaults, each class owned as the design's tables say", func(ctx SpecContext) {
+		started := time.Now()
+		t := topo.NoEncap(3, 1)
+		t.Name = "noencap-mixed"
+		t.Pools = append([]topo.Pool{{Name: "ipip-pool", CIDR: "10.245.0.0/16", IPIPMode: topo.IPIPAlways}}, t.Pools...)
+		setup := matrixSetup{topology: t, classes: []poolClass{classIPIP, classNoEncap}, probed: classIPIP, pairs: conformancePairs}
+		rows := runOwnershipMatrix(ctx, setup)
+		Expect(rows).To(HaveLen(len(conformancePairs)))
+		res := matrixResult(fmt.Sprintf("ownership matrix, mixed IPIP and no-encap, conformance rows (%d pairs)", len(rows)), t.Name, rows, setup.classes, started)
+		report("ownership matrix on noencap + IPIP pool, the conformance rows", matrixTable(rows, setup.classes), res)
 	})
 })
