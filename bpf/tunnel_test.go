@@ -8,14 +8,18 @@ package bpf
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/testenv"
@@ -430,6 +434,39 @@ func TestTunnelAttachModes(t *testing.T) {
 					t.Errorf("clsact qdisc left on tunl0 after Close")
 				}
 			}
+		}
+	}
+}
+
+// The helper proof passes on a kernel the tunnel works on, and each probe
+// reaches the check after the flags' (the errno a kernel that knows the
+// flag gives), so EINVAL can only mean the flag.
+func TestTunnelHelpersWork(t *testing.T) {
+	testenv.NeedRoot(t)
+	if err := TunnelHelpersWork(); err != nil {
+		if errors.Is(err, ErrTunnelHelpers) {
+			testenv.Missing(t, "ebpf-tunnel", err.Error())
+		}
+		t.Fatal(err)
+	}
+	for _, f := range tunnelFlags {
+		errno, err := runProbe(f.probe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := errENOTSUPP
+		if strings.HasPrefix(f.name, "bpf_fib_lookup") {
+			want = unix.EAFNOSUPPORT
+		}
+		if errno != want {
+			t.Errorf("%s: the probe answered %v (%d), want %v: it does not reach the check after the flags'", f.name, errno, int(errno), want)
+		}
+	}
+	// Negative control: a flag no kernel has is refused with EINVAL by
+	// both probes, as an unknown one on an older kernel is.
+	for what, insns := range map[string]asm.Instructions{"bpf_fib_lookup": fibLookupWith(1 << 30), "bpf_skb_adjust_room": adjustRoomWith(1 << 30)} {
+		if errno, err := runProbe(insns); err != nil || errno != unix.EINVAL {
+			t.Errorf("%s with flag 1<<30: errno %v, err %v; want EINVAL", what, errno, err)
 		}
 	}
 }

@@ -54,7 +54,7 @@ func chooseTunnel(env string, kernel bool, ebpfErr error) (Features, string) {
 		return Features{IPIP: true, Tunnel: TunnelKernel}, fmt.Sprintf("tunl0: the kernel's ipip (forced by %s)", TunnelEnv)
 	case TunnelEBPF, TunnelEBPFNoEncap:
 		if ebpfErr != nil {
-			err := fmt.Errorf("%s=%s, but the eBPF tunnel does not attach: %w", TunnelEnv, env, ebpfErr)
+			err := fmt.Errorf("%s=%s, but the eBPF tunnel cannot run here: %w", TunnelEnv, env, ebpfErr)
 			return Features{TunnelErr: err}, "tunl0: none (" + err.Error() + ")"
 		}
 		line := fmt.Sprintf("tunl0: the eBPF emulation (forced by %s)", TunnelEnv)
@@ -71,7 +71,7 @@ func chooseTunnel(env string, kernel bool, ebpfErr error) (Features, string) {
 		return Features{IPIP: true, Tunnel: TunnelKernel}, "tunl0: the kernel's ipip"
 	}
 	if ebpfErr != nil {
-		return Features{}, fmt.Sprintf("tunl0: none (the kernel has no ipip and the eBPF emulation does not attach: %v)", ebpfErr)
+		return Features{}, fmt.Sprintf("tunl0: none (the kernel has no ipip and the eBPF emulation cannot run here: %v)", ebpfErr)
 	}
 	return Features{IPIP: true, Tunnel: TunnelEBPF}, fmt.Sprintf("tunl0: the eBPF emulation (the kernel has no ipip; %s=kernel|ebpf forces)", TunnelEnv)
 }
@@ -179,10 +179,16 @@ func underlays(h *netlink.Handle, n *NodeNS) ([]string, int, error) {
 	return names, mtu, nil
 }
 
-// proveEmulation makes an emulated tunl0 in the scratch namespace and
-// attaches the programs to it, so the choice rests on what this kernel
-// accepted.
+// proveEmulation proves the helper flags the programs pass
+// (bpf.TunnelHelpersWork), then makes an emulated tunl0 in the scratch
+// namespace and attaches the programs to it, so the choice rests on what
+// this kernel accepted and can run.
 func proveEmulation(h *netlink.Handle, n *Namespace) error {
+	// The programs attach on a kernel whose helpers refuse their flags,
+	// and then deliver nothing: prove the helpers first.
+	if err := bpf.TunnelHelpersWork(); err != nil {
+		return err
+	}
 	l, err := makeEmulatedTunl0(h, n, 1480)
 	if err != nil {
 		return err
