@@ -64,9 +64,7 @@ func quiesceClusterRoutes(c *harness.Cluster, since int64, limit time.Duration) 
 	for {
 		q.Rounds++
 		from := monoclock.Now()
-		for _, n := range c.Nodes() {
-			waitFullResyncs(n, 2)
-		}
+		waitEveryProgrammerResyncs(c, 2)
 		to := monoclock.Now()
 		moved := 0
 		for _, n := range c.Nodes() {
@@ -87,6 +85,31 @@ func quiesceClusterRoutes(c *harness.Cluster, since int64, limit time.Duration) 
 				limit, q.Rounds, moved, strings.Join(writes, "\n")))
 		}
 	}
+}
+
+// waitEveryProgrammerResyncs waits until every node's programmer has shown
+// n full kernel re-reads after now (all nodes watched at once, so a round
+// costs about n resync intervals, not n per node).
+func waitEveryProgrammerResyncs(c *harness.Cluster, n int) {
+	GinkgoHelper()
+	last, seen := map[string]int64{}, map[string]int{}
+	for _, nd := range c.Nodes() {
+		st, err := nd.Programmer.Status()
+		Expect(err).NotTo(HaveOccurred())
+		last[nd.Name] = st.LastResyncUnixNano
+	}
+	Eventually(func() int {
+		fewest := n
+		for _, nd := range c.Nodes() {
+			if st, err := nd.Programmer.Status(); err == nil && st.LastResyncUnixNano > last[nd.Name] {
+				last[nd.Name] = st.LastResyncUnixNano
+				seen[nd.Name]++
+			}
+			fewest = min(fewest, seen[nd.Name])
+		}
+		return fewest
+	}).WithTimeout(scaled(2*time.Minute)).WithPolling(50*time.Millisecond).Should(BeNumerically(">=", n),
+		"every programmer should resync the kernel every routeRefreshInterval")
 }
 
 // birdWrites lists the proto bird adds and replaces of remote blocks on
