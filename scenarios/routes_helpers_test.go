@@ -169,3 +169,22 @@ func protoOf(o judge.Owner) kroute.Protocol {
 	}
 	return designProgrammerProtocol
 }
+
+// routesBeneathBest counts n's routes to exactly each of blocks beyond one
+// per block: what lies beneath the route the kernel forwards by.
+func routesBeneathBest(n *harness.Node, blocks []netip.Prefix) int {
+	GinkgoHelper()
+	extra := 0
+	for _, b := range blocks {
+		rs, err := n.Routes(b)
+		Expect(err).NotTo(HaveOccurred())
+		k := 0
+		for _, r := range rs {
+			if r.Dst == b {
+				k++
+			}
+		}
+		extra += max(0, k-1)
+	}
+	return extra
+}

@@ -157,6 +157,7 @@ var figureKinds = map[string]FigureKind{
 	"peerNoRouteWindows":                        KindCount,
 	"inboundLostInPeerNoRouteWindows":           KindLoss,
 	"downgradeLeftoverRoutes":                   KindCount, // varies between runs (BIRD's scan race); compare medians over repeats
+	"upgradeLeftoverRoutes":                     KindCount, // no-encap 3.31 → 3.33: the old BIRD's metric-0 route beneath the new one
 	"straysLeft":                                KindCount,
 	"flowsWithLoss":                             KindCount,
 	"noRouteWindowsNode2":                       KindCount,
