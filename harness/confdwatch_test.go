@@ -21,6 +21,7 @@ func TestConcurrentRendersKeepWarningAccounting(t *testing.T) {
 		Felix: datastore.FelixConfiguration{ProgramClusterRoutes: string(config.Disabled)},
 	}
 	c := &Cluster{log: slog.New(slog.NewTextHandler(io.Discard, nil)), timing: ZeroTiming()}
+	c.confd = confdLoop{c}
 	for i := 1; i <= 3; i++ {
 		name := fmt.Sprintf("node-%d", i)
 		cl.Nodes = append(cl.Nodes, datastore.Node{Name: name, IPv4Address: fmt.Sprintf("10.0.0.%d/24", 10+i)})
