@@ -42,6 +42,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/judge"
+	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -144,8 +145,21 @@ var _ = Describe("Persisted-route cleanup has no time bound", Label("ipip", "cle
 				Expect(addFixtureRoute(node2, lateStaticDst, gw, topo.TunnelDevice, kroute.ProtoStatic)).To(Succeed())
 			}
 			Expect(addFixtureRoute(node2, age.dst, gw, topo.TunnelDevice, kroute.ProtoBIRD)).To(Succeed())
-			Expect(node2.Routes(age.dst)).To(ContainElement(SatisfyAll(HaveField("Protocol", kroute.ProtoBIRD), HaveField("Devices()", ConsistOf(topo.TunnelDevice)), HaveField("Metric", birdMetric))),
-				"guard: the late stray %s is in node-2's kernel", age.dst)
+			// Guard: the stray reached node-2's kernel. Read from the route
+			// timeline, not the kernel now: the programmer may already have
+			// removed it (a resync can fall between the add and a read, seen
+			// under TCG).
+			Eventually(func() []kroute.Route {
+				var added []kroute.Route
+				for _, e := range c.Timeline(node2.Name).EventsFor(age.dst, planted.Mono, 0) {
+					if e.Kind == timeline.Add || e.Kind == timeline.Replace {
+						added = append(added, e.Route)
+					}
+				}
+				return added
+			}).WithTimeout(scaled(10*time.Second)).WithPolling(20*time.Millisecond).
+				Should(ContainElement(SatisfyAll(HaveField("Protocol", kroute.ProtoBIRD), HaveField("Devices()", ConsistOf(topo.TunnelDevice)), HaveField("Metric", birdMetric))),
+					"guard: the late stray %s reached node-2's kernel", age.dst)
 			sinceStart := time.Duration(planted.Mono - started)
 
 			// 5. The claim: it is removed, by the programmer.
