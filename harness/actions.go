@@ -56,7 +56,7 @@ func (c *Cluster) UpgradeNode(ctx context.Context, name string, to config.Releas
 		to = r // an alias is recorded as the release it names
 	}
 	if o.Programmer != "" {
-		if err := checkExecutable(o.Programmer); err != nil {
+		if err := CheckExecutable(o.Programmer); err != nil {
 			return Event{}, fmt.Errorf("upgrade %s: field Programmer: %w", name, err)
 		}
 	}
@@ -206,8 +206,9 @@ func orDefault(s, d string) string {
 	return s
 }
 
-// checkExecutable says why path cannot be a programmer binary, if it cannot.
-func checkExecutable(path string) error {
+// CheckExecutable says why path cannot be a programmer binary, if it
+// cannot (missing, a directory, not executable).
+func CheckExecutable(path string) error {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return fmt.Errorf("programmer binary %q: %w", path, err)

@@ -37,7 +37,7 @@ func UpgradeProgrammer() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s=%s: %w", UpgradeProgrammerEnv, b, err)
 	}
-	if err := checkExecutable(abs); err != nil {
+	if err := CheckExecutable(abs); err != nil {
 		return "", fmt.Errorf("%s: %w", UpgradeProgrammerEnv, err)
 	}
 	return abs, nil

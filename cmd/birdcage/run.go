@@ -130,10 +130,8 @@ func programmerRun(old, upgrade string, lab bool) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", f.flag, f.path, err)
 		}
-		if fi, err := os.Stat(abs); err != nil {
-			return nil, fmt.Errorf("%s %s: %w", f.flag, f.path, err)
-		} else if fi.IsDir() || fi.Mode()&0o111 == 0 {
-			return nil, fmt.Errorf("%s %s: not an executable file (a route programmer binary under the process contract of dataplane/programmer)", f.flag, f.path)
+		if err := harness.CheckExecutable(abs); err != nil {
+			return nil, fmt.Errorf("%s: %w (a route programmer binary under the process contract of dataplane/programmer)", f.flag, err)
 		}
 		env = append(env, f.key+"="+abs)
 	}
