@@ -87,31 +87,6 @@ func quiesceClusterRoutes(c *harness.Cluster, since int64, limit time.Duration) 
 	}
 }
 
-// waitEveryProgrammerResyncs waits until every node's programmer has shown
-// n full kernel re-reads after now (all nodes watched at once, so a round
-// costs about n resync intervals, not n per node).
-func waitEveryProgrammerResyncs(c *harness.Cluster, n int) {
-	GinkgoHelper()
-	last, seen := map[string]int64{}, map[string]int{}
-	for _, nd := range c.Nodes() {
-		st, err := nd.Programmer.Status()
-		Expect(err).NotTo(HaveOccurred())
-		last[nd.Name] = st.LastResyncUnixNano
-	}
-	Eventually(func() int {
-		fewest := n
-		for _, nd := range c.Nodes() {
-			if st, err := nd.Programmer.Status(); err == nil && st.LastResyncUnixNano > last[nd.Name] {
-				last[nd.Name] = st.LastResyncUnixNano
-				seen[nd.Name]++
-			}
-			fewest = min(fewest, seen[nd.Name])
-		}
-		return fewest
-	}).WithTimeout(scaled(2*time.Minute)).WithPolling(50*time.Millisecond).Should(BeNumerically(">=", n),
-		"every programmer should resync the kernel every routeRefreshInterval")
-}
-
 // birdWrites lists the proto bird adds and replaces of remote blocks on
 // every node of c in [from, to].
 func birdWrites(c *harness.Cluster, from, to int64) (int, []string) {
@@ -149,16 +124,41 @@ func waitFullResyncs(node *harness.Node, n int) int {
 // waitFullResyncsWithin is waitFullResyncs with its own limit.
 func waitFullResyncsWithin(node *harness.Node, n int, limit time.Duration) int {
 	GinkgoHelper()
-	st, err := node.Programmer.Status()
-	Expect(err).NotTo(HaveOccurred())
-	last, seen := st.LastResyncUnixNano, 0
+	return waitResyncs([]*harness.Node{node}, n, limit)
+}
+
+// waitEveryProgrammerResyncs waits until every node's programmer has shown
+// n full kernel re-reads after now (all nodes watched at once, so a round
+// costs about n resync intervals, not n per node).
+func waitEveryProgrammerResyncs(c *harness.Cluster, n int) {
+	GinkgoHelper()
+	waitResyncs(c.Nodes(), n, scaled(2*time.Minute))
+}
+
+// waitResyncs waits until each of nodes' programmers has shown n full
+// kernel re-reads after now, and returns the fewest any of them showed.
+func waitResyncs(nodes []*harness.Node, n int, limit time.Duration) int {
+	GinkgoHelper()
+	last, seen := map[string]int64{}, map[string]int{}
+	for _, nd := range nodes {
+		st, err := nd.Programmer.Status()
+		Expect(err).NotTo(HaveOccurred())
+		last[nd.Name] = st.LastResyncUnixNano
+	}
+	fewest := 0
 	Eventually(func() int {
-		if st, err := node.Programmer.Status(); err == nil && st.LastResyncUnixNano > last {
-			last = st.LastResyncUnixNano
-			seen++
+		fewest = -1
+		for _, nd := range nodes {
+			if st, err := nd.Programmer.Status(); err == nil && st.LastResyncUnixNano > last[nd.Name] {
+				last[nd.Name] = st.LastResyncUnixNano
+				seen[nd.Name]++
+			}
+			if fewest < 0 || seen[nd.Name] < fewest {
+				fewest = seen[nd.Name]
+			}
 		}
-		return seen
+		return fewest
 	}).WithTimeout(limit).WithPolling(50*time.Millisecond).Should(BeNumerically(">=", n),
-		"%s's programmer should resync the kernel every routeRefreshInterval", node.Name)
-	return seen
+		"every programmer should resync the kernel every routeRefreshInterval")
+	return fewest
 }

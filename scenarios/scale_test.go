@@ -108,14 +108,17 @@ func ownedBy(c *harness.Cluster, n *harness.Node, owner judge.Owner, via string)
 // routes only then.
 func birdRecovered(ctx context.Context, n *harness.Node) {
 	GinkgoHelper()
-	Eventually(func() (string, error) {
-		r, err := n.BIRD.Client().Run(ctx, "show status")
-		if err != nil {
-			return "", err
-		}
-		return r.Text(), nil
-	}).WithContext(ctx).WithTimeout(scaled(60*time.Second)).WithPolling(50*time.Millisecond).
-		ShouldNot(ContainSubstring("Graceful restart recovery in progress"), "%s's BIRD should end its graceful-restart recovery", n.Name)
+	Eventually(func() (bool, error) { return birdInRecovery(ctx, n) }).WithContext(ctx).WithTimeout(scaled(60*time.Second)).WithPolling(50*time.Millisecond).
+		Should(BeFalse(), "%s's BIRD should end its graceful-restart recovery", n.Name)
+}
+
+// birdInRecovery says whether n's BIRD is in graceful-restart recovery.
+func birdInRecovery(ctx context.Context, n *harness.Node) (bool, error) {
+	r, err := n.BIRD.Client().Run(ctx, "show status")
+	if err != nil {
+		return false, err
+	}
+	return strings.Contains(r.Text(), "Graceful restart recovery in progress"), nil
 }
 
 // scaleHop is how a node's route to a block of the node o leaves, as the
@@ -634,9 +637,9 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade", "timing")
 		// so its peers still hold its routes as stale and the window is
 		// open — whether or not their sessions are Established again.
 		inRecovery := func() bool {
-			r, err := c.Node(victim).BIRD.Client().Run(ctx, "show status")
+			in, err := birdInRecovery(ctx, c.Node(victim))
 			Expect(err).NotTo(HaveOccurred())
-			return strings.Contains(r.Text(), "Graceful restart recovery in progress")
+			return in
 		}
 
 		// Control: two restarts, the second once the window has closed
