@@ -55,9 +55,14 @@ type Options struct {
 	Timers confd.Timers
 	// Log receives harness events; nil: slog.Default().
 	Log *slog.Logger
-	// ConvergeTimeout bounds the wait for convergence (default 60 s times
-	// $BIRDCAGE_TIMEOUT_SCALE).
+	// ConvergeTimeout bounds the wait for convergence (default 60 s on the
+	// machine: Machine.Wait).
 	ConvergeTimeout time.Duration
+	// Machine is the machine profile every wait of the cluster honours (its
+	// convergence, BIRD's and the supervisor's stops, probe sessions'
+	// first deliveries) and the default probe rate; nil reads
+	// MachineFromEnv.
+	Machine *Machine
 	// KernelImportFilter renders the candidate re-advertisement fix into
 	// every node's BIRD config (confd.Options.KernelImportFilter); not
 	// Calico's behaviour.
@@ -98,6 +103,9 @@ type Cluster struct {
 	Run   *run.Run
 	Net   *topo.Network
 	Store *datastore.DirStore
+	// Machine is the profile the cluster was started on (Options.Machine):
+	// a scenario's waits take their limits from it.
+	Machine Machine
 
 	opts    Options
 	timing  TimingModel
@@ -183,11 +191,12 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 	if opts.Felix.RouteRefreshInterval == "" {
 		opts.Felix.RouteRefreshInterval = opts.RouteRefreshInterval.String()
 	}
-	ct, err := convergeTimeout(opts)
+	m, err := resolveMachine(opts)
 	if err != nil {
 		return nil, err
 	}
-	opts.ConvergeTimeout = ct
+	opts.Machine = &m
+	opts.ConvergeTimeout = convergeTimeout(opts, m)
 	log := opts.Log
 	if log == nil {
 		log = slog.Default()
@@ -206,7 +215,7 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 			_ = r.Close()
 		}
 	}()
-	c := &Cluster{Run: r, opts: opts, timing: timing, log: log.With("run", r.ID)}
+	c := &Cluster{Run: r, Machine: m, opts: opts, timing: timing, log: log.With("run", r.ID)}
 	c.confd = confdLoop{c}
 	c.log.Info("timing model", "model", timing.String())
 	// Building the programmer (when BIRDCAGE_PROGRAMMER names none) is not
@@ -254,10 +263,10 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 			return nil, err
 		}
 		if n.Programmer, err = supervisor.New(r, supervisor.Config{Node: nd.Name, Netns: nd.Path, Binary: c.binary,
-			Store: c.Store.Dir, Release: opts.Release, Env: append(programmerEnv(timing), opts.ProgrammerKnobs.Env()...), Log: c.log}); err != nil {
+			Store: c.Store.Dir, Release: opts.Release, Env: append(programmerEnv(timing), opts.ProgrammerKnobs.Env()...), Log: c.log, Machine: m}); err != nil {
 			return nil, err
 		}
-		if n.BIRD, err = bird.New(r, bird.Options{Name: nd.Name, NetNS: nd.NetNS, Log: c.log, Release: birdRel}); err != nil {
+		if n.BIRD, err = bird.New(r, bird.Options{Name: nd.Name, NetNS: nd.NetNS, Log: c.log, Release: birdRel, Machine: m}); err != nil {
 			return nil, err
 		}
 		c.nodes = append(c.nodes, n)

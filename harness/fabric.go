@@ -122,7 +122,7 @@ func (f *Fabric) start(ctx context.Context, rt *topo.RouterNS) error {
 	if err != nil {
 		return err
 	}
-	b, err := bird.New(f.c.Run, bird.Options{Name: rt.Name, NetNS: rt.NetNS, Log: f.c.log})
+	b, err := bird.New(f.c.Run, bird.Options{Name: rt.Name, NetNS: rt.NetNS, Log: f.c.log, Machine: f.c.Machine})
 	if err != nil {
 		return err
 	}

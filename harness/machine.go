@@ -1,45 +1,46 @@
 package harness
 
 import (
-	"fmt"
-	"os"
-	"strconv"
 	"time"
+
+	"github.com/birdcage/birdcage/internal/machine"
 )
 
-// TimeoutScaleEnv stretches every waiting limit — the harness's own
-// (convergence after Start) and the scenarios' Eventually limits — on a slow
-// machine, e.g. 3 under QEMU without KVM. It changes no verdict: a claim
-// that holds holds sooner; a claim that does not still fails, later.
-const TimeoutScaleEnv = "BIRDCAGE_TIMEOUT_SCALE"
+// Machine is the machine profile a run is on (internal/machine): how many
+// times longer every wait may be, the probe rate, the VM's accelerator.
+// Start takes it in Options.Machine (nil reads MachineFromEnv) and keeps it
+// on the cluster (Cluster.Machine); every wait the harness makes honours it,
+// and the results record it.
+type Machine = machine.Profile
 
-// TimeoutScale is $BIRDCAGE_TIMEOUT_SCALE (1 when unset); an error names
-// the variable and the valid range.
-func TimeoutScale() (float64, error) {
-	v := os.Getenv(TimeoutScaleEnv)
-	if v == "" {
-		return 1, nil
-	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f < 1 || f > 20 {
-		return 0, fmt.Errorf("%s=%q: want a number from 1 to 20 (how many times longer the harness and scenarios may wait)", TimeoutScaleEnv, v)
-	}
-	return f, nil
-}
+// The variables a machine profile is read from.
+const (
+	TimeoutScaleEnv = machine.TimeoutScaleEnv
+	ProbeRateEnv    = machine.ProbeRateEnv
+)
+
+// MachineFromEnv is the machine profile from $BIRDCAGE_TIMEOUT_SCALE,
+// $BIRDCAGE_PROBE_RATE and $BIRDCAGE_VM_ACCEL_USED; an error names the
+// variable and what is valid.
+func MachineFromEnv() (Machine, error) { return machine.FromEnv() }
 
 // defaultConvergeTimeout is how long Start waits for convergence unless
 // Options say otherwise: 60 s on a machine that runs at native speed.
 const defaultConvergeTimeout = 60 * time.Second
 
+// resolveMachine is Options.Machine, or the environment's profile.
+func resolveMachine(o Options) (Machine, error) {
+	if o.Machine != nil {
+		return *o.Machine, nil
+	}
+	return MachineFromEnv()
+}
+
 // convergeTimeout is Options.ConvergeTimeout, or the default stretched by
 // the machine's timeout scale.
-func convergeTimeout(o Options) (time.Duration, error) {
+func convergeTimeout(o Options, m Machine) time.Duration {
 	if o.ConvergeTimeout != 0 {
-		return o.ConvergeTimeout, nil
+		return o.ConvergeTimeout
 	}
-	s, err := TimeoutScale()
-	if err != nil {
-		return 0, err
-	}
-	return time.Duration(float64(defaultConvergeTimeout) * s), nil
+	return m.Wait(defaultConvergeTimeout)
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"time"
 
 	"github.com/birdcage/birdcage/bpf"
@@ -35,22 +33,10 @@ func FirstWorkloads(net *topo.Network) []probe.Endpoint {
 // pair of nodes.
 func EveryNodePair(net *topo.Network) []probe.Flow { return probe.AllPairs(FirstWorkloads(net)...) }
 
-// ProbeRateEnv overrides the default probe rate (probes per second per
-// flow) for runners that cannot carry 1 kHz on every flow, such as a VM
-// under software emulation. Reports carry the rate that was used.
-const ProbeRateEnv = "BIRDCAGE_PROBE_RATE"
-
-// DefaultProbeRate is $BIRDCAGE_PROBE_RATE, else 1000.
-func DefaultProbeRate() int {
-	if v, err := strconv.Atoi(os.Getenv(ProbeRateEnv)); err == nil && v > 0 {
-		return v
-	}
-	return 1000
-}
-
 // ProbeOptions shape a probe session; Flows default to EveryNodePair.
 type ProbeOptions struct {
-	// Rate is probes per second per flow; 0 means DefaultProbeRate().
+	// Rate is probes per second per flow; 0 means the machine's
+	// (Machine.Rate: $BIRDCAGE_PROBE_RATE, else 1000).
 	Rate  int
 	Flows []probe.Flow
 	// NoHops leaves the per-hop counters (uplinks, tunl0) off.
@@ -78,6 +64,9 @@ type ProbeSession struct {
 	// session's report at that moment; its error joins the failure (the
 	// built cluster's names IPIP flows that crossed the underlay bare).
 	Explain func(*probe.Report) error
+	// Machine gives the default rate and stretches the wait for every flow
+	// to deliver; nil reads MachineFromEnv.
+	Machine *Machine
 }
 
 // StartProbeSession starts probe traffic over the flows (which the caller
@@ -90,8 +79,17 @@ func StartProbeSession(ctx context.Context, s ProbeSession) (*probe.Session, err
 	if len(s.Flows) == 0 {
 		return nil, fmt.Errorf("probes: no workload pairs to probe")
 	}
+	m := Machine{}
+	if s.Machine != nil {
+		m = *s.Machine
+	} else {
+		var err error
+		if m, err = MachineFromEnv(); err != nil {
+			return nil, err
+		}
+	}
 	if s.Rate == 0 {
-		s.Rate = DefaultProbeRate()
+		s.Rate = m.Rate()
 	}
 	po := probe.Options{Rate: s.Rate, Flows: s.Flows}
 	if !s.NoHops {
@@ -112,11 +110,7 @@ func StartProbeSession(ctx context.Context, s ProbeSession) (*probe.Session, err
 	if s.MayNotFlow {
 		return ps, nil
 	}
-	wait, err := flowingTimeout()
-	if err != nil {
-		ps.Stop()
-		return nil, err
-	}
+	wait := m.Wait(flowingTimeout)
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	if err := ps.WaitFlowing(wctx); err != nil {
@@ -133,17 +127,11 @@ func StartProbeSession(ctx context.Context, s ProbeSession) (*probe.Session, err
 }
 
 // flowingTimeout bounds how long a session may take to get every flow
-// delivering: 30 s on a machine at native speed (a converged cluster's
-// flows deliver within milliseconds), stretched by the timeout scale. A
-// topology whose packets go nowhere (a tunnel that does not encapsulate)
-// fails here instead of hanging.
-func flowingTimeout() (time.Duration, error) {
-	s, err := TimeoutScale()
-	if err != nil {
-		return 0, err
-	}
-	return time.Duration(float64(30*time.Second) * s), nil
-}
+// delivering on a machine at native speed (a converged cluster's flows
+// deliver within milliseconds); Machine.Wait stretches it. A topology whose
+// packets go nowhere (a tunnel that does not encapsulate) fails here
+// instead of hanging.
+const flowingTimeout = 30 * time.Second
 
 // Probes starts probe traffic (StartProbeSession), with counters at every
 // node's uplinks and tunl0 so reports say where probes vanished. Harness
@@ -155,7 +143,7 @@ func (c *Cluster) Probes(ctx context.Context, o ProbeOptions) (*probe.Session, e
 	if len(o.Flows) == 0 {
 		return nil, fmt.Errorf("probes: topology %s has no workload pairs", c.Net.Topology.Name)
 	}
-	return StartProbeSession(ctx, ProbeSession{ProbeOptions: o, Hops: NetworkHops(c.Net), Prepare: c.Captures().start, Explain: func(rep *probe.Report) error { return encap.ExplainNotFlowing(c.Net, rep) },
+	return StartProbeSession(ctx, ProbeSession{ProbeOptions: o, Machine: &c.Machine, Hops: NetworkHops(c.Net), Prepare: c.Captures().start, Explain: func(rep *probe.Report) error { return encap.ExplainNotFlowing(c.Net, rep) },
 		Register: func(s *probe.Session) {
 			c.Run.DeferLocal("probe session", s.Close)
 			c.mu.Lock()

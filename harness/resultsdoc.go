@@ -3,7 +3,6 @@ package harness
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -15,13 +14,8 @@ import (
 
 // CurrentRunEnv describes this process's environment.
 func CurrentRunEnv() *RunEnv {
-	e := &RunEnv{Where: "native", ProbeRate: DefaultProbeRate(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Tunnel: topo.ChosenTunnel()}
-	if a := os.Getenv(VMAccelEnv); a != "" {
-		e.Where, e.VMAccel = "vm", a
-	}
-	if s, err := TimeoutScale(); err == nil {
-		e.TimeoutScale = s
-	}
+	m, _ := MachineFromEnv() // a bad profile fails the run's Start, naming the variable
+	e := &RunEnv{Where: m.Where(), VMAccel: m.Accel, ProbeRate: m.Rate(), TimeoutScale: m.Scale(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Tunnel: topo.ChosenTunnel()}
 	// BIRD prints its version on stderr: "BIRD version 2.0.12".
 	if out, err := exec.Command("bird", "--version").CombinedOutput(); err == nil || len(out) > 0 {
 		e.BIRDVersion = strings.TrimPrefix(strings.TrimSpace(string(out)), "BIRD version ")

@@ -45,9 +45,9 @@ var _ = Describe("Disabling BGP under the 3.33 defaults", Label("ipip", "bgpdisa
 				if nd.Name == n.Name {
 					continue
 				}
-				Eventually(n).WithTimeout(scaled(30 * time.Second)).WithPolling(50 * time.Millisecond).
+				Eventually(n).WithPolling(50 * time.Millisecond).
 					Should(judge.HaveClusterRoute(blockOf(nd, "ipip-pool")).ProgrammedBy(judge.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).Via(topo.TunnelDevice).Only())
-				Eventually(n).WithTimeout(scaled(30 * time.Second)).WithPolling(50 * time.Millisecond).
+				Eventually(n).WithPolling(50 * time.Millisecond).
 					Should(judge.HaveClusterRoute(blockOf(nd, "noencap-pool")).ProgrammedBy(judge.ByBIRD).Via("eth0").Only())
 			}
 		}
@@ -68,7 +68,7 @@ var _ = Describe("Disabling BGP under the 3.33 defaults", Label("ipip", "bgpdisa
 					}
 				}
 				return false
-			}).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).Should(BeTrue(), "%s's confd reacts to bgpEnabled=false", n.Name)
+			}).WithPolling(100*time.Millisecond).Should(BeTrue(), "%s's confd reacts to bgpEnabled=false", n.Name)
 		}
 		for _, n := range c.Nodes() {
 			for _, p := range n.Peers() {
@@ -86,7 +86,7 @@ var _ = Describe("Disabling BGP under the 3.33 defaults", Label("ipip", "bgpdisa
 					}
 				}
 				return up, err
-			}).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).Should(BeEmpty(), "guard: %s has no Established BGP session", n.Name)
+			}).WithPolling(100*time.Millisecond).Should(BeEmpty(), "guard: %s has no Established BGP session", n.Name)
 		}
 
 		// 3. Positive control and half the claim: the no-encap routes go.
@@ -96,7 +96,7 @@ var _ = Describe("Disabling BGP under the 3.33 defaults", Label("ipip", "bgpdisa
 					continue
 				}
 				b := blockOf(nd, "noencap-pool")
-				Eventually(func() ([]kroute.Route, error) { return n.Routes(b) }).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+				Eventually(func() ([]kroute.Route, error) { return n.Routes(b) }).WithPolling(50*time.Millisecond).
 					Should(BeEmpty(), "%s should have no route to the no-encap block %s once BGP is off (BIRD owned it)", n.Name, b)
 			}
 		}
@@ -108,7 +108,7 @@ var _ = Describe("Disabling BGP under the 3.33 defaults", Label("ipip", "bgpdisa
 		end := c.Mark("two full resyncs after BGP went off")
 		atEnd, err := probes.Report()
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(func() (*probe.Report, error) { return probes.Report() }).WithTimeout(scaled(60*time.Second)).WithPolling(50*time.Millisecond).
+		Eventually(func() (*probe.Report, error) { return probes.Report() }).WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
 			Should(judge.HaveNoGap().Through(atEnd), "every IPIP probe sent by the end should arrive")
 		rep, err := probes.Stop()
 		Expect(err).NotTo(HaveOccurred())

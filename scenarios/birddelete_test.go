@@ -97,7 +97,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		node1, node2, node3 := c.Node("node-1"), c.Node("node-2"), c.Node("node-3")
 		block1, block3 := blockOf(node1.NS, "noencap-pool"), blockOf(node3.NS, "noencap-pool")
 		for _, b := range []netip.Prefix{block1, block3} {
-			Eventually(node2).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+			Eventually(node2).WithPolling(50*time.Millisecond).
 				Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD).Via("eth0").Only(), "guard: BIRD owns no-encap on the 3.33 defaults")
 		}
 		// The route traces of node-1 and node-2: what their BIRDs ask the
@@ -117,7 +117,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		ctl := c.Mark("control: node-1's BIRD gets SIGTERM")
 		act(c.KillBIRD(ctx, node1.Name, syscall.SIGTERM))
 		Eventually(func() []timeline.Event { return deletesOf(c.Timeline(node2.Name), block1, ctl.Mono, 0) }).
-			WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).ShouldNot(BeEmpty(),
+			WithPolling(20*time.Millisecond).ShouldNot(BeEmpty(),
 			"control: node-2's BIRD should delete its proto bird route to %s when node-1 withdraws it", block1)
 		controlDel := deletesOf(c.Timeline(node2.Name), block1, ctl.Mono, 0)[0]
 		Expect(controlDel.Route.Protocol).To(Equal(kroute.ProtoBIRD), "control: the route deleted is BIRD's")
@@ -130,7 +130,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 			reqs, err := traces[node2.Name].Requests()
 			ctlDels = reqs.Between(ctl.Mono, 0).To(block1).Deletes()
 			return ctlDels.From(bird2).WithProtocol(kroute.ProtoBIRD).Answered(0), err
-		}).WithTimeout(scaled(10*time.Second)).WithPolling(20*time.Millisecond).ShouldNot(BeEmpty(),
+		}).WithTimeout(machine.Wait(10*time.Second)).WithPolling(20*time.Millisecond).ShouldNot(BeEmpty(),
 			"control: the trace should show node-2's BIRD (pid %d) send an RTM_DELROUTE %s proto bird that the kernel accepted", bird2, block1)
 		ctlReq := ctlDels.From(bird2).WithProtocol(kroute.ProtoBIRD).Answered(0)[0]
 		Expect(ctlReq.Comm).To(Equal("bird"), "control: the sender is BIRD: %v", ctlReq)
@@ -139,14 +139,14 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		Expect(ctlDels.Answered(syscall.ESRCH)).To(BeEmpty(), "control: no delete of %s was refused: %v", block1, ctlDels.Strings())
 		act(c.StartBIRD(ctx, node1.Name, harness.StartBIRDOptions{}))
 		Expect(c.WaitConverged(ctx)).To(Succeed())
-		Eventually(node2).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+		Eventually(node2).WithPolling(50*time.Millisecond).
 			Should(judge.HaveClusterRoute(block1).ProgrammedBy(judge.ByBIRD).Only(), "node-1's block back to BIRD's route after the control")
 
 		// 3. The programmer takes the no-encap routes too (Felix Enabled;
 		// BGPConfiguration unchanged, so BIRD keeps exporting them).
 		takeover, _, _ := setPairLive(ctx, c, string(config.Enabled), "", false, config.R333)
 		for _, n := range []*harness.Node{node1, node2} {
-			Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
+			Eventually(n).WithPolling(20*time.Millisecond).
 				Should(judge.HaveClusterRoute(block3).ProgrammedBy(judge.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).Via("eth0").Only(),
 					"%s's route to %s should now be the programmer's (proto %d), replacing BIRD's", n.Name, block3, designProgrammerProtocol)
 		}
@@ -155,7 +155,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		// the route back (quiesce_test.go). The claim is about routes the
 		// programmer holds, so the withdrawal waits for the cluster routes
 		// to stand still, and every node must then hold the programmer's.
-		settled := quiesceClusterRoutes(c, takeover.Mono, scaled(90*time.Second))
+		settled := quiesceClusterRoutes(c, takeover.Mono, machine.Wait(90*time.Second))
 		for _, n := range c.Nodes() {
 			for _, b := range c.RemoteBlocks(n.Name) {
 				Expect(n).To(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).Via("eth0").Only(),
@@ -164,7 +164,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		}
 		// Guard: BIRD still exports node-3's block to node-2's kernel, so
 		// the withdrawal has a kernel route for BIRD to remove.
-		Eventually(func() bool { return exportedToKernel(ctx, node2, block3) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+		Eventually(func() bool { return exportedToKernel(ctx, node2, block3) }).WithPolling(100*time.Millisecond).
 			Should(BeTrue(), "guard: node-2's BIRD should still export %s to kernel4 after the programmer took it", block3)
 		Expect(learnedOverBGP(ctx, node2, block3)).To(BeTrue(), "guard: node-2's BIRD learns %s over BGP", block3)
 
@@ -196,9 +196,9 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		birdMetric := confd.RouteMetric(cl.BGP, node1.Release())
 		refused := map[string]harness.RouteRequests{}
 		for _, n := range []*harness.Node{node1, node2} {
-			Eventually(func() string { return lastReconfiguration(ctx, n) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+			Eventually(func() string { return lastReconfiguration(ctx, n) }).WithPolling(100*time.Millisecond).
 				ShouldNot(Equal(reconf[n.Name]), "%s's BIRD should reconfigure for BGPConfiguration Disabled", n.Name)
-			Eventually(func() bool { return exportedToKernel(ctx, n, block3) }).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+			Eventually(func() bool { return exportedToKernel(ctx, n, block3) }).WithPolling(50*time.Millisecond).
 				Should(BeFalse(), "%s's BIRD should stop exporting %s to its kernel", n.Name, block3)
 			pid := n.BIRD.Pid()
 			// Sent, and its ack read by BIRD (all of them answered).
@@ -209,7 +209,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 					return nil, err
 				}
 				return dels, err
-			}).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).ShouldNot(BeEmpty(),
+			}).WithPolling(50*time.Millisecond).ShouldNot(BeEmpty(),
 				"guard: %s's BIRD (pid %d) should send the kernel an RTM_DELROUTE for %s when it stops exporting it, and read the kernel's answer", n.Name, pid, block3)
 			reqs, err := traces[n.Name].Requests()
 			Expect(err).NotTo(HaveOccurred(), "the trace of %s is complete", n.Name)
@@ -232,7 +232,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		Expect(node2.Programmer.Restarts()).To(HaveLen(restartsBefore), "guard: node-2's programmer did not restart (its ownership did not change), so nothing re-programmed the route behind BIRD's delete")
 		endRep, err := probes.Report()
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(func() (*probe.Report, error) { return probes.Report() }).WithTimeout(scaled(60*time.Second)).WithPolling(50*time.Millisecond).
+		Eventually(func() (*probe.Report, error) { return probes.Report() }).WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
 			Should(judge.HaveNoGap().Through(endRep), "every probe sent before the end mark should arrive")
 		rep, err := probes.Stop()
 		Expect(err).NotTo(HaveOccurred())
@@ -280,7 +280,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		c := startCluster(ctx, "noencap", harness.Options{RouteRefreshInterval: 2 * time.Second, Timers: confd.Timers{ScanTime: birdDeleteScanTime}})
 		node2, node3 := c.Node("node-2"), c.Node("node-3")
 		block3 := blockOf(node3.NS, "noencap-pool")
-		Eventually(node2).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+		Eventually(node2).WithPolling(50*time.Millisecond).
 			Should(judge.HaveClusterRoute(block3).ProgrammedBy(judge.ByBIRD).Via("eth0").Only(), "guard: BIRD owns no-encap on the 3.33 defaults")
 		cl, err := c.Store.Read(ctx)
 		Expect(err).NotTo(HaveOccurred())
@@ -294,13 +294,13 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		// The programmer takes no-encap too: its route at 0 goes in beside
 		// BIRD's at 1024 (different keys), BIRD still exports its own.
 		takeover, _, _ := setPairLive(ctx, c, string(config.Enabled), "", false, config.R333)
-		Eventually(func() ([]kroute.Route, error) { return node2.Routes(block3) }).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
+		Eventually(func() ([]kroute.Route, error) { return node2.Routes(block3) }).WithPolling(20*time.Millisecond).
 			Should(ContainElement(SatisfyAll(HaveField("Protocol", designProgrammerProtocol), HaveField("Metric", 0))),
 				"node-2 holds the programmer's route to %s at 0", block3)
 		// Here a re-advertised programmer's route reaches a peer's kernel
 		// at metric 0 (local_pref 2147483647, quiesce_test.go): BIRD can
 		// take the programmer's key back until the routes stand still.
-		settled := quiesceClusterRoutes(c, takeover.Mono, scaled(90*time.Second))
+		settled := quiesceClusterRoutes(c, takeover.Mono, machine.Wait(90*time.Second))
 		for _, n := range c.Nodes() {
 			for _, b := range c.RemoteBlocks(n.Name) {
 				Expect(n.Routes(b)).To(ContainElement(SatisfyAll(HaveField("Protocol", designProgrammerProtocol), HaveField("Metric", 0))),
@@ -311,7 +311,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 			SatisfyAll(HaveField("Protocol", designProgrammerProtocol), HaveField("Metric", 0)),
 			SatisfyAll(HaveField("Protocol", kroute.ProtoBIRD), HaveField("Metric", 1024))),
 			"node-2 holds the programmer's route to %s at 0 beside BIRD's at 1024", block3)
-		Eventually(func() bool { return exportedToKernel(ctx, node2, block3) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+		Eventually(func() bool { return exportedToKernel(ctx, node2, block3) }).WithPolling(100*time.Millisecond).
 			Should(BeTrue(), "guard: node-2's BIRD still exports %s to kernel4", block3)
 
 		wl2, wl3 := harness.Endpoint(node2.NS.Workloads[0]), harness.Endpoint(node3.NS.Workloads[0])
@@ -322,7 +322,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		reconf := lastReconfiguration(ctx, node2)
 		withdrawn, err := c.SetProgramClusterRoutes(ctx, config.Enabled, config.Disabled)
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(func() string { return lastReconfiguration(ctx, node2) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+		Eventually(func() string { return lastReconfiguration(ctx, node2) }).WithPolling(100*time.Millisecond).
 			ShouldNot(Equal(reconf), "node-2's BIRD should reconfigure for BGPConfiguration Disabled")
 		pid := node2.BIRD.Pid()
 		var dels harness.RouteRequests
@@ -333,7 +333,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 				return nil, err
 			}
 			return dels, err
-		}).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).ShouldNot(BeEmpty(),
+		}).WithPolling(50*time.Millisecond).ShouldNot(BeEmpty(),
 			"node-2's BIRD (pid %d) should send an RTM_DELROUTE for %s when it stops exporting it", pid, block3)
 		for _, d := range dels {
 			Expect(kroute.Protocol(d.Protocol)).To(Equal(kroute.ProtoBIRD), "BIRD's delete names protocol bird: %v", d)
@@ -349,7 +349,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		end := c.Mark("two full resyncs after the withdrawal")
 		endRep, err := probes.Report()
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(func() (*probe.Report, error) { return probes.Report() }).WithTimeout(scaled(60*time.Second)).WithPolling(50*time.Millisecond).
+		Eventually(func() (*probe.Report, error) { return probes.Report() }).WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
 			Should(judge.HaveNoGap().Through(endRep), "every probe sent before the end mark should arrive")
 		rep, err := probes.Stop()
 		Expect(err).NotTo(HaveOccurred())

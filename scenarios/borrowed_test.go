@@ -85,7 +85,7 @@ var _ = Describe("Borrowed /32 workload routes", Label("noencap", "borrowed"), f
 			borrowed := netip.PrefixFrom(addr, 32)
 			Expect(lender.Contains(addr) && !own3.Contains(addr) && !held[addr]).To(BeTrue(),
 				"guard: %s is in node-2's block %s, outside node-3's %s, held by no workload", addr, lender, own3)
-			Eventually(n1).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+			Eventually(n1).WithPolling(100*time.Millisecond).
 				Should(judge.HaveClusterRoute(lender).Gateway(nd2.Address.Addr()), "guard: node-1's route to node-2's block %s leads to node-2", lender)
 			Expect(c.Net.NodeOfBlock(lender)).To(Equal(nd2), "guard: %s is node-2's block", lender)
 			for _, n := range c.Nodes() {
@@ -107,14 +107,14 @@ var _ = Describe("Borrowed /32 workload routes", Label("noencap", "borrowed"), f
 			// 3. Guards on node-3: the programmer's local route via the
 			// workload's interface, and BIRD advertises it to its peers;
 			// the others' BIRDs learn it over BGP.
-			Eventually(func() ([]kroute.Route, error) { return routesExactly(n3, borrowed) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+			Eventually(func() ([]kroute.Route, error) { return routesExactly(n3, borrowed) }).WithPolling(100*time.Millisecond).
 				Should(ContainElement(SatisfyAll(HaveField("Protocol", designProgrammerProtocol), WithTransform(kroute.Route.Devices, ConsistOf(w.Interface)))),
 					"guard: node-3's route to its workload's borrowed %s is the programmer's, via %s", borrowed, w.Interface)
 			for _, n := range []*harness.Node{n1, n2} {
 				nd, _ := c.Net.Node(n.Name)
-				Eventually(n3).WithContext(ctx).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+				Eventually(n3).WithContext(ctx).WithPolling(100*time.Millisecond).
 					Should(judge.BeExportedTo(borrowed, nd.Address.Addr()), "guard: node-3's BIRD advertises %s to %s", borrowed, n.Name)
-				Eventually(func() bool { return learnedOverBGP(ctx, n, borrowed) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+				Eventually(func() bool { return learnedOverBGP(ctx, n, borrowed) }).WithPolling(100*time.Millisecond).
 					Should(BeTrue(), "guard: %s's BIRD learns %s over BGP", n.Name, borrowed)
 			}
 
@@ -123,7 +123,7 @@ var _ = Describe("Borrowed /32 workload routes", Label("noencap", "borrowed"), f
 			// it owns the class.
 			var table strings.Builder
 			for _, n := range []*harness.Node{n1, n2} {
-				Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+				Eventually(n).WithPolling(100*time.Millisecond).
 					Should(judge.HaveClusterRoute(borrowed).ProgrammedBy(owner).WithProgrammerProtocol(designProgrammerProtocol).Gateway(nd3.Address.Addr()).Only(),
 						"%s's route to the borrowed %s should be %s's, to node-3", n.Name, borrowed, owner)
 				Expect(exportedToKernel(ctx, n, borrowed)).To(Equal(owner == judge.ByBIRD),

@@ -92,7 +92,7 @@ var _ = Describe("Persisted-route cleanup has no time bound", Label("ipip", "cle
 		c := startCluster(ctx, "ipip", harness.Options{Release: headlineFrom, RouteRefreshInterval: lateNoBoundRefresh})
 		node2, node3 := c.Node("node-2"), c.Node("node-3")
 		early := blockOf(node3.NS, "ipip-pool")
-		Eventually(node2).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+		Eventually(node2).WithPolling(50*time.Millisecond).
 			Should(judge.HaveClusterRoute(early).ProgrammedBy(judge.ByBIRD).Via(topo.TunnelDevice), "guard: BIRD programs %s via tunl0", early)
 		cl, err := c.Datastore().Read(ctx)
 		Expect(err).NotTo(HaveOccurred())
@@ -117,7 +117,7 @@ var _ = Describe("Persisted-route cleanup has no time bound", Label("ipip", "cle
 
 		// 3. Positive control: the early stray goes at the first sync.
 		Eventually(func() []kroute.Route { return birdRoutesTo(node2, []netip.Prefix{early}) }).
-			WithTimeout(scaled(time.Minute)).WithPolling(50*time.Millisecond).Should(BeEmpty(), "control: the stray to the released block %s is removed", early)
+			WithTimeout(machine.Wait(time.Minute)).WithPolling(50*time.Millisecond).Should(BeEmpty(), "control: the stray to the released block %s is removed", early)
 		earlyAt, _ := firstBIRDDelete(c.Timeline(node2.Name), early, migrated.Mono)
 		// Guard: node-2's routes via tunl0, now the programmer's, carry
 		// its traffic inside IPIP to node-1 (same lan: bare packets would
@@ -137,7 +137,7 @@ var _ = Describe("Persisted-route cleanup has no time bound", Label("ipip", "cle
 			if resyncs < age.resyncs {
 				resyncs += waitFullResyncsLong(node2, age.resyncs-resyncs)
 			}
-			Eventually(func() time.Duration { return time.Duration(monoclock.Now() - started) }).WithTimeout(scaled(age.after+time.Minute)).WithPolling(100*time.Millisecond).
+			Eventually(func() time.Duration { return time.Duration(monoclock.Now() - started) }).WithTimeout(machine.Wait(age.after+time.Minute)).WithPolling(100*time.Millisecond).
 				Should(BeNumerically(">=", age.after), "guard: %s since the programmer started", age.after)
 			planted := c.Mark(fmt.Sprintf("late stray %s planted", age.dst))
 			if i == 0 {
@@ -157,14 +157,14 @@ var _ = Describe("Persisted-route cleanup has no time bound", Label("ipip", "cle
 					}
 				}
 				return added
-			}).WithTimeout(scaled(10*time.Second)).WithPolling(20*time.Millisecond).
+			}).WithTimeout(machine.Wait(10*time.Second)).WithPolling(20*time.Millisecond).
 				Should(ContainElement(SatisfyAll(HaveField("Protocol", kroute.ProtoBIRD), HaveField("Devices()", ConsistOf(topo.TunnelDevice)), HaveField("Metric", birdMetric))),
 					"guard: the late stray %s reached node-2's kernel", age.dst)
 			sinceStart := time.Duration(planted.Mono - started)
 
 			// 5. The claim: it is removed, by the programmer.
 			Eventually(func() []kroute.Route { return birdRoutesTo(node2, []netip.Prefix{age.dst}) }).
-				WithTimeout(scaled(time.Minute)).WithPolling(50*time.Millisecond).Should(BeEmpty(),
+				WithTimeout(machine.Wait(time.Minute)).WithPolling(50*time.Millisecond).Should(BeEmpty(),
 				"the stray %s planted %.1f s (%d full resyncs) after the programmer started should be removed", age.dst, sinceStart.Seconds(), resyncs)
 			at, _ := firstBIRDDelete(c.Timeline(node2.Name), age.dst, planted.Mono)
 			Expect(programmerDeletes(node2.Programmer.LogPath())).To(HaveKey(age.dst.String()), "node-2's programmer log should say it deleted %s", age.dst)
@@ -196,7 +196,7 @@ var _ = Describe("Persisted-route cleanup has no time bound", Label("ipip", "cle
 // limit grows with n (a resync each lateNoBoundRefresh, twice over).
 func waitFullResyncsLong(node *harness.Node, n int) int {
 	GinkgoHelper()
-	return waitFullResyncsWithin(node, n, scaled(time.Minute+time.Duration(2*n)*lateNoBoundRefresh))
+	return waitFullResyncsWithin(node, n, machine.Wait(time.Minute+time.Duration(2*n)*lateNoBoundRefresh))
 }
 
 var _ = Describe("Persisted-route cleanup when BIRD is not run for want of BGP peers", Label("ipip", "cleanup", "claim2"), func() {
@@ -207,7 +207,7 @@ var _ = Describe("Persisted-route cleanup when BIRD is not run for want of BGP p
 		stray, wanted := blockOf(node3.NS, "ipip-pool"), blockOf(node4.NS, "ipip-pool")
 		for _, n := range []*harness.Node{node1, node2} {
 			for _, b := range []netip.Prefix{stray, wanted} {
-				Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+				Eventually(n).WithPolling(50*time.Millisecond).
 					Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD).Via(topo.TunnelDevice), "guard: BIRD programs %s on %s", b, n.Name)
 			}
 		}
@@ -240,9 +240,9 @@ var _ = Describe("Persisted-route cleanup when BIRD is not run for want of BGP p
 		// 4. The claim: node-2's programmer removes the stray and takes
 		// the wanted block.
 		Eventually(func() []kroute.Route { return birdRoutesTo(node2, []netip.Prefix{stray}) }).
-			WithTimeout(scaled(3*time.Minute)).WithPolling(50*time.Millisecond).Should(BeEmpty(), "node-2's 3.33 programmer should remove BIRD's stray route to %s", stray)
+			WithTimeout(machine.Wait(3*time.Minute)).WithPolling(50*time.Millisecond).Should(BeEmpty(), "node-2's 3.33 programmer should remove BIRD's stray route to %s", stray)
 		Expect(programmerDeletes(node2.Programmer.LogPath())).To(HaveKey(stray.String()), "node-2's programmer log should say it deleted %s", stray)
-		Eventually(node2).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+		Eventually(node2).WithPolling(50*time.Millisecond).
 			Should(judge.HaveClusterRoute(wanted).ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice).Only(), "node-2's programmer owns the wanted block %s", wanted)
 		removedAt, _ := firstBIRDDelete(c.Timeline(node2.Name), stray, migrated.Mono)
 		// Guard: node-2's routes via tunl0 carry its traffic inside IPIP,

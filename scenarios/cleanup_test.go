@@ -122,7 +122,7 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 
 			// 2. Guard: BIRD really programs them, or a removal proves nothing.
 			for _, b := range remote {
-				Eventually(node2).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+				Eventually(node2).WithPolling(50*time.Millisecond).
 					Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD).Via(topo.TunnelDevice), "guard before node-2 goes down")
 			}
 
@@ -188,7 +188,7 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 				}
 				migrated, err = c.SetProgramClusterRoutes(ctx, felix, bgp)
 				Expect(err).NotTo(HaveOccurred())
-				Eventually(func() []supervisor.Restart { return syncedRestarts(node2) }).WithTimeout(scaled(30*time.Second)).
+				Eventually(func() []supervisor.Restart { return syncedRestarts(node2) }).
 					WithPolling(50*time.Millisecond).ShouldNot(BeEmpty(), "node-2's programmer restarts for the ownership change")
 			}
 			Expect(node2.Programmer.Release()).To(Equal(tc.release))
@@ -202,7 +202,7 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 			if tc.claims {
 				for _, s := range strays {
 					Eventually(func() []kroute.Route { return birdRoutesTo(node2, []netip.Prefix{s.dst}) }).
-						WithTimeout(scaled(3*time.Minute)).WithPolling(50*time.Millisecond).Should(BeEmpty(),
+						WithTimeout(machine.Wait(3*time.Minute)).WithPolling(50*time.Millisecond).Should(BeEmpty(),
 						"the %s stray %s: node-2's programmer owns IPIP and should have removed BIRD's route", s.kind, s.dst)
 				}
 			}
@@ -212,10 +212,10 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 			if tc.owns {
 				wantOwner = judge.ByProgrammer
 			}
-			Eventually(node2).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+			Eventually(node2).WithPolling(50*time.Millisecond).
 				Should(judge.HaveClusterRoute(node1Block).ProgrammedBy(wantOwner).Via(topo.TunnelDevice), "node-1's block is still wanted")
 			if tc.owns {
-				Eventually(node2).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+				Eventually(node2).WithPolling(50*time.Millisecond).
 					Should(judge.HaveClusterRoute(node3Workload).ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice),
 						"node-3's workload lost its block; the programmer routes it by a /32")
 			}

@@ -225,10 +225,10 @@ var _ = Describe("Connection collision during a restarted BIRD's graceful-restar
 			Expect(rBlocks).NotTo(BeEmpty())
 			Expect(pBlocks).NotTo(BeEmpty())
 			for _, b := range rBlocks {
-				Eventually(p).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD), "guard: %s has BIRD's route to %s's block %s", p.Name, r.Name, b)
+				Eventually(p).WithPolling(50*time.Millisecond).Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD), "guard: %s has BIRD's route to %s's block %s", p.Name, r.Name, b)
 			}
 			for _, b := range pBlocks {
-				Eventually(r).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD), "guard: %s has BIRD's route to %s's block %s", r.Name, p.Name, b)
+				Eventually(r).WithPolling(50*time.Millisecond).Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD), "guard: %s has BIRD's route to %s's block %s", r.Name, p.Name, b)
 			}
 
 			probes, err := c.Probes(ctx, harness.ProbeOptions{})
@@ -238,7 +238,7 @@ var _ = Describe("Connection collision during a restarted BIRD's graceful-restar
 			// the peer keeps its routes as stale.
 			kill := act(c.KillBIRD(ctx, r.Name, syscall.SIGKILL))
 			Eventually(func() string { _, t := bgpProtocol(ctx, p, pSess.Protocol); return t }).
-				WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
+				WithPolling(20*time.Millisecond).
 				Should(ContainSubstring("Neighbor graceful restart active"), "guard: %s helps %s's graceful restart (stale routes kept)", p.Name, r.Name)
 
 			// 3. Before the new BIRD starts, hold what the race needs (the
@@ -296,7 +296,7 @@ var _ = Describe("Connection collision during a restarted BIRD's graceful-restar
 			switch {
 			case !passive && race == raceOpenConfirm:
 				// 4. Both ends connect: wait for both connections.
-				Eventually(conns).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
+				Eventually(conns).WithPolling(20*time.Millisecond).
 					Should(Equal([]int{1, 1}), "both %s and %s open a connection to the other (OPENs held)", r.Name, p.Name)
 				bothConnections = true
 				Expect(inGracefulRestartRecovery(ctx, r)).To(BeTrue(), "guard: %s is still in graceful-restart recovery when the collision is set up", r.Name)
@@ -305,7 +305,7 @@ var _ = Describe("Connection collision during a restarted BIRD's graceful-restar
 				// 5. N's connection: OPENs through, N's KEEPALIVE held. N
 				// reaches Established, D stays in OpenConfirm.
 				Expect(hold.Release(ctx, openOn(bgphold.FromPeer, nConn), openOn(bgphold.ToPeer, nConn))).To(Succeed())
-				Eventually(states(non, dom, nonSess.Protocol, domSess.Protocol)).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
+				Eventually(states(non, dom, nonSess.Protocol, domSess.Protocol)).WithPolling(20*time.Millisecond).
 					Should(Equal([]string{"Established", "OpenConfirm"}), "%s (lower router id) Established on its own connection, %s (higher) in OpenConfirm on it", non.Name, dom.Name)
 				c.Mark(fmt.Sprintf("%s Established, %s OpenConfirm", non.Name, dom.Name))
 
@@ -316,7 +316,7 @@ var _ = Describe("Connection collision during a restarted BIRD's graceful-restar
 				ceased := nonSess.Protocol + ": Received: Connection collision resolution"
 				before := birdLogCount(non, ceased)
 				Expect(hold.Release(ctx, openOn(nToD, dConn))).To(Succeed())
-				Eventually(func() int { return birdLogCount(non, ceased) }).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
+				Eventually(func() int { return birdLogCount(non, ceased) }).WithPolling(20*time.Millisecond).
 					Should(BeNumerically(">", before), "%s's Established session gets the collision's Cease (its log: %q)", non.Name, ceased)
 				sessionReset = true
 				c.Mark("collision: " + non.Name + " reset by a Cease")
@@ -324,7 +324,7 @@ var _ = Describe("Connection collision during a restarted BIRD's graceful-restar
 			case !passive && race == raceLateAccept:
 				// 4. The peer connects first; its handshake stays half-open
 				// in the restarted node's kernel (its BIRD: OpenSent).
-				Eventually(states(p, r, pSess.Protocol, rSess.Protocol)).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
+				Eventually(states(p, r, pSess.Protocol, rSess.Protocol)).WithPolling(20*time.Millisecond).
 					Should(HaveExactElements("OpenSent", Not(Equal("Established"))), "%s connected to %s (its handshake half-open there)", p.Name, r.Name)
 				bothConnections = true
 				// 5. The restarted node's own connection through: both ends
@@ -332,7 +332,7 @@ var _ = Describe("Connection collision during a restarted BIRD's graceful-restar
 				// restarted node is still in recovery (in a real mesh it is
 				// until every peer's End-of-RIB).
 				Expect(hold.Release(ctx, nodeSYN)).To(Succeed())
-				Eventually(states(r, p, rSess.Protocol, pSess.Protocol)).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
+				Eventually(states(r, p, rSess.Protocol, pSess.Protocol)).WithPolling(20*time.Millisecond).
 					Should(Equal([]string{"Established", "Established"}), "%s's own connection to %s Established at both ends", r.Name, p.Name)
 				Expect(inGracefulRestartRecovery(ctx, r)).To(BeTrue(), "guard: %s is still in graceful-restart recovery when the second connection arrives", r.Name)
 				_, pText := bgpProtocol(ctx, p, pSess.Protocol)
@@ -350,10 +350,10 @@ var _ = Describe("Connection collision during a restarted BIRD's graceful-restar
 				detected := rSess.Protocol + ": Neighbor graceful restart detected"
 				before := birdLogCount(r, detected)
 				Expect(hold.Release(ctx, peerHandshake)).To(Succeed())
-				Eventually(func() int { return birdLogCount(r, detected) }).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
+				Eventually(func() int { return birdLogCount(r, detected) }).WithPolling(20*time.Millisecond).
 					Should(BeNumerically(">", before), "%s takes %s's new connection for its restart (its log: %q)", r.Name, p.Name, detected)
 				pending := pSess.Protocol + ": Neighbor graceful restart detected - already pending"
-				Eventually(func() int { return birdLogCount(p, pending) }).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
+				Eventually(func() int { return birdLogCount(p, pending) }).WithPolling(20*time.Millisecond).
 					Should(BeNumerically(">", 0), "%s sees a second restart of %s inside the pending one (its log: %q)", p.Name, r.Name, pending)
 				sessionReset = true
 				c.Mark(fmt.Sprintf("late accept: %s closed its session to %s", r.Name, p.Name))
@@ -369,11 +369,11 @@ var _ = Describe("Connection collision during a restarted BIRD's graceful-restar
 				if activeIsR {
 					passiveEnd, activeIdx, passiveIdx = p, 0, 1
 				}
-				Eventually(func() int { return conns()[activeIdx] }).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
+				Eventually(func() int { return conns()[activeIdx] }).WithPolling(20*time.Millisecond).
 					Should(BeNumerically(">=", 1), "the active end's connection")
 				Expect(inGracefulRestartRecovery(ctx, r)).To(BeTrue(), "guard: %s is still in graceful-restart recovery while the passive end could connect", r.Name)
 				cycle := time.Duration(config.ConnectDelayTime+config.ConnectRetryTime) * time.Second
-				Consistently(func() int { return conns()[passiveIdx] }).WithTimeout(scaled(cycle)).WithPolling(50*time.Millisecond).
+				Consistently(func() int { return conns()[passiveIdx] }).WithTimeout(machine.Wait(cycle)).WithPolling(50*time.Millisecond).
 					Should(BeZero(), func() string {
 						return fmt.Sprintf("%s is passive toward the other end: no connection of its own within one connect cycle (%s); sockets %v", passiveEnd.Name, cycle, lastSockets)
 					})
@@ -382,7 +382,7 @@ var _ = Describe("Connection collision during a restarted BIRD's graceful-restar
 					// active end; BIRD's log showed one connect. Reported.
 					notes = append(notes, fmt.Sprintf("the active end had %d established connections at the end of the watch: %v", n, lastSockets))
 				}
-				notes = append(notes, fmt.Sprintf("%s passive: watched %s with the active end's OPENs held, no second connection", passiveEnd.Name, scaled(cycle)))
+				notes = append(notes, fmt.Sprintf("%s passive: watched %s with the active end's OPENs held, no second connection", passiveEnd.Name, machine.Wait(cycle)))
 			}
 			for _, n := range []*harness.Node{r, p} {
 				s := rSess.Protocol
@@ -404,14 +404,14 @@ var _ = Describe("Connection collision during a restarted BIRD's graceful-restar
 			// 9. Wait for the restarted BIRD's recovery to end, the cluster
 			// to converge and every route of the pair to be back.
 			Eventually(func() bool { return inGracefulRestartRecovery(ctx, r) }).
-				WithTimeout(scaled(60*time.Second)).WithPolling(20*time.Millisecond).Should(BeFalse(), "%s's graceful-restart recovery ends", r.Name)
+				WithTimeout(machine.Wait(60*time.Second)).WithPolling(20*time.Millisecond).Should(BeFalse(), "%s's graceful-restart recovery ends", r.Name)
 			recoveredMs := sinceMs(start.Mono)
 			Expect(c.WaitConverged(ctx)).To(Succeed())
 			for _, b := range rBlocks {
-				Eventually(p).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD), "%s's route to %s back", p.Name, b)
+				Eventually(p).WithPolling(50*time.Millisecond).Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD), "%s's route to %s back", p.Name, b)
 			}
 			for _, b := range pBlocks {
-				Eventually(r).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD), "%s's route to %s back", r.Name, b)
+				Eventually(r).WithPolling(50*time.Millisecond).Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD), "%s's route to %s back", r.Name, b)
 			}
 			end := c.Mark("converged after the restart")
 			rep, err := probes.Stop()
@@ -594,7 +594,7 @@ var _ = Describe("Connection collision on a ToR session during a restarted BIRD'
 					}
 				}
 				return 0
-			}).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).Should(Equal(2), "guard: node-3 reaches node-1's block over both planes")
+			}).WithPolling(50*time.Millisecond).Should(Equal(2), "guard: node-3 reaches node-1's block over both planes")
 
 			// The cluster keeps route timelines of nodes only; tor-1a's own
 			// kernel table says whether it dropped node-1's block.
@@ -602,12 +602,12 @@ var _ = Describe("Connection collision on a ToR session during a restarted BIRD'
 			Expect(err).NotTo(HaveOccurred())
 			DeferCleanup(ttl.Close)
 			Eventually(func() bool { return len(ttl.NoRouteWindows(block, ttl.StartedAt(), 0)) == 0 }).
-				WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).Should(BeTrue(), "guard: tor-1a routes node-1's block")
+				WithPolling(50*time.Millisecond).Should(BeTrue(), "guard: tor-1a routes node-1's block")
 
 			probes, err := c.Probes(ctx, harness.ProbeOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			kill := act(c.KillBIRD(ctx, r.Name, syscall.SIGKILL))
-			Eventually(func() string { _, t := torState(); return t }).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
+			Eventually(func() string { _, t := torState(); return t }).WithPolling(20*time.Millisecond).
 				Should(ContainSubstring("Neighbor graceful restart active"), "guard: tor-1a helps node-1's graceful restart")
 
 			nodeSYN := bgphold.Rule{Dir: bgphold.ToPeer, Conn: bgphold.NodeOpened, Msg: bgphold.TCPSyn}
@@ -624,10 +624,10 @@ var _ = Describe("Connection collision on a ToR session during a restarted BIRD'
 				b, _ := torState()
 				return []string{a.BGPState, b.BGPState}
 			}
-			Eventually(states).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
+			Eventually(states).WithPolling(20*time.Millisecond).
 				Should(HaveExactElements(Not(Equal("Established")), "OpenSent"), "tor-1a connected to node-1 (its handshake half-open there)")
 			Expect(hold.Release(ctx, nodeSYN)).To(Succeed())
-			Eventually(states).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
+			Eventually(states).WithPolling(20*time.Millisecond).
 				Should(Equal([]string{"Established", "Established"}), "node-1's own connection to tor-1a Established at both ends")
 			Expect(inGracefulRestartRecovery(ctx, r)).To(BeTrue(), "guard: node-1 is still in recovery when the second connection arrives")
 			_, torText = torState()
@@ -639,20 +639,20 @@ var _ = Describe("Connection collision on a ToR session during a restarted BIRD'
 				// before the second connection completes.
 				Expect(hold.Release(ctx, peerUpdates)).To(Succeed())
 				Eventually(func() bool { return inGracefulRestartRecovery(ctx, r) }).
-					WithTimeout(scaled(60*time.Second)).WithPolling(20*time.Millisecond).Should(BeFalse(), "control: node-1's recovery ends before the second connection")
-				Eventually(func() string { _, t := torState(); return t }).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
+					WithTimeout(machine.Wait(60*time.Second)).WithPolling(20*time.Millisecond).Should(BeFalse(), "control: node-1's recovery ends before the second connection")
+				Eventually(func() string { _, t := torState(); return t }).WithPolling(20*time.Millisecond).
 					ShouldNot(ContainSubstring("Neighbor graceful restart active"), "control: tor-1a's help for node-1's restart is done")
 				recovered = c.Mark("node-1's recovery ended").Mono
 			}
 			detected := rSess.Protocol + ": Neighbor graceful restart detected"
 			before := birdLogCount(r, detected)
 			Expect(hold.Release(ctx, peerHandshake)).To(Succeed())
-			Eventually(func() int { return birdLogCount(r, detected) }).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
+			Eventually(func() int { return birdLogCount(r, detected) }).WithPolling(20*time.Millisecond).
 				Should(BeNumerically(">", before), "node-1 takes tor-1a's new connection for its restart (its log: %q)", detected)
 			c.Mark("late accept: node-1 closed its session to tor-1a")
 			Expect(hold.Close()).To(Succeed())
 			Eventually(func() bool { return inGracefulRestartRecovery(ctx, r) }).
-				WithTimeout(scaled(60*time.Second)).WithPolling(20*time.Millisecond).Should(BeFalse(), "node-1's recovery ends")
+				WithTimeout(machine.Wait(60*time.Second)).WithPolling(20*time.Millisecond).Should(BeFalse(), "node-1's recovery ends")
 			if duringRecovery {
 				recovered = c.Mark("node-1's recovery ended").Mono
 			}
@@ -666,7 +666,7 @@ var _ = Describe("Connection collision on a ToR session during a restarted BIRD'
 					}
 				}
 				return 0
-			}).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).Should(Equal(2), "node-3 has both planes to node-1's block again")
+			}).WithPolling(50*time.Millisecond).Should(Equal(2), "node-3 has both planes to node-1's block again")
 			end := c.Mark("converged after the restart")
 			pr, err := probes.Stop()
 			Expect(err).NotTo(HaveOccurred())

@@ -91,7 +91,7 @@ var _ = Describe("ipipMode CrossSubnet counted as IPIP", Label("ipip", "crosssub
 					} else {
 						m, crossSeen, shape = m.Via(topo.TunnelDevice).Onlink(), true, "other subnet, tunl0 onlink"
 					}
-					Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).Should(m.Only(),
+					Eventually(n).WithPolling(100*time.Millisecond).Should(m.Only(),
 						"%s's route to %s (%s) should be %s's alone", n.Name, b, shape, owner)
 					Expect(exportedToKernel(ctx, n, b)).To(Equal(owner == judge.ByBIRD),
 						"%s's BIRD exports %s to its kernel exactly when BIRD owns IPIP (%v)", n.Name, b, owner == judge.ByBIRD)
@@ -178,7 +178,7 @@ var _ = Describe("ipipMode CrossSubnet counted as IPIP", Label("ipip", "crosssub
 						}
 					}
 					return len(sameSubnet), err
-				}).WithTimeout(scaled(30*time.Second)).WithPolling(200*time.Millisecond).Should(BeNumerically(">", 0),
+				}).WithPolling(200*time.Millisecond).Should(BeNumerically(">", 0),
 					"%s routes to %s's block out of eth0, past the tunl0 arm: once %s withdrew it, %s's BIRD should export its kernel route to its iBGP peers", same, gone, gone, same)
 				for _, r := range sameSubnet {
 					Expect(r.source).To(Equal(readvertKernelProto), "%s exports %s from %s; the eth0 route learned from the kernel is what passes the arm", same, r.block, r.source)
@@ -190,13 +190,13 @@ var _ = Describe("ipipMode CrossSubnet counted as IPIP", Label("ipip", "crosssub
 				others := []*harness.Node{c.Node("node-3"), c.Node("node-4")}
 				for _, n := range others {
 					for _, b := range withdrawn {
-						Eventually(func() []bird.Route { return readvertBIRDRoutes(ctx, n, b) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+						Eventually(func() []bird.Route { return readvertBIRDRoutes(ctx, n, b) }).WithPolling(100*time.Millisecond).
 							Should(ContainElement(SatisfyAll(
 								HaveField("Protocol", readvertKernelProto), HaveField("Primary", true),
 								HaveField("Nexthops", ContainElement(HaveField("Iface", topo.TunnelDevice))))),
 								"guard: with %s and %s stopped, %s's best route to %s is the programmer's tunl0 route, so the tunl0 arm is what keeps it out of the exports", gone, same, n.Name, b)
 						for _, p := range readvertLivePeers(c, others, n) {
-							Consistently(n).WithTimeout(scaled(3*time.Second)).WithPolling(200*time.Millisecond).
+							Consistently(n).WithTimeout(machine.Wait(3*time.Second)).WithPolling(200*time.Millisecond).
 								ShouldNot(judge.BeExportedTo(b, p.Address), "%s exports %s's block %s (its tunl0 route) to %s: the tunl0 arm should reject it", n.Name, gone, b, p.Address)
 						}
 						fmt.Fprintf(&table, "with %s and %s stopped: %s does not export %s (its tunl0 route)\n", gone, same, n.Name, b)

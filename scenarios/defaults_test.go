@@ -62,7 +62,7 @@ var _ = Describe("Release defaults with programClusterRoutes unset or unknown", 
 						return err.Error()
 					}
 					return st.ProgramClusterRoutes
-				}).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).Should(Equal(def.felix),
+				}).WithPolling(50*time.Millisecond).Should(Equal(def.felix),
 					"%s's programmer on %s with the field %s should run with the design's default %s", n.Name, rel, rawName(raw), def.felix)
 			}
 
@@ -87,14 +87,14 @@ var _ = Describe("Release defaults with programClusterRoutes unset or unknown", 
 						if cls == classIPIP {
 							m = m.Via(topo.TunnelDevice)
 						}
-						Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).Should(m,
+						Eventually(n).WithPolling(50*time.Millisecond).Should(m,
 							"%s on %s, field %s: %s's %s block %s belongs to %s alone", n.Name, rel, rawName(raw), nd.Name, cls, b.CIDR, owner)
 						// Guard: BIRD has the block over BGP, so "exports
 						// nothing to its kernel" is its filter's doing, not
 						// a route not yet learned.
-						Eventually(func() bool { return learnedOverBGP(ctx, n, b.CIDR) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+						Eventually(func() bool { return learnedOverBGP(ctx, n, b.CIDR) }).WithPolling(100*time.Millisecond).
 							Should(BeTrue(), "guard: %s's BIRD learns %s's block %s over BGP", n.Name, nd.Name, b.CIDR)
-						Eventually(func() (bool, error) { return birdExportsToKernel(ctx, n, b.CIDR) }).WithTimeout(scaled(30*time.Second)).
+						Eventually(func() (bool, error) { return birdExportsToKernel(ctx, n, b.CIDR) }).
 							WithPolling(100*time.Millisecond).Should(Equal(exp[cls] == ownedByBIRD),
 							"%s on %s: BIRD exports %s (%s) to its kernel protocol exactly when the default gives BIRD that class", n.Name, rel, b.CIDR, cls)
 					}

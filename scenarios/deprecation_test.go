@@ -46,7 +46,7 @@ var _ = Describe("Deprecation warning for BIRD-programmed IPIP cluster routes", 
 		})
 		// Guard: BIRD really programs the IPIP routes, so the warning is
 		// about a real state.
-		Eventually(c).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+		Eventually(c).WithPolling(50*time.Millisecond).
 			Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(judge.ByBIRD).Via(topo.TunnelDevice).Only(), "guard: BIRD owns the IPIP routes")
 
 		// 2. The start render warned, naming the pool.
@@ -106,13 +106,13 @@ var _ = Describe("Deprecation warning for BIRD-programmed IPIP cluster routes", 
 			Eventually(func() (string, error) {
 				b, err := os.ReadFile(n.BIRD.ConfigPath())
 				return string(b), err
-			}).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).Should(ContainSubstring(policy),
+			}).WithPolling(50*time.Millisecond).Should(ContainSubstring(policy),
 				"guard: %s's BIRD runs a config rendered after the switch", n.Name)
 			conf, err := os.ReadFile(n.BIRD.ConfigPath())
 			Expect(err).NotTo(HaveOccurred())
 			Expect(string(conf)).NotTo(ContainSubstring("# warning: DEPRECATED"), "%s: the render in which the programmer took IPIP over carries a deprecation warning", n.Name)
 		}
-		Eventually(c).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+		Eventually(c).WithPolling(50*time.Millisecond).
 			Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice).Only(), "guard: the programmer owns the IPIP routes after the switch")
 		switched := map[string][2]int{}
 		for _, n := range c.Nodes() {
@@ -190,7 +190,7 @@ func deprecationRendersOf(c *harness.Cluster) map[string]int {
 func deprecationWaitRendered(c *harness.Cluster, before map[string]int, what string) {
 	GinkgoHelper()
 	for _, n := range c.Nodes() {
-		Eventually(n.Renders).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
+		Eventually(n.Renders).WithPolling(20*time.Millisecond).
 			Should(BeNumerically(">", before[n.Name]), "confd should re-render %s after %s", n.Name, what)
 	}
 }

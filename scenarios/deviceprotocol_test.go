@@ -74,7 +74,7 @@ var _ = Describe("A non-default deviceRouteProtocol end to end", Label("noencap"
 			// and does not match when judging by the design's default 80.
 			for _, n := range c.Nodes() {
 				for _, b := range c.RemoteBlocks(n.Name) {
-					Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+					Eventually(n).WithPolling(50*time.Millisecond).
 						Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).WithProgrammerProtocol(customProgrammerProtocol).Via("eth0").Only(),
 							"%s's route to %s is the programmer's at proto %d", n.Name, b, customProgrammerProtocol)
 					rs, err := n.Routes(b)
@@ -98,7 +98,7 @@ var _ = Describe("A non-default deviceRouteProtocol end to end", Label("noencap"
 			Expect(addFixtureRoute(n1, fixtureOwnProtocol, gw, "eth0", customProgrammerProtocol)).To(Succeed())
 			Expect(addFixtureRoute(n1, fixtureOldProtocol, gw, "eth0", designProgrammerProtocol)).To(Succeed())
 			Eventually(func() []kroute.Route { rs, _ := n1.Routes(fixtureOwnProtocol); return rs }).
-				WithTimeout(scaled(60*time.Second)).WithPolling(50*time.Millisecond).Should(BeEmpty(),
+				WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).Should(BeEmpty(),
 				"node-1's programmer should remove the undesired proto %d route to %s: its own by protocol", customProgrammerProtocol, fixtureOwnProtocol)
 			removedAfter := float64(0)
 			if dels := deletesOf(c.Timeline(n1.Name), fixtureOwnProtocol, planted.Mono, 0); len(dels) > 0 {
@@ -117,7 +117,7 @@ var _ = Describe("A non-default deviceRouteProtocol end to end", Label("noencap"
 			var held []bird.Route
 			if !importFilter {
 				// Learned as alien kernel routes carrying protocol 99.
-				Eventually(func() []bird.Route { held = birdKernelRoutes(ctx, n1, b2); return held }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+				Eventually(func() []bird.Route { held = birdKernelRoutes(ctx, n1, b2); return held }).WithPolling(100*time.Millisecond).
 					Should(ContainElement(HaveField("Attrs", HaveKeyWithValue("Kernel.source", source))),
 						"node-1's BIRD should learn the programmer's route to %s with Kernel.source %s", b2, source)
 			} else {
@@ -132,10 +132,10 @@ var _ = Describe("A non-default deviceRouteProtocol end to end", Label("noencap"
 				// no next hop) is still learned: the filter matched the
 				// protocol and the next hop, not everything.
 				local := netip.PrefixFrom(c.Net.Nodes[0].Workloads[0].IPv4, 32)
-				Eventually(n1).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+				Eventually(n1).WithPolling(50*time.Millisecond).
 					Should(judge.HaveClusterRoute(local).ProgrammedBy(judge.ByProgrammer).WithProgrammerProtocol(customProgrammerProtocol),
 						"guard: node-1's programmer writes its local workload route %s at proto %d", local, customProgrammerProtocol)
-				Eventually(func() []bird.Route { return birdKernelRoutes(ctx, n1, local) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+				Eventually(func() []bird.Route { return birdKernelRoutes(ctx, n1, local) }).WithPolling(100*time.Millisecond).
 					Should(ContainElement(HaveField("Attrs", HaveKeyWithValue("Kernel.source", source))),
 						"control: node-1's BIRD still learns the proto %d local workload route %s (no next hop)", customProgrammerProtocol, local)
 			}

@@ -85,7 +85,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		// 3. Probes both ways between every pair of workloads on different
 		// nodes (48 flows, at a fifth of the default rate so the sender
 		// keeps up), until both planes have carried some.
-		probes, err := c.Probes(ctx, harness.ProbeOptions{Flows: crossNodeFlows(c), Rate: max(1, harness.DefaultProbeRate()/5)})
+		probes, err := c.Probes(ctx, harness.ProbeOptions{Flows: crossNodeFlows(c), Rate: c.Machine.RateAtMost(200)})
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func() error {
 			rep, err := probes.Report()
@@ -93,7 +93,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 				return err
 			}
 			return f.bothPlanesCarry(rep)
-		}).WithTimeout(scaled(20*time.Second)).WithPolling(100*time.Millisecond).Should(Succeed(),
+		}).WithTimeout(machine.Wait(20*time.Second)).WithPolling(100*time.Millisecond).Should(Succeed(),
 			"the multipath routes spread the flows over both planes")
 		rep, err := probes.Stop()
 		Expect(err).NotTo(HaveOccurred())
@@ -166,7 +166,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 			c.Mark("routes fell back to one plane")
 
 			// 5. Every flow delivers again.
-			Eventually(flowsDelivering(probes)).WithTimeout(scaled(failure.fallbackTimeout)).WithPolling(50*time.Millisecond).Should(Succeed(),
+			Eventually(flowsDelivering(probes)).WithTimeout(machine.Wait(failure.fallbackTimeout)).WithPolling(50*time.Millisecond).Should(Succeed(),
 				"every flow recovers over the surviving plane")
 			rep, err := probes.Stop()
 			Expect(err).NotTo(HaveOccurred())
@@ -288,14 +288,14 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 			BGP:   datastore.BGPConfiguration{ProgramClusterRoutes: string(config.Enabled)},
 		})
 		f := newFabric(c)
-		Eventually(c).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+		Eventually(c).WithPolling(50*time.Millisecond).
 			Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(judge.ByBIRD).Only(), "guard: BIRD owns no-encap before the handover")
 		_, err := c.SetProgramClusterRoutes(ctx, config.Enabled, config.Disabled)
 		Expect(err).NotTo(HaveOccurred())
 
 		// 2. Guard: BGP is up on both planes (the fabric still offers two
 		// paths), and every remote block has the programmer's route.
-		Eventually(c).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+		Eventually(c).WithPolling(50*time.Millisecond).
 			Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(judge.ByProgrammer).Only(), "guard: the programmer owns no-encap")
 		for _, n := range c.Nodes() {
 			Expect(n.Peers()).To(HaveLen(2), "%s peers with one ToR per plane", n.Name)
@@ -304,7 +304,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		// 3. Probes flow (a positive control: the single path works).
 		probes, err := c.Probes(ctx, harness.ProbeOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(flowsDelivering(probes)).WithTimeout(scaled(10 * time.Second)).WithPolling(50 * time.Millisecond).Should(Succeed())
+		Eventually(flowsDelivering(probes)).WithTimeout(machine.Wait(10 * time.Second)).WithPolling(50 * time.Millisecond).Should(Succeed())
 		rep, err := probes.Stop()
 		Expect(err).NotTo(HaveOccurred())
 
@@ -398,7 +398,7 @@ func (h holdForm) describe() string {
 // route at once; two scan times and 2 s more cover a kernel write that
 // waits for a scan and a loaded machine. The low end keeps 1 s of slack
 // and is not scaled (scaling would only lower it); the high end is
-// scaled().
+// machine.Wait().
 type holdWindow struct{ low, high time.Duration }
 
 func newHoldWindow(t confd.Timers, scan time.Duration) holdWindow {
@@ -406,7 +406,7 @@ func newHoldWindow(t confd.Timers, scan time.Duration) holdWindow {
 	keepalive := time.Duration(t.EffectiveKeepalive()) * time.Second
 	return holdWindow{
 		low:  hold*3/4 - keepalive - time.Second,
-		high: scaled(hold + 2*scan + 2*time.Second),
+		high: machine.Wait(hold + 2*scan + 2*time.Second),
 	}
 }
 
@@ -461,7 +461,7 @@ func expectHoldTime(ctx context.Context, c *harness.Cluster, hold int) {
 				return fmt.Errorf("%s: no BGP session", sp.name)
 			}
 			return nil
-		}).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).Should(Succeed(),
+		}).WithPolling(100*time.Millisecond).Should(Succeed(),
 			"every BGP session runs with the hold time in use")
 	}
 }
@@ -572,7 +572,7 @@ func (f *fabric) expectPaths(want func(*harness.Node, netip.Prefix) []string, o 
 	for _, n := range f.c.Nodes() {
 		for _, b := range f.c.RemoteBlocks(n.Name) {
 			exp := want(n, b)
-			Eventually(func() []string { return f.paths(n, b, o) }).WithTimeout(scaled(timeout)).WithPolling(20*time.Millisecond).
+			Eventually(func() []string { return f.paths(n, b, o) }).WithTimeout(machine.Wait(timeout)).WithPolling(20*time.Millisecond).
 				Should(Equal(exp), "%s's route to %s (node %s's block) by %s: expected nexthops %v", n.Name, b, f.owner[b], o, exp)
 		}
 	}

@@ -90,7 +90,7 @@ var _ = Describe("eBGP peers receive the tunl0 routes the iBGP reject keeps back
 						Expect(n).NotTo(judge.BeExportedTo(b, p.Address), "%s exports its tunl0 route to %s to the iBGP peer %s", n.Name, b, p.Address)
 						continue
 					}
-					Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+					Eventually(n).WithPolling(100*time.Millisecond).
 						Should(judge.BeExportedTo(b, p.Address), "%s should go on exporting its tunl0 route to %s to its eBGP peer %s (by decision)", n.Name, b, p.Address)
 					toRouter++
 					fmt.Fprintf(&table, "%s -> %s (eBGP): exported; to its 2 live iBGP peers: not\n", n.Name, b)
@@ -99,7 +99,7 @@ var _ = Describe("eBGP peers receive the tunl0 routes the iBGP reject keeps back
 		}
 		// The router took it from the nodes.
 		for _, b := range withdrawn {
-			Eventually(func() ([]bird.Route, error) { return router.BIRD.Client().Routes(ctx, b.String()) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+			Eventually(func() ([]bird.Route, error) { return router.BIRD.Client().Routes(ctx, b.String()) }).WithPolling(100*time.Millisecond).
 				ShouldNot(BeEmpty(), "the eBGP router should hold %s learned from the nodes", b)
 		}
 		rs, _ := router.BIRD.Client().Routes(ctx, withdrawn[0].String())

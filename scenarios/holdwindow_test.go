@@ -23,8 +23,8 @@ func TestHoldWindow(t *testing.T) {
 		{"full", confd.Timers{}, 99 * time.Second, 246 * time.Second, []time.Duration{220 * time.Second, 228 * time.Second}},
 	} {
 		w := newHoldWindow(tc.timers, scan)
-		if w.low != tc.low || w.high != scaled(tc.high) {
-			t.Errorf("%s: window %v..%v, want %v..%v", tc.name, w.low, w.high, tc.low, scaled(tc.high))
+		if w.low != tc.low || w.high != machine.Wait(tc.high) {
+			t.Errorf("%s: window %v..%v, want %v..%v", tc.name, w.low, w.high, tc.low, machine.Wait(tc.high))
 		}
 		for _, d := range tc.admit {
 			if !w.contains(float64(d) / 1e6) {

@@ -85,7 +85,7 @@ var _ = Describe("IPIP with ECMP on the dual-ToR fabric", Label("dualtor", "ipip
 			// filter runs per path, so each merged nexthop is dev tunl0)...
 			for _, n := range c.Nodes() {
 				for _, b := range ipipBlocks[n.Name] {
-					Eventually(n).WithTimeout(scaled(60*time.Second)).WithPolling(100*time.Millisecond).
+					Eventually(n).WithTimeout(machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).
 						Should(judge.HaveClusterRoute(b).ProgrammedBy(own.owner).Via(topo.TunnelDevice).Only(), "%s programs IPIP block %s on %s", own.owner, b, n.Name)
 				}
 			}
@@ -112,7 +112,7 @@ var _ = Describe("IPIP with ECMP on the dual-ToR fabric", Label("dualtor", "ipip
 						var ok bool
 						r, ok = timelineRoute(c, n.Name, b, proto)
 						return ok
-					}).WithTimeout(scaled(10*time.Second)).WithPolling(50*time.Millisecond).Should(BeTrue(), "the route timeline of %s shows the route to %s", n.Name, b)
+					}).WithTimeout(machine.Wait(10*time.Second)).WithPolling(50*time.Millisecond).Should(BeTrue(), "the route timeline of %s shows the route to %s", n.Name, b)
 					shapes[n.Name+" "+b.String()] = r
 				}
 			}
@@ -120,7 +120,7 @@ var _ = Describe("IPIP with ECMP on the dual-ToR fabric", Label("dualtor", "ipip
 			// 5. Probes between every pair of IPIP workloads, with counters
 			// at every uplink and tunl0. Not flowing is a possible answer
 			// here, not a failed guard.
-			rate := harness.DefaultProbeRate()
+			rate := c.Machine.Rate()
 			s, err := c.Probes(ctx, harness.ProbeOptions{Rate: rate, MayNotFlow: true})
 			Expect(err).NotTo(HaveOccurred())
 			// The window: until every flow has delivered ten probes, or has
@@ -136,7 +136,7 @@ var _ = Describe("IPIP with ECMP on the dual-ToR fabric", Label("dualtor", "ipip
 					}
 				}
 				return nil
-			}).WithTimeout(scaled(120 * time.Second)).WithPolling(100 * time.Millisecond).Should(Succeed())
+			}).WithTimeout(machine.Wait(120 * time.Second)).WithPolling(100 * time.Millisecond).Should(Succeed())
 			rep, err := s.Stop()
 			Expect(err).NotTo(HaveOccurred())
 

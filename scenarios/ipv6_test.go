@@ -83,7 +83,7 @@ var _ = Describe("IPv6 no-encap pools follow the same ownership policy as IPv4",
 			// by the no-encap owner via the uplink; exactly one route each.
 			for _, n := range c.Nodes() {
 				for _, b := range c.RemoteBlocks(n.Name) {
-					Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+					Eventually(n).WithPolling(50*time.Millisecond).
 						Should(judge.HaveClusterRoute(b).ProgrammedBy(own.owner).Via("eth0").Only(), "%s's route to %s", n.Name, b)
 					rs, err := n.Routes(b)
 					Expect(err).NotTo(HaveOccurred())
@@ -107,9 +107,9 @@ var _ = Describe("IPv6 no-encap pools follow the same ownership policy as IPv4",
 				eps6 = append(eps6, endpoint6(wl))
 			}
 			flows := append(probe.AllPairs(eps6...), harness.EveryNodePair(c.Net)...)
-			probes, err := c.Probes(ctx, harness.ProbeOptions{Flows: flows, Rate: min(200, harness.DefaultProbeRate())})
+			probes, err := c.Probes(ctx, harness.ProbeOptions{Flows: flows, Rate: c.Machine.RateAtMost(200)})
 			Expect(err).NotTo(HaveOccurred(), "IPv6 and IPv4 probes flow between every pair of workloads")
-			Eventually(flowsDelivering(probes)).WithTimeout(scaled(30 * time.Second)).WithPolling(50 * time.Millisecond).Should(Succeed())
+			Eventually(flowsDelivering(probes)).WithPolling(50 * time.Millisecond).Should(Succeed())
 			rep, err := probes.Stop()
 			Expect(err).NotTo(HaveOccurred())
 			for _, f := range rep.Flows {

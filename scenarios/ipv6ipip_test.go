@@ -95,7 +95,7 @@ var _ = Describe("An IPv6 pool with ipipMode set is an IPIP pool to confd", Labe
 			// config in which the pool is of class ipip.
 			poolLine := fmt.Sprintf("# pool %s %s (ipip,", ipv6IPIPPoolName, ipv6IPIPPoolCIDR)
 			for _, n := range c.Nodes() {
-				Eventually(func() (string, error) { return birdConfig(n) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+				Eventually(func() (string, error) { return birdConfig(n) }).WithPolling(100*time.Millisecond).
 					Should(ContainSubstring(poolLine), "%s's BIRD config should render %s as an IPIP pool", n.Name, ipv6IPIPPoolName)
 				Eventually(func() bool {
 					for _, a := range n.ConfdActions() {
@@ -104,7 +104,7 @@ var _ = Describe("An IPv6 pool with ipipMode set is an IPIP pool to confd", Labe
 						}
 					}
 					return false
-				}).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).Should(BeTrue(), "%s's BIRD should take the new config (birdc configure)", n.Name)
+				}).WithPolling(100*time.Millisecond).Should(BeTrue(), "%s's BIRD should take the new config (birdc configure)", n.Name)
 				Expect(n.BIRD.Running()).To(BeTrue(), "%s's BIRD runs the config", n.Name)
 			}
 			Expect(c.WaitConverged(ctx)).To(Succeed(), "guard: every session, IPv4 and IPv6, Established")
@@ -121,7 +121,7 @@ var _ = Describe("An IPv6 pool with ipipMode set is an IPIP pool to confd", Labe
 					noEncapV6[n.Name] = append(noEncapV6[n.Name], blockOf(nd, "noencap-pool-v6"))
 				}
 				for _, b := range ipipV6[n.Name] {
-					Eventually(func() bool { return learnedOverBGP(ctx, n, b) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+					Eventually(func() bool { return learnedOverBGP(ctx, n, b) }).WithPolling(100*time.Millisecond).
 						Should(BeTrue(), "guard: %s's BIRD learns %s over BGP", n.Name, b)
 				}
 			}
@@ -133,13 +133,13 @@ var _ = Describe("An IPv6 pool with ipipMode set is an IPIP pool to confd", Labe
 				for _, b := range noEncapV6[n.Name] {
 					if tc.birdIPIP {
 						// Control: the programmer owns no-encap; BIRD rejects it.
-						Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+						Eventually(n).WithPolling(50*time.Millisecond).
 							Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).Via("eth0").Only(),
 								"control: %s's IPv6 no-encap route to %s is the programmer's", n.Name, b)
 						Expect(exportedTo(ctx, n, "kernel6", b)).To(BeFalse(), "control: %s's BIRD must not export the no-encap block %s to kernel6", n.Name, b)
 					} else {
 						// Control: BIRD owns no-encap and programs it.
-						Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+						Eventually(n).WithPolling(50*time.Millisecond).
 							Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD).Via("eth0").Only(), "control: %s's IPv6 no-encap route to %s is BIRD's", n.Name, b)
 						Expect(exportedTo(ctx, n, "kernel6", b)).To(BeTrue(), "control: %s's BIRD exports the no-encap block %s to kernel6", n.Name, b)
 					}
@@ -151,7 +151,7 @@ var _ = Describe("An IPv6 pool with ipipMode set is an IPIP pool to confd", Labe
 					fmt.Fprintf(&table, "%s\t%s\texported to kernel6: %v\tkernel: %v\n", n.Name, b, exported, rs)
 					if !tc.birdIPIP {
 						Expect(exported).To(BeFalse(), "%s's BIRD exports %s (ipipMode Always, IPv6) to kernel6: it took the IPv6 IPIP pool for no-encap", n.Name, b)
-						Eventually(func() []kroute.Route { return birdRoutesTo(n, []netip.Prefix{b}) }).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+						Eventually(func() []kroute.Route { return birdRoutesTo(n, []netip.Prefix{b}) }).WithPolling(50*time.Millisecond).
 							Should(BeEmpty(), "%s has a BIRD route to the IPv6 IPIP block %s", n.Name, b)
 						continue
 					}

@@ -75,7 +75,7 @@ var _ = Describe("BIRD's kernel metric against the programmer's RouteReplace", L
 			// 2. Guard: each remote block has one route, BIRD's, at the
 			// knob's metric.
 			for _, b := range remote {
-				Eventually(func() ([]kroute.Route, error) { return routesExactly(n, b) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+				Eventually(func() ([]kroute.Route, error) { return routesExactly(n, b) }).WithPolling(100*time.Millisecond).
 					Should(SatisfyAll(HaveLen(1), ContainElement(SatisfyAll(
 						HaveField("Protocol", kroute.ProtoBIRD), HaveField("Metric", birdMetric)))),
 						"guard: before the change node-1's only route to %s is BIRD's at metric %d", b, birdMetric)
@@ -85,7 +85,7 @@ var _ = Describe("BIRD's kernel metric against the programmer's RouteReplace", L
 			// does not change (BGPConfiguration unset: EnabledNoEncapOnly).
 			change := act(c.SetProgramClusterRoutes(ctx, config.Enabled, ""))
 			for _, b := range remote {
-				Eventually(func() ([]kroute.Route, error) { return routesExactly(n, b) }).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+				Eventually(func() ([]kroute.Route, error) { return routesExactly(n, b) }).WithPolling(50*time.Millisecond).
 					Should(ContainElement(SatisfyAll(HaveField("Protocol", designProgrammerProtocol), HaveField("Metric", programmerMetric))),
 						"guard: the programmer programs %s at metric %d", b, programmerMetric)
 			}
@@ -96,7 +96,7 @@ var _ = Describe("BIRD's kernel metric against the programmer's RouteReplace", L
 			// takeover, and at a shared metric BIRD then takes the route back
 			// until the next resync (quiesce_test.go); those writes are
 			// counted, not judged.
-			settled := quiesceClusterRoutes(c, change.Mono, scaled(90*time.Second))
+			settled := quiesceClusterRoutes(c, change.Mono, machine.Wait(90*time.Second))
 			end := c.Mark("the routes stood still after the takeover")
 
 			var table strings.Builder

@@ -173,7 +173,7 @@ func attachLab(ctx context.Context, start labStart, needs ...lab.Action) (*lab.L
 		}
 		fmt.Printf("[birdcage] lab %s: %d namespaces compared before/after: %d differ\n", m.Name, len(l.Snapshots()), len(diffs))
 		Expect(diffs).To(BeEmpty(), "the lab is not as found after detaching:\n%s", b.String())
-	}, NodeTimeout(scaled(2*time.Minute)))
+	}, NodeTimeout(machine.Wait(2*time.Minute)))
 	return l, timing
 }
 
@@ -181,7 +181,7 @@ func attachLab(ctx context.Context, start labStart, needs ...lab.Action) (*lab.L
 // route, the owner's.
 func waitLabOwned(ctx context.Context, l *lab.Lab, owner judge.Owner, why string) {
 	GinkgoHelper()
-	ctx, cancel := context.WithTimeout(ctx, scaled(60*time.Second))
+	ctx, cancel := context.WithTimeout(ctx, machine.Wait(60*time.Second))
 	defer cancel()
 	proto := labProto(l, owner)
 	var blocks int
@@ -217,7 +217,7 @@ func labLiveChange(ctx SpecContext, l *lab.Lab, from, to ownership, timing harne
 	// 3. Every remote block ends with the new owner's route only, and
 	// every flow delivers again.
 	waitLabOwned(ctx, l, to.owner, "after the change: the new owner's route, and no other")
-	Eventually(flowsDelivering(probes)).WithTimeout(scaled(30 * time.Second)).WithPolling(50 * time.Millisecond).Should(Succeed())
+	Eventually(flowsDelivering(probes)).WithPolling(50 * time.Millisecond).Should(Succeed())
 	end := l.Mark("converged after the change")
 	rep, err := probes.Stop()
 	Expect(err).NotTo(HaveOccurred())

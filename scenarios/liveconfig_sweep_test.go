@@ -45,7 +45,7 @@ func sweepPlan() ([]time.Duration, int, error) {
 	// Reduced: two delays, both past confd's reaction natively, so the fit
 	// is of the relation itself (no bend at the origin) and CI stays short.
 	delays, runs := "500ms,1500ms", 3
-	if judge.PlatformStalls() {
+	if machine.Stalls() {
 		// Under TCG the stated spread carries two 150 ms stalls: a wider
 		// span keeps the slope's tolerance (spread / span) judgeable.
 		delays = "500ms,2500ms"

@@ -139,7 +139,7 @@ func liveChange(ctx SpecContext, topology string, from, to ownership, timing *ha
 		v(&o)
 	}
 	c := startCluster(ctx, topology, o)
-	Eventually(c).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+	Eventually(c).WithPolling(50*time.Millisecond).
 		Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(from.owner).Only(), "guard: %s owns the routes before the change", from.owner)
 	probes, err := c.Probes(ctx, harness.ProbeOptions{})
 	Expect(err).NotTo(HaveOccurred())
@@ -149,16 +149,16 @@ func liveChange(ctx SpecContext, topology string, from, to ownership, timing *ha
 	Expect(err).NotTo(HaveOccurred())
 
 	// 3. Every remote block ends with the new owner...
-	Eventually(c).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
+	Eventually(c).WithPolling(20*time.Millisecond).
 		Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(to.owner).Only(), "after the change: the new owner's route, and no other")
 	// ...every programmer restarted for the change and synced again...
 	for _, n := range c.Nodes() {
-		Eventually(func() []supervisor.Restart { return syncedRestarts(n) }).WithTimeout(scaled(30*time.Second)).
+		Eventually(func() []supervisor.Restart { return syncedRestarts(n) }).
 			WithPolling(50*time.Millisecond).ShouldNot(BeEmpty(), "%s's programmer restarts when its configuration changes", n.Name)
 	}
 	Expect(c.WaitConverged(ctx)).To(Succeed())
 	// ...and every flow delivers again.
-	Eventually(flowsDelivering(probes)).WithTimeout(scaled(30 * time.Second)).WithPolling(50 * time.Millisecond).Should(Succeed())
+	Eventually(flowsDelivering(probes)).WithPolling(50 * time.Millisecond).Should(Succeed())
 	end := c.Mark("converged after the change")
 
 	rep, err := probes.Stop()

@@ -427,8 +427,8 @@ func runOwnershipMatrix(ctx context.Context, setup matrixSetup) []matrixRow {
 			}
 		}
 		return nil
-	}).WithContext(ctx).WithTimeout(scaled(60*time.Second)).WithPolling(100*time.Millisecond).Should(Succeed(), "guard: the release defaults own every class before the matrix")
-	probes, err := c.Probes(ctx, harness.ProbeOptions{Rate: min(200, harness.DefaultProbeRate())})
+	}).WithContext(ctx).WithTimeout(machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).Should(Succeed(), "guard: the release defaults own every class before the matrix")
+	probes, err := c.Probes(ctx, harness.ProbeOptions{Rate: c.Machine.RateAtMost(200)})
 	Expect(err).NotTo(HaveOccurred(), "guard: probes flow on the release defaults")
 
 	var rows []matrixRow
@@ -504,7 +504,7 @@ func runMatrixRow(ctx context.Context, c *harness.Cluster, setup matrixSetup, bl
 			return err
 		}
 		return judgeClassOwners(blocks, views, setup.classes, row.expected)
-	}).WithContext(ctx).WithTimeout(scaled(30*time.Second)).WithPolling(150*time.Millisecond).Should(Succeed(), pair)
+	}).WithContext(ctx).WithPolling(150*time.Millisecond).Should(Succeed(), pair)
 	settled := monoclock.Now()
 	row.settleMs = monoclock.Ms(settled - change.Mono)
 
@@ -535,7 +535,7 @@ func runMatrixRow(ctx context.Context, c *harness.Cluster, setup matrixSetup, bl
 				resyncs[n.Name]++
 			}
 			return resyncs[n.Name]
-		}).WithContext(ctx).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
+		}).WithContext(ctx).WithPolling(20*time.Millisecond).
 			Should(BeNumerically(">=", 2), "%s: two programmer resyncs on %s", pair, n.Name)
 	}
 	for _, n := range c.Nodes() {
@@ -543,7 +543,7 @@ func runMatrixRow(ctx context.Context, c *harness.Cluster, setup matrixSetup, bl
 			continue
 		}
 		Eventually(func() int { k, _ := countRefusals(n, logFrom[n.Name]); return k }).WithContext(ctx).
-			WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).Should(BeNumerically(">=", 2*contested[n.Name]),
+			WithPolling(50*time.Millisecond).Should(BeNumerically(">=", 2*contested[n.Name]),
 			"%s: %s's BIRD keeps trying to write the %d double-programmed prefixes (two scans' worth of refused writes)", pair, n.Name, contested[n.Name])
 	}
 	end := c.Mark(pair + ": window end")

@@ -38,7 +38,7 @@ var _ = Describe("No deprecation warning while BIRD programs only no-encap pools
 			Felix:   datastore.FelixConfiguration{ProgramClusterRoutes: "Disabled"},
 			BGP:     datastore.BGPConfiguration{ProgramClusterRoutes: "Enabled"},
 		})
-		Eventually(c).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+		Eventually(c).WithPolling(50*time.Millisecond).
 			Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(judge.ByBIRD).Only(), "guard: BIRD programs the no-encap routes")
 		var table strings.Builder
 		expectNoWarnings := func(step string) {
@@ -79,7 +79,7 @@ var _ = Describe("No deprecation warning while BIRD programs only no-encap pools
 		expectNoWarnings("BGP EnabledNoEncapOnly beside an IPIP pool")
 		// Guard: the pool reached BIRD's config (its kernel filter rejects it).
 		for _, n := range c.Nodes() {
-			Eventually(func() (string, error) { return birdConfig(n) }).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+			Eventually(func() (string, error) { return birdConfig(n) }).WithPolling(50*time.Millisecond).
 				Should(ContainSubstring(deprecationExtraCIDR), "guard: %s's BIRD config knows the IPIP pool", n.Name)
 		}
 

@@ -56,7 +56,7 @@ var _ = Describe("Protocol-matched delete", Label("ipip", "protodelete"), func()
 		node1, node2, node3 := c.Node("node-1"), c.Node("node-2"), c.Node("node-3")
 		block := blockOf(node3.NS, "ipip-pool")
 		for _, n := range []*harness.Node{node1, node2} {
-			Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+			Eventually(n).WithPolling(50*time.Millisecond).
 				Should(judge.HaveClusterRoute(block).ProgrammedBy(judge.ByBIRD).Via(topo.TunnelDevice), "guard before the upgrade")
 		}
 
@@ -64,13 +64,13 @@ var _ = Describe("Protocol-matched delete", Label("ipip", "protodelete"), func()
 		// BIRD recovers, reconciles and learns the blocks over BGP again.
 		act(c.UpgradeNode(ctx, node2.Name, config.R333, harness.UpgradeOptions{}))
 		for _, b := range c.RemoteBlocks(node2.Name) {
-			Eventually(node2).WithTimeout(scaled(30 * time.Second)).WithPolling(20 * time.Millisecond).
+			Eventually(node2).WithPolling(20 * time.Millisecond).
 				Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice).Only())
 		}
 		Expect(c.WaitConverged(ctx)).To(Succeed())
 		Eventually(func() []kroute.Route { return birdRoutesTo(node2, c.RemoteBlocks(node2.Name)) }).
-			WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).Should(BeEmpty(), "node-2's new BIRD finished recovery and reconciled")
-		Eventually(func() bool { return learnedOverBGP(ctx, node2, block) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+			WithPolling(100*time.Millisecond).Should(BeEmpty(), "node-2's new BIRD finished recovery and reconciled")
+		Eventually(func() bool { return learnedOverBGP(ctx, node2, block) }).WithPolling(100*time.Millisecond).
 			Should(BeTrue(), "guard: node-2's new BIRD must learn node-3's block over BGP, or there is nothing for it to withdraw")
 		exportedToKernel := exportedToKernel(ctx, node2, block)
 
@@ -86,9 +86,9 @@ var _ = Describe("Protocol-matched delete", Label("ipip", "protodelete"), func()
 		// 5. Positive control: on pre-3.33 node-1 the withdrawal deletes
 		// BIRD's route, and node-2's BIRD loses the BGP route.
 		Eventually(func() []timeline.Event { return deletesOf(c.Timeline(node1.Name), block, withdrawn.Mono, 0) }).
-			WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).ShouldNot(BeEmpty(),
+			WithPolling(20*time.Millisecond).ShouldNot(BeEmpty(),
 			"control: node-1 (pre-3.33, BIRD's route) should lose its route to %s when node-3 withdraws it", block)
-		Eventually(func() bool { return learnedOverBGP(ctx, node2, block) }).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+		Eventually(func() bool { return learnedOverBGP(ctx, node2, block) }).WithPolling(50*time.Millisecond).
 			Should(BeFalse(), "node-2's BIRD should have seen the withdrawal of %s", block)
 		controlDelete := deletesOf(c.Timeline(node1.Name), block, withdrawn.Mono, 0)[0]
 		birdSawIt := c.Mark("node-2's BIRD lost the BGP route")
@@ -121,7 +121,7 @@ var _ = Describe("Protocol-matched delete", Label("ipip", "protodelete"), func()
 				return probe.GapReport{}, err
 			}
 			return flowBetween(r, wl2, wl3), nil
-		}).WithTimeout(scaled(60*time.Second)).WithPolling(50*time.Millisecond).Should(judge.HaveNoGap().Through(endRep),
+		}).WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).Should(judge.HaveNoGap().Through(endRep),
 			"node-2 -> node-3 should deliver every probe it sent before the end mark, with no gap")
 		rep, err := probes.Stop()
 		Expect(err).NotTo(HaveOccurred())

@@ -118,7 +118,7 @@ func noteQuiescence(res *harness.ScenarioResult, q quiescence) {
 // full kernel re-reads after now, and returns how many it saw.
 func waitFullResyncs(node *harness.Node, n int) int {
 	GinkgoHelper()
-	return waitFullResyncsWithin(node, n, scaled(2*time.Minute))
+	return waitFullResyncsWithin(node, n, machine.Wait(2*time.Minute))
 }
 
 // waitFullResyncsWithin is waitFullResyncs with its own limit.
@@ -132,7 +132,7 @@ func waitFullResyncsWithin(node *harness.Node, n int, limit time.Duration) int {
 // costs about n resync intervals, not n per node).
 func waitEveryProgrammerResyncs(c *harness.Cluster, n int) {
 	GinkgoHelper()
-	waitResyncs(c.Nodes(), n, scaled(2*time.Minute))
+	waitResyncs(c.Nodes(), n, machine.Wait(2*time.Minute))
 }
 
 // waitResyncs waits until each of nodes' programmers has shown n full

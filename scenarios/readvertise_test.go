@@ -167,7 +167,7 @@ var _ = Describe("iBGP re-advertisement with the programmer owning no-encap (kno
 			var err error
 			after, err = readvertCount(ctx, c, remaining)
 			return after.readvertised, err
-		}).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).ShouldNot(BeEmpty(),
+		}).WithPolling(100*time.Millisecond).ShouldNot(BeEmpty(),
 			"known gap closed: with the programmer owning no-encap, no node exported another node's block to an iBGP peer after %s withdrew it. "+
 				"Update the design's §5 (\"Felix-programmed no-encap cluster routes and BGP re-advertisement\") and turn this spec into a claim", owner)
 		for _, r := range after.readvertised {
@@ -261,7 +261,7 @@ var _ = Describe("eBGP re-advertisement with the programmer owning no-encap", La
 				}
 			}
 			return fromKernel, err
-		}).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).ShouldNot(BeEmpty(),
+		}).WithPolling(100*time.Millisecond).ShouldNot(BeEmpty(),
 			"after %s withdrew its block, expected some node to export the programmer's route to it to its ToRs (eBGP peers are outside the iBGP reject by decision); exports seen: %v", owner, after.readvertised)
 
 		res := c.Result("re-advertisement to eBGP peers, programmer owns no-encap (dualtor)", nil)
@@ -300,7 +300,7 @@ var _ = Describe("Candidate fix for re-advertisement: a kernel import filter on 
 			for _, wl := range nd.Workloads {
 				host := netip.PrefixFrom(wl.IPv4, 32)
 				Eventually(func() []bird.Route { return readvertBIRDRoutes(ctx, n, host) }).
-					WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+					WithPolling(100*time.Millisecond).
 					Should(ContainElement(HaveField("Protocol", readvertKernelProto)),
 						"%s's BIRD should still learn its local workload route %s from the kernel", n.Name, host)
 			}
@@ -317,7 +317,7 @@ var _ = Describe("Candidate fix for re-advertisement: a kernel import filter on 
 				// The owner's advertisement is gone and, with the
 				// filter, nothing took its place in BIRD's table.
 				Eventually(func() []bird.Route { return readvertBIRDRoutes(ctx, n, b) }).
-					WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).Should(BeEmpty(),
+					WithPolling(100*time.Millisecond).Should(BeEmpty(),
 					"%s's BIRD should hold no route to %s once its owner withdrew it and the filter keeps the programmer's out", n.Name, b)
 			}
 		}
@@ -363,7 +363,7 @@ func readvertMatrix(ctx context.Context, c *harness.Cluster, nodes []*harness.No
 	for _, n := range nodes {
 		for _, p := range readvertLivePeers(c, nodes, n) {
 			for _, b := range readvertOwnBlocks(c, n.Name) {
-				Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+				Eventually(n).WithPolling(100*time.Millisecond).
 					Should(judge.BeExportedTo(b, p.Address), "positive control: %s exports its own block %s to %s", n.Name, b, p.Address)
 			}
 			if !negate {
@@ -469,7 +469,7 @@ func readvertGuardOwnership(c *harness.Cluster, owner judge.Owner, device string
 			if device != "" {
 				m = m.Via(device)
 			}
-			Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).Should(m, "guard: %s owns the cluster routes", owner)
+			Eventually(n).WithPolling(50*time.Millisecond).Should(m, "guard: %s owns the cluster routes", owner)
 		}
 	}
 }
@@ -497,7 +497,7 @@ func readvertGuardSettled(ctx context.Context, c *harness.Cluster, mesh bool) {
 			}
 			for _, b := range other.Blocks {
 				Eventually(func() []bird.Route { return readvertBIRDRoutes(ctx, n, b.CIDR) }).
-					WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+					WithPolling(100*time.Millisecond).
 					Should(ContainElement(SatisfyAll(HaveField("Primary", true), HaveField("Protocol", want))),
 						"guard: %s's best route to %s should be %s before the steady state is read", n.Name, b.CIDR, what)
 			}
@@ -561,7 +561,7 @@ func readvertGuardSettledEBGP(ctx context.Context, c *harness.Cluster) []string 
 					why = fmt.Sprintf("steady state: %s's only route to %s's block %s is the programmer's (kernel-learned); %s each prefer %s's own export of it (%s) and send it nothing back",
 						n.Name, other.Name, b.CIDR, strings.Join(chosen, " and "), n.Name, fromN)
 					return nil
-				}).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).Should(Succeed(),
+				}).WithPolling(100*time.Millisecond).Should(Succeed(),
 					"guard: %s's best route to %s should be a BGP route, or its ToRs' best should be its own export, before the steady state is read", n.Name, b.CIDR)
 				if why != "" {
 					out = append(out, why)
@@ -626,7 +626,7 @@ func readvertGuardWithdrawn(ctx context.Context, c *harness.Cluster, owner strin
 		for _, b := range blocks {
 			Expect(n).To(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer), "guard: the programmer keeps its route to %s", b)
 			Eventually(func() []bird.Route { return readvertBIRDRoutes(ctx, n, b) }).
-				WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).Should(SatisfyAll(
+				WithPolling(100*time.Millisecond).Should(SatisfyAll(
 				ContainElement(SatisfyAll(HaveField("Protocol", readvertKernelProto), HaveField("Attrs", HaveKeyWithValue("Kernel.source", readvertProgrammerProto)))),
 				Not(ContainElement(HaveField("Protocol", fromOwner))),
 			), "guard: %s's BIRD should hold the programmer's route to %s and no longer %s's own advertisement (%s)", n.Name, b, owner, fromOwner)
@@ -662,7 +662,7 @@ func readvertLearned(ctx context.Context, c *harness.Cluster, rs []readvertiseme
 		}
 		sort.Strings(out)
 		return out
-	}).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).ShouldNot(BeEmpty(),
+	}).WithPolling(100*time.Millisecond).ShouldNot(BeEmpty(),
 		"no peer holds a block re-advertised to it from the node that exported it (exports: %v)", rs)
 	return out
 }

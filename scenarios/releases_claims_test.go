@@ -221,7 +221,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 					change, _, _ := setPairLive(ctx, c, p[0], p[1], false, config.R333)
 					if p[1] != prevBGP {
 						for _, n := range c.Nodes() {
-							Eventually(func() int { return len(n.ConfdActions()) }).WithContext(ctx).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+							Eventually(func() int { return len(n.ConfdActions()) }).WithContext(ctx).WithPolling(50*time.Millisecond).
 								Should(BeNumerically(">", configured[n.Name]), "BIRD %s, Felix=%s BGP=%s: %s's confd reconfigures BIRD", rel, p[0], p[1], n.Name)
 						}
 					}
@@ -238,7 +238,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 							return fmt.Errorf("owner %s, want %s: %s", got, want, views)
 						}
 						return nil
-					}).WithContext(ctx).WithTimeout(scaled(30*time.Second)).WithPolling(150*time.Millisecond).Should(Succeed(),
+					}).WithContext(ctx).WithPolling(150*time.Millisecond).Should(Succeed(),
 						"BIRD %s, Felix=%s BGP=%s: the design's tables give the no-encap class to %s", rel, p[0], p[1], want)
 					ms := sinceMs(change.Mono)
 					tab.Add(p[0], p[1], want, got, harness.Cellf("%.0f", ms))
@@ -254,7 +254,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 				c := claimsCluster(ctx, rel, harness.Options{})
 				recordFailedUnlessDone(claimLive, rel)
 				expectNoEncapOwner(ctx, c, ownedByBIRD, "guard: BIRD owns no-encap on the defaults")
-				probes, err := c.Probes(ctx, harness.ProbeOptions{Rate: min(500, harness.DefaultProbeRate())})
+				probes, err := c.Probes(ctx, harness.ProbeOptions{Rate: c.Machine.RateAtMost(500)})
 				Expect(err).NotTo(HaveOccurred())
 				res := c.Result(fmt.Sprintf("live change both ways, BIRD %s", rel), nil)
 				tab := harness.NewTable("direction", "settled ms", "longest gap ms (any flow)", "lost", "no-route windows on the timeline", "longest ms")
@@ -272,7 +272,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 					settledMs := sinceMs(change.Mono)
 					// Past BIRD's next scan (a programmer → BIRD handover
 					// ends at BIRD's re-add), every flow delivers.
-					Eventually(flowsDelivering(probes)).WithContext(ctx).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+					Eventually(flowsDelivering(probes)).WithContext(ctx).WithPolling(50*time.Millisecond).
 						Should(Succeed(), "BIRD %s, %s: every flow delivers after the change", rel, step.name)
 					after, err := probes.Report()
 					Expect(err).NotTo(HaveOccurred())
@@ -331,7 +331,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 					var err error
 					after, err = readvertCount(ctx, c, remaining)
 					return after.readvertised, err
-				}).WithContext(ctx).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).ShouldNot(BeEmpty(),
+				}).WithContext(ctx).WithPolling(100*time.Millisecond).ShouldNot(BeEmpty(),
 					"known gap closed on BIRD %s: no node exported %s's block to an iBGP peer after it withdrew it", rel, owner)
 				var srcs []string
 				for _, r := range after.readvertised {

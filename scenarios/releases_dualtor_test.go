@@ -79,7 +79,7 @@ var _ = Describe("Dual-ToR claims per BIRD release", Label("dualtor", "ecmp", "r
 
 				// 2. Probes between every pair of workloads on different
 				// nodes until both planes have carried flows.
-				probes, err := c.Probes(ctx, harness.ProbeOptions{Flows: crossNodeFlows(c), Rate: max(1, harness.DefaultProbeRate()/5)})
+				probes, err := c.Probes(ctx, harness.ProbeOptions{Flows: crossNodeFlows(c), Rate: c.Machine.RateAtMost(200)})
 				Expect(err).NotTo(HaveOccurred())
 				Eventually(func() error {
 					rep, err := probes.Report()
@@ -87,7 +87,7 @@ var _ = Describe("Dual-ToR claims per BIRD release", Label("dualtor", "ecmp", "r
 						return err
 					}
 					return f.bothPlanesCarry(rep)
-				}).WithContext(ctx).WithTimeout(scaled(20*time.Second)).WithPolling(100*time.Millisecond).Should(Succeed(),
+				}).WithContext(ctx).WithTimeout(machine.Wait(20*time.Second)).WithPolling(100*time.Millisecond).Should(Succeed(),
 					"BIRD %s: the multipath routes spread the flows over both planes", rel)
 				rep, err := probes.Stop()
 				Expect(err).NotTo(HaveOccurred())
@@ -136,7 +136,7 @@ var _ = Describe("Dual-ToR claims per BIRD release", Label("dualtor", "ecmp", "r
 					return f.bothPlanes(n.Name)
 				}
 				f.expectPaths(want, judge.ByBIRD, 30*time.Second)
-				Eventually(flowsDelivering(probes)).WithContext(ctx).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).Should(Succeed(),
+				Eventually(flowsDelivering(probes)).WithContext(ctx).WithPolling(50*time.Millisecond).Should(Succeed(),
 					"BIRD %s: every flow recovers over the surviving plane", rel)
 				rep, err := probes.Stop()
 				Expect(err).NotTo(HaveOccurred())

@@ -102,7 +102,7 @@ func quickTimers(o harness.Options) harness.Options {
 func expectBIRDPrograms(ctx context.Context, n *harness.Node, blocks []netip.Prefix, what string) {
 	GinkgoHelper()
 	for _, b := range blocks {
-		Eventually(n).WithContext(ctx).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+		Eventually(n).WithContext(ctx).WithPolling(50*time.Millisecond).
 			Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD).Only(), "%s: BIRD programs %s on %s", what, b, n.Name)
 	}
 }
@@ -112,7 +112,7 @@ func expectBIRDPrograms(ctx context.Context, n *harness.Node, blocks []netip.Pre
 func expectNoEncapOwner(ctx context.Context, c *harness.Cluster, want classOwner, what string) {
 	GinkgoHelper()
 	Eventually(func() (classOwner, error) { o, _, err := noEncapOwner(ctx, c); return o, err }).WithContext(ctx).
-		WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).Should(Equal(want), what)
+		WithPolling(100*time.Millisecond).Should(Equal(want), what)
 }
 
 // birdStatusLine is the first line of `birdc show status` from b ("BIRD

@@ -142,7 +142,7 @@ var _ = Describe("IPIP claims per BIRD release", Label("ipip", "releases"), func
 				readvertGuardOwnership(c, judge.ByProgrammer, topo.TunnelDevice)
 				for _, n := range c.Nodes() {
 					Eventually(func() (map[netip.Prefix]bool, error) { return kernelExports(ctx, n) }).WithContext(ctx).
-						WithTimeout(scaled(30*time.Second)).WithPolling(200*time.Millisecond).Should(
+						WithPolling(200*time.Millisecond).Should(
 						Not(HaveKey(BeElementOf(c.RemoteBlocks(n.Name)))), "BIRD %s on %s exports a programmer-owned IPIP block to its kernel protocol", rel, n.Name)
 				}
 				Expect(c.WaitConverged(ctx)).To(Succeed(), "guard: every BGP session Established")
@@ -175,7 +175,7 @@ var _ = Describe("IPIP claims per BIRD release", Label("ipip", "releases"), func
 					for _, b := range withdrawn {
 						Expect(n).To(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice), "guard: the programmer keeps its route to %s on %s", b, n.Name)
 						Eventually(func() []bird.Route { return readvertBIRDRoutes(ctx, n, b) }).WithContext(ctx).
-							WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).Should(SatisfyAll(
+							WithPolling(100*time.Millisecond).Should(SatisfyAll(
 							ContainElement(SatisfyAll(HaveField("Protocol", BeElementOf(kps)), HaveField("Primary", true),
 								HaveField("Nexthops", ContainElement(HaveField("Iface", topo.TunnelDevice))))),
 							Not(ContainElement(HaveField("Protocol", fromOwner))),
@@ -261,7 +261,7 @@ var _ = Describe("IPIP claims per BIRD release", Label("ipip", "releases"), func
 				// 2. Every flow delivers through the tunnel.
 				probes, err := c.Probes(ctx, harness.ProbeOptions{})
 				Expect(err).NotTo(HaveOccurred())
-				Eventually(flowsDelivering(probes)).WithContext(ctx).WithTimeout(scaled(20*time.Second)).WithPolling(50*time.Millisecond).Should(Succeed(),
+				Eventually(flowsDelivering(probes)).WithContext(ctx).WithTimeout(machine.Wait(20*time.Second)).WithPolling(50*time.Millisecond).Should(Succeed(),
 					"BIRD %s's onlink tunl0 routes carry every flow", rel)
 				rep, err := probes.Stop()
 				Expect(err).NotTo(HaveOccurred())

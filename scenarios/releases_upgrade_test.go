@@ -99,14 +99,14 @@ var _ = Describe("BIRD upgrade on one node, with probes running", Label("noencap
 					if n == up {
 						continue
 					}
-					Eventually(func() int { return gracefulRestartsDone(n) }).WithTimeout(scaled(60*time.Second)).WithPolling(50*time.Millisecond).
+					Eventually(func() int { return gracefulRestartsDone(n) }).WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
 						Should(BeNumerically(">", grBefore[n.Name]), "%s's BIRD should end node-2's graceful restart (its log: %s)", n.Name, n.BIRD.LogPath())
 				}
 				c.Mark("every peer ended node-2's graceful restart")
 			}
 			expectBIRDPrograms(ctx, up, remote, "after the upgrade to BIRD "+string(to))
 			// Every flow delivering again, so the report's gaps are closed.
-			Eventually(flowsDelivering(probes)).WithContext(ctx).WithTimeout(scaled(60 * time.Second)).WithPolling(50 * time.Millisecond).Should(Succeed())
+			Eventually(flowsDelivering(probes)).WithContext(ctx).WithTimeout(machine.Wait(60 * time.Second)).WithPolling(50 * time.Millisecond).Should(Succeed())
 			end := c.Mark("every flow delivering")
 			Expect(birdAnswers(ctx, up)).To(HavePrefix("BIRD "+string(to)+"."), "node-2 runs BIRD %s after the upgrade", to)
 			atEnd, err := probes.Report()

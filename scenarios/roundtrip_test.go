@@ -62,7 +62,7 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 				return func() {
 					GinkgoHelper()
 					for _, b := range remote {
-						Eventually(node).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
+						Eventually(node).WithPolling(20*time.Millisecond).
 							Should(judge.HaveClusterRoute(b).ProgrammedBy(roundTripOwner[topology][rel]).Via(via).Only(),
 								"node-2's route to %s should be %s's on %s", b, roundTripOwner[topology][rel], rel)
 					}
@@ -92,7 +92,7 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 				// forwards by is BIRD's; what lies beneath is counted.
 				birdRecovered(ctx, node)
 				for _, b := range remote {
-					Eventually(node).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
+					Eventually(node).WithPolling(20*time.Millisecond).
 						Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD).Via(via).Best(), "node-2 forwards to %s by BIRD's route on 3.33", b)
 				}
 			} else {
@@ -101,7 +101,7 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 			Expect(c.WaitConverged(ctx)).To(Succeed())
 			if roundTripOwner[topology][config.R333] == judge.ByProgrammer {
 				Eventually(func() []kroute.Route { return birdRoutesTo(node, remote) }).
-					WithTimeout(scaled(30 * time.Second)).WithPolling(100 * time.Millisecond).Should(BeEmpty())
+					WithPolling(100 * time.Millisecond).Should(BeEmpty())
 			}
 			upEnd := c.Mark("round trip: upgraded and converged")
 			upLeftover := routesBeneathBest(node, remote)
@@ -126,7 +126,7 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 			act(c.UpgradeNode(ctx, node.Name, headlineFrom, harness.UpgradeOptions{Signal: syscall.SIGKILL}))
 			Expect(c.WaitConverged(ctx)).To(Succeed())
 			for _, b := range remote {
-				Eventually(node).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
+				Eventually(node).WithPolling(20*time.Millisecond).
 					Should(judge.HaveClusterRoute(b).Via(via).Best(), "node-2 should end the downgrade forwarding to %s by one best route", b)
 			}
 			// ...and every other node has a route to node-2's blocks again
@@ -137,7 +137,7 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 					continue
 				}
 				for _, b := range node.NS.Blocks {
-					Eventually(other).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
+					Eventually(other).WithPolling(20*time.Millisecond).
 						Should(judge.HaveClusterRoute(b.CIDR).Only(), "%s should reach node-2's block %s again after the downgrade", other.Name, b.CIDR)
 				}
 			}
@@ -152,7 +152,7 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 					}
 				}
 				return true
-			}).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).Should(BeTrue(), "every flow should deliver again after the downgrade")
+			}).WithPolling(20*time.Millisecond).Should(BeTrue(), "every flow should deliver again after the downgrade")
 			downEnd := c.Mark("round trip: downgraded and converged")
 			atEnd, err := probes.Report()
 			Expect(err).NotTo(HaveOccurred())

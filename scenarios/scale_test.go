@@ -98,7 +98,7 @@ func scaleVia(pool string) string {
 func ownedBy(c *harness.Cluster, n *harness.Node, owner judge.Owner, via string) {
 	GinkgoHelper()
 	for _, b := range c.RemoteBlocks(n.Name) {
-		Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
+		Eventually(n).WithPolling(20*time.Millisecond).
 			Should(judge.HaveClusterRoute(b).ProgrammedBy(owner).Via(via).Only(), "%s's route to %s should be %s's", n.Name, b, owner)
 	}
 }
@@ -108,7 +108,7 @@ func ownedBy(c *harness.Cluster, n *harness.Node, owner judge.Owner, via string)
 // routes only then.
 func birdRecovered(ctx context.Context, n *harness.Node) {
 	GinkgoHelper()
-	Eventually(func() (bool, error) { return birdInRecovery(ctx, n) }).WithContext(ctx).WithTimeout(scaled(60*time.Second)).WithPolling(50*time.Millisecond).
+	Eventually(func() (bool, error) { return birdInRecovery(ctx, n) }).WithContext(ctx).WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
 		Should(BeFalse(), "%s's BIRD should end its graceful-restart recovery", n.Name)
 }
 
@@ -159,12 +159,12 @@ func (st *scaleStep) keptRoutes(c *harness.Cluster, pool string) {
 // platformMayStall says whether this run is under QEMU TCG, where the
 // whole guest stalls for ~100 ms now and then (a process or container
 // starting) and every flow loses probes at once.
-func platformMayStall() bool { return os.Getenv(harness.VMAccelEnv) == "tcg" }
+func platformMayStall() bool { return machine.Stalls() }
 
 // scaleRate is the probe rate of the scale scenarios.
 func scaleRate() int {
-	if _, set := os.LookupEnv(harness.ProbeRateEnv); set {
-		return harness.DefaultProbeRate()
+	if machine.ProbeRateSet {
+		return machine.Rate()
 	}
 	return 250
 }
@@ -246,7 +246,7 @@ func probedChange(ctx SpecContext, c *harness.Cluster, plan judge.FlowPlan, chan
 	// sessions up and programmers synced is not enough — a 20-node IPIP
 	// run had three peers without a route to the upgraded node's block for
 	// 2.5 s after both held.
-	Eventually(c).WithContext(ctx).WithTimeout(scaled(60 * time.Second)).WithPolling(50 * time.Millisecond).Should(judge.HaveRemoteBlockRoutes())
+	Eventually(c).WithContext(ctx).WithTimeout(machine.Wait(60 * time.Second)).WithPolling(50 * time.Millisecond).Should(judge.HaveRemoteBlockRoutes())
 	end := c.Mark("step converged")
 	st.beginMono, st.endMono = begin.Mono, end.Mono
 	st.convergedS = float64(end.Mono-begin.Mono) / 1e9
@@ -653,7 +653,7 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade", "timing")
 			if err := c.WaitConverged(ctx); err != nil {
 				return err
 			}
-			Eventually(inRecovery).WithTimeout(scaled(60 * time.Second)).WithPolling(50 * time.Millisecond).Should(BeFalse())
+			Eventually(inRecovery).WithTimeout(machine.Wait(60 * time.Second)).WithPolling(50 * time.Millisecond).Should(BeFalse())
 			atSecondSpaced, recoveringSpaced = peersWithout(), inRecovery()
 			return restart()
 		})

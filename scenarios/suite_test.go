@@ -30,19 +30,22 @@ var (
 )
 
 var _ = BeforeSuite(func() {
+	Expect(machineErr).NotTo(HaveOccurred())
+	// An Eventually without a limit of its own waits this long: long
+	// enough for any route, session or flow of a converged cluster to
+	// settle, on this machine.
+	SetDefaultEventuallyTimeout(machine.Wait(30 * time.Second))
 	var err error
-	timeoutScale, err = harness.TimeoutScale()
-	Expect(err).NotTo(HaveOccurred())
 	results, err = harness.OpenResults(harness.ResultsPath())
 	Expect(err).NotTo(HaveOccurred())
 })
 
-// timeoutScale is $BIRDCAGE_TIMEOUT_SCALE (harness.TimeoutScale), which
-// also stretches the harness's own waits.
-var timeoutScale = 1.0
-
-// scaled is a scenario's waiting limit on this machine.
-func scaled(d time.Duration) time.Duration { return time.Duration(float64(d) * timeoutScale) }
+// machine is the profile every cluster of the suite starts on and every
+// wait of a spec takes its limit from: a limit is written as it is at
+// native speed and machine.Wait makes it this machine's. It is read when
+// the package loads because node timeouts (NodeTimeout) are evaluated as
+// the spec tree is built, before BeforeSuite; a bad value fails the suite.
+var machine, machineErr = harness.MachineFromEnv()
 
 var _ = BeforeEach(func() { testenv.NeedRoot(GinkgoT()) })
 
@@ -85,6 +88,9 @@ func startCluster(ctx context.Context, name string, opts harness.Options) *harne
 func startClusterOn(ctx context.Context, t *topo.Topology, opts harness.Options) *harness.Cluster {
 	GinkgoHelper()
 	name := t.Name
+	if opts.Machine == nil {
+		opts.Machine = &machine
+	}
 	c, err := harness.Start(ctx, t, opts)
 	testenv.SkipIfMissing(GinkgoT(), err, "topology "+name)
 	Expect(err).NotTo(HaveOccurred(), "start cluster on topology %s", name)

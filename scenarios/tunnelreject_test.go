@@ -72,7 +72,7 @@ var _ = Describe("Tunnel-route reject towards iBGP peers", Label("noencap", "tun
 		}
 		Expect(ibgp).To(HaveLen(2), "guard: node-1 has two IPv4 iBGP peers; its peers: %v", n1.Peers())
 		for _, r := range routes {
-			Eventually(func() (bool, error) { return learnedFromKernel(ctx, n1, r.dst) }).WithTimeout(scaled(30*time.Second)).
+			Eventually(func() (bool, error) { return learnedFromKernel(ctx, n1, r.dst) }).
 				WithPolling(100*time.Millisecond).Should(BeTrue(), "guard: node-1's BIRD learns %s via %s from the kernel", r.dst, r.device)
 		}
 
@@ -93,7 +93,7 @@ var _ = Describe("Tunnel-route reject towards iBGP peers", Label("noencap", "tun
 				for _, peer := range ibgp {
 					for _, r := range routes {
 						if !r.rejected {
-							Eventually(n1).WithContext(ctx).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+							Eventually(n1).WithContext(ctx).WithPolling(100*time.Millisecond).
 								Should(judge.BeExportedTo(r.dst, peer), "%s: control: node-1 exports %s (via %s) to %s", pair, r.dst, r.device, peer)
 						}
 					}

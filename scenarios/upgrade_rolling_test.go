@@ -80,7 +80,7 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 		for _, n := range c.Nodes() {
 			remote := c.RemoteBlocks(n.Name)
 			for _, b := range remote {
-				Eventually(n).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+				Eventually(n).WithPolling(50*time.Millisecond).
 					Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD).Via(topo.TunnelDevice).Only(), "guard: before its upgrade %s's route to %s is BIRD's", n.Name, b)
 			}
 			// The route timeline stamps an event when it reads it, so it
@@ -91,19 +91,19 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 			// fell inside the judged span (CI, 2026-12-02). The span
 			// starts once the timeline holds every route the guard saw.
 			for _, b := range remote {
-				Eventually(func() int { return forwardingRoutesTo(c.Timeline(n.Name), b) }).WithTimeout(scaled(10*time.Second)).WithPolling(5*time.Millisecond).
+				Eventually(func() int { return forwardingRoutesTo(c.Timeline(n.Name), b) }).WithTimeout(machine.Wait(10*time.Second)).WithPolling(5*time.Millisecond).
 					Should(Equal(1), "%s's route timeline catches up with its route to %s", n.Name, b)
 			}
 			from := c.Mark(fmt.Sprintf("upgrade of %s begins", n.Name))
 			starts = append(starts, from.Mono)
 			act(c.UpgradeNode(ctx, n.Name, config.R333, harness.UpgradeOptions{Signal: sig}))
 			for _, b := range remote {
-				Eventually(n).WithTimeout(scaled(30 * time.Second)).WithPolling(20 * time.Millisecond).
+				Eventually(n).WithPolling(20 * time.Millisecond).
 					Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).
 						Via(topo.TunnelDevice).Gateway(nodeAddrOf(c, b)).Onlink().Only())
 			}
 			Expect(c.WaitConverged(ctx)).To(Succeed())
-			Eventually(func() []kroute.Route { return birdRoutesTo(n, remote) }).WithTimeout(scaled(30 * time.Second)).WithPolling(100 * time.Millisecond).Should(BeEmpty())
+			Eventually(func() []kroute.Route { return birdRoutesTo(n, remote) }).WithPolling(100 * time.Millisecond).Should(BeEmpty())
 			to := c.Mark(fmt.Sprintf("%s converged on 3.33", n.Name))
 			// Positive control: the owner change is a replace to proto 80.
 			tl := c.Timeline(n.Name)

@@ -78,7 +78,7 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	// 1. Guard: BIRD really programs every remote block via tunl0 before
 	// the upgrade, or "no loss" would prove nothing...
 	for _, b := range remote {
-		Eventually(node).WithTimeout(scaled(30*time.Second)).WithPolling(50*time.Millisecond).
+		Eventually(node).WithPolling(50*time.Millisecond).
 			Should(tunnelRoute(b, judge.ByBIRD).Only(), "guard: on %s BIRD owns %s's route to %s", headlineFrom, upgraded, b)
 	}
 	// ...at the programmer's key (metric 0), so the claim's single replace
@@ -107,7 +107,7 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	// tunl0 (and the block's node onlink, where the target knows it) as
 	// BIRD's was, and no other beside it...
 	for _, b := range remote {
-		Eventually(node).WithTimeout(scaled(30 * time.Second)).WithPolling(20 * time.Millisecond).
+		Eventually(node).WithPolling(20 * time.Millisecond).
 			Should(tunnelRoute(b, judge.ByProgrammer).Only())
 	}
 	// ...and the target converges again: every BGP session is back (so
@@ -115,17 +115,17 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	// route to another node's block is left behind, and every other node
 	// routes the upgraded node's blocks by BIRD alone (its release's
 	// owner).
-	wait, cancel := context.WithTimeout(ctx, scaled(60*time.Second))
+	wait, cancel := context.WithTimeout(ctx, machine.Wait(60*time.Second))
 	defer cancel()
 	Expect(t.WaitConverged(wait)).To(Succeed())
 	Eventually(func() []kroute.Route { return birdRoutesTo(node, remote) }).
-		WithTimeout(scaled(30 * time.Second)).WithPolling(100 * time.Millisecond).Should(BeEmpty())
+		WithPolling(100 * time.Millisecond).Should(BeEmpty())
 	for _, other := range t.NodeNames() {
 		if other == upgraded {
 			continue
 		}
 		for _, b := range t.NodeBlocks(upgraded) {
-			Eventually(t.NodeRouteSource(other)).WithTimeout(scaled(30*time.Second)).WithPolling(20*time.Millisecond).
+			Eventually(t.NodeRouteSource(other)).WithPolling(20*time.Millisecond).
 				Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD).Only(), "%s routes %s's block %s by BIRD alone again", other, upgraded, b)
 		}
 	}

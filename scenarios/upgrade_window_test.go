@@ -119,7 +119,7 @@ var _ = Describe("Upgrade 3.32 → 3.33 on IPIP: Felix's delete-first opens a no
 			// 2. Guard: BIRD programs every remote block via tunl0 at
 			// metric 1024, and no other route to it.
 			for _, b := range remote {
-				Eventually(upgraded).WithTimeout(scaled(30 * time.Second)).WithPolling(50 * time.Millisecond).
+				Eventually(upgraded).WithPolling(50 * time.Millisecond).
 					Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD).Via(topo.TunnelDevice).Gateway(nodeAddrOf(c, b)).Onlink().Only())
 			}
 			metrics := birdMetricsTo(upgraded, remote)
@@ -144,13 +144,13 @@ var _ = Describe("Upgrade 3.32 → 3.33 on IPIP: Felix's delete-first opens a no
 			Expect(st.WriteOrder).To(Equal(wantOrder), "guard: the 3.33 programmer writes %s", wantOrder)
 			Expect(st.ClaimsBIRDTunnelRoutes).To(BeTrue(), "guard: the 3.33 programmer claims BIRD's tunl0 routes")
 			for _, b := range remote {
-				Eventually(upgraded).WithTimeout(scaled(30 * time.Second)).WithPolling(20 * time.Millisecond).
+				Eventually(upgraded).WithPolling(20 * time.Millisecond).
 					Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).
 						Via(topo.TunnelDevice).Gateway(nodeAddrOf(c, b)).Onlink().Only())
 			}
 			Expect(c.WaitConverged(ctx)).To(Succeed())
 			Eventually(func() []kroute.Route { return birdRoutesTo(upgraded, remote) }).
-				WithTimeout(scaled(30 * time.Second)).WithPolling(100 * time.Millisecond).Should(BeEmpty())
+				WithPolling(100 * time.Millisecond).Should(BeEmpty())
 			end := c.Mark("converged after upgrade")
 			atEnd, err := probes.Report()
 			Expect(err).NotTo(HaveOccurred())

@@ -83,7 +83,7 @@ var _ = Describe("VXLAN pools are never BIRD's", Label("noencap", "vxlan"), func
 
 		// 2. Guard: node-1's BIRD has every remote block over BGP.
 		for _, b := range remote {
-			Eventually(func() bool { return learnedOverBGP(ctx, n, b) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+			Eventually(func() bool { return learnedOverBGP(ctx, n, b) }).WithPolling(100*time.Millisecond).
 				Should(BeTrue(), "guard: node-1's BIRD learns %s over BGP", b)
 		}
 
@@ -103,10 +103,10 @@ var _ = Describe("VXLAN pools are never BIRD's", Label("noencap", "vxlan"), func
 			out := load(&cl, "VXLAN pool, BGP "+rawName(raw))
 			Expect(out.Policy.BIRDOwns(cl.Pools[0])).To(BeFalse(), "confd gives VXLAN pool %s to BIRD under programClusterRoutes %s", cl.Pools[0].CIDR, rawName(raw))
 			for _, b := range remote {
-				Eventually(func() bool { return exportedToKernel(ctx, n, b) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+				Eventually(func() bool { return exportedToKernel(ctx, n, b) }).WithPolling(100*time.Millisecond).
 					Should(BeFalse(), "BGP %s: node-1's BIRD exports %s, a VXLAN pool's block, to its kernel", rawName(raw), b)
 			}
-			Eventually(func() []kroute.Route { return birdRoutesTo(n, remote) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+			Eventually(func() []kroute.Route { return birdRoutesTo(n, remote) }).WithPolling(100*time.Millisecond).
 				Should(BeEmpty(), "BGP %s: node-1's kernel still has BIRD's routes to the VXLAN pool's blocks", rawName(raw))
 			// 4. Control: the same datastore, the pool no-encap, BIRD
 			// owning it (Enabled): BIRD exports and programs every block.
@@ -115,10 +115,10 @@ var _ = Describe("VXLAN pools are never BIRD's", Label("noencap", "vxlan"), func
 			out = load(&ctl, "control: no-encap pool, BGP Enabled")
 			Expect(out.Policy.BIRDOwns(ctl.Pools[0])).To(BeTrue(), "control: BIRD owns the no-encap pool under Enabled")
 			for _, b := range remote {
-				Eventually(func() bool { return exportedToKernel(ctx, n, b) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+				Eventually(func() bool { return exportedToKernel(ctx, n, b) }).WithPolling(100*time.Millisecond).
 					Should(BeTrue(), "control: node-1's BIRD exports %s to its kernel when the pool is no-encap and BIRD owns it", b)
 			}
-			Eventually(func() []kroute.Route { return birdRoutesTo(n, remote) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+			Eventually(func() []kroute.Route { return birdRoutesTo(n, remote) }).WithPolling(100*time.Millisecond).
 				Should(HaveLen(len(remote)), "control: node-1's kernel has BIRD's route to every remote block")
 			fmt.Fprintf(&table, "BGP %-20s VXLAN pool: BIRD exports 0 of %d remote blocks to its kernel; control (no-encap, Enabled): %d of %d\n", rawName(raw), len(remote), len(remote), len(remote))
 		}

@@ -76,7 +76,7 @@ var _ = Describe("WireGuard routes and the *.cali reject", Label("noencap", "ipv
 		Expect(peers).To(HaveLen(2), "guard: node-2 has an IPv4 and an IPv6 address")
 		for i, b := range blocks {
 			Expect(b.Addr().Is4()).To(Equal(i == 0), "guard: one IPv4 block, then one IPv6")
-			Eventually(func() bool { return learnedOverBGP(ctx, n1, b) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+			Eventually(func() bool { return learnedOverBGP(ctx, n1, b) }).WithPolling(100*time.Millisecond).
 				Should(BeTrue(), "guard: node-1's BIRD learns node-3's block %s over BGP", b)
 			Expect(routesExactly(n1, b)).To(BeEmpty(), "guard: with Felix and BGP Disabled nothing programs %s on node-1", b)
 		}
@@ -85,7 +85,7 @@ var _ = Describe("WireGuard routes and the *.cali reject", Label("noencap", "ipv
 		// BIRD.
 		act(c.KillBIRD(ctx, n3.Name, syscall.SIGTERM))
 		for _, b := range blocks {
-			Eventually(func() bool { return learnedOverBGP(ctx, n1, b) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+			Eventually(func() bool { return learnedOverBGP(ctx, n1, b) }).WithPolling(100*time.Millisecond).
 				Should(BeFalse(), "guard: node-1's BIRD drops node-3's advertisement of %s", b)
 		}
 
@@ -97,12 +97,12 @@ var _ = Describe("WireGuard routes and the *.cali reject", Label("noencap", "ipv
 		}
 		var table strings.Builder
 		for i, b := range blocks {
-			Eventually(func() []bird.Route { return readvertBIRDRoutes(ctx, n1, b) }).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+			Eventually(func() []bird.Route { return readvertBIRDRoutes(ctx, n1, b) }).WithPolling(100*time.Millisecond).
 				Should(ContainElement(SatisfyAll(HaveField("Primary", true), HaveField("Protocol", HavePrefix("kernel")),
 					HaveField("Nexthops", ContainElement(HaveField("Iface", "wireguard.cali"))))),
 					"guard: node-1's best route to %s is the kernel route via wireguard.cali", b)
 			// 3. The claim.
-			Consistently(n1).WithTimeout(scaled(3*time.Second)).WithPolling(200*time.Millisecond).
+			Consistently(n1).WithTimeout(machine.Wait(3*time.Second)).WithPolling(200*time.Millisecond).
 				ShouldNot(judge.BeExportedTo(b, peers[i]), "node-1 exports node-3's block %s, learned via wireguard.cali, to its iBGP peer node-2 (%s): the *.cali arm should reject it", b, peers[i])
 			fmt.Fprintf(&table, "%-22s via wireguard.cali: not exported to node-2 (%s)\n", b, peers[i])
 		}
@@ -113,7 +113,7 @@ var _ = Describe("WireGuard routes and the *.cali reject", Label("noencap", "ipv
 			Expect(wgReplaceRoute(n1, b, devs["plain0"])).To(Succeed())
 		}
 		for i, b := range blocks {
-			Eventually(n1).WithContext(ctx).WithTimeout(scaled(30*time.Second)).WithPolling(100*time.Millisecond).
+			Eventually(n1).WithContext(ctx).WithPolling(100*time.Millisecond).
 				Should(judge.BeExportedTo(b, peers[i]), "control: node-1 exports %s, learned via plain0, to node-2 (%s)", b, peers[i])
 			fmt.Fprintf(&table, "%-22s via plain0 (control): exported to node-2 (%s)\n", b, peers[i])
 		}

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/birdcage/birdcage/internal/machine"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/procfs"
 	"github.com/birdcage/birdcage/internal/run"
@@ -54,6 +55,9 @@ type Options struct {
 	// IPv6 half, "bird6". It names the config (bird6.conf) and control
 	// socket (bird6.ctl) too.
 	Daemon string
+	// Machine stretches the instance's own waits (removing its container,
+	// runc's signals); the zero profile is a machine at native speed.
+	Machine machine.Profile
 }
 
 // Instance is one BIRD daemon of one node (or router) across restarts.
@@ -126,7 +130,7 @@ func New(r *run.Run, o Options) (*Instance, error) {
 		return nil, fmt.Errorf("bird instance %q: control socket path %s is %d bytes; unix sockets allow %d: use a shorter name", o.Name, b.client.Socket, len(b.client.Socket), maxSocketPath-1)
 	}
 	if b.rt == nil {
-		rt, _ := runtimes.LoadOrStore(r.Dir, &Runc{StateRoot: r.Path("runc"), BundleRoot: r.Path("bundles")})
+		rt, _ := runtimes.LoadOrStore(r.Dir, &Runc{StateRoot: r.Path("runc"), BundleRoot: r.Path("bundles"), Machine: o.Machine})
 		b.rt = rt.(*Runc)
 	}
 	for _, d := range []string{b.confDir, b.sockDir} {
@@ -139,7 +143,7 @@ func New(r *run.Run, o Options) (*Instance, error) {
 	}
 	r.Defer("bird dir "+b.dir, func() error { return os.RemoveAll(b.dir) })
 	r.Defer("bird container "+b.id, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), o.Machine.Wait(20*time.Second))
 		defer cancel()
 		return b.remove(ctx)
 	})

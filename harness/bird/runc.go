@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/birdcage/birdcage/internal/machine"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -29,6 +30,8 @@ type Runc struct {
 	// BundleRoot holds one bundle dir per container and the shared
 	// read-only skeleton root filesystem.
 	BundleRoot string
+	// Machine stretches the wait for `runc kill` (10 s at native speed).
+	Machine machine.Profile
 
 	skelOnce sync.Once
 	skelErr  error
@@ -240,7 +243,7 @@ func (c *runcContainer) Signal(sig syscall.Signal) error {
 		return fmt.Errorf("container %s: already exited", c.id)
 	default:
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), c.rt.Machine.Wait(10*time.Second))
 	defer cancel()
 	out, err := c.rt.cmd(ctx, "kill", c.id, strconv.Itoa(int(sig))).CombinedOutput()
 	if err != nil {

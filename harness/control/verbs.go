@@ -228,7 +228,7 @@ func (s *Server) probeVerb(ctx context.Context, req Request, o *out) error {
 	if err != nil {
 		return err
 	}
-	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	fctx, cancel := context.WithTimeout(ctx, s.c.Machine.Wait(30*time.Second))
 	err = sess.WaitFlowing(fctx)
 	cancel()
 	if err != nil {
@@ -237,7 +237,7 @@ func (s *Server) probeVerb(ctx context.Context, req Request, o *out) error {
 	}
 	rate := req.Rate
 	if rate == 0 {
-		rate = harness.DefaultProbeRate()
+		rate = s.c.Machine.Rate()
 	}
 	flows := len(harness.EveryNodePair(s.c.Net))
 	o.event(monoclock.Now(), "probing %d flows (every node pair, both ways) at %d/s each for %s", flows, rate, dur)

@@ -48,6 +48,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness/probe/report"
 	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/internal/machine"
 )
 
 // FlowHoles is how many probes one flow lost over a span, and its longest
@@ -87,7 +88,7 @@ type PlatformLoss struct {
 // PlatformStalls reports whether this process runs on a platform known to
 // stall the whole machine (a QEMU guest under TCG, as ci/vm/run says in
 // $BIRDCAGE_VM_ACCEL_USED): the accelerator really used, never a device node.
-func PlatformStalls() bool { return os.Getenv(results.VMAccelEnv) == "tcg" }
+func PlatformStalls() bool { return machine.Profile{Accel: os.Getenv(machine.AccelEnv)}.Stalls() }
 
 // Strict says whether the platform lost nothing, so the claim is exactly
 // "no hole".

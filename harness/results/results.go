@@ -24,6 +24,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness/probe/report"
 	"github.com/birdcage/birdcage/harness/timeline/event"
+	"github.com/birdcage/birdcage/internal/machine"
 )
 
 // ArtifactsEnv overrides where diagnostics and the results file go.
@@ -31,7 +32,7 @@ const ArtifactsEnv = "BIRDCAGE_ARTIFACTS"
 
 // VMAccelEnv is set inside the VM by ci/vm/run to the accelerator in use
 // (RunEnv.VMAccel; "tcg" is the one known to stall, harness/judge).
-const VMAccelEnv = "BIRDCAGE_VM_ACCEL_USED"
+const VMAccelEnv = machine.AccelEnv
 
 // ArtifactsDir is where diagnostics and results files go, the same place
 // whatever the working directory: $BIRDCAGE_ARTIFACTS, else artifacts/ at

@@ -23,6 +23,7 @@ import (
 	"github.com/birdcage/birdcage/dataplane/programmer"
 	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/machine"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/run"
 )
@@ -52,6 +53,8 @@ type Programmer struct {
 	env     []string
 	log     *slog.Logger
 	release config.Release
+	// exitWait is how long a signalled process may take to exit.
+	exitWait time.Duration
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd
@@ -72,6 +75,9 @@ type Config struct {
 	// harness.TimingModel).
 	Env []string
 	Log *slog.Logger
+	// Machine stretches the wait for the process to exit after a signal
+	// (10 s at native speed) before it is killed.
+	Machine machine.Profile
 }
 
 // New prepares a supervisor for c.Node under the run (its state in the
@@ -91,7 +97,7 @@ func New(r *run.Run, c Config) (*Programmer, error) {
 		return nil, err
 	}
 	p := &Programmer{node: node, nsPath: c.Netns, binary: c.Binary, store: c.Store, dir: dir, release: c.Release,
-		env: c.Env, log: log.With("programmer", node), logFile: f}
+		env: c.Env, log: log.With("programmer", node), logFile: f, exitWait: c.Machine.Wait(10 * time.Second)}
 	r.Defer("programmer "+node, func() error {
 		err := p.Stop(context.Background())
 		f.Close()
@@ -267,7 +273,7 @@ func (p *Programmer) signal(ctx context.Context, sig syscall.Signal) error {
 	if err := cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("programmer %s: %s: %w", p.node, sig, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, p.exitWait)
 	defer cancel()
 	select {
 	case <-exited:
@@ -275,7 +281,7 @@ func (p *Programmer) signal(ctx context.Context, sig syscall.Signal) error {
 	case <-ctx.Done():
 		_ = cmd.Process.Kill()
 		<-exited
-		return fmt.Errorf("programmer %s: did not exit within 10s of %s; killed", p.node, sig)
+		return fmt.Errorf("programmer %s: did not exit within %s of %s; killed", p.node, p.exitWait, sig)
 	}
 }
 
