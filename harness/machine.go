@@ -29,9 +29,12 @@ func MachineFromEnv() (Machine, error) { return machine.FromEnv() }
 const defaultConvergeTimeout = 60 * time.Second
 
 // resolveMachine is Options.Machine, or the environment's profile.
-func resolveMachine(o Options) (Machine, error) {
-	if o.Machine != nil {
-		return *o.Machine, nil
+func resolveMachine(o Options) (Machine, error) { return machineOrEnv(o.Machine) }
+
+// machineOrEnv is *m, or the environment's profile when m is nil.
+func machineOrEnv(m *Machine) (Machine, error) {
+	if m != nil {
+		return *m, nil
 	}
 	return MachineFromEnv()
 }

@@ -79,14 +79,9 @@ func StartProbeSession(ctx context.Context, s ProbeSession) (*probe.Session, err
 	if len(s.Flows) == 0 {
 		return nil, fmt.Errorf("probes: no workload pairs to probe")
 	}
-	m := Machine{}
-	if s.Machine != nil {
-		m = *s.Machine
-	} else {
-		var err error
-		if m, err = MachineFromEnv(); err != nil {
-			return nil, err
-		}
+	m, err := machineOrEnv(s.Machine)
+	if err != nil {
+		return nil, err
 	}
 	if s.Rate == 0 {
 		s.Rate = m.Rate()
