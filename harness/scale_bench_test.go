@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/poll"
 	"github.com/birdcage/birdcage/internal/run"
 	"github.com/birdcage/birdcage/internal/testenv"
@@ -80,8 +81,8 @@ func BenchmarkClusterScale(b *testing.B) {
 				}
 				up, down = up+u, down+d
 			}
-			b.ReportMetric(ms(up)/float64(b.N), "ms/ip-up")
-			b.ReportMetric(ms(down)/float64(b.N), "ms/ip-down")
+			b.ReportMetric(monoclock.Ms(up)/float64(b.N), "ms/ip-up")
+			b.ReportMetric(monoclock.Ms(down)/float64(b.N), "ms/ip-down")
 		})
 	}
 }
@@ -106,17 +107,15 @@ func (m *scaleMetrics) add(o scaleMetrics) {
 
 func (m *scaleMetrics) report(b *testing.B) {
 	k := float64(m.n)
-	b.ReportMetric(ms(m.topology)/k, "ms/topology")
-	b.ReportMetric(ms(m.up)/k, "ms/up")
-	b.ReportMetric(ms(m.routes)/k, "ms/routes")
-	b.ReportMetric(ms(m.down)/k, "ms/down")
+	b.ReportMetric(monoclock.Ms(m.topology)/k, "ms/topology")
+	b.ReportMetric(monoclock.Ms(m.up)/k, "ms/up")
+	b.ReportMetric(monoclock.Ms(m.routes)/k, "ms/routes")
+	b.ReportMetric(monoclock.Ms(m.down)/k, "ms/down")
 	b.ReportMetric(m.bird/k, "MB/bird")
 	b.ReportMetric(m.programmer/k, "MB/programmer")
 	b.ReportMetric(m.harness/k, "MB/harness")
 	b.ReportMetric(m.perNode/k, "routes/node")
 }
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func scaleOnce(b *testing.B, spec string) scaleMetrics {
 	b.Helper()
@@ -169,7 +168,7 @@ func scaleOnce(b *testing.B, spec string) scaleMetrics {
 	}
 	m.down = time.Since(stop)
 	b.Logf("%s: topology %.0f ms, up %.0f ms, routes %.0f ms, down %.0f ms; RSS bird %.0f MB (%d), programmers %.0f MB (%d), harness %.0f MB",
-		spec, ms(m.topology), ms(m.up), ms(m.routes), ms(m.down), m.bird, f.BIRDs, m.programmer, f.Programmers, m.harness)
+		spec, monoclock.Ms(m.topology), monoclock.Ms(m.up), monoclock.Ms(m.routes), monoclock.Ms(m.down), m.bird, f.BIRDs, m.programmer, f.Programmers, m.harness)
 	return m
 }
 

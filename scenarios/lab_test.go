@@ -37,6 +37,7 @@ import (
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/run"
 	"github.com/birdcage/birdcage/internal/testenv"
 )
@@ -72,7 +73,7 @@ var _ = func() bool {
 				if to.owner == judge.ByBIRD {
 					// As on the built-in target: the window is bounded by
 					// BIRD's scan time or the lab confd's reaction.
-					bound := max(ms(timing.BIRDScanTime), ms(timing.ConfdLatency)) + scanSlackMs
+					bound := max(monoclock.Ms(timing.BIRDScanTime), monoclock.Ms(timing.ConfdLatency)) + scanSlackMs
 					for _, h := range hs {
 						Expect(h.WindowMs).To(BeNumerically("<=", bound),
 							"%s: %s was without a route for %.1f ms (%s), longer than BIRD's scan time %s or confd's latency %s allow",

@@ -33,6 +33,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
+	"github.com/birdcage/birdcage/internal/monoclock"
 )
 
 const (
@@ -125,7 +126,7 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 						lc := liveChange(ctx, tc.topology, tc.from, tc.to, &m)
 						res := lc.res
 						res.Name = fmt.Sprintf("live change sweep on %s: %s → %s, restart delay %s", tc.topology, tc.from.owner, tc.to.owner, d)
-						x := ms(d)
+						x := monoclock.Ms(d)
 						figs := map[string]float64{
 							"longestProbeGapMs":  res.Figures["longestProbeGapMs"],
 							"lostProbes":         res.Figures["lostProbes"],
@@ -148,7 +149,7 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 						budget.ProbeIntervalMs = 1000 / float64(lc.rep.Rate)
 						stated = judge.SweepStated{ProbeInterval: time.Second / time.Duration(lc.rep.Rate), ConfdLatency: m.ConfdLatency,
 							PlatformStall: judge.StatedPlatformStall()}
-						budget.ConfdLatencyMs = ms(m.ConfdLatency)
+						budget.ConfdLatencyMs = monoclock.Ms(m.ConfdLatency)
 						budget.ConfdReactMs = max(budget.ConfdReactMs, lc.confdReactMs)
 						budget.RestartOverheadMs = max(budget.RestartOverheadMs, res.Samples["programmerToFirstProgramMs"].Max-x)
 						report(fmt.Sprintf("sweep point on %s, %s: restart delay %s, run %d/%d (probe gap %.1f ms, sender pause in it %.1f ms)",
@@ -163,8 +164,8 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 					if sweep.Samples() == 0 {
 						Skip("no sweep point ran (their topology is not available here)")
 					}
-					scan := ms(timing.BIRDScanTime)
-					bound := max(scan, ms(timing.ConfdLatency+judge.ProcessStartAllowance)) + scanSlackMs // stated, not this run's confd
+					scan := monoclock.Ms(timing.BIRDScanTime)
+					bound := max(scan, monoclock.Ms(timing.ConfdLatency+judge.ProcessStartAllowance)) + scanSlackMs // stated, not this run's confd
 					res := harness.ScenarioResult{Name: fmt.Sprintf("live change sweep on %s: %s → %s (summary)", tc.topology, tc.from.owner, tc.to.owner),
 						Topology: tc.topology, Passed: true, Timing: &timing, Sweep: noRoute, Figures: map[string]float64{
 							"birdScanTimeMs": scan, "boundMs": bound}, Samples: map[string]harness.Stats{}}
@@ -199,7 +200,7 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 				for _, d := range delays {
 					lo, hi = min(lo, d), max(hi, d)
 				}
-				span := ms(hi - lo)
+				span := monoclock.Ms(hi - lo)
 				slope, slopeErr := judge.JudgeSlope(fit, sweep.FitX, stated)
 				tol := slope.Tolerance
 				measuredTol := budget.Ms() / span // the old, self-calibrating rule: reported only
@@ -210,7 +211,7 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 				// itself (reported; asserted when there are two such delays).
 				// "Past it" is stated too: the configured latency plus the
 				// stated spread, not the reaction this run measured.
-				react := ms(stated.ConfdLatency) + stated.SpreadMs()
+				react := monoclock.Ms(stated.ConfdLatency) + stated.SpreadMs()
 				var ax, ay []float64
 				aboveDelays := 0
 				for _, p := range sweep.Points {

@@ -37,6 +37,7 @@ import (
 	"github.com/birdcage/birdcage/harness/supervisor"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
+	"github.com/birdcage/birdcage/internal/monoclock"
 )
 
 type ownership struct {
@@ -90,11 +91,11 @@ var _ = Describe("Live programClusterRoutes change", Label("liveconfig", "headli
 				// next kernel scan after the delete. Either way the
 				// window is bounded by the scan time (the renderer's
 				// value) or confd's reaction, whichever is longer.
-				bound := max(ms(scan), ms(c.Timing().ConfdLatency)+lc.confdReactMs) + scanSlackMs
+				bound := max(monoclock.Ms(scan), monoclock.Ms(c.Timing().ConfdLatency)+lc.confdReactMs) + scanSlackMs
 				for _, h := range lc.handovers {
 					Expect(h.WindowMs).To(BeNumerically("<=", bound),
 						"%s: %s was without a route for %.1f ms (%s), longer than BIRD's scan time %s or confd's reaction (%.1f ms) allow",
-						h.Node, h.Block, h.WindowMs, h.Ordering, scan, ms(c.Timing().ConfdLatency)+lc.confdReactMs)
+						h.Node, h.Block, h.WindowMs, h.Ordering, scan, monoclock.Ms(c.Timing().ConfdLatency)+lc.confdReactMs)
 				}
 			}
 			report(fmt.Sprintf("live change on %s, %s → %s (longest window without a route: %.1f ms; %s)", topology, from.owner, to.owner,

@@ -606,9 +606,9 @@ func matrixTable(rows []matrixRow, classes []poolClass) string {
 		case r.anyDelivered:
 			probes = "some"
 		}
-		ms := func(v float64) string { return harness.Cellf("%.0f", v) }
+		msCell := func(v float64) string { return harness.Cellf("%.0f", v) }
 		t.Add(append(cells, r.routesMax, probes, r.changes, r.ownerChanges, r.birdRefusals,
-			ms(r.programmerMs), ms(r.birdMs), ms(r.settleMs), ms(r.windowMs))...)
+			msCell(r.programmerMs), msCell(r.birdMs), msCell(r.settleMs), msCell(r.windowMs))...)
 	}
 	return t.String()
 }

@@ -4,7 +4,6 @@ package scenarios_test
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/birdcage/birdcage/harness/probe"
 )
@@ -31,5 +30,3 @@ func flowsDelivering(s *probe.Session) func() error {
 		return nil
 	}
 }
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -32,6 +32,7 @@ import (
 	"github.com/birdcage/birdcage/dataplane/programmer"
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/monoclock"
 )
 
 const injectedTakeoverGap = 100 * time.Millisecond
@@ -61,7 +62,7 @@ var _ = Describe("The upgrade gate catches a window", Label("ipip", "upgrade", "
 				caught++
 			}
 		}
-		res.Figures["injectedTakeoverGapMs"] = ms(injectedTakeoverGap)
+		res.Figures["injectedTakeoverGapMs"] = monoclock.Ms(injectedTakeoverGap)
 		res.Figures["outboundFlowsFailingTheProbeJudge"] = float64(caught)
 		strict := res.Figures["platformMissingPerControlFlowMax"] == 0
 		report(fmt.Sprintf("upgrade with a %s takeover window injected: the longest window the timeline saw %.1f ms; the headline's checks failed %d times, %d of them on node-2's outbound flows",
@@ -70,7 +71,7 @@ var _ = Describe("The upgrade gate catches a window", Label("ipip", "upgrade", "
 		// 3. The gate caught it: the timeline check failed on a window of
 		// about the gap and on the delete, and — on a platform that lost
 		// nothing — the probe judge failed too.
-		Expect(longest).To(BeNumerically(">=", ms(injectedTakeoverGap)*0.9),
+		Expect(longest).To(BeNumerically(">=", monoclock.Ms(injectedTakeoverGap)*0.9),
 			"the gate let a %s takeover window through: the route timeline saw node-2 without a route for at most %.1f ms", injectedTakeoverGap, longest)
 		Expect(failures).To(ContainElement(ContainSubstring("had no route to")), "the headline's timeline check passed a %s takeover window", injectedTakeoverGap)
 		Expect(failures).To(ContainElement(ContainSubstring("were deleted during its upgrade")), "the headline's delete check passed a takeover that deletes")

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/dataplane/route"
+	"github.com/birdcage/birdcage/internal/monoclock"
 )
 
 // remoteBlocks returns n /26 tunnel routes spread over 100 remote nodes.
@@ -118,15 +119,14 @@ func BenchmarkRoutes10k(b *testing.B) {
 		ratios[i] = float64(program[i]) / float64(batch[i])
 	}
 	slices.Sort(ratios)
-	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	b.ReportMetric(ratios[0], "ratio-min")
 	b.ReportMetric(ratios[len(ratios)/2], "ratio-median")
 	b.ReportMetric(ratios[len(ratios)-1], "ratio-max")
-	b.ReportMetric(ms(median(program)), "ms/program-median")
-	b.ReportMetric(ms(median(batch)), "ms/ip-batch-median")
-	b.ReportMetric(ms(median(warm)), "ms/resync-warm-median")
-	b.ReportMetric(ms(slices.Max(warm)), "ms/resync-warm-max")
-	b.ReportMetric(ms(median(fresh)), "ms/resync-fresh-median")
+	b.ReportMetric(monoclock.Ms(median(program)), "ms/program-median")
+	b.ReportMetric(monoclock.Ms(median(batch)), "ms/ip-batch-median")
+	b.ReportMetric(monoclock.Ms(median(warm)), "ms/resync-warm-median")
+	b.ReportMetric(monoclock.Ms(slices.Max(warm)), "ms/resync-warm-max")
+	b.ReportMetric(monoclock.Ms(median(fresh)), "ms/resync-fresh-median")
 	b.Logf("N=%d ip -batch %v; table %v; ratio %.2f; resync warm %v, fresh %v", b.N, batch, program, ratios, warm, fresh)
 }
 

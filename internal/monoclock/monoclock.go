@@ -52,5 +52,6 @@ func Syscall() (int64, error) {
 // Since returns the time elapsed since a monotonic timestamp.
 func Since(ns int64) time.Duration { return time.Duration(Now() - ns) }
 
-// Ms converts a nanosecond duration to milliseconds, for reports.
-func Ms(ns int64) float64 { return float64(ns) / 1e6 }
+// Ms converts nanoseconds — a monotonic difference or a time.Duration — to
+// milliseconds, for reports. It is the project's one such conversion.
+func Ms[T ~int64](ns T) float64 { return float64(ns) / 1e6 }
