@@ -79,10 +79,10 @@ var _ = Describe("Release defaults with programClusterRoutes unset or unknown", 
 						cls := classOf(b.Pool)
 						classes[cls]++
 						owner := judge.ByProgrammer
-						if exp[cls] == ownedByBIRD {
+						if exp[cls] == judge.ByBIRD {
 							owner = judge.ByBIRD
 						}
-						Expect(exp[cls]).To(BeElementOf(ownedByProgrammer, ownedByBIRD), "design data: %s's default owns %s", rel, cls)
+						Expect(exp[cls]).To(BeElementOf(judge.ByProgrammer, judge.ByBIRD), "design data: %s's default owns %s", rel, cls)
 						m := judge.HaveClusterRoute(b.CIDR).ProgrammedBy(owner).Only()
 						if cls == classIPIP {
 							m = m.Via(topo.TunnelDevice)
@@ -95,7 +95,7 @@ var _ = Describe("Release defaults with programClusterRoutes unset or unknown", 
 						Eventually(func() bool { return learnedOverBGP(ctx, n, b.CIDR) }).WithPolling(100*time.Millisecond).
 							Should(BeTrue(), "guard: %s's BIRD learns %s's block %s over BGP", n.Name, nd.Name, b.CIDR)
 						Eventually(func() (bool, error) { return birdExportsToKernel(ctx, n, b.CIDR) }).
-							WithPolling(100*time.Millisecond).Should(Equal(exp[cls] == ownedByBIRD),
+							WithPolling(100*time.Millisecond).Should(Equal(exp[cls] == judge.ByBIRD),
 							"%s on %s: BIRD exports %s (%s) to its kernel protocol exactly when the default gives BIRD that class", n.Name, rel, b.CIDR, cls)
 					}
 				}

@@ -47,6 +47,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/confd"
+	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
@@ -115,32 +116,6 @@ const unknownValue = "Sometimes"
 // valid ones, unset and unknown.
 var matrixValues = []string{"", "Disabled", "EnabledIPIPOnly", "EnabledNoEncapOnly", "Enabled", unknownValue}
 
-// classOwner is who writes the cluster routes of one class of pool.
-type classOwner int
-
-const (
-	ownedByNone classOwner = iota
-	ownedByProgrammer
-	ownedByBIRD
-	ownedByBoth
-)
-
-func (o classOwner) String() string {
-	return [...]string{"none", "ByProgrammer", "ByBIRD", "both"}[o]
-}
-
-func ownerOf(programmer, bird bool) classOwner {
-	switch {
-	case programmer && bird:
-		return ownedByBoth
-	case programmer:
-		return ownedByProgrammer
-	case bird:
-		return ownedByBIRD
-	}
-	return ownedByNone
-}
-
 // poolClass is IPIP or no-encap, as the two accessors split them.
 type poolClass string
 
@@ -158,12 +133,12 @@ func classOf(p topo.Pool) poolClass {
 
 // expectedOwners is who owns each class for a pair of raw field values in
 // release rel, by the design's tables.
-func expectedOwners(felixRaw, bgpRaw string, rel config.Release) map[poolClass]classOwner {
+func expectedOwners(felixRaw, bgpRaw string, rel config.Release) map[poolClass]judge.Owner {
 	f := designValues[designEffective(felixRaw, rel, true)]
 	b := designValues[designEffective(bgpRaw, rel, false)]
-	return map[poolClass]classOwner{
-		classIPIP:    ownerOf(f.ipip, b.ipip),
-		classNoEncap: ownerOf(f.noEncap, b.noEncap),
+	return map[poolClass]judge.Owner{
+		classIPIP:    judge.OwnerOf(f.ipip, b.ipip),
+		classNoEncap: judge.OwnerOf(f.noEncap, b.noEncap),
 	}
 }
 
@@ -181,7 +156,7 @@ type blockView struct {
 	birdRefused bool           // ...and the kernel refused BIRD's write
 }
 
-func (v blockView) owner() classOwner {
+func (v blockView) owner() judge.Owner {
 	prog, bird := false, v.birdExports
 	for _, r := range v.routes {
 		switch r.Protocol {
@@ -191,7 +166,7 @@ func (v blockView) owner() classOwner {
 			bird = true
 		}
 	}
-	return ownerOf(prog, bird)
+	return judge.OwnerOf(prog, bird)
 }
 
 // observe reads, for every remote block, the kernel's routes and what BIRD
@@ -233,8 +208,8 @@ func observe(ctx context.Context, blocks []matrixBlock) (map[*matrixBlock]blockV
 
 // classOwners folds per-block owners into one owner per class; a class
 // whose blocks disagree is reported as "mixed" in the error.
-func classOwners(blocks []matrixBlock, views map[*matrixBlock]blockView) (map[poolClass]classOwner, error) {
-	got := map[poolClass]classOwner{}
+func classOwners(blocks []matrixBlock, views map[*matrixBlock]blockView) (map[poolClass]judge.Owner, error) {
+	got := map[poolClass]judge.Owner{}
 	var disagree []string
 	for i := range blocks {
 		b := &blocks[i]
@@ -255,7 +230,7 @@ func classOwners(blocks []matrixBlock, views map[*matrixBlock]blockView) (map[po
 // of each class: the owner per class, exactly one route (of the owner's
 // protocol) per remote block where one component owns the class, and no
 // route where nobody does.
-func judgeClassOwners(blocks []matrixBlock, views map[*matrixBlock]blockView, classes []poolClass, expected map[poolClass]classOwner) error {
+func judgeClassOwners(blocks []matrixBlock, views map[*matrixBlock]blockView, classes []poolClass, expected map[poolClass]judge.Owner) error {
 	got, err := classOwners(blocks, views)
 	if err != nil {
 		return err
@@ -273,15 +248,15 @@ func judgeClassOwners(blocks []matrixBlock, views map[*matrixBlock]blockView, cl
 		}
 		rs := views[b].routes
 		switch want := expected[b.class]; want {
-		case ownedByProgrammer, ownedByBIRD:
+		case judge.ByProgrammer, judge.ByBIRD:
 			proto := designProgrammerProtocol
-			if want == ownedByBIRD {
+			if want == judge.ByBIRD {
 				proto = unix.RTPROT_BIRD
 			}
 			if len(rs) != 1 || rs[0].Protocol != proto {
 				problems = append(problems, fmt.Sprintf("%s: expected exactly one route to %s, by %s; seen %v", b.node.Name, b.cidr, want, rs))
 			}
-		case ownedByNone:
+		case judge.Nobody:
 			if len(rs) != 0 {
 				problems = append(problems, fmt.Sprintf("%s: expected no route to %s (nobody owns %s); seen %v", b.node.Name, b.cidr, b.class, rs))
 			}
@@ -306,8 +281,8 @@ func describeViews(blocks []matrixBlock, views map[*matrixBlock]blockView) strin
 // matrixRow is one pair's verdict and figures.
 type matrixRow struct {
 	felix, bgp   string
-	expected     map[poolClass]classOwner
-	observed     map[poolClass]classOwner
+	expected     map[poolClass]judge.Owner
+	observed     map[poolClass]judge.Owner
 	routesMax    int  // most kernel routes to one remote block
 	delivering   bool // every probed flow delivered during the window
 	anyDelivered bool // some probed flow delivered during the window
@@ -366,8 +341,8 @@ func runOwnershipMatrix(ctx context.Context, setup matrixSetup) []matrixRow {
 	for f := range designValues {
 		for b := range designValues {
 			exp := expectedOwners(f, b, rel)
-			single := (exp[classIPIP] == ownedByProgrammer || exp[classIPIP] == ownedByBIRD) &&
-				(exp[classNoEncap] == ownedByProgrammer || exp[classNoEncap] == ownedByBIRD)
+			single := (exp[classIPIP] == judge.ByProgrammer || exp[classIPIP] == judge.ByBIRD) &&
+				(exp[classNoEncap] == judge.ByProgrammer || exp[classNoEncap] == judge.ByBIRD)
 			_, supported := designSupportedPairs[[2]string{f, b}]
 			Expect(single).To(Equal(supported), "design tables: Felix=%s BGP=%s gives %v; listed as supported: %v", f, b, exp, supported)
 		}
@@ -515,7 +490,7 @@ func runMatrixRow(ctx context.Context, c *harness.Cluster, setup matrixSetup, bl
 	before := received(probes)
 	contested := map[string]int{}
 	for i := range blocks {
-		if row.expected[blocks[i].class] == ownedByBoth && slices.Contains(setup.classes, blocks[i].class) {
+		if row.expected[blocks[i].class] == judge.Both && slices.Contains(setup.classes, blocks[i].class) {
 			contested[blocks[i].node.Name]++
 		}
 	}
@@ -562,7 +537,7 @@ func runMatrixRow(ctx context.Context, c *harness.Cluster, setup matrixSetup, bl
 		f := c.Timeline(b.node.Name).Flaps(b.cidr, start.Mono, end.Mono)
 		row.changes += f.Changes()
 		row.ownerChanges += f.OwnerChanges
-		if owner := row.expected[b.class]; owner == ownedByProgrammer || owner == ownedByBIRD {
+		if owner := row.expected[b.class]; owner == judge.ByProgrammer || owner == judge.ByBIRD {
 			Expect(f.OwnerChanges).To(BeZero(), "%s: %s's route to %s changed owner during the window (owners by protocol: %v)", pair, b.node.Name, b.cidr, f.Owners)
 		}
 	}
@@ -579,9 +554,9 @@ func runMatrixRow(ctx context.Context, c *harness.Cluster, setup matrixSetup, bl
 		}
 	}
 	switch row.expected[setup.probed] {
-	case ownedByProgrammer, ownedByBIRD:
+	case judge.ByProgrammer, judge.ByBIRD:
 		Expect(row.delivering).To(BeTrue(), "%s: %s is owned by one component, so every flow delivers; received before %v, after %v", pair, setup.probed, before, after)
-	case ownedByNone:
+	case judge.Nobody:
 		Expect(row.anyDelivered).To(BeFalse(), "%s: nobody programs %s, so no flow delivers; received before %v, after %v", pair, setup.probed, before, after)
 	}
 	return row
@@ -619,9 +594,9 @@ func matrixResult(name string, topology string, rows []matrixRow, classes []pool
 		kind := "supported"
 		for _, cl := range classes {
 			switch r.expected[cl] {
-			case ownedByBoth:
+			case judge.Both:
 				kind = "doubleProgrammed"
-			case ownedByNone:
+			case judge.Nobody:
 				if kind != "doubleProgrammed" {
 					kind = "unprogrammed"
 				}

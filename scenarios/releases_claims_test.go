@@ -136,8 +136,9 @@ func claimsCluster(ctx context.Context, rel release.Name, o harness.Options) *ha
 // noEncapOwner is who writes the no-encap class on c now, by every remote
 // block: the kernel route's protocol and whether BIRD exports the block
 // to its kernel protocol. Blocks that disagree are an error.
-func noEncapOwner(ctx context.Context, c *harness.Cluster) (classOwner, string, error) {
-	var owner classOwner = -1
+func noEncapOwner(ctx context.Context, c *harness.Cluster) (judge.Owner, string, error) {
+	var owner judge.Owner
+	seen := false
 	var views []string
 	for _, n := range c.Nodes() {
 		ex, err := kernelExports(ctx, n)
@@ -162,12 +163,12 @@ func noEncapOwner(ctx context.Context, c *harness.Cluster) (classOwner, string, 
 			if len(via) > 1 {
 				return 0, "", fmt.Errorf("%s: %d routes to %s", n.Name, len(via), b)
 			}
-			o := ownerOf(prog, birdW)
+			o := judge.OwnerOf(prog, birdW)
 			views = append(views, fmt.Sprintf("%s %s: %s (kernel %v, BIRD exports %v)", n.Name, b, o, via, birdW))
-			if owner >= 0 && o != owner {
+			if seen && o != owner {
 				return 0, strings.Join(views, "; "), fmt.Errorf("blocks disagree: %s", strings.Join(views, "; "))
 			}
-			owner = o
+			owner, seen = o, true
 		}
 	}
 	return owner, strings.Join(views, "; "), nil
@@ -226,7 +227,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 						}
 					}
 					prevBGP = p[1]
-					var got classOwner
+					var got judge.Owner
 					var views string
 					Eventually(func() error {
 						var err error
@@ -253,17 +254,17 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 				needFull("live change on BIRD " + string(rel))
 				c := claimsCluster(ctx, rel, harness.Options{})
 				recordFailedUnlessDone(claimLive, rel)
-				expectNoEncapOwner(ctx, c, ownedByBIRD, "guard: BIRD owns no-encap on the defaults")
+				expectNoEncapOwner(ctx, c, judge.ByBIRD, "guard: BIRD owns no-encap on the defaults")
 				probes, err := c.Probes(ctx, harness.ProbeOptions{Rate: c.Machine.RateAtMost(500)})
 				Expect(err).NotTo(HaveOccurred())
 				res := c.Result(fmt.Sprintf("live change both ways, BIRD %s", rel), nil)
 				tab := harness.NewTable("direction", "settled ms", "longest gap ms (any flow)", "lost", "no-route windows on the timeline", "longest ms")
 				for _, step := range []struct {
 					name, felix, bgp string
-					want             classOwner
+					want             judge.Owner
 				}{
-					{"BIRD → programmer", "Enabled", "Disabled", ownedByProgrammer},
-					{"programmer → BIRD", "EnabledIPIPOnly", "EnabledNoEncapOnly", ownedByBIRD},
+					{"BIRD → programmer", "Enabled", "Disabled", judge.ByProgrammer},
+					{"programmer → BIRD", "EnabledIPIPOnly", "EnabledNoEncapOnly", judge.ByBIRD},
 				} {
 					before, err := probes.Report()
 					Expect(err).NotTo(HaveOccurred())
@@ -319,7 +320,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 				c := claimsCluster(ctx, rel, harness.Options{})
 				recordFailedUnlessDone(claimReadvertise, rel)
 				setPairLive(ctx, c, "Enabled", "Disabled", true, config.R333)
-				expectNoEncapOwner(ctx, c, ownedByProgrammer, "guard: the programmer owns no-encap")
+				expectNoEncapOwner(ctx, c, judge.ByProgrammer, "guard: the programmer owns no-encap")
 				Expect(c.WaitConverged(ctx)).To(Succeed())
 				steady, err := readvertCount(ctx, c, c.Nodes())
 				Expect(err).NotTo(HaveOccurred(), "positive control: every node exports its own block to every peer")

@@ -109,9 +109,9 @@ func expectBIRDPrograms(ctx context.Context, n *harness.Node, blocks []netip.Pre
 
 // expectNoEncapOwner waits until the no-encap class on c is want's on
 // every remote block (noEncapOwner).
-func expectNoEncapOwner(ctx context.Context, c *harness.Cluster, want classOwner, what string) {
+func expectNoEncapOwner(ctx context.Context, c *harness.Cluster, want judge.Owner, what string) {
 	GinkgoHelper()
-	Eventually(func() (classOwner, error) { o, _, err := noEncapOwner(ctx, c); return o, err }).WithContext(ctx).
+	Eventually(func() (judge.Owner, error) { o, _, err := noEncapOwner(ctx, c); return o, err }).WithContext(ctx).
 		WithPolling(100*time.Millisecond).Should(Equal(want), what)
 }
 

@@ -14,25 +14,6 @@ import (
 	"github.com/birdcage/birdcage/internal/kroute"
 )
 
-// Owner is who wrote a kernel route, told by its protocol.
-type Owner int
-
-const (
-	AnyOwner Owner = iota
-	ByProgrammer
-	ByBIRD
-)
-
-func (o Owner) String() string {
-	switch o {
-	case ByProgrammer:
-		return "the programmer"
-	case ByBIRD:
-		return "BIRD"
-	}
-	return "anyone"
-}
-
 // RouteSource is what the route matchers read: a *harness.Node, or
 // anything else that lists a node's main-table routes to a prefix (and
 // inside it).
@@ -147,19 +128,24 @@ func (m *ClusterRouteMatcher) matchRoutes(rs []kroute.Route) bool {
 	return found
 }
 
+// ownerOf is who a route's protocol says wrote it: the programmer writes
+// at the matcher's protocol (Calico's 80 unless told otherwise).
+func (m *ClusterRouteMatcher) ownerOf(p kroute.Protocol) Owner {
+	switch p {
+	case m.protocol:
+		return ByProgrammer
+	case kroute.ProtoBIRD:
+		return ByBIRD
+	}
+	return Nobody
+}
+
 func (m *ClusterRouteMatcher) routeMatches(r kroute.Route) bool {
 	if !r.Forwards() {
 		return false
 	}
-	switch m.owner {
-	case ByProgrammer:
-		if r.Protocol != m.protocol {
-			return false
-		}
-	case ByBIRD:
-		if r.Protocol != kroute.ProtoBIRD {
-			return false
-		}
+	if m.owner != Nobody && !m.owner.Has(m.ownerOf(r.Protocol)) {
+		return false
 	}
 	if m.gateway.IsValid() || m.onlink {
 		if len(r.NextHops) == 0 {
@@ -192,6 +178,8 @@ func (m *ClusterRouteMatcher) want() string { return m.wantTo(m.prefix.String())
 func (m *ClusterRouteMatcher) wantTo(dst string) string {
 	by := m.owner.String()
 	switch m.owner {
+	case Nobody, Both:
+		by = "anyone"
 	case ByProgrammer:
 		by += fmt.Sprintf(" (proto %s)", m.protocol)
 	case ByBIRD:

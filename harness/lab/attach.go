@@ -171,9 +171,9 @@ func (l *Lab) Timeline(node string) *timeline.Monitor {
 	return l.timelines[node]
 }
 
-// Owner names who wrote a route by its protocol: BIRD (12), the lab's
+// ownerName names who wrote a route by its protocol: BIRD (12), the lab's
 // programmer (its deviceRouteProtocol), or anything else by number.
-func (l *Lab) Owner(protocol kroute.Protocol) string {
+func (l *Lab) ownerName(protocol kroute.Protocol) string {
 	switch protocol {
 	case kroute.ProtoBIRD:
 		return judge.ByBIRD.String()
@@ -204,9 +204,9 @@ func (l *Lab) OwnedOnlyBy(node string, prefix netip.Prefix, protocol kroute.Prot
 	}
 	var have []string
 	for _, r := range rs {
-		have = append(have, l.Owner(r.Protocol)+": "+r.String())
+		have = append(have, l.ownerName(r.Protocol)+": "+r.String())
 	}
-	return fmt.Errorf("%s: want exactly one route to %s, %s's; have %d [%s]", node, prefix, l.Owner(protocol), len(rs), strings.Join(have, "; "))
+	return fmt.Errorf("%s: want exactly one route to %s, %s's; have %d [%s]", node, prefix, l.ownerName(protocol), len(rs), strings.Join(have, "; "))
 }
 
 // WaitOwnedOnlyBy waits (on the node's route timeline, not by sleeping)
