@@ -80,8 +80,8 @@ type Options struct {
 	// settings are not the harness's to change. Also $BIRDCAGE_RAISE_NEIGH_LIMITS=1.
 	RaiseNeighbourLimits bool
 	// Timing is the timing model (programmer restart profile, confd
-	// latency and concurrency, BIRD scan time); nil: TimingFromEnv(),
-	// which is RealisticTiming() unless the environment says otherwise.
+	// latency and concurrency, BIRD scan time); nil: timing.FromEnv(),
+	// which is timing.Realistic() unless the environment says otherwise.
 	Timing *TimingModel
 	// BIRD is the BIRD release every node runs ("" is the host's bird2,
 	// 2.0); NodeBIRD overrides it per node (harness/birdrelease.go).

@@ -157,34 +157,3 @@ func (l confdLoop) react(ctx context.Context, n *Node, seen int64) bool {
 	n.mu.Unlock()
 	return true
 }
-
-// Timing is the timing model the cluster runs under.
-func (c *Cluster) Timing() TimingModel { return c.timing }
-
-// resolveTiming settles the model for a start: Options.Timing, else the
-// environment's, with BIRD's scan time agreeing with the renderer's timers
-// (an explicit Options.Timers.ScanTime wins; otherwise the model's is
-// rendered).
-func resolveTiming(opts *Options) (TimingModel, error) {
-	var m TimingModel
-	if opts.Timing != nil {
-		m = *opts.Timing
-	} else {
-		var err error
-		if m, err = TimingFromEnv(); err != nil {
-			return m, err
-		}
-	}
-	if err := m.Validate(); err != nil {
-		return m, err
-	}
-	switch {
-	case opts.Timers.ScanTime > 0:
-		m.BIRDScanTime = time.Duration(opts.Timers.ScanTime) * time.Second
-	case m.BIRDScanTime > 0:
-		opts.Timers.ScanTime = int(m.BIRDScanTime / time.Second)
-	default:
-		m.BIRDScanTime = RealisticTiming().BIRDScanTime
-	}
-	return m, nil
-}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/birdcage/birdcage/harness/timing"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 )
@@ -20,7 +21,7 @@ func TestConcurrentRendersKeepWarningAccounting(t *testing.T) {
 		BGP:   datastore.BGPConfiguration{ProgramClusterRoutes: string(config.Enabled)},
 		Felix: datastore.FelixConfiguration{ProgramClusterRoutes: string(config.Disabled)},
 	}
-	c := &Cluster{log: slog.New(slog.NewTextHandler(io.Discard, nil)), timing: ZeroTiming()}
+	c := &Cluster{log: slog.New(slog.NewTextHandler(io.Discard, nil)), timing: timing.Zero()}
 	c.confd = confdLoop{c}
 	for i := 1; i <= 3; i++ {
 		name := fmt.Sprintf("node-%d", i)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/birdcage/birdcage/harness/timing"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/poll"
@@ -20,7 +21,7 @@ import (
 // timing model, as ms/repeat with its parts (ms/start, ms/change, ms/stop).
 // Run with -benchtime=3x under the heavy lock.
 func BenchmarkLiveChangeRepeat(b *testing.B) {
-	zero, realistic := ZeroTiming(), RealisticTiming()
+	zero, realistic := timing.Zero(), timing.Realistic()
 	for _, m := range []TimingModel{zero, realistic} {
 		b.Run(m.Name, func(b *testing.B) {
 			testenv.NeedRoot(b)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/harness/supervisor"
+	"github.com/birdcage/birdcage/harness/timing"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/poll"
@@ -70,7 +71,7 @@ func TestProgrammerRestartProfile(t *testing.T) {
 		{"40ms per route", 0, 40 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := ZeroTiming()
+			m := timing.Zero()
 			m.ProgrammerStartupDelay, m.ProgrammerResyncPerRoute = tc.fixed, tc.perRoute
 			c := startOrSkip(t, "noencap", Options{Timing: &m})
 			r := crashAndWaitRestart(t, c)
@@ -98,7 +99,7 @@ func TestProgrammerRestartProfile(t *testing.T) {
 	}
 	// The zero profile: whatever the process takes by itself, reported.
 	t.Run("zero", func(t *testing.T) {
-		m := ZeroTiming()
+		m := timing.Zero()
 		c := startOrSkip(t, "noencap", Options{Timing: &m})
 		r := crashAndWaitRestart(t, c)
 		if r.StartupDelayNs != 0 {
@@ -117,7 +118,7 @@ func TestConfdConcurrency(t *testing.T) {
 	for _, concurrent := range []bool{true, false} {
 		name := map[bool]string{true: "one confd per node", false: "one confd in turn"}[concurrent]
 		t.Run(name, func(t *testing.T) {
-			m := ZeroTiming()
+			m := timing.Zero()
 			m.ConfdLatency, m.ConfdConcurrent = latency, concurrent
 			watchesBefore := ownInotifyInstances(t)
 			c := startOrSkip(t, "noencap", Options{Timing: &m})

@@ -35,6 +35,7 @@ import (
 	"github.com/birdcage/birdcage/harness/lab"
 	"github.com/birdcage/birdcage/harness/lab/handmade"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/timing"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
@@ -116,7 +117,7 @@ var handmadeLabs = map[string]handmade.Flavour{"handmade": handmade.NetnsFlavour
 func attachLab(ctx context.Context, start labStart, needs ...lab.Action) (*lab.Lab, harness.TimingModel) {
 	GinkgoHelper()
 	from := start.from
-	timing, err := harness.TimingFromEnv()
+	timing, err := timing.FromEnv()
 	Expect(err).NotTo(HaveOccurred())
 	var m *lab.Manifest
 	if name := os.Getenv(labEnv); handmadeLabs[name] != "" {

@@ -33,6 +33,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
+	"github.com/birdcage/birdcage/harness/timing"
 	"github.com/birdcage/birdcage/internal/monoclock"
 )
 
@@ -61,7 +62,7 @@ func sweepPlan() ([]time.Duration, int, error) {
 	if v := os.Getenv(sweepDelaysEnv); v != "" {
 		delays = v
 	}
-	ds, err := harness.ParseDelays(delays)
+	ds, err := timing.ParseDelays(delays)
 	if err != nil {
 		return nil, 0, fmt.Errorf("$%s: %w", sweepDelaysEnv, err)
 	}
@@ -110,9 +111,9 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 			noRoute := harness.NewSweep("programmerStartupDelay", "ms")
 			var budget sweepBudget
 			var stated judge.SweepStated
-			var timing harness.TimingModel
+			var model harness.TimingModel
 			var allHandovers judge.Handovers
-			base, err := harness.TimingFromEnv()
+			base, err := timing.FromEnv()
 
 			for _, d := range delays {
 				for run := 1; run <= runs; run++ {
@@ -121,8 +122,8 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 						m := base
 						m.ProgrammerStartupDelay = d
 						m.Name += fmt.Sprintf(", sweep point %s", d)
-						timing = base
-						timing.Name += " (ProgrammerStartupDelay swept)"
+						model = base
+						model.Name += " (ProgrammerStartupDelay swept)"
 						lc := liveChange(ctx, tc.topology, tc.from, tc.to, &m)
 						res := lc.res
 						res.Name = fmt.Sprintf("live change sweep on %s: %s → %s, restart delay %s", tc.topology, tc.from.owner, tc.to.owner, d)
@@ -164,10 +165,10 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 					if sweep.Samples() == 0 {
 						Skip("no sweep point ran (their topology is not available here)")
 					}
-					scan := monoclock.Ms(timing.BIRDScanTime)
-					bound := max(scan, monoclock.Ms(timing.ConfdLatency+judge.ProcessStartAllowance)) + scanSlackMs // stated, not this run's confd
+					scan := monoclock.Ms(model.BIRDScanTime)
+					bound := max(scan, monoclock.Ms(model.ConfdLatency+judge.ProcessStartAllowance)) + scanSlackMs // stated, not this run's confd
 					res := harness.ScenarioResult{Name: fmt.Sprintf("live change sweep on %s: %s → %s (summary)", tc.topology, tc.from.owner, tc.to.owner),
-						Topology: tc.topology, Passed: true, Timing: &timing, Sweep: noRoute, Figures: map[string]float64{
+						Topology: tc.topology, Passed: true, Timing: &model, Sweep: noRoute, Figures: map[string]float64{
 							"birdScanTimeMs": scan, "boundMs": bound}, Samples: map[string]harness.Stats{}}
 					for o := range allHandovers.Orderings() {
 						res.Samples["noRouteWindowMs: "+string(o)] = harness.Summarize(allHandovers.Windows(o))
@@ -175,7 +176,7 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 					res.Notes = append(res.Notes, "not linear in the restart delay: when BIRD is reconfigured first its write is refused until the programmer deletes, "+
 						"and it re-adds at its next kernel scan, the scans counting from its reconfigure — a sawtooth of period scan time")
 					report(fmt.Sprintf("live change window vs programmer restart delay on %s, %s (%d delays × %d runs; BIRD scan %s)",
-						tc.topology, dir, len(delays), runs, timing.BIRDScanTime),
+						tc.topology, dir, len(delays), runs, model.BIRDScanTime),
 						sweep.Table("longestProbeGapMs", "birdTriedFirst", "programmerDeletedFirst", "scanPredictionErrorMsMax")+
 							"\nwindows without a route:\n"+noRoute.Table("longestNoRouteWindowMs")+"\n"+res.Notes[0]+"\n", res)
 					for _, h := range allHandovers {
@@ -225,7 +226,7 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 				above, aboveErr := harness.LinearFit(ax, ay)
 
 				res := harness.ScenarioResult{Name: fmt.Sprintf("live change sweep on %s: %s → %s (fit)", tc.topology, tc.from.owner, tc.to.owner),
-					Topology: tc.topology, Passed: true, Timing: &timing, Sweep: sweep, Figures: map[string]float64{
+					Topology: tc.topology, Passed: true, Timing: &model, Sweep: sweep, Figures: map[string]float64{
 						"fitSlope": fit.A, "fitInterceptMs": fit.B, "fitR2": fit.R2, "fitResidualRMSMs": fit.RMS,
 						"fitMaxAbsResidualMs": fit.MaxAbsResidual, "slopeTolerance": tol, "slopeSpreadMs": slope.SpreadMs,
 						"slopeToleranceMeasured": measuredTol, "budgetMs": budget.Ms(), "interceptBoundMs": stated.InterceptBoundMs(),

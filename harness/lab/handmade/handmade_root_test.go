@@ -19,6 +19,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/lab"
 	"github.com/birdcage/birdcage/harness/lab/handmade"
+	"github.com/birdcage/birdcage/harness/timing"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/run"
@@ -108,7 +109,7 @@ func attachLeavesLabAsFound(t *testing.T, flavour handmade.Flavour) {
 			t.Errorf("processes of the lab left after its teardown: %s", out)
 		}
 	}()
-	hl, err = handmade.Build(ctx, r, handmade.Options{Flavour: flavour, Programmer: programmer(t), Timing: harness.RealisticTiming()})
+	hl, err = handmade.Build(ctx, r, handmade.Options{Flavour: flavour, Programmer: programmer(t), Timing: timing.Realistic()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,73 @@
+package timing
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/birdcage/birdcage/harness/confd"
+	"github.com/birdcage/birdcage/harness/results"
+)
+
+func TestFromEnv(t *testing.T) {
+	for _, k := range []string{ModelEnv, RestartDelayEnv, RestartPerRouteEnv, ConfdLatencyEnv, ConfdSerialEnv, ScanTimeEnv} {
+		t.Setenv(k, "")
+	}
+	m, err := FromEnv()
+	if err != nil || m.Name != "realistic" || m.ProgrammerStartupDelay != RealisticProgrammerStartupDelay || !m.ConfdConcurrent {
+		t.Fatalf("default: %v %v", m, err)
+	}
+	if m.BIRDScanTime != time.Duration(confd.DefaultTimers.ScanTime)*time.Second {
+		t.Errorf("scan time %s is not the renderer's %ds", m.BIRDScanTime, confd.DefaultTimers.ScanTime)
+	}
+	t.Setenv(ModelEnv, "zero")
+	t.Setenv(RestartDelayEnv, "250ms")
+	t.Setenv(ConfdSerialEnv, "1")
+	if m, err = FromEnv(); err != nil {
+		t.Fatal(err)
+	}
+	if m.Name != "zero+env" || m.ProgrammerStartupDelay != 250*time.Millisecond || m.ConfdLatency != 0 || m.ConfdConcurrent {
+		t.Errorf("zero + env: %v", m)
+	}
+	t.Setenv(ScanTimeEnv, "1500ms")
+	if _, err := FromEnv(); err == nil {
+		t.Error("a scan time BIRD cannot express (1.5 s) accepted")
+	}
+	t.Setenv(ScanTimeEnv, "")
+	t.Setenv(ModelEnv, "fast")
+	if _, err := FromEnv(); err == nil {
+		t.Error("unknown model accepted")
+	}
+	t.Setenv(ModelEnv, "")
+	t.Setenv(RestartDelayEnv, "-1s")
+	if _, err := FromEnv(); err == nil {
+		t.Error("negative delay accepted")
+	}
+}
+
+func TestModelJSONRoundTrip(t *testing.T) {
+	m := Realistic()
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back results.TimingModel
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back != m {
+		t.Errorf("round trip: %s\n%+v\n%+v", b, back, m)
+	}
+}
+
+func TestParseDelays(t *testing.T) {
+	d, err := ParseDelays("0, 200ms,1s,3s")
+	if err != nil || len(d) != 4 || d[0] != 0 || d[1] != 200*time.Millisecond || d[3] != 3*time.Second {
+		t.Errorf("%v %v", d, err)
+	}
+	for _, bad := range []string{"", ",", "1x", "-2s"} {
+		if _, err := ParseDelays(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
