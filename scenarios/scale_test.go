@@ -542,7 +542,7 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade", "timing")
 		// node's BIRD restart. In 5 of 80 steps at 20 nodes some did not:
 		// both ends connected at once, the collision closed the first
 		// session, and the peer took that for a second restart inside the
-		// pending one, which flushes the stale routes (README, Scale).
+		// pending one, which flushes the stale routes (docs/scale.md).
 		for _, st := range steps {
 			if st.peersNoRoute > 0 {
 				fmt.Fprintf(&b, "step %s: %d peers were without a route to its blocks, longest %.1f ms (%s); their sessions to it once converged (times from the change):\n  %s\n",
@@ -595,7 +595,7 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade", "timing")
 		}
 	},
 		Entry("no-encap, natively", "noencap"),
-		// The full form: BIRDCAGE_SCALE_NODES=20 (see the README).
+		// The full form: BIRDCAGE_SCALE_NODES=20 (docs/scale.md).
 		Entry("IPIP, in the VM", Label("ipip"), "ipip"),
 	)
 
