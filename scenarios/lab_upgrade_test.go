@@ -7,9 +7,10 @@ package scenarios_test
 // the node is moved back (old BIRD TERMed) and the lab must be exactly as
 // found.
 //
-// Needs an IPIP lab: the hand-made labs build one (a kernel with ipip: the
-// VM), a manifest's lab must already run 3.31 on an IPIP pool (the
-// guard says so if not) and give the upgrade and birdc actions.
+// Needs an IPIP lab: the hand-made labs build one (tunl0 the kernel's, or
+// where the kernel has no ipip the eBPF emulation), a manifest's lab must
+// already run 3.31 on an IPIP pool (the guard says so if not) and give the
+// upgrade and birdc actions.
 
 import (
 	"fmt"

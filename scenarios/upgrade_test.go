@@ -177,8 +177,9 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	// nodes, never bare. Flows into it are counted, not judged: after a
 	// Cease (SIGTERM) its peers' 3.31 BIRDs withdraw its block, and what
 	// they send it meanwhile leaves by their default route, bare, to a
-	// router with no pod routes (the inbound loss). A lab's tunl0 is its
-	// own kernel's, and a lab has no topology to name the flows' nodes.
+	// router with no pod routes (the inbound loss). A lab has no topology
+	// to name the flows' nodes, so on a lab this is not judged (its tunl0
+	// may be the emulation too: docs/live-cluster.md says what that leaves).
 	if c, ok := t.(*harness.Cluster); ok {
 		outbound, inbound := splitInbound(rep, isUp)
 		out, err := encap.CheckIPIP(c.Net, outbound)

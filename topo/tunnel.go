@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 
+	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
@@ -138,6 +140,46 @@ func makeEmulatedTunl0(h *netlink.Handle, n *Namespace, mtu int) (netlink.Link, 
 		}
 	}
 	return h.LinkByName(TunnelDevice)
+}
+
+// EmulateTunl0 gives a namespace birdcage did not build (a hand-made lab's
+// node, made by the lab's own commands) the tunl0 a built node gets where
+// the kernel has no ipip: the same emulated device and programs, the IPIP
+// MTU (its underlays' less the outer header), addr as its /32, up. mode is
+// TunnelEBPF or TunnelEBPFNoEncap. The caller closes the programs when the
+// lab goes; the devices go with the namespace.
+func EmulateTunl0(nsPath string, addr netip.Addr, mode string) (*bpf.Tunnel, error) {
+	if mode != TunnelEBPF && mode != TunnelEBPFNoEncap {
+		return nil, fmt.Errorf("emulated tunl0: mode %q: want %s or %s", mode, TunnelEBPF, TunnelEBPFNoEncap)
+	}
+	netns, err := ns.GetNS(nsPath)
+	if err != nil {
+		return nil, fmt.Errorf("emulated tunl0: %w", err)
+	}
+	defer netns.Close()
+	n := &NodeNS{Namespace: Namespace{Name: nsPath, Path: nsPath, NS: netns, Adopted: true}}
+	var unders []string
+	err = withHandle(&n.Namespace, func(h *netlink.Handle) error {
+		names, mtu, err := underlays(h, n)
+		if err != nil {
+			return err
+		}
+		unders = names
+		l, err := makeEmulatedTunl0(h, &n.Namespace, mtu-20)
+		if err != nil {
+			return err
+		}
+		a := &netlink.Addr{IPNet: &net.IPNet{IP: addr.AsSlice(), Mask: net.CIDRMask(32, 32)}}
+		if err := h.AddrAdd(l, a); err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("tunl0 address %s: %w", a.IPNet, err)
+		}
+		return h.LinkSetUp(l)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("emulated tunl0: %w", err)
+	}
+	return bpf.AttachTunnel(bpf.TunnelOptions{Netns: nsPath, Device: TunnelDevice, Peer: tunnelPeer, Underlays: unders,
+		NoEncap: mode == TunnelEBPFNoEncap, Legacy: true})
 }
 
 // underlays are the node's devices that packets to it arrive on: its

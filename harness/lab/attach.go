@@ -21,6 +21,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/topo"
 )
 
 // AttachedNode is a lab node as resolved at attach time.
@@ -47,6 +48,7 @@ type Lab struct {
 	timelines map[string]*timeline.Monitor
 	before    []Snapshot
 	detached  bool
+	tunnel    string // how the nodes' tunl0 is made, as found (tunnelOf)
 }
 
 // AttachOptions shape an attach.
@@ -110,6 +112,9 @@ func Attach(ctx context.Context, m *Manifest, o AttachOptions) (_ *Lab, err erro
 				return nil, fmt.Errorf("lab %s: node %s: %w", m.Name, spec.Name, err)
 			}
 			l.before = append(l.before, s)
+			if p == an.Netns && l.tunnel == "" {
+				l.tunnel = tunnelOf(s)
+			}
 		}
 		l.Nodes = append(l.Nodes, an)
 	}
@@ -123,6 +128,21 @@ func Attach(ctx context.Context, m *Manifest, o AttachOptions) (_ *Lab, err erro
 		l.mu.Unlock()
 	}
 	return l, nil
+}
+
+// tunnelOf says how a node's tunl0 is made from its snapshot's links: the
+// ipip module's device (topo.TunnelKernel), a veth (birdcage's eBPF
+// emulation, topo.TunnelEBPF), or "" where the node has no tunl0.
+func tunnelOf(s Snapshot) string {
+	for _, l := range s.Parts["links"] {
+		switch {
+		case strings.HasPrefix(l, topo.TunnelDevice+" type ipip "):
+			return topo.TunnelKernel
+		case strings.HasPrefix(l, topo.TunnelDevice+" type veth "):
+			return topo.TunnelEBPF
+		}
+	}
+	return ""
 }
 
 // readBlocks reads block affinities from a datastore directory without

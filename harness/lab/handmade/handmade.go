@@ -49,6 +49,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/run"
+	"github.com/birdcage/birdcage/topo"
 )
 
 //go:embed agent.sh
@@ -77,7 +78,9 @@ type Options struct {
 	// Flavour is NetnsFlavour (default) or RuncFlavour.
 	Flavour Flavour
 	// IPIP makes the pool IPIP (ipipMode Always, tunl0 up on every node);
-	// the default is a no-encap pool. Needs a kernel with ipip.
+	// the default is a no-encap pool. tunl0 is the kernel's where it has
+	// ipip, else birdcage's eBPF emulation, as topo.DetectFeatures proves
+	// (BIRDCAGE_TUNNEL forces either); Lab.Tunnel says which.
 	IPIP bool
 	// Nodes is the node count (default 3, at most 9).
 	Nodes int
@@ -110,6 +113,9 @@ type Lab struct {
 	// containers made in the runc flavour (nodes, then their workloads).
 	RuncRoot   string
 	Containers []string
+	// Tunnel is how the nodes' tunl0 was made (topo.TunnelKernel,
+	// topo.TunnelEBPF, topo.TunnelEBPFNoEncap), "" without an IPIP pool.
+	Tunnel string
 }
 
 const pool = "10.244.0.0/16"
@@ -154,6 +160,24 @@ func Build(ctx context.Context, r *run.Run, o Options) (*Lab, error) {
 	}
 	if err := os.WriteFile(filepath.Join(dir, "confd-latency"), fmt.Appendf(nil, "%.3f\n", o.Timing.ConfdLatency.Seconds()), 0o644); err != nil {
 		return nil, err
+	}
+	if o.IPIP {
+		// The lab's nodes stand for a cluster's: tunl0 is what this kernel
+		// gives (the ipip module's device, made by the lab's own ip
+		// commands), else what birdcage's built nodes get here.
+		f, err := topo.DetectFeatures(r)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("handmade lab: %w", err)
+		case !f.IPIP && f.TunnelErr != nil:
+			return nil, fmt.Errorf("handmade lab: %w", f.TunnelErr)
+		case !f.IPIP:
+			return nil, noIPIP{errors.New("the kernel has no ipip and the eBPF emulation cannot run here")}
+		}
+		l.Tunnel = f.Tunnel
+		if l.Tunnel == "" {
+			l.Tunnel = topo.TunnelKernel
+		}
 	}
 	var rc *runcLab
 	if o.Flavour == RuncFlavour {
@@ -278,7 +302,7 @@ func Build(ctx context.Context, r *run.Run, o Options) (*Lab, error) {
 			// What calico-node's startup does on an IPIP pool: tunl0 (the
 			// kernel's fallback device, made if the namespace lacks it)
 			// up, with the first address of the node's block.
-			steps = append(steps, tunnel(ctx, nd.ns, block.Addr().String()))
+			steps = append(steps, tunnel(ctx, r, nd.ns, block.Addr(), l.Tunnel))
 		}
 		if err := errors.Join(steps...); err != nil {
 			return nil, fmt.Errorf("handmade lab: %s: %w", name, err)
@@ -468,6 +492,14 @@ type where struct {
 	pid  int
 }
 
+// path is the namespace's file, to open it.
+func (w where) path() string {
+	if w.name != "" {
+		return "/var/run/netns/" + w.name
+	}
+	return fmt.Sprintf("/proc/%d/ns/net", w.pid)
+}
+
 // in is argv run inside the namespace.
 func (w where) in(argv ...string) []string {
 	if w.name != "" {
@@ -512,17 +544,27 @@ func sysctl(ctx context.Context, w where, kv ...string) error {
 	return command(ctx, w.in(append([]string{"sysctl", "-qw"}, kv...)...)...)
 }
 
-// tunnel brings up tunl0 in a node's namespace with addr: the fallback
-// device the ipip module gives every namespace, made by hand where the
-// kernel gives it only to the host's (fb_tunnels_only_for_init_net).
-func tunnel(ctx context.Context, w where, addr string) error {
+// tunnel brings up tunl0 in a node's namespace with addr. The kernel's: the
+// fallback device the ipip module gives every namespace, made by hand where
+// the kernel gives it only to the host's (fb_tunnels_only_for_init_net).
+// Otherwise the eBPF emulation (topo.EmulateTunl0), its programs detached
+// when r closes.
+func tunnel(ctx context.Context, r *run.Run, w where, addr netip.Addr, mode string) error {
+	if mode != topo.TunnelKernel {
+		t, err := topo.EmulateTunl0(w.path(), addr, mode)
+		if err != nil {
+			return err
+		}
+		r.Defer("lab tunl0 programs in "+w.path(), t.Close)
+		return sysctl(ctx, w, "net.ipv4.conf.tunl0.rp_filter=0")
+	}
 	if err := command(ctx, w.in("ip", "link", "show", "tunl0")...); err != nil {
 		if err := ipIn(ctx, w, "link add name tunl0 type ipip"); err != nil {
 			return noIPIP{err}
 		}
 	}
 	return errors.Join(
-		ipIn(ctx, w, "link set tunl0 mtu 1480", "addr add "+addr+"/32 dev tunl0", "link set tunl0 up"),
+		ipIn(ctx, w, "link set tunl0 mtu 1480", "addr add "+addr.String()+"/32 dev tunl0", "link set tunl0 up"),
 		sysctl(ctx, w, "net.ipv4.conf.tunl0.rp_filter=0"))
 }
 
