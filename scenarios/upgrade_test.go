@@ -37,6 +37,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/encap"
 	"github.com/birdcage/birdcage/harness/judge"
+	"github.com/birdcage/birdcage/harness/lab"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
@@ -171,21 +172,34 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	}
 	res.Figures["longestNoRouteWindowMs"] = window
 	res.Figures["deletesAtUpgradedNode"] = float64(len(deletes))
-	// On a built cluster the handover is judged on a tunnel that
-	// encapsulates (issue 28): the upgraded node's outbound flows and the
-	// control flows crossed the underlay inside protocol 4 between their
-	// nodes, never bare. Flows into it are counted, not judged: after a
-	// Cease (SIGTERM) its peers' 3.31 BIRDs withdraw its block, and what
-	// they send it meanwhile leaves by their default route, bare, to a
-	// router with no pod routes (the inbound loss). A lab has no topology
-	// to name the flows' nodes, so on a lab this is not judged (its tunl0
-	// may be the emulation too: docs/live-cluster.md says what that leaves).
-	if c, ok := t.(*harness.Cluster); ok {
+	// The handover is judged on a tunnel that encapsulates (issue 28): the
+	// upgraded node's outbound flows and the control flows crossed the
+	// underlay inside protocol 4 between their nodes, never bare. Flows
+	// into it are counted, not judged: after a Cease (SIGTERM) its peers'
+	// 3.31 BIRDs withdraw its block, and what they send it meanwhile
+	// leaves by their default route, bare, to a router with no pod routes
+	// (the inbound loss). A lab says where its flows ran from its own
+	// links and datastore; one that cannot is not judged, and says why.
+	var layout encap.Layout
+	judged := true
+	switch tt := t.(type) {
+	case *harness.Cluster:
+		layout = encap.NetworkLayout(tt.Net)
+	case *lab.Lab:
+		var why string
+		if layout, judged, why = tt.EncapLayout(ctx); !judged {
+			AddReportEntry("IPIP on the underlay: not judged on this lab", why)
+			res.Notes = append(res.Notes, "IPIP encapsulation not judged: "+why)
+		}
+	default:
+		Fail(fmt.Sprintf("target %s: no layout to judge IPIP encapsulation on", t.TargetName()))
+	}
+	if judged {
 		outbound, inbound := splitInbound(rep, isUp)
-		out, err := encap.CheckIPIP(c.Net, outbound)
+		out, err := encap.Check(layout, outbound)
 		Expect(err).NotTo(HaveOccurred(), "IPIP flows must cross the underlay encapsulated")
 		encapFigures(res, out)
-		in, _ := encap.CheckIPIP(c.Net, inbound)
+		in, _ := encap.Check(layout, inbound)
 		res.Figures["ipipBarePacketsInboundUpgradedNode"] = float64(in.Bare)
 		AddReportEntry("IPIP on the underlay, flows into "+upgraded+" (counted, not judged)", in.Table())
 	}

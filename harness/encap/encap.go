@@ -69,25 +69,97 @@ func (e Evidence) Table() string {
 	return t.String()
 }
 
-// CheckIPIP judges every flow of rep between workloads on
-// different nodes whose destination is in an IPIP pool (Always, or
-// CrossSubnet between nodes on different subnets): at the source node's
-// underlay egress its packets were counted inside IPIP and never bare, no
-// bare one reached the destination node's underlay ingress, and the source
-// counted at least as many protocol-4 packets from its own address to the
-// destination node's as the flows between them sent inside IPIP. An error
-// wrapping ErrNotEncapsulated names each flow and what was seen; one
-// wrapping ErrNoEvidence says why nothing could be judged.
+// Layout is where a session's flows ran, as much as the check needs: the
+// nodes (their underlay interfaces, own addresses and workloads) and which
+// flows go inside IPIP. NetworkLayout reads it from a built topology; a lab
+// builds its own (harness/lab).
+type Layout struct {
+	Tunnel string // how tunl0 is made (topo.TunnelKernel, ...); "" none
+	Nodes  []*Node
+	// Encapsulates says whether traffic from src to the workload address a
+	// on dst goes inside IPIP.
+	Encapsulates func(src, dst *Node, a netip.Addr) bool
+}
+
+// Node is one node of a Layout.
+type Node struct {
+	Name      string
+	Underlays []string     // its underlay interfaces (tunl0 is not one)
+	Addrs     []netip.Addr // its own address first, then its interfaces'
+	Workloads []netip.Addr
+}
+
+func (l Layout) nodeOf(a netip.Addr) *Node {
+	for _, n := range l.Nodes {
+		if slices.Contains(n.Workloads, a) {
+			return n
+		}
+	}
+	return nil
+}
+
+func (l Layout) node(name string) *Node {
+	for _, n := range l.Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// NetworkLayout is a built topology's layout: a flow goes inside IPIP when
+// its destination's pool is IPIP Always, or CrossSubnet and the
+// destination node's address is on none of the source's subnets.
+func NetworkLayout(net *topo.Network) Layout {
+	l := Layout{Tunnel: net.Tunnel}
+	spec := map[*Node]*topo.NodeNS{}
+	for _, nd := range net.Nodes {
+		n := &Node{Name: nd.Name, Addrs: []netip.Addr{nd.Address.Addr()}}
+		for _, ifc := range nd.Spec.Interfaces {
+			n.Underlays = append(n.Underlays, ifc.Name)
+			if p, err := netip.ParsePrefix(ifc.Address); err == nil && !slices.Contains(n.Addrs, p.Addr()) {
+				n.Addrs = append(n.Addrs, p.Addr())
+			}
+		}
+		for _, w := range nd.Workloads {
+			for _, a := range []netip.Addr{w.IPv4, w.IPv6} {
+				if a.IsValid() {
+					n.Workloads = append(n.Workloads, a)
+				}
+			}
+		}
+		spec[n] = nd
+		l.Nodes = append(l.Nodes, n)
+	}
+	l.Encapsulates = func(src, dst *Node, a netip.Addr) bool {
+		return encapsulates(net.Topology, spec[src], spec[dst], a)
+	}
+	return l
+}
+
+// CheckIPIP is Check on a built topology's layout.
 func CheckIPIP(net *topo.Network, rep *probe.Report) (Evidence, error) {
-	ev := Evidence{Tunnel: net.Tunnel}
+	return Check(NetworkLayout(net), rep)
+}
+
+// Check judges every flow of rep between workloads on different nodes
+// that l says goes inside IPIP: at the source node's underlay egress its
+// packets were counted inside IPIP and never bare, no bare one reached the
+// destination node's underlay ingress, and the source counted at least as
+// many protocol-4 packets from its own addresses to the destination node's
+// as the flows between them sent inside IPIP. An error wrapping
+// ErrNotEncapsulated names each flow and what was seen; one wrapping
+// ErrNoEvidence says why nothing could be judged.
+func Check(l Layout, rep *probe.Report) (Evidence, error) {
+	ev := Evidence{Tunnel: l.Tunnel}
 	if rep == nil {
 		return ev, fmt.Errorf("%w: no probe report", ErrNoEvidence)
 	}
 	var problems, empty []string
 	inner := map[[2]string]uint64{} // per (source, destination) node
 	for _, g := range rep.Flows {
-		src, dst := net.NodeOfWorkloadAddr(g.SrcAddr), net.NodeOfWorkloadAddr(g.DstAddr)
-		if src == nil || dst == nil || src == dst || !encapsulates(net.Topology, src, dst, g.DstAddr) {
+		src, dst := l.nodeOf(g.SrcAddr), l.nodeOf(g.DstAddr)
+		if src == nil || dst == nil || src == dst || !g.DstAddr.Is4() || !l.Encapsulates(src, dst, g.DstAddr) {
 			continue
 		}
 		out, okOut := underlayCount(g, src, "egress")
@@ -116,23 +188,22 @@ func CheckIPIP(net *topo.Network, rep *probe.Report) (Evidence, error) {
 	}
 	for i, r := range ev.Rows {
 		pair := [2]string{r.Src, r.Dst}
-		src, _ := net.Node(r.Src)
-		dst, _ := net.Node(r.Dst)
+		src, dst := l.node(r.Src), l.node(r.Dst)
 		outer, seen := outerCount(rep, src, dst)
 		ev.Rows[i].Outer = outer
 		if want := inner[pair]; want > outer && want > 0 {
 			problems = append(problems, fmt.Sprintf("%s→%s: %d packets inside IPIP at %s's underlay egress but %d protocol-4 packets from %s to %s there (outer flows seen: %s)",
-				r.Src, r.Dst, want, r.Src, outer, nodeAddrs(src), dst.Address.Addr(), seen))
+				r.Src, r.Dst, want, r.Src, outer, src.Addrs, dst.Addrs[0], seen))
 			inner[pair] = 0 // said once per node pair
 		}
 	}
 	if len(problems) > 0 {
 		return ev, fmt.Errorf("%w (tunl0: %s; %d IPIP flows judged):\n  %s",
-			ErrNotEncapsulated, tunnelName(net.Tunnel), len(ev.Rows), strings.Join(append(problems, empty...), "\n  "))
+			ErrNotEncapsulated, tunnelName(l.Tunnel), len(ev.Rows), strings.Join(append(problems, empty...), "\n  "))
 	}
 	if len(empty) > 0 {
 		return ev, fmt.Errorf("%w (tunl0: %s; %d IPIP flows judged):\n  %s",
-			ErrNoEvidence, tunnelName(net.Tunnel), len(ev.Rows), strings.Join(empty, "\n  "))
+			ErrNoEvidence, tunnelName(l.Tunnel), len(ev.Rows), strings.Join(empty, "\n  "))
 	}
 	return ev, nil
 }
@@ -172,12 +243,11 @@ func encapsulates(t *topo.Topology, src, dst *topo.NodeNS, a netip.Addr) bool {
 	return false
 }
 
-// underlayCount sums a flow's counts at nd's underlay interfaces (every
-// interface of its spec; tunl0 is not one) in one direction; ok is false
-// when the report has none of those hops.
-func underlayCount(g probe.GapReport, nd *topo.NodeNS, dir string) (c probe.HopCount, ok bool) {
-	for _, ifc := range nd.Spec.Interfaces {
-		name := nd.Name + "/" + ifc.Name + " " + dir
+// underlayCount sums a flow's counts at nd's underlay interfaces in one
+// direction; ok is false when the report has none of those hops.
+func underlayCount(g probe.GapReport, nd *Node, dir string) (c probe.HopCount, ok bool) {
+	for _, ifn := range nd.Underlays {
+		name := nd.Name + "/" + ifn + " " + dir
 		for _, h := range g.Hops {
 			if h.Hop == name {
 				ok = true
@@ -191,13 +261,14 @@ func underlayCount(g probe.GapReport, nd *topo.NodeNS, dir string) (c probe.HopC
 
 // outerCount sums the protocol-4 packets from any of src's addresses to
 // dst's at src's underlay egress, and lists every outer flow counted there
-// (for the message).
-func outerCount(rep *probe.Report, src, dst *topo.NodeNS) (uint64, string) {
+// (for the message). An outer header's source is the address the kernel
+// picks for the route to the far node, its destination that node's
+// address (the route's gateway).
+func outerCount(rep *probe.Report, src, dst *Node) (uint64, string) {
 	hops := map[string]bool{}
-	for _, ifc := range src.Spec.Interfaces {
-		hops[src.Name+"/"+ifc.Name+" egress"] = true
+	for _, ifn := range src.Underlays {
+		hops[src.Name+"/"+ifn+" egress"] = true
 	}
-	from, to := nodeAddrs(src), nodeAddrs(dst)
 	var n uint64
 	var seen []string
 	for _, tc := range rep.Tunnels {
@@ -205,7 +276,7 @@ func outerCount(rep *probe.Report, src, dst *topo.NodeNS) (uint64, string) {
 			continue
 		}
 		seen = append(seen, fmt.Sprintf("%s→%s ×%d at %s", tc.Src, tc.Dst, tc.Packets, tc.Hop))
-		if slices.Contains(from, tc.Src) && slices.Contains(to, tc.Dst) {
+		if slices.Contains(src.Addrs, tc.Src) && slices.Contains(dst.Addrs, tc.Dst) {
 			n += tc.Packets
 		}
 	}
@@ -213,19 +284,6 @@ func outerCount(rep *probe.Report, src, dst *topo.NodeNS) (uint64, string) {
 		return n, "none"
 	}
 	return n, strings.Join(seen, ", ")
-}
-
-// nodeAddrs are a node's own address and its interfaces' addresses: an
-// outer header's source is the one the kernel picks for the route to the
-// far node, its destination that node's address (the route's gateway).
-func nodeAddrs(nd *topo.NodeNS) []netip.Addr {
-	out := []netip.Addr{nd.Address.Addr()}
-	for _, ifc := range nd.Spec.Interfaces {
-		if p, err := netip.ParsePrefix(ifc.Address); err == nil && !slices.Contains(out, p.Addr()) {
-			out = append(out, p.Addr())
-		}
-	}
-	return out
 }
 
 // ExplainNotFlowing says, on a network with tunl0, which IPIP flows of rep
