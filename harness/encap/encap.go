@@ -70,23 +70,51 @@ func (e Evidence) Table() string {
 }
 
 // Layout is where a session's flows ran, as much as the check needs: the
-// nodes (their underlay interfaces, own addresses and workloads) and which
-// flows go inside IPIP. NetworkLayout reads it from a built topology; a lab
-// builds its own (harness/lab).
+// nodes (their underlay interfaces, own addresses, subnets and workloads)
+// and the pools with their IPIP modes. NetworkLayout reads it from a built
+// topology; a lab builds its own (harness/lab).
 type Layout struct {
 	Tunnel string // how tunl0 is made (topo.TunnelKernel, ...); "" none
 	Nodes  []*Node
-	// Encapsulates says whether traffic from src to the workload address a
-	// on dst goes inside IPIP.
-	Encapsulates func(src, dst *Node, a netip.Addr) bool
+	Pools  []Pool
+}
+
+// Pool is an IP pool and its ipipMode: Calico's IPPool values (Always,
+// CrossSubnet, Never), which topo and the datastore spell alike.
+type Pool struct {
+	CIDR     netip.Prefix
+	IPIPMode string
 }
 
 // Node is one node of a Layout.
 type Node struct {
 	Name      string
-	Underlays []string     // its underlay interfaces (tunl0 is not one)
-	Addrs     []netip.Addr // its own address first, then its interfaces'
+	Underlays []string       // its underlay interfaces (tunl0 is not one)
+	Addrs     []netip.Addr   // its own address first, then its interfaces'
+	Subnets   []netip.Prefix // its interfaces' subnets (CrossSubnet)
 	Workloads []netip.Addr
+}
+
+// Encapsulates says whether traffic from src to the workload address a on
+// dst goes inside IPIP: a is IPv4 and its pool is IPIP Always, or
+// CrossSubnet and dst's own address is on none of src's subnets.
+func (l Layout) Encapsulates(src, dst *Node, a netip.Addr) bool {
+	if !a.Is4() {
+		return false
+	}
+	for _, p := range l.Pools {
+		if !p.CIDR.Contains(a) {
+			continue
+		}
+		switch p.IPIPMode {
+		case topo.IPIPAlways:
+			return true
+		case topo.IPIPCrossSubnet:
+			return !slices.ContainsFunc(src.Subnets, func(sn netip.Prefix) bool { return sn.Contains(dst.Addrs[0]) })
+		}
+		return false
+	}
+	return false
 }
 
 func (l Layout) nodeOf(a netip.Addr) *Node {
@@ -107,18 +135,23 @@ func (l Layout) node(name string) *Node {
 	return nil
 }
 
-// NetworkLayout is a built topology's layout: a flow goes inside IPIP when
-// its destination's pool is IPIP Always, or CrossSubnet and the
-// destination node's address is on none of the source's subnets.
+// NetworkLayout is a built topology's layout.
 func NetworkLayout(net *topo.Network) Layout {
 	l := Layout{Tunnel: net.Tunnel}
-	spec := map[*Node]*topo.NodeNS{}
+	for _, p := range net.Topology.Pools {
+		if cidr, err := netip.ParsePrefix(p.CIDR); err == nil {
+			l.Pools = append(l.Pools, Pool{CIDR: cidr, IPIPMode: p.IPIPMode})
+		}
+	}
 	for _, nd := range net.Nodes {
 		n := &Node{Name: nd.Name, Addrs: []netip.Addr{nd.Address.Addr()}}
 		for _, ifc := range nd.Spec.Interfaces {
 			n.Underlays = append(n.Underlays, ifc.Name)
-			if p, err := netip.ParsePrefix(ifc.Address); err == nil && !slices.Contains(n.Addrs, p.Addr()) {
-				n.Addrs = append(n.Addrs, p.Addr())
+			if p, err := netip.ParsePrefix(ifc.Address); err == nil {
+				n.Subnets = append(n.Subnets, p.Masked())
+				if !slices.Contains(n.Addrs, p.Addr()) {
+					n.Addrs = append(n.Addrs, p.Addr())
+				}
 			}
 		}
 		for _, w := range nd.Workloads {
@@ -128,11 +161,7 @@ func NetworkLayout(net *topo.Network) Layout {
 				}
 			}
 		}
-		spec[n] = nd
 		l.Nodes = append(l.Nodes, n)
-	}
-	l.Encapsulates = func(src, dst *Node, a netip.Addr) bool {
-		return encapsulates(net.Topology, spec[src], spec[dst], a)
 	}
 	return l
 }
@@ -159,7 +188,7 @@ func Check(l Layout, rep *probe.Report) (Evidence, error) {
 	inner := map[[2]string]uint64{} // per (source, destination) node
 	for _, g := range rep.Flows {
 		src, dst := l.nodeOf(g.SrcAddr), l.nodeOf(g.DstAddr)
-		if src == nil || dst == nil || src == dst || !g.DstAddr.Is4() || !l.Encapsulates(src, dst, g.DstAddr) {
+		if src == nil || dst == nil || src == dst || !l.Encapsulates(src, dst, g.DstAddr) {
 			continue
 		}
 		out, okOut := underlayCount(g, src, "egress")
@@ -213,34 +242,6 @@ func tunnelName(t string) string {
 		return "none"
 	}
 	return t
-}
-
-// encapsulates says whether traffic from src to the workload address a on
-// dst goes inside IPIP: a's pool is IPIP Always, or CrossSubnet and dst's
-// address is on none of src's subnets.
-func encapsulates(t *topo.Topology, src, dst *topo.NodeNS, a netip.Addr) bool {
-	if !a.Is4() {
-		return false
-	}
-	for _, p := range t.Pools {
-		cidr, err := netip.ParsePrefix(p.CIDR)
-		if err != nil || !cidr.Contains(a) {
-			continue
-		}
-		switch p.IPIPMode {
-		case topo.IPIPAlways:
-			return true
-		case topo.IPIPCrossSubnet:
-			for _, ifc := range src.Spec.Interfaces {
-				if pfx, err := netip.ParsePrefix(ifc.Address); err == nil && pfx.Masked().Contains(dst.Address.Addr()) {
-					return false
-				}
-			}
-			return true
-		}
-		return false
-	}
-	return false
 }
 
 // underlayCount sums a flow's counts at nd's underlay interfaces in one

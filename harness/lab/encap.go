@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -28,7 +29,11 @@ func (l *Lab) EncapLayout(ctx context.Context) (_ encap.Layout, ok bool, why str
 		return encap.Layout{}, false, err.Error()
 	}
 	lay := encap.Layout{Tunnel: l.tunnel}
-	subnets := map[*encap.Node][]netip.Prefix{}
+	for _, p := range c.Pools {
+		if cidr, err := netip.ParsePrefix(p.CIDR); err == nil {
+			lay.Pools = append(lay.Pools, encap.Pool{CIDR: cidr, IPIPMode: p.IPIPMode})
+		}
+	}
 	for _, an := range l.Nodes {
 		n := &encap.Node{Name: an.Name, Underlays: an.spec.Interfaces}
 		for _, s := range l.before {
@@ -37,37 +42,16 @@ func (l *Lab) EncapLayout(ctx context.Context) (_ encap.Layout, ok bool, why str
 			}
 			for _, p := range underlayAddrs(s, an.spec.Interfaces) {
 				n.Addrs = append(n.Addrs, p.Addr())
-				subnets[n] = append(subnets[n], p.Masked())
+				n.Subnets = append(n.Subnets, p.Masked())
 			}
+		}
+		if len(n.Addrs) == 0 {
+			return encap.Layout{}, false, fmt.Sprintf("node %s had no IPv4 address on %s at attach", an.Name, strings.Join(an.spec.Interfaces, ", "))
 		}
 		for _, w := range an.Workloads {
 			n.Workloads = append(n.Workloads, w.Addr)
 		}
 		lay.Nodes = append(lay.Nodes, n)
-	}
-	pools := c.Pools
-	lay.Encapsulates = func(src, dst *encap.Node, a netip.Addr) bool {
-		for _, p := range pools {
-			cidr, err := netip.ParsePrefix(p.CIDR)
-			if err != nil || !cidr.Contains(a) {
-				continue
-			}
-			switch p.IPIPMode {
-			case datastore.EncapAlways:
-				return true
-			case datastore.EncapCrossSubnet:
-				for _, sn := range subnets[src] {
-					for _, d := range dst.Addrs {
-						if sn.Contains(d) {
-							return false
-						}
-					}
-				}
-				return true
-			}
-			return false
-		}
-		return false
 	}
 	return lay, true, ""
 }
