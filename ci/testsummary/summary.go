@@ -29,7 +29,10 @@ var (
 	ginkgoFail = regexp.MustCompile(`^FAIL! *-+ *(.*)$`)
 	specLine   = regexp.MustCompile(`^\[birdcage\] spec (\S+)\s+[\d.]+s\s+(.*)$`)
 	specWhy    = regexp.MustCompile(`^\[birdcage\] spec skipped because: (.*)$`)
-	ansi       = regexp.MustCompile("\x1b\\[[0-9;]*m")
+	// Ginkgo's closing "Summarizing N Failures" list: one line per spec
+	// that did not pass, "[FAIL] Container [It] spec".
+	ginkgoFailed = regexp.MustCompile(`^\s*\[(FAIL|PANICKED!|TIMEDOUT|INTERRUPTED|ABORTED)\] (.*)$`)
+	ansi         = regexp.MustCompile("\x1b\\[[0-9;]*m")
 )
 
 // Options say what a stage promised.
@@ -77,6 +80,9 @@ type summary struct {
 	specSkipped []string
 	specWhy     map[string]string
 	lastSpec    string
+	// specFailed are the specs Ginkgo's closing summary lists as not
+	// passed, "package: [state] spec", in stream order.
+	specFailed []string
 }
 
 type suiteRun struct {
@@ -192,6 +198,13 @@ func (s *summary) output(k key, out string) {
 	}
 	if m := ginkgoFail.FindStringSubmatch(strings.TrimSpace(plain)); m != nil {
 		s.suite(k).failLine = strings.TrimSpace(m[1])
+	}
+	if m := ginkgoFailed.FindStringSubmatch(plain); m != nil {
+		state := ""
+		if m[1] != "FAIL" {
+			state = " [" + strings.TrimSuffix(m[1], "!") + "]"
+		}
+		s.specFailed = append(s.specFailed, fmt.Sprintf("%s%s: %s", short(k.pkg), state, strings.Replace(m[2], "[It] ", "", 1)))
 	}
 	// Ginkgo's progress marks (•, S) may stand before a line the suite
 	// printed: read from the suite's own prefix.
@@ -327,6 +340,18 @@ func (s *summary) finish() (string, int) {
 	}
 	sort.Strings(skipLines)
 	sort.Strings(problems)
+	// What failed, named last, just above the closing count: the part of
+	// a long stage's output a reader (or a CI page showing its tail) sees.
+	var failLines []string
+	for _, k := range s.failed {
+		if s.leaf(k) {
+			failLines = append(failLines, fmt.Sprintf("   FAIL %s %s", short(k.pkg), k.test))
+		}
+	}
+	sort.Strings(failLines)
+	for _, f := range s.specFailed {
+		failLines = append(failLines, "   FAIL spec "+f)
+	}
 
 	// Every problem is one failure on top of the failed tests and specs.
 	nfail := s.count(s.failed) + s.specs[1] + len(problems)
@@ -345,6 +370,9 @@ func (s *summary) finish() (string, int) {
 		b.WriteString(l + "\n")
 	}
 	for _, l := range problems {
+		b.WriteString(l + "\n")
+	}
+	for _, l := range failLines {
 		b.WriteString(l + "\n")
 	}
 	// The closing line counts Go tests and Ginkgo specs together; skipped

@@ -9,6 +9,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,7 +28,7 @@ type streamCase struct {
 
 var streamCases = []streamCase{
 	{name: "passing", want: []string{"x: 2 passed, 0 failed, 0 skipped"}},
-	{name: "specfail", fails: true, want: []string{"x: 1 passed, 1 failed"}},
+	{name: "specfail", fails: true, want: []string{"x: 1 passed, 1 failed", "   FAIL spec ci/testsummary/testdata/suites/specfail: fails\n"}},
 	{name: "failonempty", args: []string{"-args", "-ginkgo.label-filter=selected", "-ginkgo.fail-on-empty"}, fails: true,
 		want: []string{"suite failed outside its specs: ci/testsummary/testdata/suites/failonempty TestSuite: Detected no specs ran and --fail-on-empty is set"}},
 	{name: "beforesuite", fails: true, want: []string{"suite failed outside its specs", "A BeforeSuite node failed"}},
@@ -85,6 +86,54 @@ func TestFailOnEmptyWithRequireTests(t *testing.T) {
 	text, n := summarize(t, recorded(t, "failonempty"), Options{RequireTests: true, Where: "vm"})
 	if n == 0 || strings.Contains(text, "vm: 0 passed, 0 failed") {
 		t.Fatalf("a suite that selected nothing passed the stage:\n%s", text)
+	}
+}
+
+// The closing summary names what failed, below the skips, so the tail of a
+// long stage's output (all a CI page may show) says which test to look at,
+// not only how many.
+func TestSummaryNamesEveryFailure(t *testing.T) {
+	goTests := []byte(`{"Action":"start","Package":"example.com/p"}
+{"Action":"run","Package":"example.com/p","Test":"TestPasses"}
+{"Action":"pass","Package":"example.com/p","Test":"TestPasses","Elapsed":0}
+{"Action":"run","Package":"example.com/p","Test":"TestFails"}
+{"Action":"output","Package":"example.com/p","Test":"TestFails","Output":"    p_test.go:9: wrong\n"}
+{"Action":"fail","Package":"example.com/p","Test":"TestFails","Elapsed":0}
+{"Action":"fail","Package":"example.com/p","Elapsed":0}
+`)
+	stream := append(append(recorded(t, "skipped"), recorded(t, "specfail")...), goTests...)
+	text, n := run(bytes.NewReader(stream), io.Discard, Options{Where: "x"})
+	if n != 2 {
+		t.Errorf("%d failures, want 2 (one spec, one Go test):\n%s", n, text)
+	}
+	lines := strings.Split(text, "\n")
+	lastSkip, fails := -1, map[string]int{}
+	for i, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "   skip "):
+			lastSkip = i
+		case strings.HasPrefix(l, "   FAIL "):
+			fails[strings.TrimPrefix(l, "   FAIL ")] = i
+		}
+	}
+	if lastSkip < 0 {
+		t.Fatalf("guard: the skipped stream's skips are not in the summary:\n%s", text)
+	}
+	for _, w := range []string{"example.com/p TestFails", "spec ci/testsummary/testdata/suites/specfail: fails"} {
+		i, ok := fails[w]
+		switch {
+		case !ok:
+			t.Errorf("the summary does not name %q:\n%s", w, text)
+		case i < lastSkip:
+			t.Errorf("%q is named above the skips (line %d, last skip %d): a tail would not show it", w, i, lastSkip)
+		}
+	}
+	if len(fails) != 2 {
+		t.Errorf("named %d failures, want exactly the two (no passing test or spec named): %v", len(fails), fails)
+	}
+	// Positive control: a passing stream names no failure.
+	if text, _ := run(bytes.NewReader(recorded(t, "passing")), io.Discard, Options{Where: "x"}); strings.Contains(text, "FAIL") {
+		t.Errorf("a passing stream's summary names a failure:\n%s", text)
 	}
 }
 
