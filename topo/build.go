@@ -137,8 +137,8 @@ func Build(ctx context.Context, t *Topology, r *run.Run, opts Options) (_ *Netwo
 		case TunnelEBPF, TunnelEBPFNoEncap:
 			o.IPIP, o.Tunnel, o.TunnelErr = true, opts.Tunnel, nil
 		case TunnelKernel:
-			if tunnelMode(o) != TunnelKernel {
-				o.IPIP, o.TunnelErr = false, fmt.Errorf("topo.Options.Tunnel=%s, but tunl0 here is %s", TunnelKernel, tunnelMode(o))
+			if o.TunnelMode() != TunnelKernel {
+				o.IPIP, o.TunnelErr = false, fmt.Errorf("topo.Options.Tunnel=%s, but tunl0 here is %s", TunnelKernel, o.TunnelMode())
 			}
 		default:
 			return nil, fmt.Errorf("topo.Options.Tunnel: %q is not one of %s, %s, %s", opts.Tunnel, TunnelKernel, TunnelEBPF, TunnelEBPFNoEncap)
@@ -168,7 +168,7 @@ func Build(ctx context.Context, t *Topology, r *run.Run, opts Options) (_ *Netwo
 		}
 	}()
 	if t.NeedsTunnel() {
-		net.Tunnel = tunnelMode(*f)
+		net.Tunnel = f.TunnelMode()
 	}
 	b := &builder{net: net, r: r, blocks: blocks, par: par, f: *f}
 	return net, b.build(ctx)
@@ -532,47 +532,27 @@ func (b *builder) configureNode(ctx context.Context, n *NodeNS) error {
 // the ipip module is loaded (as Calico uses it) or else the eBPF emulation,
 // with the first address of the node's first IPIP block.
 func (b *builder) setupTunnel(h *netlink.Handle, n *NodeNS) error {
-	mode := tunnelMode(b.f)
-	var l netlink.Link
-	var unders []string
+	mode := b.f.TunnelMode()
+	var addr netip.Addr
+	for _, b := range n.Blocks {
+		if b.Pool.IsIPIP() {
+			addr = b.CIDR.Addr()
+			break
+		}
+	}
 	if mode == TunnelKernel {
-		var err error
-		if l, err = ensureTunl0(h); err != nil {
+		l, err := ensureTunl0(h)
+		if err != nil {
 			return err
 		}
 		if err := h.LinkSetMTU(l, 1480); err != nil {
 			return fmt.Errorf("tunl0 mtu: %w", err)
 		}
-	} else {
-		// The IPIP MTU: the underlay's less the outer header.
-		names, mtu, err := underlays(h, n)
-		if err != nil {
-			return fmt.Errorf("emulated tunl0: %w", err)
-		}
-		unders = names
-		if l, err = makeEmulatedTunl0(h, &n.Namespace, mtu-20); err != nil {
+		if err := upWithAddr(h, l, addr); err != nil {
 			return err
 		}
-	}
-	for _, b := range n.Blocks {
-		if b.Pool.IsIPIP() {
-			addr := &netlink.Addr{IPNet: &net.IPNet{IP: b.CIDR.Addr().AsSlice(), Mask: net.CIDRMask(32, 32)}}
-			if err := h.AddrAdd(l, addr); err != nil && !errors.Is(err, unix.EEXIST) {
-				return fmt.Errorf("tunl0 address %s: %w", addr.IPNet, err)
-			}
-			break
-		}
-	}
-	if err := h.LinkSetUp(l); err != nil {
-		return fmt.Errorf("tunl0 up: %w", err)
-	}
-	if mode != TunnelKernel {
-		// clsact, not TCX: the filters live as long as the devices, so a
-		// topology left up (birdcage up --keep) keeps its tunnels after
-		// this process exits, and they run after every TCX program (the
-		// counters) on the hook.
-		t, err := bpf.AttachTunnel(bpf.TunnelOptions{Netns: n.Path, Device: TunnelDevice, Peer: tunnelPeer, Underlays: unders,
-			NoEncap: mode == TunnelEBPFNoEncap, Legacy: true})
+	} else {
+		t, err := emulateTunl0(h, n, addr, mode)
 		if err != nil {
 			return err
 		}

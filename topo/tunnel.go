@@ -86,10 +86,12 @@ func ChosenTunnel() string {
 	if !featuresDone || !detected.IPIP {
 		return ""
 	}
-	return tunnelMode(detected)
+	return detected.TunnelMode()
 }
 
-func tunnelMode(f Features) string {
+// TunnelMode is how tunl0 is made under f: f.Tunnel, "" meaning
+// TunnelKernel.
+func (f Features) TunnelMode() string {
 	if f.Tunnel == "" {
 		return TunnelKernel
 	}
@@ -144,8 +146,7 @@ func makeEmulatedTunl0(h *netlink.Handle, n *Namespace, mtu int) (netlink.Link, 
 
 // EmulateTunl0 gives a namespace birdcage did not build (a hand-made lab's
 // node, made by the lab's own commands) the tunl0 a built node gets where
-// the kernel has no ipip: the same emulated device and programs, the IPIP
-// MTU (its underlays' less the outer header), addr as its /32, up. mode is
+// the kernel has no ipip (emulateTunl0), with addr as its /32. mode is
 // TunnelEBPF or TunnelEBPFNoEncap. The caller closes the programs when the
 // lab goes; the devices go with the namespace.
 func EmulateTunl0(nsPath string, addr netip.Addr, mode string) (*bpf.Tunnel, error) {
@@ -158,28 +159,48 @@ func EmulateTunl0(nsPath string, addr netip.Addr, mode string) (*bpf.Tunnel, err
 	}
 	defer netns.Close()
 	n := &NodeNS{Namespace: Namespace{Name: nsPath, Path: nsPath, NS: netns, Adopted: true}}
-	var unders []string
+	var t *bpf.Tunnel
 	err = withHandle(&n.Namespace, func(h *netlink.Handle) error {
-		names, mtu, err := underlays(h, n)
-		if err != nil {
-			return err
-		}
-		unders = names
-		l, err := makeEmulatedTunl0(h, &n.Namespace, mtu-20)
-		if err != nil {
-			return err
-		}
+		t, err = emulateTunl0(h, n, addr, mode)
+		return err
+	})
+	return t, err
+}
+
+// emulateTunl0 makes n's emulated tunl0 with the IPIP MTU (its underlays'
+// less the outer header), addr (when valid) as its /32, up, and attaches
+// the programs: clsact, not TCX, so the filters live as long as the
+// devices (a topology left up, birdcage up --keep, keeps its tunnels after
+// this process exits) and run after every TCX program (the counters) on
+// the hook.
+func emulateTunl0(h *netlink.Handle, n *NodeNS, addr netip.Addr, mode string) (*bpf.Tunnel, error) {
+	names, mtu, err := underlays(h, n)
+	if err != nil {
+		return nil, fmt.Errorf("emulated tunl0: %w", err)
+	}
+	l, err := makeEmulatedTunl0(h, &n.Namespace, mtu-20)
+	if err != nil {
+		return nil, err
+	}
+	if err := upWithAddr(h, l, addr); err != nil {
+		return nil, err
+	}
+	return bpf.AttachTunnel(bpf.TunnelOptions{Netns: n.Path, Device: TunnelDevice, Peer: tunnelPeer, Underlays: names,
+		NoEncap: mode == TunnelEBPFNoEncap, Legacy: true})
+}
+
+// upWithAddr gives tunl0 addr as its /32 (when valid) and sets it up.
+func upWithAddr(h *netlink.Handle, l netlink.Link, addr netip.Addr) error {
+	if addr.IsValid() {
 		a := &netlink.Addr{IPNet: &net.IPNet{IP: addr.AsSlice(), Mask: net.CIDRMask(32, 32)}}
 		if err := h.AddrAdd(l, a); err != nil && !errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("tunl0 address %s: %w", a.IPNet, err)
 		}
-		return h.LinkSetUp(l)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("emulated tunl0: %w", err)
 	}
-	return bpf.AttachTunnel(bpf.TunnelOptions{Netns: nsPath, Device: TunnelDevice, Peer: tunnelPeer, Underlays: unders,
-		NoEncap: mode == TunnelEBPFNoEncap, Legacy: true})
+	if err := h.LinkSetUp(l); err != nil {
+		return fmt.Errorf("tunl0 up: %w", err)
+	}
+	return nil
 }
 
 // underlays are the node's devices that packets to it arrive on: its

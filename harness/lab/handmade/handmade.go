@@ -80,7 +80,7 @@ type Options struct {
 	// IPIP makes the pool IPIP (ipipMode Always, tunl0 up on every node);
 	// the default is a no-encap pool. tunl0 is the kernel's where it has
 	// ipip, else birdcage's eBPF emulation, as topo.DetectFeatures proves
-	// (BIRDCAGE_TUNNEL forces either); Lab.Tunnel says which.
+	// (BIRDCAGE_TUNNEL forces either); the results record which.
 	IPIP bool
 	// Nodes is the node count (default 3, at most 9).
 	Nodes int
@@ -113,9 +113,6 @@ type Lab struct {
 	// containers made in the runc flavour (nodes, then their workloads).
 	RuncRoot   string
 	Containers []string
-	// Tunnel is how the nodes' tunl0 was made (topo.TunnelKernel,
-	// topo.TunnelEBPF, topo.TunnelEBPFNoEncap), "" without an IPIP pool.
-	Tunnel string
 }
 
 const pool = "10.244.0.0/16"
@@ -161,6 +158,7 @@ func Build(ctx context.Context, r *run.Run, o Options) (*Lab, error) {
 	if err := os.WriteFile(filepath.Join(dir, "confd-latency"), fmt.Appendf(nil, "%.3f\n", o.Timing.ConfdLatency.Seconds()), 0o644); err != nil {
 		return nil, err
 	}
+	var tunnelMode string
 	if o.IPIP {
 		// The lab's nodes stand for a cluster's: tunl0 is what this kernel
 		// gives (the ipip module's device, made by the lab's own ip
@@ -174,10 +172,7 @@ func Build(ctx context.Context, r *run.Run, o Options) (*Lab, error) {
 		case !f.IPIP:
 			return nil, noIPIP{errors.New("the kernel has no ipip and the eBPF emulation cannot run here")}
 		}
-		l.Tunnel = f.Tunnel
-		if l.Tunnel == "" {
-			l.Tunnel = topo.TunnelKernel
-		}
+		tunnelMode = f.TunnelMode()
 	}
 	var rc *runcLab
 	if o.Flavour == RuncFlavour {
@@ -302,7 +297,7 @@ func Build(ctx context.Context, r *run.Run, o Options) (*Lab, error) {
 			// What calico-node's startup does on an IPIP pool: tunl0 (the
 			// kernel's fallback device, made if the namespace lacks it)
 			// up, with the first address of the node's block.
-			steps = append(steps, tunnel(ctx, r, nd.ns, block.Addr(), l.Tunnel))
+			steps = append(steps, tunnel(ctx, r, nd.ns, block.Addr(), tunnelMode))
 		}
 		if err := errors.Join(steps...); err != nil {
 			return nil, fmt.Errorf("handmade lab: %s: %w", name, err)
