@@ -38,6 +38,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/topo"
 )
 
 type ownership struct {
@@ -79,7 +80,7 @@ var _ = Describe("Live programClusterRoutes change", Label("liveconfig", "headli
 					o.BGP.KernelMetric = &metric
 				})
 			}
-			lc := liveChange(ctx, topology, from, to, nil, vary...)
+			lc := liveChange(ctx, topology, from, to, liveOptions{vary: vary})
 			res, rep, c := lc.res, lc.rep, lc.c
 			scan := c.Timing().BIRDScanTime
 			if to.owner == judge.ByBIRD {
@@ -124,25 +125,48 @@ type liveResult struct {
 	confdReactMs float64
 }
 
-// liveChange runs one live change on a fresh cluster under timing (nil:
-// the environment's model) and checks its end state: every remote block
-// owned by the new owner, every programmer restarted for the change, every
-// flow delivering again. The gap is measured, not judged.
-func liveChange(ctx SpecContext, topology string, from, to ownership, timing *harness.TimingModel, vary ...func(*harness.Options)) liveResult {
+// liveOptions vary a live change: the timing model (nil: the
+// environment's), the probe flows (nil: every node pair's first
+// workloads) and changes to the cluster's options.
+type liveOptions struct {
+	timing *harness.TimingModel
+	flows  func(*harness.Cluster) []probe.Flow
+	vary   []func(*harness.Options)
+}
+
+// liveChange runs one live change on a fresh cluster of a built-in
+// topology (liveChangeOn).
+func liveChange(ctx SpecContext, topology string, from, to ownership, lo liveOptions) liveResult {
 	GinkgoHelper()
+	t, err := topo.Builtin(topology)
+	Expect(err).NotTo(HaveOccurred())
+	return liveChangeOn(ctx, t, from, to, lo)
+}
+
+// liveChangeOn runs one live change on a fresh cluster of t and checks its
+// end state: every remote block owned by the new owner, every programmer
+// restarted for the change, every flow delivering again. The gap is
+// measured, not judged.
+func liveChangeOn(ctx SpecContext, t *topo.Topology, from, to ownership, lo liveOptions) liveResult {
+	GinkgoHelper()
+	topology := t.Name
 	// 1. A cluster whose routes belong to `from`.
 	o := harness.Options{
 		Felix:  datastore.FelixConfiguration{ProgramClusterRoutes: string(from.felix)},
 		BGP:    datastore.BGPConfiguration{ProgramClusterRoutes: string(from.bgp)},
-		Timing: timing,
+		Timing: lo.timing,
 	}
-	for _, v := range vary {
+	for _, v := range lo.vary {
 		v(&o)
 	}
-	c := startCluster(ctx, topology, o)
+	c := startClusterOn(ctx, t, o)
 	Eventually(c).WithPolling(50*time.Millisecond).
 		Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(from.owner).Only(), "guard: %s owns the routes before the change", from.owner)
-	probes, err := c.Probes(ctx, harness.ProbeOptions{})
+	var po harness.ProbeOptions
+	if lo.flows != nil {
+		po.Flows = lo.flows(c)
+	}
+	probes, err := c.Probes(ctx, po)
 	Expect(err).NotTo(HaveOccurred())
 
 	// 2. The change, both fields at once.
