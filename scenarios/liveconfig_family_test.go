@@ -35,10 +35,10 @@ package scenarios_test
 // kernel write would share the programmer's key. BIRD writes its own
 // route, at 1024, only when the peers' restarted programmers delete theirs
 // and the re-advertisements are withdrawn; the window is how far the
-// node's own programmer's delete runs ahead of that. The ordering reads
-// "BIRD reconfigured before the programmer deleted", but the "next scan"
-// it names does not apply on IPv4 (the table prints the scan's prediction
-// beside each window).
+// node's own programmer's delete runs ahead of that. The handovers say so
+// by the kernel key: judge.BIRDWroteAfterDelete on IPv4 (BIRD's route at
+// another metric), judge.BIRDTriedFirst, with the scan's prediction, on
+// IPv6.
 //
 // 3.31 is not in the table: its BGPConfiguration has no programClusterRoutes
 // (docs/conformance.md row 1), so BIRD programs every pool whatever Felix

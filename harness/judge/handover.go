@@ -31,6 +31,14 @@ const (
 	// route still stood; its add was refused ("File exists") and it wrote
 	// the route at its next kernel scan after the delete.
 	BIRDTriedFirst Ordering = "BIRD reconfigured before the programmer deleted (re-add at its next scan)"
+	// Programmer → BIRD: BIRD was reconfigured while the programmer's
+	// route still stood, and its route came after the delete, but on
+	// another kernel key (metric) than the programmer's: no write of it
+	// can have been refused for that route, so the scan explanation does
+	// not apply. Seen on IPv4 from 3.32 (BIRD at 1024, the programmer at
+	// 0), where BIRD's best path until the peers withdraw is their
+	// re-advertisement of the programmer's route (docs/conformance.md).
+	BIRDWroteAfterDelete Ordering = "BIRD reconfigured before the programmer deleted; its route, at another metric, came after the delete"
 	// BIRD → programmer: BIRD withdrew before the restarted programmer
 	// programmed: the window is the rest of the restart.
 	BIRDWithdrewFirst Ordering = "BIRD withdrew before the programmer programmed"
@@ -43,9 +51,13 @@ type Handover struct {
 	Block netip.Prefix `json:"block"`
 	// OldGone is when the old owner's route went (0: never deleted);
 	// NewCame when the new owner's route was written.
-	OldGone  int64   `json:"oldGone"`
-	NewCame  int64   `json:"newCame"`
-	WindowMs float64 `json:"windowMs"` // longest window without a route
+	OldGone int64 `json:"oldGone"`
+	NewCame int64 `json:"newCame"`
+	// OldMetric and NewMetric are the kernel metrics of the route that
+	// went and of the one that came (part of a route's kernel key).
+	OldMetric int     `json:"oldMetric"`
+	NewMetric int     `json:"newMetric"`
+	WindowMs  float64 `json:"windowMs"` // longest window without a route
 	// Unjudgeable is set when the node's route monitor missed events in
 	// the change's span (Timeline.Judgeable): OldGone, NewCame and
 	// WindowMs may then be wrong, and the handover must fail, not pass.
@@ -96,9 +108,9 @@ func ReadHandovers(nodes []HandoverNode, ch HandoverChange) Handovers {
 				p := e.Route.Protocol
 				switch {
 				case h.OldGone == 0 && p == ch.From && e.Kind == event.Delete:
-					h.OldGone = e.At
+					h.OldGone, h.OldMetric = e.At, e.Route.Metric
 				case h.NewCame == 0 && p == ch.To && e.Kind != event.Delete:
-					h.NewCame = e.At
+					h.NewCame, h.NewMetric = e.At, e.Route.Metric
 				}
 			}
 			for _, w := range n.Timeline.NoRouteWindows(b, ch.Start, ch.End) {
@@ -126,6 +138,8 @@ func orderingOf(h Handover, toBIRD bool) Ordering {
 		return NoHandover
 	case h.OldGone == 0 || h.NewCame <= h.OldGone:
 		return NewOwnerFirst
+	case toBIRD && h.BIRDConfigured != 0 && h.BIRDConfigured < h.OldGone && h.NewMetric != h.OldMetric:
+		return BIRDWroteAfterDelete
 	case toBIRD && h.BIRDConfigured != 0 && h.BIRDConfigured < h.OldGone:
 		return BIRDTriedFirst
 	case toBIRD:

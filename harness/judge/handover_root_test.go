@@ -62,7 +62,11 @@ func TestReadHandoversFromARealTimeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	del := wait(windowed, timeline.Delete, kroute.ProtoBIRD)
-	if err := n.Handle.RouteAdd(route(windowed.String(), programmer)); err != nil {
+	// The new owner's route at another metric than the old one's: the
+	// handover reads both metrics (the kernel key) from the timeline.
+	atOtherMetric := route(windowed.String(), programmer)
+	atOtherMetric.Priority = 1024
+	if err := n.Handle.RouteAdd(atOtherMetric); err != nil {
 		t.Fatal(err)
 	}
 	add := wait(windowed, timeline.Add, programmer)
@@ -83,6 +87,9 @@ func TestReadHandoversFromARealTimeline(t *testing.T) {
 	wantMs := monoclock.Ms(add.At - del.At)
 	if h := byBlock[windowed]; h.Ordering != BIRDWithdrewFirst || h.WindowMs != wantMs || h.OldGone != del.At || h.NewCame != add.At {
 		t.Errorf("delete then add: %+v, want BIRD withdrew first, a window of %.3f ms from %d to %d", h, wantMs, del.At, add.At)
+	}
+	if h := byBlock[windowed]; h.OldMetric != 0 || h.NewMetric != 1024 {
+		t.Errorf("delete then add: metrics %d → %d, want 0 → 1024 as written", h.OldMetric, h.NewMetric)
 	}
 	if h := byBlock[untouched]; h.Ordering != NoHandover || h.WindowMs != 0 {
 		t.Errorf("untouched block: %+v, want no handover and no window", h)
@@ -110,6 +117,10 @@ func TestHandoverOrdering(t *testing.T) {
 		{"added before the delete", Handover{OldGone: 9, NewCame: 5}, false, NewOwnerFirst},
 		{"to the programmer after BIRD's delete", Handover{OldGone: 5, NewCame: 9}, false, BIRDWithdrewFirst},
 		{"to BIRD, reconfigured before the delete", Handover{OldGone: 5, NewCame: 9, BIRDConfigured: 3}, true, BIRDTriedFirst},
+		{"to BIRD, reconfigured before the delete, same key", Handover{OldGone: 5, NewCame: 9, BIRDConfigured: 3, OldMetric: 1024, NewMetric: 1024}, true, BIRDTriedFirst},
+		{"to BIRD, reconfigured before the delete, BIRD's route at another metric", Handover{OldGone: 5, NewCame: 9, BIRDConfigured: 3, OldMetric: 0, NewMetric: 1024}, true, BIRDWroteAfterDelete},
+		{"to BIRD at another metric, but after BIRD's reconfigure came the delete first", Handover{OldGone: 5, NewCame: 9, BIRDConfigured: 7, OldMetric: 0, NewMetric: 1024}, true, ProgrammerDeletedFirst},
+		{"to BIRD at another metric, written before the delete", Handover{OldGone: 9, NewCame: 5, BIRDConfigured: 3, OldMetric: 0, NewMetric: 1024}, true, NewOwnerFirst},
 		{"to BIRD, reconfigured after the delete", Handover{OldGone: 5, NewCame: 9, BIRDConfigured: 7}, true, ProgrammerDeletedFirst},
 		{"to BIRD, reconfigure not seen (a lab)", Handover{OldGone: 5, NewCame: 9}, true, ProgrammerDeletedFirst},
 	} {
