@@ -57,8 +57,6 @@ import (
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/internal/calico/config"
-	"github.com/birdcage/birdcage/internal/kroute"
-	"github.com/birdcage/birdcage/internal/monoclock"
 )
 
 // liveFamilyCase is one release's pair of no-encap owners in that
@@ -124,14 +122,8 @@ var _ = Describe("Live programClusterRoutes change per release and address famil
 			// the release's metric.
 			for _, n := range c.Nodes() {
 				for _, b := range c.RemoteBlocks(n.Name) {
-					rs, err := n.Routes(b)
+					exact, err := routesExactly(n, b)
 					Expect(err).NotTo(HaveOccurred())
-					var exact []kroute.Route
-					for _, r := range rs {
-						if r.Dst == b {
-							exact = append(exact, r)
-						}
-					}
 					want := releaseMetric(tc.to.owner, familyOf(b))
 					Expect(exact).To(HaveLen(1), "%s: one route to %s after the change, not one per owner: %v", n.Name, b, exact)
 					Expect(exact[0].Protocol).To(Equal(protoOf(tc.to.owner)), "%s: %s's route is the new owner's (%s)", n.Name, b, tc.to.owner)
@@ -144,11 +136,11 @@ var _ = Describe("Live programClusterRoutes change per release and address famil
 			// liveconfig_test.go gives it (BIRD's scan time or confd's
 			// reaction, whichever is longer), on both families.
 			if tc.to.owner == judge.ByBIRD {
-				scan, confd := monoclock.Ms(c.Timing().BIRDScanTime), monoclock.Ms(c.Timing().ConfdLatency)+lc.confdReactMs
+				bound := toBIRDBoundMs(c.Timing())
 				for _, h := range lc.handovers {
-					Expect(h.WindowMs).To(BeNumerically("<=", max(scan, confd)+scanSlackMs),
-						"%s: %s was without a route for %.1f ms (%s), longer than BIRD's scan time (%.0f ms) or confd's reaction (%.1f ms) allow",
-						h.Node, h.Block, h.WindowMs, h.Ordering, scan, confd)
+					Expect(h.WindowMs).To(BeNumerically("<=", bound),
+						"%s: %s was without a route for %.1f ms (%s), longer than BIRD's scan time or confd's stated reaction allow (%.0f ms)",
+						h.Node, h.Block, h.WindowMs, h.Ordering, bound)
 				}
 			}
 
@@ -157,7 +149,7 @@ var _ = Describe("Live programClusterRoutes change per release and address famil
 			for _, h := range lc.handovers {
 				ff := byFam[familyOf(h.Block)]
 				ff.windowMs = max(ff.windowMs, h.WindowMs)
-				ff.orderings = append(ff.orderings, string(h.Ordering))
+				ff.handovers = append(ff.handovers, h)
 			}
 			for _, f := range rep.Flows {
 				ff := byFam[familyOfAddr(f.DstAddr)]
@@ -191,17 +183,14 @@ var _ = Describe("Live programClusterRoutes change per release and address famil
 type familyFigures struct {
 	windowMs, gapMs float64
 	lost            int64
-	orderings       []string
+	handovers       judge.Handovers
 }
 
-// orderingSummary counts the orderings, "n× ordering" each, sorted.
+// orderingSummary is "n× ordering" per ordering of the family's handovers,
+// sorted.
 func (ff *familyFigures) orderingSummary() string {
-	n := map[string]int{}
-	for _, o := range ff.orderings {
-		n[o]++
-	}
 	var out []string
-	for o, k := range n {
+	for o, k := range ff.handovers.Orderings() {
 		out = append(out, fmt.Sprintf("%d× %s", k, o))
 	}
 	sort.Strings(out)

@@ -167,7 +167,7 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 						Skip("no sweep point ran (their topology is not available here)")
 					}
 					scan := monoclock.Ms(model.BIRDScanTime)
-					bound := max(scan, monoclock.Ms(model.ConfdLatency+judge.ProcessStartAllowance)) + scanSlackMs // stated, not this run's confd
+					bound := toBIRDBoundMs(model)
 					res := harness.ScenarioResult{Name: fmt.Sprintf("live change sweep on %s: %s → %s (summary)", tc.topology, tc.from.owner, tc.to.owner),
 						Topology: tc.topology, Passed: true, Timing: &model, Sweep: noRoute, Figures: map[string]float64{
 							"birdScanTimeMs": scan, "boundMs": bound}, Samples: map[string]harness.Stats{}}

@@ -534,9 +534,9 @@ func (b *builder) configureNode(ctx context.Context, n *NodeNS) error {
 func (b *builder) setupTunnel(h *netlink.Handle, n *NodeNS) error {
 	mode := b.f.TunnelMode()
 	var addr netip.Addr
-	for _, b := range n.Blocks {
-		if b.Pool.IsIPIP() {
-			addr = b.CIDR.Addr()
+	for _, blk := range n.Blocks {
+		if blk.Pool.IsIPIP() {
+			addr = blk.CIDR.Addr()
 			break
 		}
 	}
