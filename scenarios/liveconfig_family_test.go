@@ -47,6 +47,7 @@ package scenarios_test
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -132,9 +133,9 @@ var _ = Describe("Live programClusterRoutes change per release and address famil
 				}
 			}
 
-			// Programmer → BIRD: the window is held to the bound
-			// liveconfig_test.go gives it (BIRD's scan time or confd's
-			// reaction, whichever is longer), on both families.
+			// Programmer → BIRD: the window is held to the stated bound
+			// liveconfig_test.go holds it to (toBIRDBoundMs), on both
+			// families.
 			if tc.to.owner == judge.ByBIRD {
 				bound := toBIRDBoundMs(c.Timing())
 				for _, h := range lc.handovers {
@@ -148,7 +149,6 @@ var _ = Describe("Live programClusterRoutes change per release and address famil
 			byFam := map[int]*familyFigures{4: {}, 6: {}}
 			for _, h := range lc.handovers {
 				ff := byFam[familyOf(h.Block)]
-				ff.windowMs = max(ff.windowMs, h.WindowMs)
 				ff.handovers = append(ff.handovers, h)
 			}
 			for _, f := range rep.Flows {
@@ -160,6 +160,7 @@ var _ = Describe("Live programClusterRoutes change per release and address famil
 			fmt.Fprintf(&tab, "%-6s %-22s %-18s %-10s %s\n", "family", "longest no-route (ms)", "longest gap (ms)", "lost", "orderings")
 			for _, fam := range []int{4, 6} {
 				ff := byFam[fam]
+				ff.windowMs = slices.Max(ff.handovers.Windows(""))
 				res.Figures[fmt.Sprintf("ipv%d.longestNoRouteWindowMs", fam)] = ff.windowMs
 				res.Figures[fmt.Sprintf("ipv%d.longestProbeGapMs", fam)] = ff.gapMs
 				res.Figures[fmt.Sprintf("ipv%d.lostProbes", fam)] = float64(ff.lost)
@@ -181,9 +182,9 @@ var _ = Describe("Live programClusterRoutes change per release and address famil
 
 // familyFigures are one address family's figures over a live change.
 type familyFigures struct {
-	windowMs, gapMs float64
-	lost            int64
 	handovers       judge.Handovers
+	windowMs, gapMs float64 // the handovers' longest window; the flows' longest gap
+	lost            int64
 }
 
 // orderingSummary is "n× ordering" per ordering of the family's handovers,
