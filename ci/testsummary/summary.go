@@ -25,10 +25,13 @@ type event struct {
 
 var (
 	skipReason = regexp.MustCompile(`^\s+\S+\.go:\d+: (.*)$`)
-	ginkgoTail = regexp.MustCompile(`(\d+) Passed \| (\d+) Failed \| (\d+) Pending \| (\d+) Skipped`)
-	ginkgoFail = regexp.MustCompile(`^FAIL! *-+ *(.*)$`)
-	specLine   = regexp.MustCompile(`^\[birdcage\] spec (\S+)\s+[\d.]+s\s+(.*)$`)
-	specWhy    = regexp.MustCompile(`^\[birdcage\] spec skipped because: (.*)$`)
+	// testMessage is a line t.Log, t.Error or t.Fatal wrote: the file and
+	// line of the call, then the message, indented by the test's depth.
+	testMessage = regexp.MustCompile(`^(\s+)(\S+\.go:\d+: .*)$`)
+	ginkgoTail  = regexp.MustCompile(`(\d+) Passed \| (\d+) Failed \| (\d+) Pending \| (\d+) Skipped`)
+	ginkgoFail  = regexp.MustCompile(`^FAIL! *-+ *(.*)$`)
+	specLine    = regexp.MustCompile(`^\[birdcage\] spec (\S+)\s+[\d.]+s\s+(.*)$`)
+	specWhy     = regexp.MustCompile(`^\[birdcage\] spec skipped because: (.*)$`)
 	// Ginkgo's closing "Summarizing N Failures" list: one line per spec
 	// that did not pass, "[FAIL] Container [It] spec".
 	ginkgoFailed = regexp.MustCompile(`^\s*\[(FAIL|PANICKED!|TIMEDOUT|INTERRUPTED|ABORTED)\] (.*)$`)
@@ -345,7 +348,11 @@ func (s *summary) finish() (string, int) {
 	var failLines []string
 	for _, k := range s.failed {
 		if s.leaf(k) {
-			failLines = append(failLines, fmt.Sprintf("   FAIL %s %s", short(k.pkg), k.test))
+			line := fmt.Sprintf("   FAIL %s %s", short(k.pkg), k.test)
+			if m := lastMessage(s.outputs[k]); m != "" {
+				line += " — " + m
+			}
+			failLines = append(failLines, line)
 		}
 	}
 	sort.Strings(failLines)
@@ -392,6 +399,38 @@ func (s *summary) judgeSkip(d string, problems *[]string) string {
 	}
 	*problems = append(*problems, "   skip not declared for stage "+s.o.Where+": "+d+" (declare it in "+s.o.Skips.Path+" or make it run)")
 	return "   skip " + d + "  [NOT EXPECTED]"
+}
+
+// lastMessage is a failed test's last message (t.Fatal's, as a rule: it
+// ends the test), with up to two of its continuation lines, on one line and
+// cut at 300 characters: so the summary's tail says why, not only what,
+// when the stream above it is thousands of lines long.
+func lastMessage(outputs []string) string {
+	var lines []string
+	for _, o := range outputs {
+		lines = append(lines, strings.Split(strings.TrimRight(o, "\n"), "\n")...)
+	}
+	for i := len(lines) - 1; i >= 0; i-- {
+		m := testMessage.FindStringSubmatch(lines[i])
+		if m == nil {
+			continue
+		}
+		parts := []string{m[2]}
+		for _, c := range lines[i+1:] {
+			// A continuation is indented deeper than the message line;
+			// "--- FAIL" and the next message are not.
+			if len(parts) == 3 || !strings.HasPrefix(c, m[1]+" ") || testMessage.MatchString(c) {
+				break
+			}
+			parts = append(parts, strings.TrimSpace(c))
+		}
+		msg := strings.Join(parts, " / ")
+		if r := []rune(msg); len(r) > 300 {
+			msg = string(r[:300]) + "…"
+		}
+		return msg
+	}
+	return ""
 }
 
 func short(p string) string { return strings.TrimPrefix(p, modulePrefix) }

@@ -97,7 +97,10 @@ func TestSummaryNamesEveryFailure(t *testing.T) {
 {"Action":"run","Package":"example.com/p","Test":"TestPasses"}
 {"Action":"pass","Package":"example.com/p","Test":"TestPasses","Elapsed":0}
 {"Action":"run","Package":"example.com/p","Test":"TestFails"}
-{"Action":"output","Package":"example.com/p","Test":"TestFails","Output":"    p_test.go:9: wrong\n"}
+{"Action":"output","Package":"example.com/p","Test":"TestFails","Output":"    p_test.go:7: a log line first\n"}
+{"Action":"output","Package":"example.com/p","Test":"TestFails","Output":"    p_test.go:9: 3 flows lost 5 probes:\n"}
+{"Action":"output","Package":"example.com/p","Test":"TestFails","Output":"        flow a→b lost 5\n"}
+{"Action":"output","Package":"example.com/p","Test":"TestFails","Output":"--- FAIL: TestFails (0.00s)\n"}
 {"Action":"fail","Package":"example.com/p","Test":"TestFails","Elapsed":0}
 {"Action":"fail","Package":"example.com/p","Elapsed":0}
 `)
@@ -119,7 +122,7 @@ func TestSummaryNamesEveryFailure(t *testing.T) {
 	if lastSkip < 0 {
 		t.Fatalf("guard: the skipped stream's skips are not in the summary:\n%s", text)
 	}
-	for _, w := range []string{"example.com/p TestFails", "spec ci/testsummary/testdata/suites/specfail: fails"} {
+	for _, w := range []string{"example.com/p TestFails — p_test.go:9: 3 flows lost 5 probes: / flow a→b lost 5", "spec ci/testsummary/testdata/suites/specfail: fails"} {
 		i, ok := fails[w]
 		switch {
 		case !ok:
