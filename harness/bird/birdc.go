@@ -151,6 +151,12 @@ type Protocol struct {
 	// Channels holds the per-channel details of `show protocols all`, by
 	// channel name (ipv4, ipv6).
 	Channels map[string]map[string]string
+	// NeighborRestarting: BIRD helps this BGP neighbor through a graceful
+	// restart ("Neighbor graceful restart active", every release 1.6–3.1):
+	// it holds the neighbor's routes as stale until the neighbor's
+	// End-of-RIB, when it takes the fresh ones (rewriting their kernel
+	// routes) and drops what was not re-sent.
+	NeighborRestarting bool
 }
 
 // Established reports whether a BGP session is up.
@@ -217,6 +223,10 @@ func ParseProtocols(r Reply) ([]Protocol, error) {
 			if name, ok := strings.CutPrefix(t, "Channel "); ok {
 				ch = map[string]string{}
 				cur.Channels[name] = ch
+				continue
+			}
+			if t == "Neighbor graceful restart active" && ch == nil {
+				cur.NeighborRestarting = true
 				continue
 			}
 			k, v, ok := strings.Cut(t, ":")
@@ -405,6 +415,34 @@ func (c *Client) Protocols(ctx context.Context) ([]Protocol, error) {
 		return nil, err
 	}
 	return ParseProtocols(r)
+}
+
+// replyGRRecovery is the code of `show status`'s "Graceful restart
+// recovery in progress" line (every release 1.6–3.1): BIRD was started
+// with -R and still waits for its peers' End-of-RIB and its kernel scan
+// before it writes its own routes and drops the ones it did not re-learn.
+const replyGRRecovery = 24
+
+// InRecovery reports whether BIRD's `show status` says graceful-restart
+// recovery is in progress. Calico's readiness probe (calico-node
+// -bird-ready) reads the same line: a restarted node is not ready while
+// it shows.
+func (c *Client) InRecovery(ctx context.Context) (bool, error) {
+	r, err := c.Run(ctx, "show status")
+	if err != nil {
+		return false, err
+	}
+	return inRecovery(r), nil
+}
+
+// inRecovery reads a `show status` reply.
+func inRecovery(r Reply) bool {
+	for _, l := range r.Lines {
+		if l.Code == replyGRRecovery {
+			return true
+		}
+	}
+	return false
 }
 
 // replyNetworkNotFound is BIRD's reply code to `show route PREFIX` when

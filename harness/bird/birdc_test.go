@@ -55,6 +55,37 @@ func TestParseProtocols(t *testing.T) {
 	}
 }
 
+// The graceful-restart lines of `show protocols all` and `show status`
+// (their text and codes as BIRD 1.6.8, 2.0.12, 2.17.6 and 3.1.8 print
+// them: proto/bgp/bgp.c, nest/proto.c at those tags).
+func TestParseGracefulRestart(t *testing.T) {
+	ps, err := ParseProtocols(reply(t, "2002-Name       Proto      Table      State  Since         Info\n"+
+		"1002-Mesh_10_0_0_12 BGP        ---        start  2026-11-29 21:19:58.101  Active        Socket: Connection refused\n"+
+		"1006-  BGP state:          Active\n"+
+		"    Neighbor address: 10.0.0.12\n"+
+		"    Neighbor graceful restart active\n"+
+		"    Restart timer:    118/120\n"+
+		"1002-Mesh_10_0_0_13 BGP        ---        up     2026-11-29 21:19:58.101  Established   \n"+
+		"1006-  BGP state:          Established\n"+
+		"0000 \n"))
+	if err != nil || len(ps) != 2 {
+		t.Fatalf("%v %+v", err, ps)
+	}
+	if !ps[0].NeighborRestarting || ps[0].Details["Restart timer"] != "118/120" {
+		t.Errorf("the helping side parsed as %+v", ps[0])
+	}
+	if ps[1].NeighborRestarting {
+		t.Errorf("control: an Established session without the line parsed as restarting: %+v", ps[1])
+	}
+	status := func(raw string) bool { return inRecovery(reply(t, raw)) }
+	if !status("1000-BIRD 2.0.12\n1011-Router ID is 10.0.0.11\n Current server time is 2026-11-29 21:19:58.101\n0024-Graceful restart recovery in progress\n  Waiting for 2 channels to recover\n0013 Daemon is up and running\n") {
+		t.Error("show status with 0024 not read as in recovery")
+	}
+	if status("1000-BIRD 2.0.12\n1011-Router ID is 10.0.0.11\n0013 Daemon is up and running\n") {
+		t.Error("control: show status without 0024 read as in recovery")
+	}
+}
+
 const rawRoutes = "1007-Table master4:\n" +
 	" 10.70.0.0/24         unicast [s4 2026-11-29 21:19:56.340] * (200)\n" +
 	" \tvia 10.99.0.2 on d0\n" +

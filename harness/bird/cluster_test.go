@@ -309,10 +309,19 @@ func checkKillAndRecover(t *testing.T, l *lab, c *datastore.Cluster, nodes []*no
 		t.Errorf("%s lost kernel routes while BIRD was down (persist): %s", n3.name, m)
 	}
 
+	// n1 says it is helping n3 through a restart (WaitRestartsDone reads it).
+	if !seen.NeighborRestarting {
+		t.Errorf("%s does not show its neighbor %s restarting after the SIGKILL: %+v", proto, n3.name, seen)
+	}
+
 	// Restart with -R: sessions come back, routes never leave.
 	start := time.Now()
 	if err := n3.bird.StartRecovery(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// Its first answer comes before any peer's End-of-RIB: in recovery.
+	if rec, err := n3.bird.Client().InRecovery(ctx); err != nil || !rec {
+		t.Errorf("%s just started with -R: show status in recovery=%v (%v), want true", n3.name, rec, err)
 	}
 	if err := n3.bird.WaitEstablished(ctx); err != nil {
 		t.Fatal(err)
@@ -320,6 +329,24 @@ func checkKillAndRecover(t *testing.T, l *lab, c *datastore.Cluster, nodes []*no
 	t.Logf("FIGURE: %s restarted with -R: Established after %v", n3.name, time.Since(start).Round(time.Millisecond))
 	if err := n1.bird.WaitEstablished(ctx, proto); err != nil {
 		t.Fatal(err)
+	}
+	for _, n := range []*node{n3, n1} {
+		if err := n.bird.WaitRestartsDone(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("FIGURE: %s restarted with -R: no graceful restart in progress on it or %s %v after the start", n3.name, n1.name, time.Since(start).Round(time.Millisecond))
+	if rec, err := n3.bird.Client().InRecovery(ctx); err != nil || rec {
+		t.Errorf("after WaitRestartsDone %s is in recovery=%v (%v)", n3.name, rec, err)
+	}
+	if ps, err := n1.bird.Client().Protocols(ctx); err != nil {
+		t.Fatal(err)
+	} else {
+		for _, p := range ps {
+			if p.Name == proto && p.NeighborRestarting {
+				t.Errorf("after WaitRestartsDone %s still shows %s restarting", n1.name, proto)
+			}
+		}
 	}
 	eventually(t, 10*time.Second, n3.name+" routes after -R", func() string { return remoteRoutesMissing(l, c, n3.name, n3.ren.Policy.KernelMetric) })
 	if !hasBirdRoute(l, n1.name, n3.block) {

@@ -461,6 +461,66 @@ func (b *Instance) WaitEstablished(ctx context.Context, protocols ...string) err
 	return b.waitEstablished(ctx, protocols...)
 }
 
+// WaitRestartsDone polls until no graceful restart is in progress on
+// this BIRD (and its bird6 on 1.x): neither its own recovery (it was
+// started with -R and has not yet had every peer's End-of-RIB and its
+// kernel scan) nor a neighbor's (it still holds a restarted neighbor's
+// routes as stale). Until both end, BIRD is still rewriting kernel routes
+// the restart touched: BIRD 1.6 rewrites a route as a delete and an add.
+func (b *Instance) WaitRestartsDone(ctx context.Context) error {
+	if err := b.waitRestartsDone(ctx); err != nil {
+		return err
+	}
+	if six := b.pair(); six != nil {
+		return six.waitRestartsDone(ctx)
+	}
+	return nil
+}
+
+func (b *Instance) waitRestartsDone(ctx context.Context) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		last, err := b.restartsInProgress(ctx)
+		if err == nil && last == "" {
+			return nil
+		}
+		if err != nil {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("bird %s: graceful restart still in progress: %s: %w", b.name, last, ctx.Err())
+		case <-tick.C:
+		}
+		if !b.Running() {
+			return fmt.Errorf("bird %s: %w while waiting for graceful restarts to end (%s)", b.name, ErrNotRunning, last)
+		}
+	}
+}
+
+// restartsInProgress names the graceful restarts in progress, "" for none.
+func (b *Instance) restartsInProgress(ctx context.Context) (string, error) {
+	var busy []string
+	rec, err := b.client.InRecovery(ctx)
+	if err != nil {
+		return "", err
+	}
+	if rec {
+		busy = append(busy, "own recovery (show status: Graceful restart recovery in progress)")
+	}
+	ps, err := b.client.Protocols(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, p := range ps {
+		if p.NeighborRestarting {
+			busy = append(busy, "neighbor "+p.Name+" restarting")
+		}
+	}
+	return strings.Join(busy, "; "), nil
+}
+
 func (b *Instance) waitEstablished(ctx context.Context, protocols ...string) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
