@@ -249,6 +249,24 @@ func TestGuestPanic(t *testing.T) {
 	}
 }
 
+// 5b. A soft lockup is a panic too: the guest kernel runs with
+// softlockup_panic=1, so a hung guest ends the run as test 5 does instead of
+// at the VM timeout. Read back from the guest's sysctl; the control boots
+// with the setting overridden (a later kernel parameter wins) and must read 0.
+func TestGuestSoftLockupPanics(t *testing.T) {
+	run := runner(t)
+	t.Parallel()
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{{nil, "1"}, {[]string{"BIRDCAGE_VM_APPEND=softlockup_panic=0"}, "0"}} {
+		r := vmRun(t, run, c.env, ".", "cat", "/proc/sys/kernel/softlockup_panic")
+		if r.code != 0 || strings.TrimSpace(r.stdout) != c.want {
+			t.Errorf("env %v: softlockup_panic reads %q (exit %d), want %s:\n%s", c.env, r.stdout, r.code, c.want, r.stderr)
+		}
+	}
+}
+
 // 6. Ctrl-C (SIGINT) and SIGTERM to the runner stop the VM and clean up.
 func TestInterrupt(t *testing.T) {
 	run := runner(t)
