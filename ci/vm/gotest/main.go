@@ -8,8 +8,10 @@
 //
 // -list names a file of `./pkg TestName[/sub]` lines (ci/vm/ipip-tests): one
 // entry per package, with a -test.run pattern built from its lines. Each
-// `-- ./pkg args...` group adds one more entry with those arguments passed to
-// the test binary as they are (e.g. -ginkgo.label-filter=ipip).
+// `-- [NAME=value...] ./pkg args...` group adds one more entry with those
+// arguments passed to the test binary as they are (e.g.
+// -ginkgo.label-filter=ipip) and those variables in its environment (e.g.
+// BIRDCAGE_LAB=handmade), so one package can run several times, in order.
 //
 // The test binaries and cmd/test2json are built on the host (go test -c);
 // in the guest each runs in its package directory under test2json -t -p, one
@@ -50,6 +52,7 @@ type entry struct {
 	pkg        string // ./topo
 	importPath string
 	dir        string
+	env        []string // NAME=value, set for this entry's run only
 	args       []string
 	bin        string // built test binary; "" when the build failed
 }
@@ -124,7 +127,13 @@ func run(entries []*entry, runner, timeout, work string, stdout io.Writer, enc *
 	}
 	var runnable []*entry
 	status := 0
+	built := map[string]string{} // package -> its test binary, built once
 	for i, e := range entries {
+		if bin, ok := built[e.pkg]; ok {
+			e.bin = bin
+			runnable = append(runnable, e)
+			continue
+		}
 		bin := filepath.Join(work, fmt.Sprintf("%d-%s.test", i, filepath.Base(e.importPath)))
 		start := time.Now()
 		b, err := exec.Command("go", "test", "-c", "-o", bin, e.pkg).CombinedOutput()
@@ -139,6 +148,7 @@ func run(entries []*entry, runner, timeout, work string, stdout io.Writer, enc *
 			continue
 		}
 		e.bin = bin
+		built[e.pkg] = bin
 		runnable = append(runnable, e)
 	}
 	if len(runnable) == 0 {
@@ -200,6 +210,10 @@ func guestScript(entries []*entry, t2j, timeout string) string {
 	b.WriteString("# written by ci/vm/gotest\nstatus=0\n")
 	for _, e := range entries {
 		fmt.Fprintf(&b, "cd %s || exit 126\n", shq(e.dir))
+		for _, kv := range e.env {
+			name, value, _ := strings.Cut(kv, "=")
+			fmt.Fprintf(&b, "%s=%s ", name, shq(value))
+		}
 		fmt.Fprintf(&b, "%s -t -p %s %s -test.v=test2json -test.paniconexit0 -test.timeout=%s", shq(t2j), shq(e.importPath), shq(e.bin), shq(timeout))
 		for _, a := range e.args {
 			b.WriteString(" " + shq(a))
@@ -214,15 +228,17 @@ func guestScript(entries []*entry, t2j, timeout string) string {
 
 func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
-// tracker follows the stream: which packages ended, which tests are open.
+// tracker follows the stream: how many runs of each package began and
+// ended, and which tests the current run has open. The entries run one
+// after the other, so the k-th run of a package is its k-th entry's.
 type tracker struct {
-	ended map[string]bool
-	open  map[string]map[string]bool // package -> tests started, not ended
-	order map[string][]string
+	began, ended map[string]int
+	open         map[string]map[string]bool // package -> tests started, not ended
+	order        map[string][]string        // the current run's tests, in order
 }
 
 func newTracker() *tracker {
-	return &tracker{ended: map[string]bool{}, open: map[string]map[string]bool{}, order: map[string][]string{}}
+	return &tracker{began: map[string]int{}, ended: map[string]int{}, open: map[string]map[string]bool{}, order: map[string][]string{}}
 }
 
 func (t *tracker) see(line []byte) {
@@ -230,44 +246,53 @@ func (t *tracker) see(line []byte) {
 	if json.Unmarshal(line, &e) != nil || e.Package == "" {
 		return
 	}
+	p := e.Package
+	// test2json starts each run with a "start" event; any other event of
+	// a package whose runs have all ended begins one too.
+	if e.Action == "start" || t.began[p] == t.ended[p] {
+		t.began[p]++
+		t.open[p], t.order[p] = map[string]bool{}, nil
+	}
 	switch e.Action {
 	case "run":
-		if t.open[e.Package] == nil {
-			t.open[e.Package] = map[string]bool{}
-		}
-		t.open[e.Package][e.Test] = true
-		t.order[e.Package] = append(t.order[e.Package], e.Test)
+		t.open[p][e.Test] = true
+		t.order[p] = append(t.order[p], e.Test)
 	case "pass", "fail", "skip":
 		if e.Test == "" {
-			t.ended[e.Package] = true
+			t.ended[p]++
 		} else {
-			delete(t.open[e.Package], e.Test)
+			delete(t.open[p], e.Test)
 		}
 	}
 }
 
-// closeOut writes fail events for every entry whose package did not end:
-// the tests it had open (innermost first, naming the test) and the package.
-// It reports whether it wrote any.
+// closeOut writes fail events for every entry whose run did not end: the
+// tests it had open (innermost first, naming the test) and the package; an
+// entry that never began gets its start event first. It reports whether it
+// wrote any.
 func (t *tracker) closeOut(entries []*entry, why string, enc *json.Encoder) bool {
 	any := false
+	nth := map[string]int{} // entries of each package seen so far
 	for _, e := range entries {
 		p := e.importPath
-		if t.ended[p] {
+		k := nth[p]
+		nth[p]++
+		if t.ended[p] > k {
 			continue
 		}
 		any = true
 		var open []string
-		for _, name := range t.order[p] {
-			if t.open[p][name] {
-				open = append(open, name)
-				delete(t.open[p], name)
+		if t.began[p] > k {
+			for _, name := range t.order[p] {
+				if t.open[p][name] {
+					open = append(open, name)
+					delete(t.open[p], name)
+				}
 			}
-		}
-		sort.Sort(sort.Reverse(sort.StringSlice(open))) // subtests before parents
-		if _, started := t.order[p]; !started && len(open) == 0 {
+		} else {
 			emit(enc, event{Action: "start", Package: p})
 		}
+		sort.Sort(sort.Reverse(sort.StringSlice(open))) // subtests before parents
 		for _, name := range open {
 			emit(enc, event{Action: "output", Package: p, Test: name, Output: "gotest: " + why + " (" + name + " was running)\n"})
 			emit(enc, event{Action: "fail", Package: p, Test: name})
@@ -290,19 +315,31 @@ func plan(list string, groups []string) ([]*entry, error) {
 		entries = append(entries, es...)
 	}
 	var cur *entry
+	var pending []string // NAME=value before the group's package
 	for _, a := range groups {
 		switch {
 		case a == "--":
+			if pending != nil {
+				return nil, fmt.Errorf("%q: a group with variables and no package", strings.Join(pending, " "))
+			}
 			cur = nil
 		case cur == nil:
-			if !strings.HasPrefix(a, "./") {
-				return nil, fmt.Errorf("%q: want a package path ./pkg after --", a)
+			if envAssignment(a) {
+				pending = append(pending, a)
+				continue
 			}
-			cur = &entry{pkg: a}
+			if !strings.HasPrefix(a, "./") {
+				return nil, fmt.Errorf("%q: want NAME=value or a package path ./pkg after --", a)
+			}
+			cur = &entry{pkg: a, env: pending}
+			pending = nil
 			entries = append(entries, cur)
 		default:
 			cur.args = append(cur.args, a)
 		}
+	}
+	if pending != nil {
+		return nil, fmt.Errorf("%q: a group with variables and no package", strings.Join(pending, " "))
 	}
 	for _, e := range entries {
 		b, err := exec.Command("go", "list", "-f", "{{.ImportPath}}\t{{.Dir}}", e.pkg).Output()
@@ -362,4 +399,18 @@ func fromList(path string) ([]*entry, error) {
 		out = append(out, &entry{pkg: p, args: []string{"-test.run=" + pat}})
 	}
 	return out, nil
+}
+
+// envAssignment reports whether a is NAME=value, NAME a shell variable name.
+func envAssignment(a string) bool {
+	name, _, ok := strings.Cut(a, "=")
+	if !ok || name == "" {
+		return false
+	}
+	for i, c := range name {
+		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
 }

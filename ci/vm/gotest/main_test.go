@@ -13,11 +13,15 @@ import (
 
 const fakePkg = "github.com/birdcage/birdcage/ci/vm/gotest/testdata/fake"
 
-// runFake runs the command against testdata/fake under testdata/fakevm and
-// returns its exit status and the events it wrote.
-func runFake(t *testing.T, mode string) (int, []event) {
+// runFake runs the command under testdata/fakevm with GOTEST_FAKE=mode,
+// against groups (by default one: testdata/fake), and returns its exit
+// status and the events it wrote.
+func runFake(t *testing.T, mode string, groups ...string) (int, []event) {
 	t.Helper()
-	cmd := exec.Command("go", "run", ".", "-exec", "testdata/fakevm", "-timeout", "1m", "--", "./testdata/fake", "-test.run=^TestOne$|^TestTwo$")
+	if len(groups) == 0 {
+		groups = []string{"./testdata/fake", "-test.run=^TestOne$|^TestTwo$"}
+	}
+	cmd := exec.Command("go", append([]string{"run", ".", "-exec", "testdata/fakevm", "-timeout", "1m", "--"}, groups...)...)
 	tmp := t.TempDir()
 	cmd.Env = append(os.Environ(), "GOTEST_FAKE="+mode, "TMPDIR="+tmp)
 	defer func() {
@@ -93,6 +97,67 @@ func TestStreamsEventsAsGoTestDoes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// One package run three times, each with its own variables: the second run
+// crashes the "VM". Each run has its own verdict: the first passes, the
+// second fails naming the test it was in, and the third, which never began,
+// fails as a package that never started — not taken for ended because an
+// earlier run of the same package ended.
+func TestRunsOfOnePackageAreTrackedApart(t *testing.T) {
+	code, evs := runFake(t, "crash",
+		"GOTEST_FAKE=pass", "./testdata/fake", "--",
+		"./testdata/fake", "--",
+		"GOTEST_FAKE=pass", "IGNORED_HERE=1", "./testdata/fake")
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	var runs []string // each run's package-level verdict, in order
+	var subOut strings.Builder
+	for _, e := range evs {
+		if e.Package != fakePkg {
+			continue
+		}
+		if e.Test == "" && (e.Action == "pass" || e.Action == "fail") {
+			runs = append(runs, e.Action)
+		}
+		if e.Test == "TestOne/sub" && e.Action == "output" && len(runs) == 1 {
+			subOut.WriteString(e.Output)
+		}
+	}
+	if strings.Join(runs, ",") != "pass,fail,fail" {
+		t.Errorf("package verdicts per run %q, want pass,fail,fail", runs)
+	}
+	if !strings.Contains(subOut.String(), "(TestOne/sub was running)") {
+		t.Errorf("the crashed run's TestOne/sub output lacks the reason:\n%s", subOut.String())
+	}
+	starts := 0
+	for _, e := range evs {
+		if e.Package == fakePkg && e.Action == "start" {
+			starts++
+		}
+	}
+	if starts != 3 {
+		t.Errorf("%d start events, want 3 (two runs began, the third is closed out as never started)", starts)
+	}
+}
+
+func TestPlanGroupVariables(t *testing.T) {
+	es, err := plan("", []string{"A=1", "B_2=x=y", "./testdata/fake", "-x", "--", "./testdata/fake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != 2 || strings.Join(es[0].env, " ") != "A=1 B_2=x=y" || strings.Join(es[0].args, " ") != "-x" || es[1].env != nil {
+		t.Errorf("entries %+v %+v: want env [A=1 B_2=x=y] and args [-x], then no env", *es[0], *es[1])
+	}
+	for _, bad := range [][]string{{"A=1", "--", "./testdata/fake"}, {"./testdata/fake", "--", "A=1"}, {"1A=x", "./testdata/fake"}} {
+		if _, err := plan("", bad); err == nil {
+			t.Errorf("plan(%q): want an error", bad)
+		}
+	}
+	if s := guestScript([]*entry{{dir: "/d", importPath: "p", bin: "/b", env: []string{"BIRDCAGE_LAB=hand made's"}}}, "/t2j", "1m"); !strings.Contains(s, `BIRDCAGE_LAB='hand made'\''s' '/t2j' -t -p 'p'`) {
+		t.Errorf("guest script does not set the entry's variable for its run only:\n%s", s)
 	}
 }
 
