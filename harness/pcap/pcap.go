@@ -99,7 +99,13 @@ func Start(o Options) (*Capture, error) {
 			unix.Close(fd)
 			return fmt.Errorf("SO_TIMESTAMPNS: %w", err)
 		}
-		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<20)
+		// Forced past net.core.rmem_max (Debian's default is 208 KiB, a
+		// few hundred probe packets): a reader starved of CPU, as in a
+		// guest under software emulation, must find the packets queued,
+		// not dropped. Without CAP_NET_ADMIN, as much as rmem_max allows.
+		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvBuf) != nil {
+			_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, rcvBuf)
+		}
 		return nil
 	})
 	if err != nil {
@@ -270,6 +276,11 @@ func (c *Capture) Stop() (Stats, error) {
 	c.err = err
 	return c.stats, err
 }
+
+// rcvBuf is each capture socket's receive buffer, as asked of the kernel
+// (which doubles it for its own accounting): about 10000 probe packets
+// queued before one is dropped.
+const rcvBuf = 8 << 20
 
 func htons(v uint16) uint16 {
 	var b [2]byte
