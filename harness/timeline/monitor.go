@@ -131,9 +131,12 @@ func (m *Monitor) subscribe(first bool) (chan netlink.RouteUpdate, chan netlink.
 	links := make(chan netlink.LinkUpdate, 256)
 	nsh := m.nsh
 	if err := netlink.RouteSubscribeWithOptions(routes, done, netlink.RouteSubscribeOptions{
-		Namespace:         &nsh,
-		ErrorCallback:     m.onSubscriptionError,
-		ReceiveBufferSize: m.rcvBuf,
+		Namespace:     &nsh,
+		ErrorCallback: m.onSubscriptionError,
+		// Forced past net.core.rmem_max (208 KiB in the Debian guest),
+		// as pipelineMessages assumes.
+		ReceiveBufferSize:      m.rcvBuf,
+		ReceiveBufferForceSize: true,
 	}); err != nil {
 		close(done)
 		return nil, nil, fmt.Errorf("subscribe to routes: %w", err)
