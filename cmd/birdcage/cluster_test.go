@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/harness/control"
+	"github.com/birdcage/birdcage/internal/machine"
 	"github.com/birdcage/birdcage/internal/run"
 	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/birdcage/birdcage/topo"
@@ -358,9 +359,17 @@ func TestLiveClusterCLIUpgradeIPIP(t *testing.T) {
 	if !f.IPIP {
 		testenv.Missing(t, testenv.IPIP, "the IPIP upgrade through the CLI needs tunl0")
 	}
+	// The probe window has to reach past the upgrade's start: 6 s at
+	// native speed, scaled like every wait on a slower machine (in a
+	// starved TCG guest the upgrade began 8 s after "probing").
+	m, err := machine.FromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	window := m.Wait(6 * time.Second)
 	s := newCLISession(t)
 	id := s.up("-t", "ipip", "--release", "pre-3.33")
-	probe := s.start("probing", "probe", "--for", "6s", "--run", id)
+	probe := s.start("probing", "probe", "--for", window.String(), "--run", id)
 	probe.await(t, 3*time.Minute)
 	out, err := s.run("upgrade", "node-2", "--to", "3.33", "--run", id)
 	if err != nil {
