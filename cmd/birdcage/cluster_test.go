@@ -40,22 +40,12 @@ func newCLISession(t *testing.T) *cliSession {
 			t.Skipf("needs %s: %v", bin, err)
 		}
 	}
-	if cli := os.Getenv(CLIEnv); cli != "" {
-		return &cliSession{t: t, cli: cli}
+	if builtHere {
+		// up finds the programmer next to itself, as an installed
+		// birdcage does.
+		t.Setenv("BIRDCAGE_PROGRAMMER", "")
 	}
-	dir := t.TempDir()
-	build := func(out, pkg string) {
-		cmd := exec.Command("go", "build", "-o", out, pkg)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", pkg, err, b)
-		}
-	}
-	build(filepath.Join(dir, "birdcage"), ".")
-	// up finds the programmer next to itself, as an installed birdcage does.
-	build(filepath.Join(dir, "birdcage-programmer"), "../birdcage-programmer")
-	t.Setenv("BIRDCAGE_PROGRAMMER", "")
-	return &cliSession{t: t, cli: filepath.Join(dir, "birdcage")}
+	return &cliSession{t: t, cli: birdcageBin}
 }
 
 // run runs the CLI to completion and logs the command and its output.

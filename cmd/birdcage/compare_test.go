@@ -22,11 +22,17 @@ const (
 	worseFlow = "node-1-w0->node-2-w0" // the flow worse-gap.json changed (README)
 )
 
-var birdcageBin string
+// birdcageBin is the CLI every test of the package runs; builtHere says
+// TestMain built it, with birdcage-programmer next to it.
+var (
+	birdcageBin string
+	builtHere   bool
+)
 
-// TestMain builds the CLI once for the package's tests, unless CLIEnv
-// names a prebuilt one: ci/test builds it on the host, and in the VM a
-// go build under software emulation took 28 of the package's 44 s.
+// TestMain builds the CLI (and the programmer beside it, where `up` finds
+// it) once for the package's tests, unless CLIEnv names a prebuilt one:
+// ci/test builds it on the host, and in the VM a go build under software
+// emulation took 28 of the package's 44 s.
 func TestMain(m *testing.M) {
 	if cli := os.Getenv(CLIEnv); cli != "" {
 		birdcageBin = cli
@@ -36,10 +42,14 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	birdcageBin = filepath.Join(dir, "birdcage")
-	if out, err := exec.Command("go", "build", "-o", birdcageBin, ".").CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
-		panic("build birdcage: " + err.Error() + "\n" + string(out))
+	birdcageBin, builtHere = filepath.Join(dir, "birdcage"), true
+	for out, pkg := range map[string]string{birdcageBin: ".", filepath.Join(dir, "birdcage-programmer"): "../birdcage-programmer"} {
+		cmd := exec.Command("go", "build", "-o", out, pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			os.RemoveAll(dir)
+			panic("go build " + pkg + ": " + err.Error() + "\n" + string(b))
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
