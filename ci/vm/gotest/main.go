@@ -316,11 +316,14 @@ func plan(list string, groups []string) ([]*entry, error) {
 	}
 	var cur *entry
 	var pending []string // NAME=value before the group's package
+	noPackage := func() error {
+		return fmt.Errorf("%q: a group with variables and no package", strings.Join(pending, " "))
+	}
 	for _, a := range groups {
 		switch {
 		case a == "--":
 			if pending != nil {
-				return nil, fmt.Errorf("%q: a group with variables and no package", strings.Join(pending, " "))
+				return nil, noPackage()
 			}
 			cur = nil
 		case cur == nil:
@@ -339,7 +342,7 @@ func plan(list string, groups []string) ([]*entry, error) {
 		}
 	}
 	if pending != nil {
-		return nil, fmt.Errorf("%q: a group with variables and no package", strings.Join(pending, " "))
+		return nil, noPackage()
 	}
 	for _, e := range entries {
 		b, err := exec.Command("go", "list", "-f", "{{.ImportPath}}\t{{.Dir}}", e.pkg).Output()
