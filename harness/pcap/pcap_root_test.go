@@ -185,7 +185,7 @@ func TestStopKeepsWhatWasQueued(t *testing.T) {
 
 // The capture's receive buffer is what it asked for even where
 // net.core.rmem_max is smaller (this host's 4 MiB is; Debian's 208 KiB
-// default far more): a capture in a CPU-starved guest dropped 3–6 % of a
+// default far more): a capture in a CPU-starved guest dropped up to 6 % of a
 // check's packets with the buffer rmem_max allowed.
 func TestCaptureBufferIsNotCappedByRmemMax(t *testing.T) {
 	tn := testenv.NewNetNS(t, "pcapbuf")
