@@ -206,13 +206,16 @@ func observe(ctx context.Context, blocks []matrixBlock) (map[*matrixBlock]blockV
 	return out, nil
 }
 
-// classOwners folds per-block owners into one owner per class; a class
-// whose blocks disagree is reported as "mixed" in the error.
-func classOwners(blocks []matrixBlock, views map[*matrixBlock]blockView) (map[poolClass]judge.Owner, error) {
+// classOwners folds per-block owners into one owner per class of classes;
+// a class whose blocks disagree is reported as "mixed" in the error.
+func classOwners(blocks []matrixBlock, views map[*matrixBlock]blockView, classes []poolClass) (map[poolClass]judge.Owner, error) {
 	got := map[poolClass]judge.Owner{}
 	var disagree []string
 	for i := range blocks {
 		b := &blocks[i]
+		if !slices.Contains(classes, b.class) {
+			continue
+		}
 		o := views[b].owner()
 		if prev, ok := got[b.class]; ok && prev != o {
 			disagree = append(disagree, fmt.Sprintf("%s on %s: %s (others: %s)", b.cidr, b.node.Name, o, prev))
@@ -231,7 +234,7 @@ func classOwners(blocks []matrixBlock, views map[*matrixBlock]blockView) (map[po
 // protocol) per remote block where one component owns the class, and no
 // route where nobody does.
 func judgeClassOwners(blocks []matrixBlock, views map[*matrixBlock]blockView, classes []poolClass, expected map[poolClass]judge.Owner) error {
-	got, err := classOwners(blocks, views)
+	got, err := classOwners(blocks, views, classes)
 	if err != nil {
 		return err
 	}
@@ -288,11 +291,14 @@ type matrixRow struct {
 	anyDelivered bool // some probed flow delivered during the window
 	changes      int  // route events on remote blocks in the window
 	ownerChanges int
-	birdRefusals int     // BIRD's "File exists" lines in the window, all nodes
-	settleMs     float64 // change to routes as expected
-	programmerMs float64 // change to every programmer synced with the new value
-	birdMs       float64 // change to every BIRD reconfigured (0: BGP field unchanged)
-	windowMs     float64
+	birdRefusals int // BIRD's "File exists" lines in the window, all nodes
+	// takenBackAtEnd: at the window's end BIRD held the key of a block of
+	// a double-programmed class, and the programmer took it back.
+	takenBackAtEnd bool
+	settleMs       float64 // change to routes as expected
+	programmerMs   float64 // change to every programmer synced with the new value
+	birdMs         float64 // change to every BIRD reconfigured (0: BGP field unchanged)
+	windowMs       float64
 }
 
 // matrixSetup is what differs between the native and the VM matrix.
@@ -305,6 +311,10 @@ type matrixSetup struct {
 	// that unset and unknown act as the default) when nil.
 	pairs [][2]string
 }
+
+// matrixRefresh is the programmers' routeRefreshInterval on the matrix's
+// cluster.
+const matrixRefresh = time.Second
 
 // refusalLine is what BIRD 2 logs each scan for each route the kernel
 // refuses because another route holds the prefix at its metric.
@@ -364,7 +374,7 @@ func runOwnershipMatrix(ctx context.Context, setup matrixSetup) []matrixRow {
 		Release: rel,
 		// Short refresh and scan so a window of two resyncs and two scans
 		// costs seconds, not minutes.
-		RouteRefreshInterval: time.Second,
+		RouteRefreshInterval: matrixRefresh,
 		Timers:               confd.Timers{ScanTime: 1},
 		BGP:                  datastore.BGPConfiguration{KernelMetric: &sharedKey},
 	})
@@ -391,7 +401,7 @@ func runOwnershipMatrix(ctx context.Context, setup matrixSetup) []matrixRow {
 		if err != nil {
 			return err
 		}
-		got, err := classOwners(blocks, views)
+		got, err := classOwners(blocks, views, setup.classes)
 		if err != nil {
 			return err
 		}
@@ -526,11 +536,42 @@ func runMatrixRow(ctx context.Context, c *harness.Cluster, setup matrixSetup, bl
 	after := received(probes)
 
 	// e. Still the expected owners at the end of the window, and the
-	// window's figures.
+	// window's figures. A class one component owns (or nobody does) is
+	// judged at this instant; its owner must not have changed in the
+	// window either (below). A double-programmed class is a fight for one
+	// key (BIRD at kernelMetric 0): a peer's re-advertisement can move
+	// BIRD's best path, and BIRD's export then turns the programmer's route
+	// into its own with one replace (docs/conformance.md, the take-back),
+	// until the programmer's next resync puts its route back, as Felix's
+	// refresh does. An instant can fall between the two, so such a class
+	// is judged once every block holds the programmer's route again with
+	// BIRD still exporting it, within two of the programmer's resyncs; a
+	// programmer that stopped writing never gets there. How often that
+	// wait was needed is a figure.
 	views, err = observe(ctx, blocks)
 	Expect(err).NotTo(HaveOccurred())
-	Expect(judgeClassOwners(blocks, views, setup.classes, row.expected)).To(Succeed(), "%s: still so at the end of the window", pair)
-	row.observed, _ = classOwners(blocks, views)
+	var single, fought []poolClass
+	for _, cl := range setup.classes {
+		if row.expected[cl] == judge.Both {
+			fought = append(fought, cl)
+		} else {
+			single = append(single, cl)
+		}
+	}
+	Expect(judgeClassOwners(blocks, views, single, row.expected)).To(Succeed(), "%s: still so at the end of the window", pair)
+	if judgeClassOwners(blocks, views, fought, row.expected) != nil {
+		row.takenBackAtEnd = true
+		Eventually(func() error {
+			views, err = observe(ctx, blocks)
+			if err != nil {
+				return err
+			}
+			return judgeClassOwners(blocks, views, fought, row.expected)
+		}).WithContext(ctx).WithTimeout(machine.Wait(2*matrixRefresh+time.Second)).WithPolling(50*time.Millisecond).Should(Succeed(),
+			"%s: still so at the end of the window: the programmer takes the key of the double-programmed %v back from BIRD within two of its resyncs (every %s), BIRD still exporting it", pair, fought, matrixRefresh)
+		Expect(judgeClassOwners(blocks, views, single, row.expected)).To(Succeed(), "%s: still so once the programmer took its keys back", pair)
+	}
+	row.observed, _ = classOwners(blocks, views, setup.classes)
 	for i := range blocks {
 		b := &blocks[i]
 		row.routesMax = max(row.routesMax, len(views[b].routes))
@@ -607,6 +648,11 @@ func matrixResult(name string, topology string, rows []matrixRow, classes []pool
 			res.Figures["doubleProgrammedRouteEvents"] += float64(r.changes)
 			res.Figures["doubleProgrammedOwnerChanges"] += float64(r.ownerChanges)
 			res.Figures["doubleProgrammedBIRDRefusedWrites"] += float64(r.birdRefusals)
+			takenBack := 0.0 // reported when 0 too
+			if r.takenBackAtEnd {
+				takenBack = 1
+			}
+			res.Figures["doubleProgrammedTakenBackAtWindowEnd"] += takenBack
 		}
 		res.Figures["settleMsMax"] = max(res.Figures["settleMsMax"], r.settleMs)
 		res.Figures["programmerSyncedMsMax"] = max(res.Figures["programmerSyncedMsMax"], r.programmerMs)

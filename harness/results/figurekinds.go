@@ -143,6 +143,7 @@ var figureKinds = map[string]FigureKind{
 	"doubleProgrammedBIRDRefusedWrites":         KindCount,
 	"doubleProgrammedOwnerChanges":              KindCount,
 	"doubleProgrammedRouteEvents":               KindCount,
+	"doubleProgrammedTakenBackAtWindowEnd":      KindCount,
 	"birdRouteEvents":                           KindCount,
 	"programmerRouteEvents":                     KindCount,
 	"componentSwitches":                         KindCount,
