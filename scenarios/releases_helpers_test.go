@@ -33,7 +33,8 @@ import (
 const programmerProto = designProgrammerProtocol
 
 // releasesFullEnv runs the whole cross-release family; without it CI runs
-// the reduced form (one claim per release).
+// the reduced form (one claim per release, the persisted-routes claim's
+// with one signal: persistSignals).
 const releasesFullEnv = "BIRDCAGE_RELEASES_FULL"
 
 func releasesFull() bool { return os.Getenv(releasesFullEnv) == "1" }
