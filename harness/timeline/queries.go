@@ -30,24 +30,9 @@ type (
 	State  = event.State
 )
 
-// replay walks the events for p in the main table in order and calls visit
-// with the time and the forwarding routes present after each event (Existing
-// routes count as present from the start).
+// replay is event.Replay over the monitor's events.
 func (m *Monitor) replay(p netip.Prefix, visit func(at int64, present map[key]kroute.Route)) {
-	p = p.Masked()
-	present := map[key]kroute.Route{}
-	for _, e := range m.Events() {
-		r := e.Route
-		if r.Table != kroute.MainTable || r.Dst != p {
-			continue
-		}
-		if e.Kind == Delete || !r.Forwards() {
-			delete(present, keyOf(r))
-		} else {
-			present[keyOf(r)] = r
-		}
-		visit(e.At, present)
-	}
+	event.Replay(m.Events(), p, visit)
 }
 
 // NoRouteWindows returns every interval within [from, to] in which the main
@@ -74,42 +59,7 @@ func (m *Monitor) observedNoRouteWindows(p netip.Prefix, from, to int64) []Windo
 	if to <= 0 {
 		to = monoclock.Now()
 	}
-	if from < m.startedAt {
-		from = m.startedAt
-	}
-	var (
-		out     []Window
-		missing = true // until an Existing/added route says otherwise
-		since   = from
-	)
-	clip := func(a, b int64) {
-		if a < from {
-			a = from
-		}
-		if b > to {
-			b = to
-		}
-		if b > a {
-			out = append(out, Window{From: a, To: b})
-		}
-	}
-	m.replay(p, func(at int64, present map[key]kroute.Route) {
-		now := len(present) == 0
-		switch {
-		case missing && !now: // the route came (back)
-			clip(since, at)
-		case !missing && now: // the last route went
-			since = at
-		}
-		missing = now
-	})
-	if missing && since <= to {
-		if since < from {
-			since = from
-		}
-		out = append(out, Window{From: since, To: to, Open: true})
-	}
-	return out
+	return event.NoRouteWindows(m.Events(), p, max(from, m.startedAt), to)
 }
 
 // HadNoRoute reports whether there was any instant in [from, to] with no

@@ -1,8 +1,6 @@
 package timeline
 
 import (
-	"net/netip"
-
 	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/kroute"
 )
@@ -17,13 +15,7 @@ const (
 	Delete  = event.Delete
 )
 
-// key is the kernel's identity of a route: a new route with the same key
-// replaces the old one, a different metric makes a second route.
-type key struct {
-	family, table, tos, metric int
-	dst                        netip.Prefix
-}
+// key is the kernel's identity of a route (event.Key).
+type key = event.Key
 
-func keyOf(r kroute.Route) key {
-	return key{family: r.Family, table: r.Table, tos: r.TOS, metric: r.Metric, dst: r.Dst}
-}
+func keyOf(r kroute.Route) key { return event.KeyOf(r) }
