@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/birdcage/birdcage/harness/compare"
+	"github.com/birdcage/birdcage/harness/htmlreport"
 	"github.com/birdcage/birdcage/harness/results"
 )
 
@@ -20,7 +21,7 @@ const (
 
 func compareCmd(jsonOut *bool) *cobra.Command {
 	th := compare.DefaultThresholds()
-	var budgetFile, htmlOut string
+	var budgetFile, htmlOut, mdOut string
 	var maxGapPerFlow time.Duration
 	var allowedDisruptions int
 	var maxLost int64
@@ -93,11 +94,18 @@ func compareCmd(jsonOut *bool) *cobra.Command {
 				fmt.Print(r.Text())
 			}
 			if htmlOut != "" {
-				if err := writeCompareHTML(htmlOut, args[0], base, args[1], nw, r); err != nil {
+				if err := writeCompare(htmlOut, "--html", htmlreport.RenderCompare, args[0], base, args[1], nw, r); err != nil {
 					fmt.Fprintln(os.Stderr, "birdcage compare:", err)
 					os.Exit(exitBadInput)
 				}
 				fmt.Fprintf(os.Stderr, "side-by-side report: %s\n", htmlOut)
+			}
+			if mdOut != "" {
+				if err := writeCompare(mdOut, "--markdown", htmlreport.CompareMarkdown, args[0], base, args[1], nw, r); err != nil {
+					fmt.Fprintln(os.Stderr, "birdcage compare:", err)
+					os.Exit(exitBadInput)
+				}
+				fmt.Fprintf(os.Stderr, "side-by-side table: %s\n", mdOut)
 			}
 			if r.Regressions > 0 {
 				os.Exit(exitRegression)
@@ -116,6 +124,7 @@ func compareCmd(jsonOut *bool) *cobra.Command {
 	f.BoolVar(&failOnFail, "fail-on-fail", false, "a scenario that fails in BASE and again in NEW is a regression")
 	f.StringArrayVar(&allow, "allow", nil, "a scenario (title or spec text) whose absence from NEW or skip in NEW is expected; repeatable")
 	f.StringVar(&htmlOut, "html", "", "also write the two runs side by side as one self-contained HTML file")
+	f.StringVar(&mdOut, "markdown", "", "also write the two runs side by side as one Markdown table, a row per scenario: verdict, lost of sent, longest gap, no-route windows, route shapes")
 	return c
 }
 

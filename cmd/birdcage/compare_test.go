@@ -114,6 +114,43 @@ func TestCompareWorseGap(t *testing.T) {
 	}
 }
 
+// TestCompareMarkdownTable: --markdown writes one row per paired scenario,
+// a cell with two values where the runs differ (worse-gap.json changed
+// the first scenario's longest gap from 906 ms to 1205 ms, nothing else),
+// and the exit status still judges the comparison.
+func TestCompareMarkdownTable(t *testing.T) {
+	md := filepath.Join(t.TempDir(), "compare.md")
+	out, code := cli(t, nil, "compare", "--markdown", md, recorded, worseGap)
+	if code != 1 || !strings.Contains(out, "side-by-side table: "+md) {
+		t.Fatalf("with --markdown: exit %d (want 1) or no line naming the table\n%s", code, out)
+	}
+	b, err := os.ReadFile(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "| live change on noencap") {
+			rows = append(rows, l)
+		}
+	}
+	if len(rows) != 2 {
+		t.Fatalf("want a row for each of the 2 paired scenarios, got %d:\n%s", len(rows), b)
+	}
+	if !strings.Contains(rows[0], "| 906 / 1205 |") {
+		t.Errorf("the changed scenario's gap cell should carry both values:\n%s", rows[0])
+	}
+	// Positive control: the unchanged scenario has one value per cell.
+	if strings.Contains(rows[1], " / ") {
+		t.Errorf("the unchanged scenario should have one value per figure:\n%s", rows[1])
+	}
+	// A file that cannot be written is bad input naming the option.
+	bad := filepath.Join(t.TempDir(), "no-such-dir", "compare.md")
+	if out, code := cli(t, nil, "compare", "--markdown", bad, recorded, recorded); code != 2 || !strings.Contains(out, "--markdown") {
+		t.Errorf("unwritable --markdown: exit %d (want 2) naming the option\n%s", code, out)
+	}
+}
+
 func TestCompareBadInput(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.json")

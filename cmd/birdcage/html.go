@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -63,13 +64,18 @@ func writeReports(paths []string, htmlOut string, markdown bool) error {
 	return nil
 }
 
-func writeCompareHTML(path, baseName string, base *results.ResultsFile, newName string, nw *results.ResultsFile, r *compare.Report) error {
+// compareRenderer writes two runs and their comparison side by side.
+type compareRenderer func(w io.Writer, base, nw htmlreport.Run, r *compare.Report) error
+
+// writeCompare renders the comparison into path; flag names the option
+// in an error.
+func writeCompare(path, flag string, render compareRenderer, baseName string, base *results.ResultsFile, newName string, nw *results.ResultsFile, r *compare.Report) error {
 	var b bytes.Buffer
-	if err := htmlreport.RenderCompare(&b, htmlreport.Run{Name: baseName, File: base}, htmlreport.Run{Name: newName, File: nw}, r); err != nil {
+	if err := render(&b, htmlreport.Run{Name: baseName, File: base}, htmlreport.Run{Name: newName, File: nw}, r); err != nil {
 		return err
 	}
 	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("--html: %w", err)
+		return fmt.Errorf("%s: %w", flag, err)
 	}
 	return nil
 }
