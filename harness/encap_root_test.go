@@ -105,7 +105,7 @@ func buildIPIPOn(t *testing.T, mode string) *topo.Network {
 			t.Fatal(err)
 		}
 		if !d.KernelIPIP {
-			testenv.Missing(t, testenv.IPIP, "tunl0 as the kernel's ipip fallback device")
+			testenv.Missing(t, testenv.KernelIPIP, "tunl0 as the kernel's ipip fallback device")
 		}
 		f = &topo.Features{IPIP: true, KernelIPIP: true, Tunnel: topo.TunnelKernel}
 	}

@@ -596,7 +596,7 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade", "timing")
 	},
 		Entry("no-encap, natively", "noencap"),
 		// The full form: BIRDCAGE_SCALE_NODES=20 (docs/scale.md).
-		Entry("IPIP, in the VM", Label("ipip"), "ipip"),
+		Entry("IPIP, on tunl0 (the kernel's or the eBPF emulation)", Label("ipip"), "ipip"),
 	)
 
 	DescribeTable("shows the consecutive-restart hazard: a node restarted twice inside the graceful-restart window, against the same restarts spaced", func(ctx SpecContext, pool string) {
@@ -737,6 +737,6 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade", "timing")
 		}
 	},
 		Entry("no-encap, natively", "noencap"),
-		Entry("IPIP, in the VM", Label("ipip"), "ipip"),
+		Entry("IPIP, on tunl0 (the kernel's or the eBPF emulation)", Label("ipip"), "ipip"),
 	)
 })

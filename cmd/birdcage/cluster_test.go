@@ -281,7 +281,8 @@ func TestLiveClusterCLI(t *testing.T) {
 	}
 
 	// A node replaced through the CLI (no-encap: natively; the IPIP
-	// upgrade is TestLiveClusterCLIUpgradeIPIP, in the VM).
+	// upgrade is TestLiveClusterCLIUpgradeIPIP, natively on tunl0 and again
+	// on the kernel's ipip in the VM).
 	out, err = s.run("upgrade", "node-2", "--to", "3.33", "--signal", "TERM", "--run", id)
 	if err != nil {
 		t.Fatalf("upgrade: %v", err)

@@ -16,8 +16,14 @@ const RequireEnv = "BIRDCAGE_REQUIRE"
 
 // Feature names.
 const (
+	// IPIP is a tunl0 for IPIP pools, by either means: the kernel's ipip
+	// module or the eBPF emulation (topo.TunnelEBPF).
 	IPIP = "ipip"
-	Root = "root"
+	// KernelIPIP is the kernel's own ipip module, for the tests that hold
+	// the emulation against it (the VM stage promises it; natively only a
+	// kernel with the module has it).
+	KernelIPIP = "ipip-module"
+	Root       = "root"
 )
 
 // TB is the part of testing.TB (and of Ginkgo's GinkgoT) this needs.
