@@ -20,7 +20,10 @@
 // reported as an error.
 //
 // Times are when the monitor received the notification, a few microseconds
-// to a millisecond after the kernel acted.
+// to a millisecond after the kernel acted (milliseconds on a loaded
+// machine). Sync closes the race that opens: once it returns, every change
+// the kernel made before the call is recorded, so an instant taken then (a
+// harness mark) is later than all their stamps.
 //
 // It must not change routes or interfaces, and must not know which component
 // owns which protocol beyond naming the well-known numbers.

@@ -40,6 +40,7 @@ type Options struct {
 type Monitor struct {
 	name, path string
 	nsh        netns.NsHandle
+	nsID       nsID // the namespace's identity, where Sync finds the subscription
 	h          *netlink.Handle
 	startedAt  int64
 	rcvBuf     int
@@ -88,6 +89,11 @@ func Start(o Options) (*Monitor, error) {
 		return nil, fmt.Errorf("%s: dup netns fd: %w", what, err)
 	}
 	nsh := netns.NsHandle(fd)
+	id, err := nsIDOf(fd)
+	if err != nil {
+		nsh.Close()
+		return nil, fmt.Errorf("%s: stat netns: %w", what, err)
+	}
 	h, err := netlink.NewHandleAt(nsh, unix.NETLINK_ROUTE)
 	if err != nil {
 		nsh.Close()
@@ -98,7 +104,7 @@ func Start(o Options) (*Monitor, error) {
 		rcv = 4 << 20
 	}
 	m := &Monitor{
-		name: o.Name, path: o.Netns, nsh: nsh, h: h, rcvBuf: rcv,
+		name: o.Name, path: o.Netns, nsh: nsh, nsID: id, h: h, rcvBuf: rcv,
 		state:    map[key]kroute.Route{},
 		synthDel: map[key]bool{},
 		devs:     map[int]linkInfo{},
@@ -131,8 +137,12 @@ func (m *Monitor) subscribe(first bool) (chan netlink.RouteUpdate, chan netlink.
 	links := make(chan netlink.LinkUpdate, 256)
 	nsh := m.nsh
 	if err := netlink.RouteSubscribeWithOptions(routes, done, netlink.RouteSubscribeOptions{
-		Namespace:     &nsh,
-		ErrorCallback: m.onSubscriptionError,
+		Namespace: &nsh,
+		ErrorCallback: func(err error) {
+			if !m.takeToken(routes, err) {
+				m.onSubscriptionError(err)
+			}
+		},
 		// Forced past net.core.rmem_max (208 KiB in the Debian guest),
 		// as pipelineMessages assumes.
 		ReceiveBufferSize:      m.rcvBuf,
@@ -266,6 +276,9 @@ func (m *Monitor) loop(routes chan netlink.RouteUpdate, links chan netlink.LinkU
 				if routes == nil {
 					return
 				}
+				continue
+			}
+			if tokenTaken(u) {
 				continue
 			}
 			m.record(monoclock.Now(), u)
@@ -496,6 +509,16 @@ func (m *Monitor) Close() error {
 	<-m.finished
 	m.h.Close()
 	return m.nsh.Close()
+}
+
+// closed reports whether Close has been called.
+func (m *Monitor) closed() bool {
+	select {
+	case <-m.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // Name is the monitor's name from Options.
