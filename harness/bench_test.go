@@ -42,3 +42,29 @@ func BenchmarkClusterStartStop(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMark is what a mark costs on a running cluster: syncing every
+// node's route timeline (timeline.Sync: a scan of the process's descriptors,
+// a token per node through its monitor) and the stamp. Per built-in
+// topology (3-4 nodes, their BIRDs, programmers and probes' sockets open).
+func BenchmarkMark(b *testing.B) {
+	testenv.NeedRoot(b)
+	for _, name := range []string{"noencap", "dualtor"} {
+		b.Run(name, func(b *testing.B) {
+			tp, err := topo.Builtin(name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			c, err := Start(ctx, tp, Options{})
+			cancel()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Stop()
+			for b.Loop() {
+				c.Mark("bench")
+			}
+		})
+	}
+}

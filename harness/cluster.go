@@ -362,8 +362,13 @@ func (c *Cluster) Node(name string) *Node {
 	panic(fmt.Sprintf("harness: no node %q in topology %s", name, c.Net.Topology.Name))
 }
 
-// Mark records an event on the shared monotonic clock.
+// Mark records an event on the shared monotonic clock, once every node's
+// route timeline has recorded every route change made before the call
+// (SyncTimelines): judged from the mark, no earlier change shows up late.
 func (c *Cluster) Mark(name string) Event {
+	if err := c.SyncTimelines(); err != nil && c.log != nil {
+		c.log.Warn("mark taken with the route timelines unsynced", "name", name, "err", err)
+	}
 	e := Event{Name: name, Mono: monoclock.Now()}
 	c.mu.Lock()
 	c.events = append(c.events, e)
@@ -375,6 +380,22 @@ func (c *Cluster) Mark(name string) Event {
 		c.log.Info("event", "name", name)
 	}
 	return e
+}
+
+// SyncTimelines returns once every node's route timeline has recorded every
+// route change the kernel made before the call (timeline.Sync), so an
+// instant taken after it is later than all their stamps. A monitor that
+// does not answer within the machine's wait of a second is an error.
+func (c *Cluster) SyncTimelines() error {
+	c.mu.Lock()
+	ms := make([]*timeline.Monitor, 0, len(c.timelines))
+	for _, m := range c.timelines {
+		ms = append(ms, m)
+	}
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), c.Machine.Wait(time.Second))
+	defer cancel()
+	return timeline.Sync(ctx, ms...)
 }
 
 // Events lists what the harness did, in order.

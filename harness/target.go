@@ -43,7 +43,13 @@ type Target interface {
 	// Timeline is a node's route monitor.
 	Timeline(node string) *timeline.Monitor
 
+	// Mark records a named instant, taken once every node's route
+	// timeline has recorded the changes made before the call
+	// (SyncTimelines), and marks it in every probe session.
 	Mark(name string) Event
+	// SyncTimelines returns once every node's route timeline has recorded
+	// every route change made before the call (timeline.Sync).
+	SyncTimelines() error
 	Events() []Event
 	// Probes starts probe traffic and returns once every flow delivers
 	// (unless o.MayNotFlow).

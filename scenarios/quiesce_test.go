@@ -65,6 +65,9 @@ func quiesceClusterRoutes(c *harness.Cluster, since int64, limit time.Duration) 
 		q.Rounds++
 		from := monoclock.Now()
 		waitEveryProgrammerResyncs(c, 2)
+		// Every change made so far is on the timelines before the span
+		// ends, so none falls just past it unseen.
+		Expect(c.SyncTimelines()).To(Succeed())
 		to := monoclock.Now()
 		moved := 0
 		for _, n := range c.Nodes() {

@@ -60,48 +60,6 @@ func routesExactly(n *harness.Node, p netip.Prefix) ([]kroute.Route, error) {
 	return out, nil
 }
 
-// routesSeenExactly is routesExactly, once n's route timeline agrees: it
-// errs while the timeline's routes to exactly p differ from the kernel's.
-// The timeline stamps a change when its monitor reads the notification,
-// which under load can be milliseconds after the kernel acted; a guard that
-// read the route in the kernel and a mark taken straight after it would
-// otherwise judge a window the kernel never had (a route added 2.4 ms
-// "after" the mark, seen on a loaded CI run).
-func routesSeenExactly(n *harness.Node, tl *timeline.Monitor, p netip.Prefix) ([]kroute.Route, error) {
-	rs, err := routesExactly(n, p)
-	if err != nil {
-		return nil, err
-	}
-	var seen []kroute.Route
-	for _, r := range tl.RoutesTo(p) {
-		if r.Dst == p.Masked() {
-			seen = append(seen, r)
-		}
-	}
-	if !sameRouteSet(rs, seen) {
-		return nil, fmt.Errorf("%s's route timeline has %v to %s, the kernel %v", tl.Name(), seen, p, rs)
-	}
-	return rs, nil
-}
-
-// sameRouteSet reports whether a and b hold the same routes, in any order.
-func sameRouteSet(a, b []kroute.Route) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	count := map[string]int{}
-	for _, r := range a {
-		count[r.String()]++
-	}
-	for _, r := range b {
-		count[r.String()]--
-		if count[r.String()] < 0 {
-			return false
-		}
-	}
-	return true
-}
-
 // maxRoutesAtOnce replays the timeline's main-table routes to exactly p
 // (from the monitor's start, so the state at from is known) and returns the
 // most that were present at once in [from, to].

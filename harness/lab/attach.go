@@ -244,11 +244,31 @@ func (l *Lab) WaitOwnedOnlyBy(ctx context.Context, node string, prefix netip.Pre
 }
 
 // Mark records a named instant on the monotonic clock the probes, BPF
-// counters and route timelines use, and marks it in every probe session.
+// counters and route timelines use, and marks it in every probe session,
+// once every node's route timeline has recorded the route changes made
+// before the call (timeline.Sync: a netlink message to the monitor's own
+// socket; nothing in the lab sees it).
 func (l *Lab) Mark(name string) harness.Event {
+	if err := l.SyncTimelines(); err != nil {
+		l.log.Warn("mark taken with the route timelines unsynced", "name", name, "err", err)
+	}
 	e := harness.Event{Name: name, Mono: monoclock.Now()}
 	l.markAt(e)
 	return e
+}
+
+// SyncTimelines returns once every node's route timeline has recorded every
+// route change made before the call (timeline.Sync), or after 5 s.
+func (l *Lab) SyncTimelines() error {
+	l.mu.Lock()
+	ms := make([]*timeline.Monitor, 0, len(l.timelines))
+	for _, m := range l.timelines {
+		ms = append(ms, m)
+	}
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return timeline.Sync(ctx, ms...)
 }
 
 func (l *Lab) markAt(e harness.Event) {
