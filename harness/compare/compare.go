@@ -328,8 +328,24 @@ func envDiffers(a, b *results.ResultsFile) []string {
 		if a.Env.BIRDVersion != b.Env.BIRDVersion {
 			out = append(out, fmt.Sprintf("BIRD %s vs %s", a.Env.BIRDVersion, b.Env.BIRDVersion))
 		}
+		// The emulated tunl0 against the kernel's is the conformance
+		// question itself (README), never a release's difference.
+		if a.Env.Tunnel != "" && b.Env.Tunnel != "" && a.Env.Tunnel != b.Env.Tunnel {
+			out = append(out, fmt.Sprintf("tunl0 %s vs %s", a.Env.Tunnel, b.Env.Tunnel))
+		}
+		if sa, sb := waitScale(a.Env), waitScale(b.Env); sa != sb {
+			out = append(out, fmt.Sprintf("waits ×%g vs ×%g", sa, sb))
+		}
 	}
 	return out
+}
+
+// waitScale is the run's timeout scale, 1 for files that predate it.
+func waitScale(e *results.RunEnv) float64 {
+	if e.TimeoutScale == 0 {
+		return 1
+	}
+	return e.TimeoutScale
 }
 
 func paren(s string) string {
@@ -391,6 +407,9 @@ func compareScenario(bs, ns []results.ScenarioResult, o Options) ScenarioDiff {
 		d.Remarks = append(d.Remarks, "fails in BASE and in NEW (--fail-on-fail makes this a regression): "+firstLine(ns[nt].Failure))
 	case d.BaseVerdict == results.VerdictFail && d.NewVerdict == results.VerdictPass:
 		d.Remarks = append(d.Remarks, "failed in BASE, passes in NEW")
+	}
+	if b.Tunnel != "" && n.Tunnel != "" && b.Tunnel != n.Tunnel {
+		d.Remarks = append(d.Remarks, fmt.Sprintf("tunl0 %s in BASE, %s in NEW: a difference may be the tunnel's, not the release's", b.Tunnel, n.Tunnel))
 	}
 	if b.Probes != nil && n.Probes != nil && b.Probes.Rate != n.Probes.Rate {
 		d.Remarks = append(d.Remarks, fmt.Sprintf("probe rate %d/s in BASE, %d/s in NEW: gaps are comparable, loss counts are not", b.Probes.Rate, n.Probes.Rate))

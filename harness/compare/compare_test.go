@@ -352,3 +352,37 @@ func TestVerdictTransitions(t *testing.T) {
 		t.Errorf("one-sided %+v, %d regressions; want E spec and 4", r.OneSided, r.Regressions)
 	}
 }
+
+// Two runs on different tunl0s (the kernel's ipip, the eBPF emulation) or
+// with different wait scales are not comparable figure for figure: compare
+// says so at the top and on each IPIP scenario, and judges as before.
+func TestCompareNamesTheTunnelAndWaitScale(t *testing.T) {
+	row := func(tunnel string) results.ScenarioResult {
+		r := scen("ipip upgrade", results.VerdictPass, map[string]float64{"lostProbes": 0})
+		r.FigureKinds = map[string]results.FigureKind{"lostProbes": results.KindLoss}
+		r.Tunnel = tunnel
+		return r
+	}
+	file := func(tunnel string, scale float64) *results.ResultsFile {
+		return &results.ResultsFile{Kernel: "6.18", Env: &results.RunEnv{Where: "native", ProbeRate: 1000, Tunnel: tunnel, TimeoutScale: scale},
+			Scenarios: []results.ScenarioResult{row(tunnel)}}
+	}
+	r := Compare("vm.json", file("kernel", 2), "native.json", file("ebpf", 0), Options{Thresholds: DefaultThresholds()})
+	env := strings.Join(r.EnvDiffers, "; ")
+	for _, want := range []string{"tunl0 kernel vs ebpf", "waits ×2 vs ×1"} {
+		if !strings.Contains(env, want) {
+			t.Errorf("environment differences %q lack %q", env, want)
+		}
+	}
+	if len(r.Scenarios) != 1 || !strings.Contains(strings.Join(r.Scenarios[0].Remarks, "; "), "tunl0 kernel in BASE, ebpf in NEW") {
+		t.Errorf("the scenario's remarks should name both tunnels: %+v", r.Scenarios)
+	}
+	if r.Regressions != 0 {
+		t.Errorf("a tunnel difference is a remark, not a regression: %d", r.Regressions)
+	}
+	// The control: the same tunnel and scale (0 read as 1) say nothing.
+	r = Compare("a.json", file("ebpf", 1), "b.json", file("ebpf", 0), Options{Thresholds: DefaultThresholds()})
+	if len(r.EnvDiffers) != 0 || len(r.Scenarios[0].Remarks) != 0 {
+		t.Errorf("same tunnel and scale: differences %v, remarks %v", r.EnvDiffers, r.Scenarios[0].Remarks)
+	}
+}

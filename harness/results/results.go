@@ -108,11 +108,11 @@ type ScenarioResult struct {
 	// Sweep is a figure measured as a function of a model knob, with its
 	// fit (sweep scenarios only).
 	Sweep *Sweep `json:"sweep,omitempty"`
-	// BIRDReleases is the BIRD release each node and router ran at the end
-	// ("3.1 (bird3 3.1.8-0+deb13u1)").
 	// Tunnel is how the nodes' tunl0 was made ("kernel", "ebpf"); empty
 	// when the topology has no IPIP pool.
-	Tunnel       string            `json:"tunnel,omitempty"`
+	Tunnel string `json:"tunnel,omitempty"`
+	// BIRDReleases is the BIRD release each node and router ran at the end
+	// ("3.1 (bird3 3.1.8-0+deb13u1)").
 	BIRDReleases map[string]string `json:"birdReleases,omitempty"`
 	// Releases is the Calico release profile each node ran at the end
 	// ("3.32", "3.33"; never an alias).
