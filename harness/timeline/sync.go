@@ -84,9 +84,13 @@ func Sync(ctx context.Context, ms ...*Monitor) error {
 		return nil
 	}
 	forgetOldTokens(time.Now())
-	ports, err := routeSubscriptionPorts()
+	subs, err := routeSubscriptions()
 	if err != nil {
 		return fmt.Errorf("route timeline sync: %w", err)
+	}
+	ports := map[nsID][]uint32{}
+	for _, sub := range subs {
+		ports[sub.ns] = append(ports[sub.ns], sub.port)
 	}
 	type sent struct {
 		m    *Monitor
@@ -212,17 +216,25 @@ func nsIDOf(fd int) (nsID, error) {
 	return nsID{st.Dev, st.Ino}, nil
 }
 
-// routeSubscriptionPorts finds this process's netlink sockets joined to
-// exactly a Monitor's route groups, by namespace: their port ids are where
-// tokens go. The library keeps its subscription socket to itself, so it is
-// found among the process's file descriptors.
-func routeSubscriptionPorts() (map[nsID][]uint32, error) {
+// subscription is one of this process's netlink sockets joined to exactly a
+// Monitor's route groups: its namespace, its port id (where tokens go) and
+// the descriptor it was found at.
+type subscription struct {
+	ns   nsID
+	port uint32
+	fd   int
+}
+
+// routeSubscriptions finds this process's route subscription sockets. The
+// library keeps its subscription socket to itself, so it is found among the
+// process's file descriptors.
+func routeSubscriptions() ([]subscription, error) {
 	const fdDir = "/proc/self/fd"
 	ents, err := os.ReadDir(fdDir)
 	if err != nil {
 		return nil, err
 	}
-	out := map[nsID][]uint32{}
+	var out []subscription
 	for _, e := range ents {
 		fd, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -256,7 +268,7 @@ func routeSubscriptionPorts() (map[nsID][]uint32, error) {
 		if err != nil {
 			continue
 		}
-		out[id] = append(out[id], nla.Pid)
+		out = append(out, subscription{ns: id, port: nla.Pid, fd: fd})
 	}
 	return out, nil
 }

@@ -14,7 +14,9 @@ import (
 
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/internal/procfs"
 	"github.com/birdcage/birdcage/internal/testenv"
+	"golang.org/x/sys/unix"
 )
 
 // burst adds n /32 routes in 10.70.0.0/16 via v0, one request each, and
@@ -145,5 +147,57 @@ func BenchmarkSync(b *testing.B) {
 		if err := Sync(ctx, m); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// The route subscription's receive buffer is forced past net.core.rmem_max
+// (a18da70: the Debian guest's 208 KiB held a few hundred notifications and
+// pipelineMessages assumes what the monitor asked for). The monitor hides
+// its socket, so the test finds it as Sync does.
+func TestRouteSubscriptionBufferIsForcedPastRmemMax(t *testing.T) {
+	rmemMax, err := procfs.SysctlInt("net.core.rmem_max")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := 4 * rmemMax
+	// The control: on this machine an unforced socket asking as much is
+	// capped at rmem_max (the kernel reports twice what it keeps).
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, ask); err != nil {
+		t.Fatal(err)
+	}
+	if capped, _ := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF); capped >= 2*ask {
+		t.Fatalf("control: an unforced socket got %d bytes for %d asked with rmem_max %d: the cap is not there to test", capped, ask, rmemMax)
+	}
+
+	n := testenv.NewNetNS(t, "tlbuf")
+	m, err := Start(Options{Name: "tlbuf", Netns: n.NS.Path(), ReceiveBuffer: ask})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	subs, err := routeSubscriptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []int
+	for _, s := range subs {
+		if s.ns == m.nsID {
+			got, err := unix.GetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found = append(found, got)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("want the monitor's one route subscription in its namespace, found %d", len(found))
+	}
+	if found[0] < 2*ask {
+		t.Errorf("the route subscription's buffer is %d bytes; asked %d past rmem_max %d, forced it would be %d", found[0], ask, rmemMax, 2*ask)
 	}
 }
