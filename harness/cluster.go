@@ -5,9 +5,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 
 	"net/netip"
+	"slices"
 
 	"strings"
 	"sync"
@@ -388,14 +390,9 @@ func (c *Cluster) Mark(name string) Event {
 // does not answer within the machine's wait of a second is an error.
 func (c *Cluster) SyncTimelines() error {
 	c.mu.Lock()
-	ms := make([]*timeline.Monitor, 0, len(c.timelines))
-	for _, m := range c.timelines {
-		ms = append(ms, m)
-	}
+	ms := slices.Collect(maps.Values(c.timelines))
 	c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), c.Machine.Wait(time.Second))
-	defer cancel()
-	return timeline.Sync(ctx, ms...)
+	return timeline.SyncWithin(c.Machine.Wait(time.Second), ms...)
 }
 
 // Events lists what the harness did, in order.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -261,14 +262,9 @@ func (l *Lab) Mark(name string) harness.Event {
 // route change made before the call (timeline.Sync), or after 5 s.
 func (l *Lab) SyncTimelines() error {
 	l.mu.Lock()
-	ms := make([]*timeline.Monitor, 0, len(l.timelines))
-	for _, m := range l.timelines {
-		ms = append(ms, m)
-	}
+	ms := slices.Collect(maps.Values(l.timelines))
 	l.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return timeline.Sync(ctx, ms...)
+	return timeline.SyncWithin(5*time.Second, ms...)
 }
 
 func (l *Lab) markAt(e harness.Event) {

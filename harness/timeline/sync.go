@@ -131,6 +131,13 @@ func Sync(ctx context.Context, ms ...*Monitor) error {
 	return nil
 }
 
+// SyncWithin is Sync bounded by d.
+func SyncWithin(d time.Duration, ms ...*Monitor) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return Sync(ctx, ms...)
+}
+
 // tokenSocket opens a NETLINK_ROUTE socket in the namespace and returns it
 // with the port id the kernel bound it to: the token's sender, and so its
 // name to the receiving callback.
