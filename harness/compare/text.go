@@ -96,7 +96,23 @@ func (r *Report) Text() string {
 		fmt.Fprintf(&b, ": %s", strings.Join(names, "; "))
 	}
 	b.WriteString("\n")
+	if n := r.singleRunFigureRegressions(); n > 0 {
+		fmt.Fprintf(&b, "note: %d of them regressed on figures from one run on each side: one sample per side, and two runs of one build here differed past the default thresholds in 21 of 73 scenarios (2026-12-04); run both sides with BIRDCAGE_REPEAT=N to compare distributions\n", n)
+	}
 	return b.String()
+}
+
+// singleRunFigureRegressions counts the scenarios that regressed with the
+// same verdict on both sides (on figures, flows or a budget) and one run
+// on each side.
+func (r *Report) singleRunFigureRegressions() int {
+	n := 0
+	for _, s := range r.Scenarios {
+		if s.Regression && s.BaseVerdict == s.NewVerdict && len(s.BaseRuns)+len(s.NewRuns) == 0 {
+			n++
+		}
+	}
+	return n
 }
 
 func (t Thresholds) String() string {
