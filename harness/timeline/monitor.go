@@ -278,7 +278,7 @@ func (m *Monitor) loop(routes chan netlink.RouteUpdate, links chan netlink.LinkU
 				}
 				continue
 			}
-			if tokenTaken(u) {
+			if m.tokenTaken(u) {
 				continue
 			}
 			m.record(monoclock.Now(), u)

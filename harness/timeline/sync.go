@@ -47,11 +47,19 @@ type pendingBarrier struct {
 	issued time.Time
 }
 
-// barriers maps a token socket's port id to its pendingBarrier. Process-wide:
-// a token goes to every route subscription of the process in the namespace,
-// and the other monitors there must recognise it as not theirs, also after
-// the Sync that sent it has returned (another subscription may read it
-// later), so entries stay for tokenMemory.
+// tokenKey names a token: its socket's namespace and port id. A port id is
+// unique only within a namespace (a process's first socket in each one may
+// get the same id, its pid).
+type tokenKey struct {
+	ns   nsID
+	port uint32
+}
+
+// barriers maps a tokenKey to its pendingBarrier. Process-wide: a token goes
+// to every route subscription of the process in the namespace, and the other
+// monitors there must recognise it as not theirs, also after the Sync that
+// sent it has returned (another subscription may read it later), so entries
+// stay for tokenMemory.
 var barriers sync.Map
 
 // tokenMemory is how long a token is recognised after it was sent: far
@@ -114,7 +122,7 @@ func Sync(ctx context.Context, ms ...*Monitor) error {
 			return fmt.Errorf("route timeline %s: sync: %w", m.name, err)
 		}
 		b := &pendingBarrier{m: m, done: make(chan struct{}), issued: time.Now()}
-		barriers.Store(port, b)
+		barriers.Store(tokenKey{m.nsID, port}, b)
 		all = append(all, sent{m: m, s: s, port: port, b: b})
 		if err := sendToken(s, to); err != nil {
 			return fmt.Errorf("route timeline %s: sync: %w", m.name, err)
@@ -184,7 +192,7 @@ func (m *Monitor) takeToken(routes chan<- netlink.RouteUpdate, err error) bool {
 	if _, e := fmt.Sscanf(err.Error(), "Wrong sender portid %d, expected %d", &port, &kernel); e != nil {
 		return false
 	}
-	v, ok := barriers.Load(port)
+	v, ok := barriers.Load(tokenKey{m.nsID, port})
 	if !ok {
 		return false
 	}
@@ -197,11 +205,11 @@ func (m *Monitor) takeToken(routes chan<- netlink.RouteUpdate, err error) bool {
 }
 
 // tokenTaken is the loop's side: every update before u has been recorded.
-func tokenTaken(u netlink.RouteUpdate) bool {
+func (m *Monitor) tokenTaken(u netlink.RouteUpdate) bool {
 	if u.Type != barrierType {
 		return false
 	}
-	if v, ok := barriers.Load(uint32(u.Route.Table)); ok {
+	if v, ok := barriers.Load(tokenKey{m.nsID, uint32(u.Route.Table)}); ok {
 		b := v.(*pendingBarrier)
 		select {
 		case <-b.done:
