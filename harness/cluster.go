@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
-
 	"net/netip"
+	"os"
 	"slices"
-
 	"strings"
 	"sync"
 	"syscall"
