@@ -165,14 +165,16 @@ func tokenSocket(nsh netns.NsHandle) (*nl.NetlinkSocket, uint32, error) {
 // sendToken unicasts an empty NLMSG_NOOP to each port. More than one port in
 // a namespace means more than one subscription of this process there
 // (another monitor of it, or one being replaced); each monitor takes only
-// its own tokens.
+// its own tokens. It never waits for room: the kernel may hold a unicast to
+// a congested socket until it drains (netlink_attachskb), and Sync must end
+// with its context, not with the monitor.
 func sendToken(s *nl.NetlinkSocket, ports []uint32) error {
 	msg := make([]byte, unix.NLMSG_HDRLEN)
 	nl.NativeEndian().PutUint32(msg[0:4], unix.NLMSG_HDRLEN)
 	nl.NativeEndian().PutUint16(msg[4:6], unix.NLMSG_NOOP)
 	var errs []error
 	for _, p := range ports {
-		if err := unix.Sendto(s.GetFd(), msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Pid: p}); err != nil {
+		if err := unix.Sendto(s.GetFd(), msg, unix.MSG_DONTWAIT, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Pid: p}); err != nil {
 			errs = append(errs, fmt.Errorf("token to port %d: %w", p, err))
 		}
 	}

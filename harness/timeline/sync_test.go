@@ -9,6 +9,7 @@ package timeline
 import (
 	"context"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -199,5 +200,48 @@ func TestRouteSubscriptionBufferIsForcedPastRmemMax(t *testing.T) {
 	}
 	if found[0] < 2*ask {
 		t.Errorf("the route subscription's buffer is %d bytes; asked %d past rmem_max %d, forced it would be %d", found[0], ask, rmemMax, 2*ask)
+	}
+}
+
+// A monitor that does not read (its loop held while a burst overruns its
+// small subscription): Sync ends at its context's end with an error naming
+// the monitor, and a mark with it, instead of waiting for the monitor.
+func TestSyncEndsWithItsContextOnAMonitorThatDoesNotRead(t *testing.T) {
+	nd := newNode(t)
+	small, err := Start(Options{Name: "tl-small", Netns: nd.path, ReceiveBuffer: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer small.Close()
+	// Hold both loops (records under mu) while the burst fills each
+	// subscription's channel and then its socket.
+	small.mu.Lock()
+	nd.mon.mu.Lock()
+	nd.burst(t, 5000)
+	nd.mon.mu.Unlock()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		done <- Sync(ctx, small)
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "tl-small") {
+			t.Errorf("Sync on a monitor that does not read: want an error naming it, got %v", err)
+		}
+		t.Logf("Sync returned after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	case <-time.After(5 * time.Second):
+		small.mu.Unlock()
+		t.Fatal("Sync waited for a monitor that does not read past its context")
+	}
+	small.mu.Unlock()
+	// The control: the other monitor, with its default buffer and its loop
+	// running, takes its token.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := Sync(ctx, nd.mon); err != nil {
+		t.Errorf("control: %v", err)
 	}
 }
