@@ -101,10 +101,9 @@ func Sync(ctx context.Context, ms ...*Monitor) error {
 		ports[sub.ns] = append(ports[sub.ns], sub.port)
 	}
 	type sent struct {
-		m    *Monitor
-		s    *nl.NetlinkSocket
-		port uint32
-		b    *pendingBarrier
+		m *Monitor
+		s *nl.NetlinkSocket
+		b *pendingBarrier
 	}
 	var all []sent
 	defer func() {
@@ -123,7 +122,7 @@ func Sync(ctx context.Context, ms ...*Monitor) error {
 		}
 		b := &pendingBarrier{m: m, done: make(chan struct{}), issued: time.Now()}
 		barriers.Store(tokenKey{m.nsID, port}, b)
-		all = append(all, sent{m: m, s: s, port: port, b: b})
+		all = append(all, sent{m: m, s: s, b: b})
 		if err := sendToken(s, to); err != nil {
 			return fmt.Errorf("route timeline %s: sync: %w", m.name, err)
 		}
