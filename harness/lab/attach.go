@@ -21,6 +21,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/internal/machine"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -259,12 +260,18 @@ func (l *Lab) Mark(name string) harness.Event {
 }
 
 // SyncTimelines returns once every node's route timeline has recorded every
-// route change made before the call (timeline.Sync), or after 5 s.
+// route change made before the call (timeline.Sync); as for a built cluster,
+// a monitor that does not answer within the machine's wait of a second is
+// an error.
 func (l *Lab) SyncTimelines() error {
+	m, err := machine.FromEnv()
+	if err != nil {
+		return err
+	}
 	l.mu.Lock()
 	ms := slices.Collect(maps.Values(l.timelines))
 	l.mu.Unlock()
-	return timeline.SyncWithin(5*time.Second, ms...)
+	return timeline.SyncWithin(m.Wait(time.Second), ms...)
 }
 
 func (l *Lab) markAt(e harness.Event) {
