@@ -112,7 +112,7 @@ var _ = Describe("Borrowed /32 workload routes", Label("noencap", "borrowed"), f
 					"guard: node-3's route to its workload's borrowed %s is the programmer's, via %s", borrowed, w.Interface)
 			for _, n := range []*harness.Node{n1, n2} {
 				nd, _ := c.Net.Node(n.Name)
-				Eventually(n3).WithContext(ctx).WithPolling(100*time.Millisecond).
+				Eventually(n3).WithContext(ctx).WithTimeout(machine.Wait(30*time.Second)).WithPolling(100*time.Millisecond).
 					Should(judge.BeExportedTo(borrowed, nd.Address.Addr()), "guard: node-3's BIRD advertises %s to %s", borrowed, n.Name)
 				Eventually(func() bool { return learnedOverBGP(ctx, n, borrowed) }).WithPolling(100*time.Millisecond).
 					Should(BeTrue(), "guard: %s's BIRD learns %s over BGP", n.Name, borrowed)

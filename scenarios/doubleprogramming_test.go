@@ -168,7 +168,7 @@ var _ = Describe("Double programming judged per component", Label("noencap", "ip
 					return fmt.Errorf("%s: want BIRD tries %v and programmer tries %v for every remote block:\n  %s", state, bird, programmer, strings.Join(wrong, "\n  "))
 				}
 				return nil
-			}).WithContext(ctx).WithPolling(200 * time.Millisecond).Should(Succeed())
+			}).WithContext(ctx).WithTimeout(machine.Wait(60 * time.Second)).WithPolling(200 * time.Millisecond).Should(Succeed())
 			return got
 		}
 
@@ -232,7 +232,7 @@ var _ = Describe("Double programming judged per component", Label("noencap", "ip
 				return fmt.Errorf("trace: both components should send an add for every remote block:\n  %s", strings.Join(missing, "\n  "))
 			}
 			return nil
-		}).WithContext(ctx).WithPolling(200 * time.Millisecond).Should(Succeed())
+		}).WithContext(ctx).WithTimeout(machine.Wait(60 * time.Second)).WithPolling(200 * time.Millisecond).Should(Succeed())
 		hidden := 0
 		for _, v := range both {
 			if v.kernelRoutes == 1 {
@@ -248,7 +248,7 @@ var _ = Describe("Double programming judged per component", Label("noencap", "ip
 		setPairLive(ctx, c, "Enabled", "Disabled", true, rel)
 		prog := expectAll("Enabled / Disabled", from, false, true)
 		for _, b := range blocks {
-			Eventually(b.node).WithContext(ctx).WithPolling(100*time.Millisecond).
+			Eventually(b.node).WithContext(ctx).WithTimeout(machine.Wait(30*time.Second)).WithPolling(100*time.Millisecond).
 				Should(judge.HaveClusterRoute(b.cidr).ProgrammedBy(judge.ByProgrammer).Only(), "control: the programmer alone programs %s on %s", b.cidr, b.node.Name)
 		}
 		row("Enabled/Disabled", prog)

@@ -61,7 +61,7 @@ func ipipEncapBurst(ctx context.Context, c *harness.Cluster, flows []probe.Flow,
 			}
 		}
 		return least, nil
-	}).WithContext(ctx).WithPolling(20*time.Millisecond).
+	}).WithContext(ctx).WithTimeout(machine.Wait(30*time.Second)).WithPolling(20*time.Millisecond).
 		Should(BeNumerically(">=", encapBurstProbes), "guard: every flow of the encapsulation burst sends %d probes", encapBurstProbes)
 	rep, err := ps.Stop()
 	Expect(err).NotTo(HaveOccurred())

@@ -89,7 +89,7 @@ func checkIPIPWire(ctx context.Context, c *harness.Cluster) wireReport {
 	}
 	from, to := c.Node("node-1"), c.Node("node-3")
 	dstBlock := blockOf(to.NS, "ipip-pool")
-	Eventually(from).WithContext(ctx).WithPolling(50*time.Millisecond).
+	Eventually(from).WithContext(ctx).WithTimeout(machine.Wait(30*time.Second)).WithPolling(50*time.Millisecond).
 		Should(judge.HaveClusterRoute(dstBlock).Via(topo.TunnelDevice), "guard: node-1 routes node-3's block via tunl0")
 	src, dst := from.NS.Workloads[0], to.NS.Workloads[0]
 	uplink := from.NS.Spec.Interfaces[0]
@@ -277,7 +277,7 @@ var _ = Describe("IPIP packets on the wire, as the kernel's fallback tunnel send
 		Expect(c.WaitConverged(ctx)).To(Succeed(), "guard: every BGP session Established")
 		for _, n := range c.Nodes() {
 			for _, b := range c.RemoteBlocks(n.Name) {
-				Eventually(n).WithContext(ctx).WithPolling(50*time.Millisecond).
+				Eventually(n).WithContext(ctx).WithTimeout(machine.Wait(30*time.Second)).WithPolling(50*time.Millisecond).
 					Should(judge.HaveClusterRoute(b).Via(topo.TunnelDevice), "guard: %s routes %s via tunl0", n.Name, b)
 			}
 		}

@@ -489,7 +489,7 @@ func runMatrixRow(ctx context.Context, c *harness.Cluster, setup matrixSetup, bl
 			return err
 		}
 		return judgeClassOwners(blocks, views, setup.classes, row.expected)
-	}).WithContext(ctx).WithPolling(150*time.Millisecond).Should(Succeed(), pair)
+	}).WithContext(ctx).WithTimeout(machine.Wait(60*time.Second)).WithPolling(150*time.Millisecond).Should(Succeed(), pair)
 	settled := monoclock.Now()
 	row.settleMs = monoclock.Ms(settled - change.Mono)
 
@@ -520,14 +520,14 @@ func runMatrixRow(ctx context.Context, c *harness.Cluster, setup matrixSetup, bl
 				resyncs[n.Name]++
 			}
 			return resyncs[n.Name]
-		}).WithContext(ctx).WithPolling(20*time.Millisecond).
+		}).WithContext(ctx).WithTimeout(machine.Wait(60*time.Second)).WithPolling(20*time.Millisecond).
 			Should(BeNumerically(">=", 2), "%s: two programmer resyncs on %s", pair, n.Name)
 	}
 	for _, n := range c.Nodes() {
 		if contested[n.Name] == 0 {
 			continue
 		}
-		Eventually(func() int { k, _ := countRefusals(n, logFrom[n.Name]); return k }).WithContext(ctx).
+		Eventually(func() int { k, _ := countRefusals(n, logFrom[n.Name]); return k }).WithContext(ctx).WithTimeout(machine.Wait(60*time.Second)).
 			WithPolling(50*time.Millisecond).Should(BeNumerically(">=", 2*contested[n.Name]),
 			"%s: %s's BIRD keeps trying to write the %d double-programmed prefixes (two scans' worth of refused writes)", pair, n.Name, contested[n.Name])
 	}

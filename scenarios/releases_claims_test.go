@@ -240,7 +240,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 					change, _, _ := setPairLive(ctx, c, p[0], p[1], false, config.R333)
 					if p[1] != prevBGP {
 						for _, n := range c.Nodes() {
-							Eventually(func() int { return len(n.ConfdActions()) }).WithContext(ctx).WithPolling(50*time.Millisecond).
+							Eventually(func() int { return len(n.ConfdActions()) }).WithContext(ctx).WithTimeout(machine.Wait(30*time.Second)).WithPolling(50*time.Millisecond).
 								Should(BeNumerically(">", configured[n.Name]), "BIRD %s, Felix=%s BGP=%s: %s's confd reconfigures BIRD", rel, p[0], p[1], n.Name)
 						}
 					}
@@ -257,7 +257,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 							return fmt.Errorf("owner %s, want %s: %s", got, want, views)
 						}
 						return nil
-					}).WithContext(ctx).WithPolling(150*time.Millisecond).Should(Succeed(),
+					}).WithContext(ctx).WithTimeout(machine.Wait(60*time.Second)).WithPolling(150*time.Millisecond).Should(Succeed(),
 						"BIRD %s, Felix=%s BGP=%s: the design's tables give the no-encap class to %s", rel, p[0], p[1], want)
 					ms := sinceMs(change.Mono)
 					tab.Add(p[0], p[1], want, got, harness.Cellf("%.0f", ms))
@@ -291,7 +291,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 					settledMs := sinceMs(change.Mono)
 					// Past BIRD's next scan (a programmer → BIRD handover
 					// ends at BIRD's re-add), every flow delivers.
-					Eventually(flowsDelivering(probes)).WithContext(ctx).WithPolling(50*time.Millisecond).
+					Eventually(flowsDelivering(probes)).WithContext(ctx).WithTimeout(machine.Wait(30*time.Second)).WithPolling(50*time.Millisecond).
 						Should(Succeed(), "BIRD %s, %s: every flow delivers after the change", rel, step.name)
 					after, err := probes.Report()
 					Expect(err).NotTo(HaveOccurred())
@@ -350,7 +350,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 					var err error
 					after, err = readvertCount(ctx, c, remaining)
 					return after.readvertised, err
-				}).WithContext(ctx).WithPolling(100*time.Millisecond).ShouldNot(BeEmpty(),
+				}).WithContext(ctx).WithTimeout(machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).ShouldNot(BeEmpty(),
 					"known gap closed on BIRD %s: no node exported %s's block to an iBGP peer after it withdrew it", rel, owner)
 				var srcs []string
 				for _, r := range after.readvertised {

@@ -136,7 +136,7 @@ var _ = Describe("Dual-ToR claims per BIRD release", Label("dualtor", "ecmp", "r
 					return f.bothPlanes(n.Name)
 				}
 				f.expectPaths(want, judge.ByBIRD, 30*time.Second)
-				Eventually(flowsDelivering(probes)).WithContext(ctx).WithPolling(50*time.Millisecond).Should(Succeed(),
+				Eventually(flowsDelivering(probes)).WithContext(ctx).WithTimeout(machine.Wait(30*time.Second)).WithPolling(50*time.Millisecond).Should(Succeed(),
 					"BIRD %s: every flow recovers over the surviving plane", rel)
 				rep, err := probes.Stop()
 				Expect(err).NotTo(HaveOccurred())

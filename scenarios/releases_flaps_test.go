@@ -242,7 +242,7 @@ func runFlaps(ctx context.Context, relName release.Name, sharedKey bool) flapRun
 	// 2. Both own no-encap. Positive control of the counter: every remote
 	// block's route goes from BIRD's to the programmer's.
 	change, _, _ := setPairLive(ctx, c, "Enabled", "Enabled", true, config.R333)
-	Eventually(doubled).WithContext(ctx).WithPolling(150*time.Millisecond).Should(Succeed(), "Enabled/Enabled double-programs every remote block")
+	Eventually(doubled).WithContext(ctx).WithTimeout(machine.Wait(60*time.Second)).WithPolling(150*time.Millisecond).Should(Succeed(), "Enabled/Enabled double-programs every remote block")
 	ctl := settle(ctx, c, pool, change.Mono, "Enabled/Enabled")
 	for _, x := range remote() {
 		f := c.Timeline(x.n.Name).Flaps(x.p, change.Mono, ctl.end)
@@ -263,7 +263,7 @@ func runFlaps(ctx context.Context, relName release.Name, sharedKey bool) flapRun
 		from := do()
 		Eventually(landed).WithContext(ctx).WithTimeout(machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).Should(Succeed(), "%s landed", name)
 		fc := measure(ctx, c, pool, from, logs, name)
-		Eventually(doubled).WithContext(ctx).WithPolling(150*time.Millisecond).Should(Succeed(), "guard: still double-programmed after %s", name)
+		Eventually(doubled).WithContext(ctx).WithTimeout(machine.Wait(60*time.Second)).WithPolling(150*time.Millisecond).Should(Succeed(), "guard: still double-programmed after %s", name)
 		run.changes = append(run.changes, fc)
 	}
 	via := func(n *harness.Node, p netip.Prefix, gw netip.Addr) error {
@@ -342,7 +342,7 @@ func runFlaps(ctx context.Context, relName release.Name, sharedKey bool) flapRun
 				}
 			}
 			return nil
-		}).WithContext(ctx).WithPolling(50*time.Millisecond).Should(Succeed(), "guard: with the session down node-3's BIRD loses node-1's advertisement of its blocks")
+		}).WithContext(ctx).WithTimeout(machine.Wait(30*time.Second)).WithPolling(50*time.Millisecond).Should(Succeed(), "guard: with the session down node-3's BIRD loses node-1's advertisement of its blocks")
 		c.Mark("birdc enable " + peer + " on node-3")
 		_, err = n3.BIRD.Client().Run(ctx, "enable "+peer)
 		Expect(err).NotTo(HaveOccurred())

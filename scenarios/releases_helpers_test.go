@@ -103,7 +103,7 @@ func quickTimers(o harness.Options) harness.Options {
 func expectBIRDPrograms(ctx context.Context, n *harness.Node, blocks []netip.Prefix, what string) {
 	GinkgoHelper()
 	for _, b := range blocks {
-		Eventually(n).WithContext(ctx).WithPolling(50*time.Millisecond).
+		Eventually(n).WithContext(ctx).WithTimeout(machine.Wait(30*time.Second)).WithPolling(50*time.Millisecond).
 			Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD).Only(), "%s: BIRD programs %s on %s", what, b, n.Name)
 	}
 }
@@ -112,7 +112,7 @@ func expectBIRDPrograms(ctx context.Context, n *harness.Node, blocks []netip.Pre
 // every remote block (noEncapOwner).
 func expectNoEncapOwner(ctx context.Context, c *harness.Cluster, want judge.Owner, what string) {
 	GinkgoHelper()
-	Eventually(func() (judge.Owner, error) { o, _, err := noEncapOwner(ctx, c); return o, err }).WithContext(ctx).
+	Eventually(func() (judge.Owner, error) { o, _, err := noEncapOwner(ctx, c); return o, err }).WithContext(ctx).WithTimeout(machine.Wait(60*time.Second)).
 		WithPolling(100*time.Millisecond).Should(Equal(want), what)
 }
 

@@ -141,7 +141,7 @@ var _ = Describe("IPIP claims per BIRD release", Label("ipip", "releases"), func
 				// BIRD's best route the owner's advertisement.
 				readvertGuardOwnership(c, judge.ByProgrammer, topo.TunnelDevice)
 				for _, n := range c.Nodes() {
-					Eventually(func() (map[netip.Prefix]bool, error) { return kernelExports(ctx, n) }).WithContext(ctx).
+					Eventually(func() (map[netip.Prefix]bool, error) { return kernelExports(ctx, n) }).WithContext(ctx).WithTimeout(machine.Wait(60*time.Second)).
 						WithPolling(200*time.Millisecond).Should(
 						Not(HaveKey(BeElementOf(c.RemoteBlocks(n.Name)))), "BIRD %s on %s exports a programmer-owned IPIP block to its kernel protocol", rel, n.Name)
 				}
@@ -174,7 +174,7 @@ var _ = Describe("IPIP claims per BIRD release", Label("ipip", "releases"), func
 					}
 					for _, b := range withdrawn {
 						Expect(n).To(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice), "guard: the programmer keeps its route to %s on %s", b, n.Name)
-						Eventually(func() []bird.Route { return readvertBIRDRoutes(ctx, n, b) }).WithContext(ctx).
+						Eventually(func() []bird.Route { return readvertBIRDRoutes(ctx, n, b) }).WithContext(ctx).WithTimeout(machine.Wait(30*time.Second)).
 							WithPolling(100*time.Millisecond).Should(SatisfyAll(
 							ContainElement(SatisfyAll(HaveField("Protocol", BeElementOf(kps)), HaveField("Primary", true),
 								HaveField("Nexthops", ContainElement(HaveField("Iface", topo.TunnelDevice))))),

@@ -93,7 +93,7 @@ var _ = Describe("Tunnel-route reject towards iBGP peers", Label("noencap", "tun
 				for _, peer := range ibgp {
 					for _, r := range routes {
 						if !r.rejected {
-							Eventually(n1).WithContext(ctx).WithPolling(100*time.Millisecond).
+							Eventually(n1).WithContext(ctx).WithTimeout(machine.Wait(30*time.Second)).WithPolling(100*time.Millisecond).
 								Should(judge.BeExportedTo(r.dst, peer), "%s: control: node-1 exports %s (via %s) to %s", pair, r.dst, r.device, peer)
 						}
 					}

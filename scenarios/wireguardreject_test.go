@@ -113,7 +113,7 @@ var _ = Describe("WireGuard routes and the *.cali reject", Label("noencap", "ipv
 			Expect(wgReplaceRoute(n1, b, devs["plain0"])).To(Succeed())
 		}
 		for i, b := range blocks {
-			Eventually(n1).WithContext(ctx).WithPolling(100*time.Millisecond).
+			Eventually(n1).WithContext(ctx).WithTimeout(machine.Wait(30*time.Second)).WithPolling(100*time.Millisecond).
 				Should(judge.BeExportedTo(b, peers[i]), "control: node-1 exports %s, learned via plain0, to node-2 (%s)", b, peers[i])
 			fmt.Fprintf(&table, "%-22s via plain0 (control): exported to node-2 (%s)\n", b, peers[i])
 		}
