@@ -90,7 +90,10 @@ type summary struct {
 
 type suiteRun struct {
 	failedSpecs int
-	failLine    string // Ginkgo's "FAIL! - ..." line: why the suite failed
+	// ranSpecs counts the specs that passed, failed or skipped in their
+	// body: 0 in a suite that passed is a selection that matched nothing.
+	ranSpecs int
+	failLine string // Ginkgo's "FAIL! - ..." line: why the suite failed
 }
 
 func newSummary(out io.Writer, o Options) *summary {
@@ -197,6 +200,9 @@ func (s *summary) output(k key, out string) {
 			if i == 1 {
 				sr.failedSpecs += v
 			}
+			if i <= 1 {
+				sr.ranSpecs += v
+			}
 		}
 	}
 	if m := ginkgoFail.FindStringSubmatch(strings.TrimSpace(plain)); m != nil {
@@ -215,10 +221,11 @@ func (s *summary) output(k key, out string) {
 		plain = plain[i:]
 	}
 	if m := specLine.FindStringSubmatch(plain); m != nil {
-		s.suite(k)
+		sr := s.suite(k)
 		s.lastSpec = m[2]
 		if m[1] == "skipped" {
 			s.specSkipped = append(s.specSkipped, m[2])
+			sr.ranSpecs++
 		}
 	}
 	if m := specWhy.FindStringSubmatch(plain); m != nil && s.lastSpec != "" {
@@ -306,6 +313,16 @@ func (s *summary) finish() (string, int) {
 	for p := range s.pkgStarted {
 		if !s.pkgEnded[p] {
 			problems = append(problems, fmt.Sprintf("   package did not finish: %s (killed, or its output was cut off)", short(p)))
+		}
+	}
+	// A Ginkgo suite that passed having run no spec: its label filter or
+	// focus matched nothing (a rename, a label typo, a shard that came out
+	// empty). go test calls that a pass; without -ginkgo.fail-on-empty
+	// nothing else would say so, and other packages' tests passing beside
+	// it would keep "nothing ran" below from firing.
+	for _, k := range s.passed {
+		if sr := s.suites[k]; sr != nil && sr.ranSpecs == 0 {
+			problems = append(problems, fmt.Sprintf("   suite ran no spec: %s %s (its selection matched nothing; every spec was filtered out)", short(k.pkg), k.test))
 		}
 	}
 	ran := map[key]bool{}

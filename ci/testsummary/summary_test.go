@@ -31,6 +31,10 @@ var streamCases = []streamCase{
 	{name: "specfail", fails: true, want: []string{"x: 1 passed, 1 failed", "   FAIL spec ci/testsummary/testdata/suites/specfail: fails\n"}},
 	{name: "failonempty", args: []string{"-args", "-ginkgo.label-filter=selected", "-ginkgo.fail-on-empty"}, fails: true,
 		want: []string{"suite failed outside its specs: ci/testsummary/testdata/suites/failonempty TestSuite: Detected no specs ran and --fail-on-empty is set"}},
+	// The same empty selection without -ginkgo.fail-on-empty: go test
+	// passes, the stage must not.
+	{name: "emptyselection", args: []string{"-args", "-ginkgo.label-filter=selected"}, fails: true,
+		want: []string{"suite ran no spec: ci/testsummary/testdata/suites/emptyselection TestSuite"}},
 	{name: "beforesuite", fails: true, want: []string{"suite failed outside its specs", "A BeforeSuite node failed"}},
 	{name: "reportaftereach", fails: true, want: []string{"x: 0 passed, 1 failed"}},
 	{name: "panicoutside", fails: true, want: []string{"package failed: ci/testsummary/testdata/suites/panicoutside: it failed outside any test"}},
@@ -166,6 +170,20 @@ func TestEmptyStreamFails(t *testing.T) {
 	}
 	if _, n := summarize(t, nil, Options{AllowEmpty: true}); n != 0 {
 		t.Fatal("-allow-empty: an empty stream failed")
+	}
+}
+
+// A suite that passed having run no spec fails the stage even beside
+// packages whose tests passed, where "nothing ran" cannot fire; the passing
+// stream alone is the control.
+func TestEmptySuiteBesidePassingTestsFails(t *testing.T) {
+	stream := append(recorded(t, "passing"), recorded(t, "emptyselection")...)
+	text, n := summarize(t, stream, Options{})
+	if n != 1 || !strings.Contains(text, "suite ran no spec: ci/testsummary/testdata/suites/emptyselection TestSuite") {
+		t.Fatalf("an empty suite beside passing tests: %d failures, want 1 naming the suite:\n%s", n, text)
+	}
+	if text, n := summarize(t, recorded(t, "passing"), Options{}); n != 0 {
+		t.Fatalf("control: the passing stream alone failed:\n%s", text)
 	}
 }
 
