@@ -211,6 +211,7 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 			res.Figures["upgradeLeftoverRoutes"] = float64(upLeftover)
 			if upLeftover > 0 {
 				res.Notes = append(res.Notes, fmt.Sprintf("upgrade leg: %d route(s) to remote blocks left beneath the best one (the 3.31 BIRD's at metric 0, beside the 3.33 BIRD's at its krt_metric)", upLeftover))
+				res.DependsOnUpstreamBIRD(upstreamMetricInScan)
 			}
 			if leftover > 0 {
 				res.Notes = append(res.Notes, fmt.Sprintf("downgrade leg: %d route(s) to remote blocks left beneath the best one (the 3.33 BIRD's, at its krt_metric): the downgraded BIRD's kernel scan took them as already seen", leftover))
