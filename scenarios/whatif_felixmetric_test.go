@@ -166,14 +166,28 @@ var _ = Describe("What-if: Felix's IPv4 cluster routes at metric 1024 (Calico PR
 	)
 
 	// The live change on 3.33 as shipped (BIRD at krt_metric 1024), both
-	// ways. liveconfig_test.go runs programmer → BIRD with kernelMetric 0
-	// (a departure); here BIRD keeps 1024, the metric the PR aligns with.
+	// ways; at the PR's 1024 BIRD's route and the programmer's share the
+	// key. Programmer → BIRD as released runs with kernelMetric 0, as
+	// liveconfig_test.go does (see below).
 	DescribeTable("a live programClusterRoutes change on IPIP, 3.33",
 		func(ctx SpecContext, from, to ownership, metric int) {
 			needWhatIf()
-			lc := liveChange(ctx, "ipip", from, to, liveOptions{vary: []func(*harness.Options){func(o *harness.Options) {
-				o.ProgrammerKnobs.IPv4Metric = metric
-			}}})
+			vary := []func(*harness.Options){func(o *harness.Options) { o.ProgrammerKnobs.IPv4Metric = metric }}
+			departure := ""
+			if metric == 0 && to.owner == judge.ByBIRD {
+				// As released, programmer → BIRD runs as liveconfig_test.go
+				// runs it, with BGPConfiguration.kernelMetric 0: on the
+				// shipped krt_metric 1024 upstream BIRD 2.0 leaves a stale
+				// metric-0 proto bird route beside its 1024 one (seen here:
+				// the end state's "one route" fails), an artifact of BIRD
+				// 2.0, not Calico's fork (liveconfig_test.go).
+				departure = "BGPConfiguration.kernelMetric 0, as liveconfig_test.go"
+				vary = append(vary, func(o *harness.Options) {
+					m := 0
+					o.BGP.KernelMetric = &m
+				})
+			}
+			lc := liveChange(ctx, "ipip", from, to, liveOptions{vary: vary})
 			for _, n := range lc.c.Nodes() {
 				st, err := n.Programmer.Status()
 				Expect(err).NotTo(HaveOccurred())
@@ -182,8 +196,13 @@ var _ = Describe("What-if: Felix's IPv4 cluster routes at metric 1024 (Calico PR
 			res := lc.res
 			res.Name = fmt.Sprintf("what-if live change on ipip: %s → %s, %s", from.owner, to.owner, knobName(metric))
 			res.Notes = append(res.Notes, "what-if, not Calico as released: "+knobName(metric))
-			report(fmt.Sprintf("WHATIF live %s→%s metric=%d: longestNoRouteWindowMs=%.1f lostProbes=%.0f longestProbeGapMs=%.1f",
-				from.owner, to.owner, metric, res.Figures["longestNoRouteWindowMs"], res.Figures["lostProbes"], res.Figures["longestProbeGapMs"]),
+			tag := ""
+			if departure != "" {
+				res.Notes = append(res.Notes, "departure: "+departure)
+				tag = " (kernelMetric 0)"
+			}
+			report(fmt.Sprintf("WHATIF live %s→%s metric=%d%s: longestNoRouteWindowMs=%.1f lostProbes=%.0f longestProbeGapMs=%.1f",
+				from.owner, to.owner, metric, tag, res.Figures["longestNoRouteWindowMs"], res.Figures["lostProbes"], res.Figures["longestProbeGapMs"]),
 				harness.GapTable(lc.rep)+lc.handovers.Table(), res)
 		},
 		repeated(),
