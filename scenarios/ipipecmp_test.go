@@ -185,6 +185,7 @@ var _ = Describe("IPIP with ECMP on the dual-ToR fabric", Label("dualtor", "ipip
 			if own.owner == judge.ByBIRD {
 				refused := birdRefusedIPIP(ctx, c, pool)
 				res.Figures["kernelRefusedBIRDRoutes"] = float64(refused)
+				res.DependsOnUpstreamBIRD(upstreamTunnelPerPath)
 			}
 			res.Notes = append(res.Notes, ipipECMPNotes(viaToR, viaNode, delivering, len(rep.Flows))...)
 			res.Notes = append(res.Notes, fmt.Sprintf("the ToRs have a route to %d of %d (ToR, node address) pairs", routable, pairs))

@@ -662,6 +662,11 @@ func matrixResult(name string, topology string, rows []matrixRow, classes []pool
 	res.Figures["pairs"] = float64(len(rows))
 	res.Notes = append(res.Notes,
 		"double programming at BIRD's fork-equivalent kernel metric 0: the programmer's route holds the prefix and BIRD's write is refused at every scan (counted as BIRD refused writes); owner changes are counted from the route timeline")
+	if res.Figures["doubleProgrammedPairs"] > 0 {
+		// The double-programmed pairs are judged allowing for the
+		// take-back (doubleProgrammedTakenBackAtWindowEnd), BIRD 2's.
+		res.DependsOnUpstreamBIRD(upstreamReplaceTakesKey)
+	}
 	return res
 }
 

@@ -125,6 +125,11 @@ var _ = Describe("BIRD upgrade on one node, with probes running", Label("noencap
 			res.Figures["convergedMs"] = monoclock.Ms(established.Mono - begin.Mono)
 			res.Figures["allDeliveringMs"] = monoclock.Ms(end.Mono - begin.Mono)
 			res.Notes = append(res.Notes, fmt.Sprintf("node-2's BIRD %s → %s, old BIRD %s, new BIRD started with -R; the programmer restarts with it (pod replacement)", from, to, sig))
+			if sig == syscall.SIGKILL && from != release.BIRD16 {
+				// The peers run `from`: upstream BIRD 2 replaces the
+				// refreshed route; the 1.6 → 2.0 entry is the fork's side.
+				res.DependsOnUpstreamBIRD(upstreamReplaceNoWindow)
+			}
 			report(name+": gap per flow", upgradeTable(up, rep, out, in, other)+harness.GapTable(rep), res)
 
 			// The peers' own no-route windows for node-2's blocks. Graceful

@@ -66,6 +66,17 @@ func run() int {
 	}
 	writeWindow := fs.Int("write-window", envWindow,
 		"emulation knob: route requests in flight at once, 0 = the release's (1, as Felix); e.g. 256 pipelines (default $"+programmer.WriteWindowEnv+")")
+	envMetric := 0
+	if v := os.Getenv(programmer.IPv4MetricEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			fmt.Fprintf(os.Stderr, "birdcage-programmer: $%s=%q: want a non-negative integer (0 as Felix releases it, 1024 as Calico PR #13856 proposes)\n", programmer.IPv4MetricEnv, v)
+			return programmer.ExitUsage
+		}
+		envMetric = n
+	}
+	ipv4Metric := fs.Int("ipv4-metric", envMetric,
+		"what-if knob: the metric of the IPv4 routes written; 0 as Felix releases it, 1024 as Calico PR #13856 proposes (default $"+programmer.IPv4MetricEnv+", else 0)")
 	noTunnelMTU := fs.Bool("no-tunnel-mtu", os.Getenv(programmer.NoTunnelMTUEnv) == "1",
 		"emulation knob: write no MTU on IPIP routes (Felix writes host MTU - 20) (default $"+programmer.NoTunnelMTUEnv+"=1)")
 	envGap, errGap := durationFromEnv(programmer.TakeoverGapEnv)
@@ -98,6 +109,9 @@ func run() int {
 	}
 	if *writeWindow < 0 {
 		return usage("--write-window must not be negative")
+	}
+	if *ipv4Metric < 0 || *ipv4Metric > 1<<32-1 {
+		return usage("--ipv4-metric %d: must be 0..4294967295 (0 as released, 1024 as Calico PR #13856 proposes)", *ipv4Metric)
 	}
 	if *writeOrder != "" {
 		if _, ok := config.ParseWriteOrder(*writeOrder); !ok {
@@ -132,7 +146,7 @@ func run() int {
 		Restart:     programmer.RestartProfile{StartupDelay: *startupDelay, ResyncDelayPerRoute: *perRoute},
 		StartedMono: started,
 		Knobs: programmer.Knobs{WriteOrder: *writeOrder, DeleteNamesProtocol: *deleteNamesProto, NoTunnelMTU: *noTunnelMTU,
-			WriteWindow: *writeWindow, TakeoverGap: *takeoverGap},
+			WriteWindow: *writeWindow, TakeoverGap: *takeoverGap, IPv4Metric: *ipv4Metric},
 	})
 	code := programmer.ExitCode(err)
 	if err != nil && code != programmer.ExitConfigChanged {

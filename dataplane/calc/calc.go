@@ -282,7 +282,7 @@ func (k *calculator) connectedUplink(a netip.Addr) (connectedUplink, bool) {
 
 func (k *calculator) ipip(dst netip.Prefix, pl pool, rn datastore.Node, why string) {
 	if dst.Addr().Is6() {
-		k.skip(dst, "%s: IPIP carries IPv4 only", why)
+		k.ipipV6(dst, pl, rn, why)
 		return
 	}
 	gw, ok := nodeAddr(rn, false)
@@ -294,7 +294,7 @@ func (k *calculator) ipip(dst netip.Prefix, pl pool, rn datastore.Node, why stri
 		if u, ok := k.connectedUplink(gw); ok {
 			k.add(route.Route{Dst: dst, Class: route.ClassIPIPSameSubnet,
 				Reason:   why + fmt.Sprintf(" (CrossSubnet: node %s is on connected subnet %s)", rn.Name, u.subnet),
-				NextHops: []route.NextHop{{Gateway: gw, Device: u.Interface}}})
+				NextHops: []route.NextHop{{Gateway: gw, Device: u.Interface, OnLink: true}}})
 			return
 		}
 	}
@@ -302,6 +302,43 @@ func (k *calculator) ipip(dst netip.Prefix, pl pool, rn datastore.Node, why stri
 		NextHops: []route.NextHop{{Gateway: gw, Device: k.opts.TunnelDevice, OnLink: true}}})
 }
 
+// ipipV6 is Felix's treatment of an IPv6 pool with ipipMode set, which
+// Calico's API refuses but the datastore can hold: never the tunnel (Felix
+// starts its IPIP manager for IPv4 only, int_dataplane.go newIPIPManager(...,
+// 4, ...)); its IPv6 route manager is the no-encap one, which takes a route
+// of another pool type only when the route is same-subnet (route_mgr.go
+// noEncapRoute: `ippoolType != NO_ENCAP && !r.GetSameSubnet()` gives none),
+// and a route is same-subnet only under CrossSubnet (l3_route_resolver.go,
+// `poolAllowsCrossSubnet && nodeInOurSubnet`), all at release-v3.33 6609dea5.
+// So: CrossSubnet with the node on a connected subnet, a no-encap route out
+// of the uplink; otherwise none.
+func (k *calculator) ipipV6(dst netip.Prefix, pl pool, rn datastore.Node, why string) {
+	if pl.IPIPMode != datastore.EncapCrossSubnet {
+		k.skip(dst, "%s: IPv6 pool with ipipMode %s: Felix never tunnels IPv6 and its IPv6 route manager takes an IPIP pool's route only same-subnet under CrossSubnet", why, pl.IPIPMode)
+		return
+	}
+	gw, ok := nodeAddr(rn, true)
+	if !ok {
+		k.skip(dst, "%s: node %s has no IPv6 address", why, rn.Name)
+		return
+	}
+	u, ok := k.connectedUplink(gw)
+	if !ok {
+		k.skip(dst, "%s: IPv6 pool with ipipMode CrossSubnet: node %s (%s) is on no connected subnet, and Felix never tunnels IPv6", why, rn.Name, gw)
+		return
+	}
+	k.add(route.Route{Dst: dst, Class: route.ClassIPIPSameSubnet,
+		Reason:   why + fmt.Sprintf(" (IPv6, CrossSubnet: node %s is on connected subnet %s; out of the uplink as no-encap, never the tunnel)", rn.Name, u.subnet),
+		NextHops: []route.NextHop{{Gateway: gw, Device: u.Interface, OnLink: true}}})
+}
+
+// noEncap writes Felix's no-encap route: `via <node> dev <uplink> onlink`.
+// Felix's route table gives every no-encap target RTNH_F_ONLINK (routetable
+// defs.go, Target.Flags: TargetTypeVXLAN, TargetTypeNoEncap, TargetTypeOnLink;
+// the same at release-v3.31 3cdeae8f, v3.32 de60d98e and v3.33 6609dea5), and
+// route_mgr.go noEncapRoute builds its same-subnet and no-encap routes as
+// TargetTypeNoEncap. Real Felix 3.33 wrote `10.65.2.0/26 via 10.99.0.12 dev
+// <uplink> proto 80 onlink`.
 func (k *calculator) noEncap(dst netip.Prefix, rn datastore.Node, why string) {
 	v6 := dst.Addr().Is6()
 	gw, ok := nodeAddr(rn, v6)
@@ -312,7 +349,7 @@ func (k *calculator) noEncap(dst netip.Prefix, rn datastore.Node, why string) {
 	if u, ok := k.connectedUplink(gw); ok {
 		k.add(route.Route{Dst: dst, Class: route.ClassNoEncap,
 			Reason:   why + fmt.Sprintf(" (node %s is on connected subnet %s)", rn.Name, u.subnet),
-			NextHops: []route.NextHop{{Gateway: gw, Device: u.Interface}}})
+			NextHops: []route.NextHop{{Gateway: gw, Device: u.Interface, OnLink: true}}})
 		return
 	}
 	// Not directly connected (dual-ToR loopback addressing): Felix sends it
@@ -320,7 +357,7 @@ func (k *calculator) noEncap(dst netip.Prefix, rn datastore.Node, why string) {
 	var hops []route.NextHop
 	for _, u := range k.connected {
 		if u.gateway.IsValid() && u.gateway.Is6() == v6 {
-			hops = append(hops, route.NextHop{Gateway: u.gateway, Device: u.Interface})
+			hops = append(hops, route.NextHop{Gateway: u.gateway, Device: u.Interface, OnLink: true})
 			if !k.opts.NoEncapMultipathViaGateways {
 				break
 			}

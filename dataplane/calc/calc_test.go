@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/birdcage/birdcage/dataplane/route"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 )
@@ -63,14 +64,14 @@ var (
 		"10.65.2.0/26 via 10.0.1.12 dev tunl0 onlink",
 		"10.65.3.0/26 via 10.0.2.13 dev tunl0 onlink",
 		"10.65.3.7/32 via 10.0.1.12 dev tunl0 onlink",
-		"10.66.2.0/26 via 10.0.1.12 dev eth0", // CrossSubnet, same subnet
+		"10.66.2.0/26 via 10.0.1.12 dev eth0 onlink", // CrossSubnet, same subnet
 		"10.66.3.0/26 via 10.0.2.13 dev tunl0 onlink",
 	}
 	noEncapRoutes = []string{
-		"10.67.1.20/32 via 10.0.1.1 dev eth0", // borrowed from us by node-3, off-subnet
-		"10.67.2.0/26 via 10.0.1.12 dev eth0",
-		"10.67.3.0/26 via 10.0.1.1 dev eth0",
-		"fd00:67:0:2::/122 via fd00:1::12 dev eth0",
+		"10.67.1.20/32 via 10.0.1.1 dev eth0 onlink", // borrowed from us by node-3, off-subnet
+		"10.67.2.0/26 via 10.0.1.12 dev eth0 onlink",
+		"10.67.3.0/26 via 10.0.1.1 dev eth0 onlink",
+		"fd00:67:0:2::/122 via fd00:1::12 dev eth0 onlink",
 	}
 	localRoutes = []string{
 		"10.65.1.5/32 dev cali1 scope link",
@@ -134,10 +135,10 @@ func TestPoolClassByOwnership(t *testing.T) {
 	}{
 		{"ipip-always/same-subnet", datastore.IPPool{CIDR: "10.65.0.0/16", IPIPMode: "Always"}, "node-2", "10.65.0.0/26 via 10.0.1.12 dev tunl0 onlink", true},
 		{"ipip-always/other-subnet", datastore.IPPool{CIDR: "10.65.0.0/16", IPIPMode: "Always"}, "node-3", "10.65.0.0/26 via 10.0.2.13 dev tunl0 onlink", true},
-		{"ipip-cross/same-subnet", datastore.IPPool{CIDR: "10.65.0.0/16", IPIPMode: "CrossSubnet"}, "node-2", "10.65.0.0/26 via 10.0.1.12 dev eth0", true},
+		{"ipip-cross/same-subnet", datastore.IPPool{CIDR: "10.65.0.0/16", IPIPMode: "CrossSubnet"}, "node-2", "10.65.0.0/26 via 10.0.1.12 dev eth0 onlink", true},
 		{"ipip-cross/other-subnet", datastore.IPPool{CIDR: "10.65.0.0/16", IPIPMode: "CrossSubnet"}, "node-3", "10.65.0.0/26 via 10.0.2.13 dev tunl0 onlink", true},
-		{"no-encap/same-subnet", datastore.IPPool{CIDR: "10.65.0.0/16", IPIPMode: "Never"}, "node-2", "10.65.0.0/26 via 10.0.1.12 dev eth0", false},
-		{"no-encap/other-subnet", datastore.IPPool{CIDR: "10.65.0.0/16"}, "node-3", "10.65.0.0/26 via 10.0.1.1 dev eth0", false},
+		{"no-encap/same-subnet", datastore.IPPool{CIDR: "10.65.0.0/16", IPIPMode: "Never"}, "node-2", "10.65.0.0/26 via 10.0.1.12 dev eth0 onlink", false},
+		{"no-encap/other-subnet", datastore.IPPool{CIDR: "10.65.0.0/16"}, "node-3", "10.65.0.0/26 via 10.0.1.1 dev eth0 onlink", false},
 	}
 	for _, cl := range classes {
 		for _, owner := range config.Values {
@@ -183,7 +184,7 @@ func dualToR() *datastore.Cluster {
 
 func TestNoEncapDualToRSinglePathLikeFelix(t *testing.T) {
 	r := DesiredRoutes(dualToR(), "node-1", config.EnabledNoEncapOnly, Options{})
-	want := []string{"10.67.2.0/26 via 172.16.1.1 dev eth0"}
+	want := []string{"10.67.2.0/26 via 172.16.1.1 dev eth0 onlink"}
 	if got := render(r); !slices.Equal(got, want) {
 		t.Errorf("Felix-faithful dual-ToR route: got %q, want %q", got, want)
 	}
@@ -194,7 +195,7 @@ func TestNoEncapDualToRSinglePathLikeFelix(t *testing.T) {
 
 func TestNoEncapDualToRMultipathOptIn(t *testing.T) {
 	r := DesiredRoutes(dualToR(), "node-1", config.EnabledNoEncapOnly, Options{NoEncapMultipathViaGateways: true})
-	want := []string{"10.67.2.0/26 nexthop via 172.16.1.1 dev eth0 nexthop via 172.16.2.1 dev eth1"}
+	want := []string{"10.67.2.0/26 nexthop via 172.16.1.1 dev eth0 onlink nexthop via 172.16.2.1 dev eth1 onlink"}
 	if got := render(r); !slices.Equal(got, want) {
 		t.Errorf("opt-in multipath: got %q, want %q", got, want)
 	}
@@ -209,7 +210,7 @@ func TestOptionsUplinksOverrideNodeDocument(t *testing.T) {
 	c.Workloads = nil
 	r := DesiredRoutes(c, "node-1", config.EnabledNoEncapOnly, Options{
 		Uplinks: []datastore.Uplink{{Interface: "ens3", Address: "10.0.1.11/24", Gateway: "10.0.1.1"}}})
-	want := []string{"10.67.2.0/26 via 10.0.1.12 dev ens3", "10.67.3.0/26 via 10.0.1.1 dev ens3"}
+	want := []string{"10.67.2.0/26 via 10.0.1.12 dev ens3 onlink", "10.67.3.0/26 via 10.0.1.1 dev ens3 onlink"}
 	if got := render(r); !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q (skipped %+v)", got, want, r.Skipped)
 	}
@@ -255,15 +256,44 @@ func TestLocalWorkloadWinsConflict(t *testing.T) {
 	}
 }
 
+// TestIPIPIsIPv4Only: an IPv6 pool with ipipMode set (Calico's API refuses
+// one; the datastore can hold it) never gets a tunnel route. Felix at
+// release-v3.33 6609dea5 starts its IPIP manager for IPv4 only and its IPv6
+// route manager is the no-encap one, which takes an IPIP pool's route only
+// when same-subnet under CrossSubnet (route_mgr.go noEncapRoute): then a
+// no-encap route out of the uplink, onlink; under Always, none.
 func TestIPIPIsIPv4Only(t *testing.T) {
-	c := &datastore.Cluster{
-		Pools:  []datastore.IPPool{{Name: "v6ipip", CIDR: "fd00:65::/48", IPIPMode: "Always"}},
-		Nodes:  []datastore.Node{{Name: "node-1"}, {Name: "node-2", IPv4Address: "10.0.1.12/24", IPv6Address: "fd00:1::12/64"}},
-		Blocks: []datastore.BlockAffinity{{CIDR: "fd00:65:0:2::/122", Node: "node-2"}},
-	}
-	r := DesiredRoutes(c, "node-1", config.Enabled, Options{})
-	if len(r.Routes) != 0 || len(r.Skipped) != 1 || !strings.Contains(r.Skipped[0].Reason, "IPv4 only") {
-		t.Errorf("IPv6 IPIP block: routes %v skipped %+v", render(r), r.Skipped)
+	for _, tc := range []struct {
+		mode, node string
+		want       []string
+		skipWhy    string
+	}{
+		{"Always", "node-2", nil, "never tunnels IPv6"},
+		{"CrossSubnet", "node-2", []string{"fd00:65:0:2::/122 via fd00:1::12 dev eth0 onlink"}, ""},
+		{"CrossSubnet", "node-3", nil, "on no connected subnet"},
+	} {
+		c := &datastore.Cluster{
+			Pools: []datastore.IPPool{{Name: "v6ipip", CIDR: "fd00:65::/48", IPIPMode: tc.mode}},
+			Nodes: []datastore.Node{
+				{Name: "node-1", IPv4Address: "10.0.1.11/24", IPv6Address: "fd00:1::11/64", Uplinks: []datastore.Uplink{{Interface: "eth0", Address: "fd00:1::11/64"}}},
+				{Name: "node-2", IPv4Address: "10.0.1.12/24", IPv6Address: "fd00:1::12/64"},
+				{Name: "node-3", IPv4Address: "10.0.2.13/24", IPv6Address: "fd00:2::13/64"},
+			},
+			Blocks: []datastore.BlockAffinity{{CIDR: "fd00:65:0:2::/122", Node: tc.node}},
+		}
+		r := DesiredRoutes(c, "node-1", config.Enabled, Options{})
+		got := render(r)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("IPv6 IPIP block, ipipMode %s, on %s: routes %q, want %q (skipped %+v)", tc.mode, tc.node, got, tc.want, r.Skipped)
+		}
+		for _, rt := range r.Routes {
+			if slices.ContainsFunc(rt.NextHops, func(h route.NextHop) bool { return h.Device == DefaultTunnelDevice }) {
+				t.Errorf("IPv6 route via %s: %s", DefaultTunnelDevice, rt)
+			}
+		}
+		if tc.skipWhy != "" && (len(r.Skipped) != 1 || !strings.Contains(r.Skipped[0].Reason, tc.skipWhy)) {
+			t.Errorf("IPv6 IPIP block, ipipMode %s, on %s: want one skip saying %q, got %+v", tc.mode, tc.node, tc.skipWhy, r.Skipped)
+		}
 	}
 }
 
@@ -279,7 +309,7 @@ func TestNoEncapWithIPIPPerRelease(t *testing.T) {
 			r := DesiredRoutes(cluster(), "node-1", config.Enabled, Options{NoEncapIPv4OnlyWithoutIPIP: rel.NoEncapIPv4NeedsNoIPIP()})
 			want := sorted(localRoutes, ipipRoutes, noEncapRoutes)
 			if rel != config.R333 {
-				want = sorted(localRoutes, ipipRoutes, []string{"fd00:67:0:2::/122 via fd00:1::12 dev eth0"})
+				want = sorted(localRoutes, ipipRoutes, []string{"fd00:67:0:2::/122 via fd00:1::12 dev eth0 onlink"})
 			}
 			if got := render(r); !slices.Equal(got, want) {
 				t.Errorf("routes:\n got  %q\n want %q", got, want)

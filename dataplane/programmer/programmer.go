@@ -75,6 +75,10 @@ type Knobs struct {
 	// long after (routetable.Options.TakeoverGap), so a spec can show the
 	// gate catches a window. 0: off.
 	TakeoverGap time.Duration
+	// IPv4Metric is the metric of the IPv4 routes the programmer writes (its
+	// route key's priority). 0 is Felix as released; Calico PR #13856
+	// proposes 1024, BIRD's metric from 3.32 on. A what-if, not a release.
+	IPv4Metric int
 }
 
 // Env is the knobs as the environment variables the command reads (only
@@ -95,6 +99,9 @@ func (k Knobs) Env() []string {
 	}
 	if k.TakeoverGap > 0 {
 		env = append(env, TakeoverGapEnv+"="+k.TakeoverGap.String())
+	}
+	if k.IPv4Metric > 0 {
+		env = append(env, fmt.Sprintf("%s=%d", IPv4MetricEnv, k.IPv4Metric))
 	}
 	return env
 }
@@ -124,6 +131,10 @@ func tableOptions(rel config.Release, k Knobs, hostMTU int) (routetable.Options,
 		return o, fmt.Errorf("takeover gap %s: must not be negative", k.TakeoverGap)
 	}
 	o.TakeoverGap = k.TakeoverGap
+	if k.IPv4Metric < 0 || k.IPv4Metric > 1<<32-1 {
+		return o, fmt.Errorf("IPv4 metric %d: must be 0..4294967295 (0 as Felix releases it, 1024 as Calico PR #13856 proposes)", k.IPv4Metric)
+	}
+	o.IPv4Metric = k.IPv4Metric
 	return o, nil
 }
 
@@ -497,11 +508,11 @@ func (d *daemon) recompute() {
 	if opts != d.table.Options() {
 		d.log.Info("route table options", "writeOrder", opts.WriteOrder.String(),
 			"deleteNamesProtocol", opts.DeleteNamesProtocol, "tunnelMTU", opts.TunnelMTU, "hostMTU", hostMTU,
-			"writeWindow", opts.WriteWindow)
+			"writeWindow", opts.WriteWindow, "ipv4Metric", opts.IPv4Metric)
 		d.table.SetOptions(opts)
 	}
 	d.status.WriteOrder, d.status.DeleteNamesProtocol, d.status.TunnelMTU = opts.WriteOrder.String(), opts.DeleteNamesProtocol, opts.TunnelMTU
-	d.status.WriteWindow = opts.WriteWindow
+	d.status.WriteWindow, d.status.IPv4Metric = opts.WriteWindow, opts.IPv4Metric
 	d.table.SetDesired(res.Routes)
 	d.status.RoutesDesired = len(res.Routes)
 	d.log.Info("desired routes computed", "desired", len(res.Routes), "notProgrammed", len(res.Skipped))

@@ -28,6 +28,7 @@ const (
 	DeleteNamesProtocolEnv = "BIRDCAGE_PROGRAMMER_DELETE_NAMES_PROTOCOL"
 	WriteWindowEnv         = "BIRDCAGE_PROGRAMMER_WRITE_WINDOW"
 	NoTunnelMTUEnv         = "BIRDCAGE_PROGRAMMER_NO_TUNNEL_MTU"
+	IPv4MetricEnv          = "BIRDCAGE_PROGRAMMER_IPV4_METRIC"
 	// TakeoverGapEnv is fault injection (routetable.Options.TakeoverGap).
 	TakeoverGapEnv = "BIRDCAGE_PROGRAMMER_TAKEOVER_GAP"
 )
@@ -60,6 +61,8 @@ type Status struct {
 	DeleteNamesProtocol bool   `json:"deleteNamesProtocol,omitempty"`
 	TunnelMTU           int    `json:"tunnelMTU,omitempty"`
 	WriteWindow         int    `json:"writeWindow,omitempty"`
+	// IPv4Metric is the metric IPv4 routes are written at (0 as released).
+	IPv4Metric int `json:"ipv4Metric"`
 
 	// LastSync is the end of the last sync pass that had no errors.
 	LastSyncUnixNano      int64 `json:"lastSyncUnixNano"`

@@ -37,14 +37,17 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/birdcage/birdcage/bpf"
+	"github.com/birdcage/birdcage/dataplane/calc"
 	"github.com/birdcage/birdcage/dataplane/route"
 	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -552,6 +555,63 @@ func TestUpgradeWindowProbe(t *testing.T) {
 					}
 				}
 			}
+		})
+	}
+}
+
+// TestNoEncapRouteIsOnlink: Felix writes its no-encap routes `onlink`. Its
+// route table gives every TargetTypeNoEncap target RTNH_F_ONLINK
+// (felix/routetable/defs.go Target.Flags, at release-v3.31 3cdeae8f7ace,
+// release-v3.32 de60d98e97a7 and release-v3.33 6609dea54713), and
+// dataplane/linux/route_mgr.go noEncapRoute builds no-encap routes as that
+// type; real Felix 3.33 wrote `10.65.2.0/26 via 10.99.0.12 dev <uplink>
+// proto 80 onlink`. The routes are the calculation's (calc.DesiredRoutes),
+// applied by the table, read back with iproute2. The takeover of BIRD's
+// route at the same key (metric 0, no onlink, as the fork writes it) must
+// end onlink too: the flag is part of the route the table compares.
+func TestNoEncapRouteIsOnlink(t *testing.T) {
+	for _, rel := range []config.Release{config.R331, config.R332, config.R333} {
+		t.Run(string(rel), func(t *testing.T) {
+			tn := newTestNode(t)
+			c := &datastore.Cluster{
+				Pools: []datastore.IPPool{{Name: "flat", CIDR: "10.65.0.0/16", IPIPMode: datastore.EncapNever, VXLANMode: datastore.EncapNever},
+					{Name: "flat6", CIDR: "fd00:67::/48", IPIPMode: datastore.EncapNever, VXLANMode: datastore.EncapNever}},
+				Nodes: []datastore.Node{
+					{Name: "node-1", IPv4Address: "10.0.1.11/24", IPv6Address: "fd00:1::11/64"},
+					{Name: "node-2", IPv4Address: "10.0.1.12/24", IPv6Address: "fd00:1::12/64"},
+				},
+				Blocks: []datastore.BlockAffinity{{CIDR: "10.65.2.0/26", Node: "node-2"}, {CIDR: "fd00:67:0:2::/122", Node: "node-2"}},
+			}
+			res := calc.DesiredRoutes(c, "node-1", config.Enabled, calc.Options{Uplinks: []datastore.Uplink{
+				{Interface: "eth0", Address: "10.0.1.11/24"}, {Interface: "eth0", Address: "fd00:1::11/64"}}})
+			if len(res.Routes) != 2 {
+				t.Fatalf("guard: the calculation should want two no-encap routes, got %v (skipped %+v)", res.Routes, res.Skipped)
+			}
+			// BIRD's IPv4 route at the programmer's key, as the fork writes it
+			// (taken over by one replace); the IPv6 route is a plain add.
+			tn.addRoute(t, "10.65.2.0/26", "10.0.1.12", "eth0", int(kroute.ProtoBIRD), 0, false)
+			tb := tn.table(t, NewOwnershipPolicy(80, "tunl0", []string{"eth0"}, config.Enabled, rel), testLog(t))
+			tb.SetOptions(OptionsFor(rel, 1500))
+			tb.SetDesired(res.Routes)
+			if st, err := tb.Apply(); err != nil || st.Replaced != 1 || st.Added != 1 {
+				t.Fatalf("apply: %+v %v", st, err)
+			}
+			show := func(args ...string) string {
+				out, err := exec.Command("ip", append([]string{"-n", tn.name}, args...)...).CombinedOutput()
+				if err != nil {
+					t.Fatalf("ip %v: %v: %s", args, err, out)
+				}
+				return strings.TrimSpace(string(out))
+			}
+			expectLines(t, "IPv4 no-encap route", []string{show("-4", "route", "show", "10.65.2.0/26")},
+				[]string{"10.65.2.0/26 via 10.0.1.12 dev eth0 proto 80 onlink"})
+			expectLines(t, "IPv6 no-encap route", []string{show("-6", "route", "show", "fd00:67:0:2::/122")},
+				[]string{"fd00:67:0:2::/122 via fd00:1::12 dev eth0 proto 80 metric 1024 onlink pref medium"})
+			// Control: a route written without the flag reads without it,
+			// so the reading above is the flag's, not iproute2's.
+			tn.addRoute(t, "10.65.3.0/26", "10.0.1.12", "eth0", int(kroute.ProtoBIRD), 0, false)
+			expectLines(t, "control: BIRD's route", []string{show("-4", "route", "show", "10.65.3.0/26")},
+				[]string{"10.65.3.0/26 via 10.0.1.12 dev eth0 proto bird"})
 		})
 	}
 }

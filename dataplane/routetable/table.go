@@ -27,12 +27,14 @@ var ErrDeviceMissing = errors.New("device not present")
 // metric 0 (IP6_RT_PRIO_USER); BIRD's and our IPv6 routes both land there.
 const v6DefaultMetric = 1024
 
-// metricFor is the kernel metric a desired route to dst ends up at.
-func metricFor(dst netip.Prefix) int {
+// metricFor is the kernel metric a desired route to dst ends up at: the
+// key's priority, 1024 for IPv6 and Options.IPv4Metric (Felix's released 0)
+// for IPv4.
+func (t *Table) metricFor(dst netip.Prefix) int {
 	if dst.Addr().Is6() {
 		return v6DefaultMetric
 	}
-	return 0
+	return t.opts.IPv4Metric
 }
 
 // Stats counts what one Apply or Resync did.
@@ -69,6 +71,13 @@ type Options struct {
 	// programmer that leaves a window where it should replace in one
 	// operation, for the specs that must catch one. 0: off.
 	TakeoverGap time.Duration
+	// IPv4Metric is the priority of the key of every IPv4 route the table
+	// writes (RTA_PRIORITY, named in the replace when not 0). Felix as
+	// released writes IPv4 at 0 (normalizeRouteKey at release-v3.32
+	// de60d98e97a7 and v3.33 6609dea54713; routeKeyForCIDR at v3.31
+	// 3cdeae8f7ace); Calico PR #13856 proposes 1024, the metric a 3.32+
+	// BIRD writes at. A what-if knob, not a release's behaviour.
+	IPv4Metric int
 }
 
 // OptionsFor returns the options of a programmer of release rel on a host
@@ -283,7 +292,7 @@ func fromNetlink(r netlink.Route, family int, links linkIndex) kroute.Route {
 
 // asKernel is what the kernel holds after a successful replace of d.
 func (t *Table) asKernel(d route.Route) kroute.Route {
-	k := kroute.Route{Family: 4, Dst: d.Dst, Table: MainTable, Metric: metricFor(d.Dst), Type: kroute.Unicast,
+	k := kroute.Route{Family: 4, Dst: d.Dst, Table: MainTable, Metric: t.metricFor(d.Dst), Type: kroute.Unicast,
 		Protocol: kroute.Protocol(t.policy.Protocol), Scope: scopeOf(d), NextHops: make([]kroute.NextHop, len(d.NextHops))}
 	if d.Dst.Addr().Is6() {
 		k.Family = 6
@@ -381,7 +390,7 @@ func (t *Table) encodeReplace(d route.Route, links linkIndex, b []byte) ([]byte,
 	}
 	b = appendRtMsg(b, fam, uint8(d.Dst.Bits()), 0, MainTable, uint8(t.policy.Protocol), scope, unix.RTN_UNICAST, flags)
 	b = appendAddrAttr(b, unix.RTA_DST, d.Dst.Addr())
-	if m := metricFor(d.Dst); m > 0 {
+	if m := t.metricFor(d.Dst); m > 0 {
 		b = appendAttrU32(b, unix.RTA_PRIORITY, uint32(m))
 	}
 	if mtu := t.mtuFor(d); mtu > 0 {
@@ -478,7 +487,7 @@ func (t *Table) reconcile(links linkIndex) Stats {
 	var replaces, deletes []writeOp
 	for _, p := range dsts {
 		d := t.desired[p]
-		k := key{d.Dst, metricFor(d.Dst), 0}
+		k := key{d.Dst, t.metricFor(d.Dst), 0}
 		cur, had := t.kernel[k]
 		if had && t.matches(d, cur) {
 			st.Unchanged++
@@ -487,7 +496,7 @@ func (t *Table) reconcile(links linkIndex) Stats {
 		replaces = append(replaces, writeOp{d: d, k: k, cur: cur, had: had})
 	}
 	for k, cur := range t.kernel {
-		if d, ok := t.desired[cur.Dst]; ok && k == (key{d.Dst, metricFor(d.Dst), 0}) {
+		if d, ok := t.desired[cur.Dst]; ok && k == (key{d.Dst, t.metricFor(d.Dst), 0}) {
 			continue
 		}
 		if ours, _ := t.policy.RouteIsOurs(cur); ours {

@@ -435,7 +435,7 @@ func Render(c *datastore.Cluster, node string, rel config.Release, opts Options)
 	}
 
 	// Pools: one ownership decision per pool, keyed on ipipMode.
-	var ipipBIRD []string
+	var ipipBIRD, tunnelBIRD []string
 	for _, p := range c.Pools {
 		pfx, err := netip.ParsePrefix(p.CIDR)
 		if err != nil {
@@ -445,19 +445,22 @@ func Render(c *datastore.Cluster, node string, rel config.Release, opts Options)
 		switch {
 		case p.IsIPIP():
 			pv.Class = "ipip"
-			pv.Tunnel = pv.BIRDOwns
+			// Only an IPv4 pool takes the tunnel arm. confd sets krt_tunnel
+			// for IPv4 alone (bgp_processor.go processIPPool, `forProgrammingKernel
+			// && ipVersion == 4`, release-v3.33 6609dea5) and the 3.31 IPv6
+			// template (bird6_ipam.cfg.template, 3cdeae8f) has no tunnel at
+			// all: an IPv6 pool with ipipMode set, which Calico's API refuses,
+			// is accepted like no-encap and leaves by the uplink.
+			pv.Tunnel = pv.BIRDOwns && pfx.Addr().Is4()
 			if pv.BIRDOwns {
 				ipipBIRD = append(ipipBIRD, p.Name)
 			}
-			if pv.Tunnel && p.IPIPMode == datastore.EncapCrossSubnet {
+			if pv.Tunnel {
+				tunnelBIRD = append(tunnelBIRD, p.Name)
+			}
+			if pv.Tunnel && p.IPIPMode == datastore.EncapCrossSubnet && selfV4.IsValid() {
 				// Same-subnet next hops go direct, as the real template does.
-				own := selfV4
-				if pfx.Addr().Is6() {
-					own = selfV6
-				}
-				if own.IsValid() {
-					pv.CrossSubnet = own.Masked().String()
-				}
+				pv.CrossSubnet = selfV4.Masked().String()
 			}
 		case p.IsNoEncap():
 			pv.Class = "no-encap"
@@ -467,9 +470,9 @@ func Render(c *datastore.Cluster, node string, rel config.Release, opts Options)
 		v.Pools = append(v.Pools, pv)
 	}
 
-	if ok, why := br.TunnelRoutes(); !ok && len(ipipBIRD) > 0 {
+	if ok, why := br.TunnelRoutes(); !ok && len(tunnelBIRD) > 0 {
 		return Rendered{}, fmt.Errorf("render node %q for BIRD %s: BGPConfiguration.programClusterRoutes %s gives BIRD the cluster routes of IPIP pool(s) %s: %w: %s",
-			node, br, v.RawNote, strings.Join(ipipBIRD, ", "), ErrNotExpressible, why)
+			node, br, v.RawNote, strings.Join(tunnelBIRD, ", "), ErrNotExpressible, why)
 	}
 
 	// Own blocks: a blackhole each, exported as the aggregate.

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/birdcage/birdcage/harness/bird/release"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 )
@@ -276,6 +277,49 @@ func TestBirdParses(t *testing.T) {
 		}
 		if out, err := exec.Command(bird, "-p", "-c", f).CombinedOutput(); err != nil {
 			t.Errorf("bird -p rejects %s: %v: %s", g.name, err, out)
+		}
+	}
+}
+
+// TestIPv6IPIPPoolNeverTunnelled: an IPv6 pool with ipipMode Always (which
+// Calico's API refuses; the datastore can hold it) that BIRD owns is accepted
+// into the kernel like no-encap, out of the uplink, never given the tunnel
+// arm. confd sets krt_tunnel for IPv4 only (bgp_processor.go processIPPool,
+// `forProgrammingKernel && ipVersion == 4`, release-v3.33 6609dea5); the
+// 3.31 IPv6 template (bird6_ipam.cfg.template, 3cdeae8f) has no tunnel. The
+// IPv4 IPIP pool in the same render is the positive control: it keeps the
+// tunnel arm. On BIRD 1.6, which cannot write tunnel routes, the IPv6 pool
+// alone renders (bird6.conf), since it needs no tunnel.
+func TestIPv6IPIPPoolNeverTunnelled(t *testing.T) {
+	v6ipip := datastore.IPPool{Name: "ipip-pool-v6", CIDR: "fd00:245::/112", IPIPMode: datastore.EncapAlways, VXLANMode: datastore.EncapNever}
+	tunnelArm := func(cidr string) string {
+		return fmt.Sprintf("if ( net ~ %s ) then {\n    # Own blocks", cidr)
+	}
+	for _, rel := range config.Releases {
+		c := testCluster("ipip")
+		c.Pools = append(c.Pools, v6ipip)
+		c.BGP.ProgramClusterRoutes = string(config.Enabled)
+		r, err := Render(c, "node-1", rel, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", rel, err)
+		}
+		conf := string(r.Config)
+		if !strings.Contains(conf, tunnelArm("192.168.0.0/16")) {
+			t.Errorf("%s: control: the IPv4 IPIP pool lost its tunnel arm:\n%s", rel, conf)
+		}
+		if strings.Contains(conf, tunnelArm(v6ipip.CIDR)) {
+			t.Errorf("%s: the IPv6 IPIP pool %s has the tunnel arm:\n%s", rel, v6ipip.CIDR, conf)
+		}
+		if want := fmt.Sprintf("if ( net ~ %s ) then accept;", v6ipip.CIDR); !strings.Contains(conf, want) {
+			t.Errorf("%s: the IPv6 IPIP pool should be accepted like no-encap (%q):\n%s", rel, want, conf)
+		}
+		c.Pools = []datastore.IPPool{v6ipip}
+		r, err = Render(c, "node-1", rel, Options{BIRD: release.BIRD16})
+		if err != nil {
+			t.Fatalf("%s on BIRD 1.6: an IPv6 IPIP pool needs no tunnel, yet: %v", rel, err)
+		}
+		if want := fmt.Sprintf("if ( net ~ %s ) then accept;", v6ipip.CIDR); !strings.Contains(string(r.Config6), want) {
+			t.Errorf("%s on BIRD 1.6: bird6.conf should accept %s (%q):\n%s", rel, v6ipip.CIDR, want, r.Config6)
 		}
 	}
 }

@@ -130,6 +130,39 @@ type ScenarioResult struct {
 	// Captures are the per-node packet captures of the probe window
 	// ($BIRDCAGE_PCAP), if any.
 	Captures []CaptureFile `json:"captures,omitempty"`
+	// UpstreamBIRD marks a verdict whose outcome rests on how upstream
+	// BIRD writes the kernel, where Calico's BIRD 1.6 fork writes it
+	// otherwise: the verdict is this BIRD's, not necessarily Calico's.
+	UpstreamBIRD []BIRDDependence `json:"upstreamBIRD,omitempty"`
+}
+
+// ForkCommit is the commit of Calico's BIRD fork (projectcalico/bird,
+// branch feature-ipinip, v0.3.3-208-g1e2ff99d) its kernel-write behaviour
+// was read at. Calico pins v0.3.3-211-g9111ec3c (metadata.mk at
+// release-v3.31 3cdeae8f, v3.32 de60d98e, v3.33 6609dea5); that commit is
+// three past this one and was not to be had.
+const ForkCommit = "1e2ff99d"
+
+// BIRDDependence is one way a verdict depends on upstream BIRD.
+type BIRDDependence struct {
+	// Behaviour is what upstream BIRD does that the verdict rests on.
+	Behaviour string `json:"behaviour"`
+	// Fork is what Calico's fork does instead, with where (file, function)
+	// at ForkCommit.
+	Fork string `json:"fork"`
+	// Differs is how the verdict would differ on the fork.
+	Differs string `json:"differs"`
+	// OnBIRD16 says whether upstream BIRD 1.6.8 (Debian, the fork's base)
+	// shares the fork's behaviour here, so a 1.6 run shows the fork's side.
+	OnBIRD16 bool `json:"onBIRD16,omitempty"`
+}
+
+// DependsOnUpstreamBIRD marks the row's verdict as resting on upstream
+// BIRD's behaviour d.Behaviour, and adds a note saying so for readers of
+// the notes alone.
+func (s *ScenarioResult) DependsOnUpstreamBIRD(d BIRDDependence) {
+	s.UpstreamBIRD = append(s.UpstreamBIRD, d)
+	s.Notes = append(s.Notes, fmt.Sprintf("verdict rests on upstream BIRD: %s; Calico's fork (projectcalico/bird %s) instead %s; so on the fork %s", d.Behaviour, ForkCommit, d.Fork, d.Differs))
 }
 
 // Key is the row's identity across runs: the spec's full text (its
