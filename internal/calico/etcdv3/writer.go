@@ -1,0 +1,128 @@
+package etcdv3
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/birdcage/birdcage/internal/calico/datastore"
+)
+
+// Writer keeps Calico's keys in an etcd in step with the cluster model.
+//
+// It owns only the keys it wrote: a sync writes a key whose value it would
+// change and deletes a key it wrote before that the model no longer has.
+// What Calico's own components write (calico-node's Node updates, Felix's
+// status keys) it neither reads nor removes, so the two do not fight; a
+// value the model still holds is written again only when the model's value
+// changes.
+type Writer struct {
+	cli *clientv3.Client
+	o   Options
+
+	mu      sync.Mutex
+	written map[string][]byte // key → the value this writer last stored
+}
+
+// NewWriter writes through cli. A zero Options.Created is now.
+func NewWriter(cli *clientv3.Client, o Options) *Writer {
+	if o.Created.IsZero() {
+		o.Created = time.Now()
+	}
+	return &Writer{cli: cli, o: o, written: map[string][]byte{}}
+}
+
+// SyncReport says what one sync did.
+type SyncReport struct {
+	Put     []string // keys written, in key order
+	Deleted []string // keys removed, in key order
+	Dropped []string // model fields the release has no place for
+}
+
+// Sync maps c and writes the difference. Each key is its own write, as
+// Calico's clients write them (no transaction spans resources), in key
+// order; removals come last.
+func (w *Writer) Sync(ctx context.Context, c *datastore.Cluster) (SyncReport, error) {
+	m, err := Map(c, w.o)
+	if err != nil {
+		return SyncReport{}, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	rep := SyncReport{Dropped: m.Dropped}
+	want := map[string]bool{}
+	for _, kv := range m.KVs {
+		want[kv.Key] = true
+		if old, ok := w.written[kv.Key]; ok && equalValue(old, kv.Value) {
+			continue
+		}
+		if _, err := w.cli.Put(ctx, kv.Key, string(kv.Value)); err != nil {
+			return rep, fmt.Errorf("etcd put %s: %w", kv.Key, err)
+		}
+		w.written[kv.Key] = kv.Value
+		rep.Put = append(rep.Put, kv.Key)
+	}
+	var gone []string
+	for k := range w.written {
+		if !want[k] {
+			gone = append(gone, k)
+		}
+	}
+	slices.Sort(gone)
+	for _, k := range gone {
+		if _, err := w.cli.Delete(ctx, k); err != nil {
+			return rep, fmt.Errorf("etcd delete %s: %w", k, err)
+		}
+		delete(w.written, k)
+		rep.Deleted = append(rep.Deleted, k)
+	}
+	return rep, nil
+}
+
+// Follow syncs the store's cluster into etcd now and after every change the
+// store signals, until ctx ends: a live configuration change (an operator's
+// programClusterRoutes edit, a block moving) reaches etcd, and so Calico's
+// components, as it reaches the model's. The first sync's error is
+// returned; later errors (an invalid document, etcd unreachable) go to
+// onSync with the report, and the next change tries again.
+func (w *Writer) Follow(ctx context.Context, s datastore.Store, onSync func(SyncReport, error)) error {
+	changes, err := s.Watch(ctx)
+	if err != nil {
+		return fmt.Errorf("watch datastore: %w", err)
+	}
+	sync := func() (SyncReport, error) {
+		c, err := s.Read(ctx)
+		if err != nil {
+			return SyncReport{}, fmt.Errorf("read datastore: %w", err)
+		}
+		return w.Sync(ctx, c)
+	}
+	rep, err := sync()
+	if onSync != nil {
+		onSync(rep, err)
+	}
+	if err != nil {
+		return err
+	}
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case _, ok := <-changes:
+				if !ok {
+					return
+				}
+				rep, err := sync()
+				if onSync != nil && ctx.Err() == nil {
+					onSync(rep, err)
+				}
+			}
+		}
+	}()
+	return nil
+}
