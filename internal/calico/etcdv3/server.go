@@ -13,6 +13,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
 
 	"github.com/birdcage/birdcage/internal/run"
 )
@@ -141,6 +142,7 @@ func (s *Server) Client() (*clientv3.Client, error) {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   []string{"unix://" + s.Socket},
 		DialTimeout: 10 * time.Second,
+		Logger:      zap.NewNop(), // its retries end in the errors it returns
 	})
 	if err != nil {
 		return nil, fmt.Errorf("etcd client on %s: %w", s.Socket, err)
