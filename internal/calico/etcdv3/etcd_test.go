@@ -54,24 +54,7 @@ func TestEtcdFromANodeNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// 2. The member, listening in the control-plane namespace.
-	srv, err := Start(ctx, r, ServerOptions{NetNS: cp.NS.Path(), Listen: mustAddrPort("10.250.0.1:2379")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if srv.Endpoint != "http://10.250.0.1:2379" {
-		t.Errorf("Endpoint = %q; want http://10.250.0.1:2379", srv.Endpoint)
-	}
-
-	// Negative control: the address is the control-plane namespace's, not
-	// this process's. An etcd request from here (no route through the veth)
-	// gets no answer, so what the node reads below came over its link. (A
-	// bare TCP connect proves nothing: some hosts' gateways accept any.)
-	if err := getWithin(ctx, nil, srv.Endpoint, 2*time.Second); err == nil {
-		t.Fatal("the member answered from the test's own namespace; it is not confined to the control-plane namespace")
-	}
-
-	// 3. The model, and the writer following it through the unix socket.
+	// 2. The model.
 	store, err := datastore.OpenDir(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -95,27 +78,32 @@ func TestEtcdFromANodeNamespace(t *testing.T) {
 	must(t, store.Put(datastore.KindFelixConfiguration, datastore.SingletonName, c.Felix))
 	must(t, store.Put(datastore.KindBGPConfiguration, datastore.SingletonName, c.BGP))
 
-	admin, err := srv.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	w := NewWriter(admin, Options{Release: config.R333, Created: created})
+	// 3. The member in the control-plane namespace, following the model.
 	syncs := make(chan SyncReport, 16)
-	followCtx, stopFollow := context.WithCancel(ctx)
-	defer stopFollow()
-	err = w.Follow(followCtx, store, func(rep SyncReport, err error) {
-		if err != nil {
-			t.Errorf("sync: %v", err)
-		}
-		select {
-		case syncs <- rep:
-		default:
-		}
-	})
+	srv, err := Serve(ctx, r, store, ServerOptions{NetNS: cp.NS.Path(), Listen: mustAddrPort("10.250.0.1:2379")},
+		Options{Release: config.R333, Created: created}, func(rep SyncReport, err error) {
+			if err != nil {
+				t.Errorf("sync: %v", err)
+			}
+			select {
+			case syncs <- rep:
+			default:
+			}
+		})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if srv.Endpoint != "http://10.250.0.1:2379" {
+		t.Errorf("Endpoint = %q; want http://10.250.0.1:2379", srv.Endpoint)
+	}
+	// Negative control: the address is the control-plane namespace's, not
+	// this process's. An etcd request from here (no route through the veth)
+	// gets no answer, so what the node reads below came over its link. (A
+	// bare TCP connect proves nothing: some hosts' gateways accept any.)
+	if err := getWithin(ctx, nil, srv.Endpoint, 2*time.Second); err == nil {
+		t.Fatal("the member answered from the test's own namespace; it is not confined to the control-plane namespace")
+	}
+
 	first := <-syncs
 	// Guard: the first sync wrote everything; the rest of the test means
 	// nothing on an empty datastore.

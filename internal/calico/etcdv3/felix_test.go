@@ -65,11 +65,6 @@ func TestRealFelixProgramsARemoteBlock(t *testing.T) {
 		must(t, node.Handle.LinkSetUp(lo))
 	}
 
-	srv, err := Start(ctx, r, ServerOptions{NetNS: cp.NS.Path(), Listen: netip.MustParseAddrPort("10.250.0.1:2379")})
-	if err != nil {
-		t.Fatal(err)
-	}
-
 	// 2. The cluster model: a no-encap pool, node-2's block, Felix told to
 	// program no-encap cluster routes.
 	store, err := datastore.OpenDir(t.TempDir())
@@ -85,19 +80,15 @@ func TestRealFelixProgramsARemoteBlock(t *testing.T) {
 	must(t, store.Put(datastore.KindFelixConfiguration, datastore.SingletonName, datastore.FelixConfiguration{ProgramClusterRoutes: string(config.Enabled)}))
 	must(t, store.Put(datastore.KindBGPConfiguration, datastore.SingletonName, datastore.BGPConfiguration{ProgramClusterRoutes: string(config.Disabled)}))
 
-	admin, err := srv.Client()
+	srv, err := Serve(ctx, r, store, ServerOptions{NetNS: cp.NS.Path(), Listen: netip.MustParseAddrPort("10.250.0.1:2379")},
+		Options{Release: config.R333}, func(_ SyncReport, err error) {
+			if err != nil {
+				t.Errorf("sync: %v", err)
+			}
+		})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close()
-	w := NewWriter(admin, Options{Release: config.R333})
-	followCtx, stopFollow := context.WithCancel(ctx)
-	defer stopFollow()
-	must(t, w.Follow(followCtx, store, func(_ SyncReport, err error) {
-		if err != nil {
-			t.Errorf("sync: %v", err)
-		}
-	}))
 
 	// Guard: no route to the remote block before Felix runs.
 	if rt := remoteRoute(t, node.Handle, remote); rt != nil {

@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/birdcage/birdcage/internal/calico/datastore"
+	"github.com/birdcage/birdcage/internal/run"
 )
 
 // Writer keeps Calico's keys in an etcd in step with the cluster model.
@@ -125,4 +126,26 @@ func (w *Writer) Follow(ctx context.Context, s datastore.Store, onSync func(Sync
 		}
 	}()
 	return nil
+}
+
+// Serve is the datastore of one cluster in one call: it starts the member
+// (Start), connects a writer through its unix socket and keeps etcd in step
+// with store (Follow) until r closes. onSync, if not nil, hears every sync.
+func Serve(ctx context.Context, r *run.Run, store datastore.Store, so ServerOptions, o Options, onSync func(SyncReport, error)) (*Server, error) {
+	srv, err := Start(ctx, r, so)
+	if err != nil {
+		return nil, err
+	}
+	cli, err := srv.Client()
+	if err != nil {
+		return nil, err
+	}
+	followCtx, stop := context.WithCancel(context.Background())
+	// Registered after the member, so it runs first: the writer stops
+	// before the member it writes to.
+	r.DeferLocal("etcd writer", func() error { stop(); return cli.Close() })
+	if err := NewWriter(cli, o).Follow(followCtx, store, onSync); err != nil {
+		return nil, fmt.Errorf("datastore %s: %w", srv.Endpoint, err)
+	}
+	return srv, nil
 }
