@@ -2,11 +2,13 @@ package etcdv3
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -95,24 +97,34 @@ func TestRealFelixProgramsARemoteBlock(t *testing.T) {
 		t.Fatalf("node-1 has a route to %s before Felix started: %v", remote, rt)
 	}
 
-	// 3. Felix in node-1's namespace, its files in a mount namespace of
-	// its own so it writes nothing on the host.
+	// 3. Felix in node-1's namespace, restarted whenever it exits as runit
+	// does, its files in a mount namespace of its own so it writes nothing
+	// on the host.
 	logPath := filepath.Join(srv.Dir, "felix.log")
-	felix := startFelix(t, node.NS, felixCmd, srv, logPath)
-	r.Defer("felix", func() error { return stopProcess(felix) })
+	felix := superviseFelix(t, node.NS, felixCmd, srv, logPath)
+	r.Defer("felix", felix.Stop)
 	felixLog := func() string { b, _ := os.ReadFile(logPath); return tail(string(b), 40) }
 
 	// 4. Felix programs the remote block via node-2, proto 80.
+	started := time.Now()
 	rt := waitRoute(t, node.Handle, remote, true, 90*time.Second, felixLog)
+	t.Logf("route to %s %v after Felix started", remote, time.Since(started).Round(time.Millisecond))
 	if rt.Protocol != felixProtocol || rt.Gw.String() != "10.250.0.3" {
 		t.Errorf("route to %s: proto %d via %s; want proto %d via 10.250.0.3", remote, rt.Protocol, rt.Gw, felixProtocol)
 	}
-	t.Logf("Felix's route: %s", rt)
+	t.Logf("Felix's route: %s proto %d", rt, rt.Protocol)
 
 	// 5. The live change: programClusterRoutes Disabled in the model; Felix
 	// takes its route away.
 	must(t, store.Put(datastore.KindFelixConfiguration, datastore.SingletonName, datastore.FelixConfiguration{ProgramClusterRoutes: string(config.Disabled)}))
+	changed := time.Now()
+	startsBefore := felix.Starts()
 	waitRoute(t, node.Handle, remote, false, 90*time.Second, felixLog)
+	t.Logf("route gone %v after the model changed", time.Since(changed).Round(time.Millisecond))
+	// Felix 3.33 takes this change by exiting and being started again
+	// (daemon.go: "change DOES require Felix to restart"); the route went
+	// with the new Felix, not the old one.
+	t.Logf("Felix started %d time(s) in all, %d since the change", felix.Starts(), felix.Starts()-startsBefore)
 }
 
 // calicoFelix returns the command that runs Felix from $BIRDCAGE_CALICO, or
@@ -137,23 +149,39 @@ func isExecutable(p string) bool {
 	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
 }
 
-// startFelix runs Felix in netns with the environment calico-node's felix
-// service gives it (node/filesystem/etc/service/available/felix/run) and a
-// private mount namespace with tmpfs over /var/run/calico and
-// /var/lib/calico, where Felix keeps its files.
-func startFelix(t *testing.T, netns ns.NetNS, felix []string, srv *Server, logPath string) *exec.Cmd {
+// felixService runs Felix as calico-node's runit service does
+// (node/filesystem/etc/service/available/felix/run): started again
+// whenever it exits, as it does by design when a configuration field that
+// needs a restart changes ("Exiting for config change", rc 129).
+type felixService struct {
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	starts   int
+	stopping bool
+	done     chan struct{}
+}
+
+// superviseFelix runs Felix in netns with the environment the felix
+// service gives it, in a private mount namespace whose /run and /var/lib
+// are overlays on temp dirs, so Felix's files (/var/run/calico,
+// /var/lib/calico/mtu) and iptables' lock never reach the host's.
+func superviseFelix(t *testing.T, netns ns.NetNS, felix []string, srv *Server, logPath string) *felixService {
 	t.Helper()
 	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { logf.Close() })
+	tmp := t.TempDir()
 	script := `set -e
-for d in /var/run/calico /var/lib/calico; do [ -d "$d" ] && mount -t tmpfs tmpfs "$d"; done
+for d in /run /var/lib; do
+	u="$OVL/$(echo $d | tr / _)"; mkdir -p "$u/upper" "$u/work"
+	mount -t overlay overlay -o "lowerdir=$d,upperdir=$u/upper,workdir=$u/work" "$d"
+done
+mkdir -p /var/run/calico/endpoint-status /var/lib/calico
 exec "$@"`
-	cmd := exec.Command("unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c", script, "felix"}, felix...)...)
-	cmd.Env = append(os.Environ(), srv.Env()...)
-	cmd.Env = append(cmd.Env,
+	env := append(os.Environ(), srv.Env()...)
+	env = append(env,
+		"OVL="+tmp,
 		"FELIX_FELIXHOSTNAME=node-1",
 		"FELIX_LOGSEVERITYSCREEN=Info",
 		"FELIX_LOGFILEPATH=none",
@@ -163,26 +191,69 @@ exec "$@"`
 		"FELIX_USAGEREPORTINGENABLED=false",
 		"FELIX_DebugSkipCTLBCleanup=true", // a Felix built without cgo panics in the libbpf stub otherwise (issue 45)
 	)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := netns.Do(func(ns.NetNS) error { return cmd.Start() }); err != nil {
+	s := &felixService{done: make(chan struct{})}
+	start := func() (*exec.Cmd, error) {
+		cmd := exec.Command("unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c", script, "felix"}, felix...)...)
+		cmd.Env = env
+		cmd.Stdout, cmd.Stderr = logf, logf
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		err := netns.Do(func(ns.NetNS) error { return cmd.Start() })
+		return cmd, err
+	}
+	cmd, err := start()
+	if err != nil {
 		t.Fatalf("start felix (%s): %v", strings.Join(felix, " "), err)
 	}
-	return cmd
+	s.cmd, s.starts = cmd, 1
+	go func() {
+		defer close(s.done)
+		defer logf.Close()
+		for {
+			_ = s.current().Wait()
+			s.mu.Lock()
+			if s.stopping {
+				s.mu.Unlock()
+				return
+			}
+			cmd, err := start()
+			if err != nil {
+				s.mu.Unlock()
+				fmt.Fprintf(logf, "birdcage test: restart felix: %v\n", err)
+				return
+			}
+			s.cmd = cmd
+			s.starts++
+			s.mu.Unlock()
+		}
+	}()
+	return s
 }
 
-func stopProcess(cmd *exec.Cmd) error {
-	if cmd.Process == nil {
-		return nil
-	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
+func (s *felixService) current() *exec.Cmd {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd
+}
+
+// Starts is how many times Felix has been started.
+func (s *felixService) Starts() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.starts
+}
+
+// Stop ends the service: SIGTERM to Felix's process group, SIGKILL after 10s.
+func (s *felixService) Stop() error {
+	s.mu.Lock()
+	s.stopping = true
+	pid := s.cmd.Process.Pid
+	s.mu.Unlock()
+	_ = syscall.Kill(-pid, syscall.SIGTERM)
 	select {
-	case <-done:
+	case <-s.done:
 	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		<-s.done
 	}
 	return nil
 }
