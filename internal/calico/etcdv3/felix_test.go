@@ -19,6 +19,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/poll"
+	"github.com/birdcage/birdcage/internal/run"
 	"github.com/birdcage/birdcage/internal/testenv"
 )
 
@@ -48,24 +49,7 @@ func TestRealFelixProgramsARemoteBlock(t *testing.T) {
 	// 1. A control-plane namespace (etcd, 10.250.0.1) and node-1's
 	// (10.250.0.2, Felix) on one link; node-2 (10.250.0.3) exists only in
 	// the datastore: its block's route is the one Felix must write.
-	cp := testenv.NetNSIn(t, r, "felixcp")
-	node := testenv.NetNSIn(t, r, "felixnode")
-	cp.Veth(t, "cp0", "eth0", "10.250.0.1/24")
-	peer, err := cp.Handle.LinkByName("eth0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	must(t, cp.Handle.LinkSetNsFd(peer, int(node.NS.Fd())))
-	eth0, err := node.Handle.LinkByName("eth0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, _ := netlink.ParseAddr("10.250.0.2/24")
-	must(t, node.Handle.AddrAdd(eth0, a))
-	must(t, node.Handle.LinkSetUp(eth0))
-	if lo, err := node.Handle.LinkByName("lo"); err == nil {
-		must(t, node.Handle.LinkSetUp(lo))
-	}
+	cp, node := cpAndNode(t, r, "felix")
 
 	// 2. The cluster model: a no-encap pool, node-2's block, Felix told to
 	// program no-encap cluster routes.
@@ -73,12 +57,7 @@ func TestRealFelixProgramsARemoteBlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	remote := netip.MustParsePrefix("10.65.0.64/26")
-	must(t, store.Put(datastore.KindIPPool, "noencap", datastore.IPPool{Name: "noencap", CIDR: "10.65.0.0/16", IPIPMode: datastore.EncapNever}))
-	must(t, store.Put(datastore.KindNode, "node-1", datastore.Node{Name: "node-1", IPv4Address: "10.250.0.2/24"}))
-	must(t, store.Put(datastore.KindNode, "node-2", datastore.Node{Name: "node-2", IPv4Address: "10.250.0.3/24"}))
-	must(t, store.Put(datastore.KindBlockAffinity, "b-local", datastore.BlockAffinity{CIDR: "10.65.0.0/26", Node: "node-1"}))
-	must(t, store.Put(datastore.KindBlockAffinity, "b-remote", datastore.BlockAffinity{CIDR: remote.String(), Node: "node-2"}))
+	remote := twoNodeNoEncap(t, store)
 	must(t, store.Put(datastore.KindFelixConfiguration, datastore.SingletonName, datastore.FelixConfiguration{ProgramClusterRoutes: string(config.Enabled)}))
 	must(t, store.Put(datastore.KindBGPConfiguration, datastore.SingletonName, datastore.BGPConfiguration{ProgramClusterRoutes: string(config.Disabled)}))
 
@@ -125,6 +104,44 @@ func TestRealFelixProgramsARemoteBlock(t *testing.T) {
 	// (daemon.go: "change DOES require Felix to restart"); the route went
 	// with the new Felix, not the old one.
 	t.Logf("Felix started %d time(s) in all, %d since the change", felix.Starts(), felix.Starts()-startsBefore)
+}
+
+// cpAndNode makes a control-plane namespace (10.250.0.1 on cp0) and
+// node-1's (10.250.0.2 on eth0), joined by a veth.
+func cpAndNode(t *testing.T, r *run.Run, tag string) (cp, node *testenv.NetNS) {
+	t.Helper()
+	cp = testenv.NetNSIn(t, r, tag+"cp")
+	node = testenv.NetNSIn(t, r, tag+"node")
+	cp.Veth(t, "cp0", "eth0", "10.250.0.1/24")
+	peer, err := cp.Handle.LinkByName("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, cp.Handle.LinkSetNsFd(peer, int(node.NS.Fd())))
+	eth0, err := node.Handle.LinkByName("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := netlink.ParseAddr("10.250.0.2/24")
+	must(t, node.Handle.AddrAdd(eth0, a))
+	must(t, node.Handle.LinkSetUp(eth0))
+	if lo, err := node.Handle.LinkByName("lo"); err == nil {
+		must(t, node.Handle.LinkSetUp(lo))
+	}
+	return cp, node
+}
+
+// twoNodeNoEncap puts a no-encap pool, node-1 (10.250.0.2) and node-2
+// (10.250.0.3) with a block each; it returns node-2's block.
+func twoNodeNoEncap(t *testing.T, store *datastore.DirStore) netip.Prefix {
+	t.Helper()
+	remote := netip.MustParsePrefix("10.65.0.64/26")
+	must(t, store.Put(datastore.KindIPPool, "noencap", datastore.IPPool{Name: "noencap", CIDR: "10.65.0.0/16", IPIPMode: datastore.EncapNever}))
+	must(t, store.Put(datastore.KindNode, "node-1", datastore.Node{Name: "node-1", IPv4Address: "10.250.0.2/24"}))
+	must(t, store.Put(datastore.KindNode, "node-2", datastore.Node{Name: "node-2", IPv4Address: "10.250.0.3/24"}))
+	must(t, store.Put(datastore.KindBlockAffinity, "b-local", datastore.BlockAffinity{CIDR: "10.65.0.0/26", Node: "node-1"}))
+	must(t, store.Put(datastore.KindBlockAffinity, "b-remote", datastore.BlockAffinity{CIDR: remote.String(), Node: "node-2"}))
+	return remote
 }
 
 // calicoFelix returns the command that runs Felix from $BIRDCAGE_CALICO, or
