@@ -21,6 +21,7 @@ import (
 	"github.com/birdcage/birdcage/internal/poll"
 	"github.com/birdcage/birdcage/internal/run"
 	"github.com/birdcage/birdcage/internal/testenv"
+	"github.com/birdcage/birdcage/topo"
 )
 
 // CalicoEnv names a directory laid out like the calico/node image's root
@@ -311,4 +312,83 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestRealFelixTakesTheTunnelAddressFromTheDatastore holds the IPIP half of
+// the mapping against real Felix at 3.33 defaults (FelixConfiguration
+// unset: Felix programs IPIP cluster routes): Felix gives tunl0 the tunnel
+// address this package put in node-1's Node resource (and in IPAM under
+// node-1's tunnel handle), and routes node-2's IPIP block through tunl0 to
+// node-2's BGP address. Where the kernel has no ipip, tunl0 is birdcage's
+// eBPF emulation, which Felix accepts as it is.
+func TestRealFelixTakesTheTunnelAddressFromTheDatastore(t *testing.T) {
+	felixCmd := calicoFelix(t)
+	r := testenv.NewRun(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	// 1. The namespaces, and a tunl0 in node-1's without an address.
+	cp, node := cpAndNode(t, r, "ipip")
+	if _, err := node.Handle.LinkByName("tunl0"); err != nil {
+		tun, err := topo.EmulateTunl0(node.NS.Path(), netip.Addr{}, topo.TunnelEBPF)
+		if err != nil {
+			testenv.Missing(t, testenv.IPIP, "no kernel tunl0 and the eBPF emulation cannot run: "+err.Error())
+		}
+		r.DeferLocal("tunl0 programs", tun.Close)
+	}
+	tunl0, err := node.Handle.LinkByName("tunl0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if as, _ := node.Handle.AddrList(tunl0, netlink.FAMILY_V4); len(as) != 0 {
+		t.Fatalf("tunl0 has %v before Felix started; the test needs it bare", as)
+	}
+
+	// 2. An IPIP pool, a block each; configuration unset.
+	store, err := datastore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := netip.MustParsePrefix("10.66.0.64/26")
+	must(t, store.Put(datastore.KindIPPool, "ipip", datastore.IPPool{Name: "ipip", CIDR: "10.66.0.0/16", IPIPMode: datastore.EncapAlways}))
+	must(t, store.Put(datastore.KindNode, "node-1", datastore.Node{Name: "node-1", IPv4Address: "10.250.0.2/24"}))
+	must(t, store.Put(datastore.KindNode, "node-2", datastore.Node{Name: "node-2", IPv4Address: "10.250.0.3/24"}))
+	must(t, store.Put(datastore.KindBlockAffinity, "b-local", datastore.BlockAffinity{CIDR: "10.66.0.0/26", Node: "node-1"}))
+	must(t, store.Put(datastore.KindBlockAffinity, "b-remote", datastore.BlockAffinity{CIDR: remote.String(), Node: "node-2"}))
+	srv, err := Serve(ctx, r, store, ServerOptions{NetNS: cp.NS.Path(), Listen: netip.MustParseAddrPort("10.250.0.1:2379")},
+		Options{Release: config.R333}, func(_ SyncReport, err error) {
+			if err != nil {
+				t.Errorf("sync: %v", err)
+			}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// 3. Felix.
+	logPath := filepath.Join(srv.Dir, "felix.log")
+	felix := superviseFelix(t, node.NS, felixCmd, srv, logPath)
+	r.Defer("felix", felix.Stop)
+	felixLog := func() string { b, _ := os.ReadFile(logPath); return tail(string(b), 40) }
+
+	// 4. tunl0 gets node-1's tunnel address, the first of its IPIP block.
+	wctx, wcancel := context.WithTimeout(ctx, 90*time.Second)
+	defer wcancel()
+	var addrs []netlink.Addr
+	if err := poll.Until(wctx, 200*time.Millisecond, func() bool {
+		addrs, _ = node.Handle.AddrList(tunl0, netlink.FAMILY_V4)
+		return len(addrs) > 0
+	}); err != nil {
+		t.Fatalf("Felix gave tunl0 no address within 90s; Felix's log ends:\n%s", felixLog())
+	}
+	if len(addrs) != 1 || addrs[0].IPNet.String() != "10.66.0.0/32" {
+		t.Errorf("tunl0 addresses %v; want 10.66.0.0/32, node-1's ipv4IPIPTunnelAddr", addrs)
+	}
+
+	// 5. node-2's block through tunl0 to node-2's BGP address.
+	rt := waitRoute(t, node.Handle, remote, true, 90*time.Second, felixLog)
+	if rt.LinkIndex != tunl0.Attrs().Index || rt.Gw.String() != "10.250.0.3" || rt.Protocol != felixProtocol {
+		t.Errorf("route to %s: dev index %d via %s proto %d; want dev tunl0 (%d) via 10.250.0.3 proto %d", remote, rt.LinkIndex, rt.Gw, rt.Protocol, tunl0.Attrs().Index, felixProtocol)
+	}
+	t.Logf("Felix's route: %s proto %d", rt, rt.Protocol)
 }
