@@ -96,3 +96,93 @@ func valueOf(resp *clientv3.GetResponse, key string) string {
 	}
 	return ""
 }
+
+// TestRealStartupKeepsTheWrittenModel holds the mapping against
+// calico-node's startup (what the image's rc.local runs first, with the
+// etcd manifest's environment and IP set to the node's BGP address from the
+// model): it may add what it owns — the Node's interfaces and status,
+// ClusterInformation's calicoVersion, node.<name> FelixConfiguration,
+// IPAMConfiguration, tiers — but must change nothing the model says: the
+// Node's BGP and tunnel addresses, the pools (no default pool), the
+// default FelixConfiguration and BGPConfiguration, IPAM.
+func TestRealStartupKeepsTheWrittenModel(t *testing.T) {
+	felix := calicoFelix(t)
+	startup := []string{felix[0], "component", "node", "startup"} // 3.33 rc.local
+	if !strings.HasSuffix(felix[0], "/calico") {
+		startup = []string{felix[0], "-startup"} // 3.31, 3.32
+	}
+	r := testenv.NewRun(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cp, node := cpAndNode(t, r, "start")
+	store, err := datastore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, store.Put(datastore.KindIPPool, "ipip", datastore.IPPool{Name: "ipip", CIDR: "10.66.0.0/16", IPIPMode: datastore.EncapAlways}))
+	must(t, store.Put(datastore.KindNode, "node-1", datastore.Node{Name: "node-1", IPv4Address: "10.250.0.2/24"}))
+	must(t, store.Put(datastore.KindNode, "node-2", datastore.Node{Name: "node-2", IPv4Address: "10.250.0.3/24"}))
+	must(t, store.Put(datastore.KindBlockAffinity, "b-local", datastore.BlockAffinity{CIDR: "10.66.0.0/26", Node: "node-1"}))
+	must(t, store.Put(datastore.KindBlockAffinity, "b-remote", datastore.BlockAffinity{CIDR: "10.66.0.64/26", Node: "node-2"}))
+	srv, err := Serve(ctx, r, store, ServerOptions{NetNS: cp.NS.Path(), Listen: netip.MustParseAddrPort("10.250.0.1:2379")},
+		Options{Release: config.R333}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := srv.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	before, err := cli.Get(ctx, "/calico/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Startup writes /var/lib/calico/nodename and more: its /etc, /run,
+	// /var/lib and /var/log are overlays on temp dirs.
+	script := `set -e
+for d in /etc /run /var/lib /var/log; do
+	u="$OVL/$(echo $d | tr / _)"; mkdir -p "$u/upper" "$u/work"
+	mount -t overlay overlay -o "lowerdir=$d,upperdir=$u/upper,workdir=$u/work" "$d"
+done
+mkdir -p /var/lib/calico /var/run/calico
+exec "$@"`
+	cmd := exec.CommandContext(ctx, "unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c", script, "startup"}, startup...)...)
+	cmd.Env = append(os.Environ(), srv.Env()...)
+	// manifests/calico-etcd.yaml's calico-node environment, IP from the model.
+	cmd.Env = append(cmd.Env, "OVL="+t.TempDir(), "NODENAME=node-1", "IP=10.250.0.2/24", "CALICO_NETWORKING_BACKEND=bird",
+		"CLUSTER_TYPE=k8s,bgp", "CALICO_IPV4POOL_IPIP=Always", "CALICO_IPV4POOL_VXLAN=Never", "FELIX_IPV6SUPPORT=false",
+		"CALICO_DISABLE_FILE_LOGGING=true")
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := node.NS.Do(func(ns.NetNS) error { return cmd.Run() }); err != nil {
+		t.Fatalf("%s: %v; output ends:\n%s", strings.Join(startup, " "), err, tail(out.String(), 30))
+	}
+
+	changes, err := cli.Get(ctx, "/calico/", clientv3.WithPrefix(), clientv3.WithMinModRev(before.Header.Revision+1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Guard: startup did run against this datastore (it always stamps its
+	// version on ClusterInformation).
+	if !strings.Contains(valueOf(changes, ResourceKey(PluralClusterInformation, "", "default")), `"calicoVersion"`) {
+		t.Fatalf("startup left ClusterInformation without its version; did it reach the datastore? output ends:\n%s", tail(out.String(), 30))
+	}
+	nodeKey := ResourceKey(PluralNode, "", "node-1")
+	for _, kv := range changes.Kvs {
+		k := string(kv.Key)
+		switch {
+		case k == nodeKey:
+			if !strings.Contains(string(kv.Value), `"bgp":{"ipv4Address":"10.250.0.2/24","ipv4IPIPTunnelAddr":"10.66.0.0"}`) {
+				t.Errorf("startup changed node-1's BGP spec:\n was %s\n now %s", valueOf(before, k), kv.Value)
+			}
+		case valueOf(before, k) == "" && !strings.HasPrefix(k, IPAMPrefix) && !strings.HasPrefix(k, ResourceKey(PluralIPPool, "", "")):
+			// A resource of startup's own (node.<name>, IPAMConfiguration, tiers).
+		case k == ResourceKey(PluralClusterInformation, "", "default"):
+		default:
+			t.Errorf("startup changed %s, which the model owns:\n was %s\n now %s", k, valueOf(before, k), kv.Value)
+		}
+	}
+	t.Logf("startup changed or added %d keys", len(changes.Kvs))
+}
