@@ -12,7 +12,6 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/testenv"
 )
@@ -48,7 +47,7 @@ func TestRealTunnelAllocatorKeepsTheWrittenAddress(t *testing.T) {
 	must(t, store.Put(datastore.KindBlockAffinity, "b-remote", datastore.BlockAffinity{CIDR: "10.66.0.64/26", Node: "node-2"}))
 	must(t, store.Put(datastore.KindWorkload, "wl-1", datastore.Workload{Name: "wl-1", Node: "node-1", Interface: "cali1", Addresses: []string{"10.66.0.1/32"}}))
 	srv, err := Serve(ctx, r, store, ServerOptions{NetNS: cp.NS.Path(), Listen: netip.MustParseAddrPort("10.250.0.1:2379")},
-		Options{Release: config.R333}, nil)
+		Options{Release: calicoRelease(t, felix)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +124,7 @@ func TestRealStartupKeepsTheWrittenModel(t *testing.T) {
 	must(t, store.Put(datastore.KindBlockAffinity, "b-local", datastore.BlockAffinity{CIDR: "10.66.0.0/26", Node: "node-1"}))
 	must(t, store.Put(datastore.KindBlockAffinity, "b-remote", datastore.BlockAffinity{CIDR: "10.66.0.64/26", Node: "node-2"}))
 	srv, err := Serve(ctx, r, store, ServerOptions{NetNS: cp.NS.Path(), Listen: netip.MustParseAddrPort("10.250.0.1:2379")},
-		Options{Release: config.R333}, nil)
+		Options{Release: calicoRelease(t, felix)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

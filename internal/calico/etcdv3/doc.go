@@ -45,6 +45,25 @@
 // the calling thread, run inside ns.WithNetNSPath); the HTTP gateway is off
 // because it would dial the member from outside that namespace.
 //
+// Held against real Calico (BIRDCAGE_CALICO=DIR, an image-shaped
+// directory; the tests skip for feature "calico" without one). Measured on
+// a 3.33 build (v3.33.0-0.dev-1478-g6609dea54713, cgo):
+//
+//   - Felix, reading only this etcd, routed another node's no-encap block
+//     (via its BGP address, proto 80, onlink) within a second, and put the
+//     Node's ipv4IPIPTunnelAddr on tunl0 and routed an IPIP block through it.
+//   - Felix takes a programClusterRoutes change by exiting ("change DOES
+//     require Felix to restart", rc 129); only the restarted Felix acts on
+//     it, so whatever runs Felix must restart it as runit does.
+//   - confd rendered the mesh (peers at the Nodes' BGP addresses), the
+//     node's own blocks from its affinity keys, and a kernel filter that
+//     follows BGPConfiguration.programClusterRoutes.
+//   - calico-node's tunnel-address allocator and startup leave what the
+//     writer stored alone; startup adds only its own (the Node's interfaces
+//     and status, calicoVersion, node.<name> FelixConfiguration,
+//     IPAMConfiguration, tiers). Startup's IP must be the node's BGP
+//     address from the model (autodetection could pick another NIC).
+//
 // It must not import harness/, topo/ or anything that knows about
 // scenarios: where the control-plane address lives is the caller's choice.
 package etcdv3

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -63,7 +64,7 @@ func TestRealFelixProgramsARemoteBlock(t *testing.T) {
 	must(t, store.Put(datastore.KindBGPConfiguration, datastore.SingletonName, datastore.BGPConfiguration{ProgramClusterRoutes: string(config.Disabled)}))
 
 	srv, err := Serve(ctx, r, store, ServerOptions{NetNS: cp.NS.Path(), Listen: netip.MustParseAddrPort("10.250.0.1:2379")},
-		Options{Release: config.R333}, func(_ SyncReport, err error) {
+		Options{Release: calicoRelease(t, felixCmd)}, func(_ SyncReport, err error) {
 			if err != nil {
 				t.Errorf("sync: %v", err)
 			}
@@ -160,6 +161,27 @@ func calicoFelix(t *testing.T) []string {
 	}
 	t.Fatalf("%s=%s: neither usr/bin/calico (3.33) nor bin/calico-node (3.31, 3.32) is an executable there", CalicoEnv, dir)
 	return nil
+}
+
+// calicoRelease is the release of the build at $BIRDCAGE_CALICO, as its
+// binary reports it (`calico version` at 3.33, `calico-node -v` before:
+// buildinfo.PrintVersion), so the writer writes that release's API.
+func calicoRelease(t *testing.T, felix []string) config.Release {
+	t.Helper()
+	args := []string{"version"}
+	if !strings.HasSuffix(felix[0], "/calico") {
+		args = []string{"-v"}
+	}
+	out, err := exec.Command(felix[0], args...).CombinedOutput()
+	m := regexp.MustCompile(`v(3\.\d+)\.`).FindSubmatch(out)
+	if err != nil || m == nil {
+		t.Fatalf("%s %s: %v; no version vX.Y. in its output:\n%s", felix[0], strings.Join(args, " "), err, out)
+	}
+	r, err := config.ParseRelease(string(m[1]))
+	if err != nil {
+		t.Fatalf("%s reports %s: %v", felix[0], m[1], err)
+	}
+	return r
 }
 
 func isExecutable(p string) bool {
@@ -355,8 +377,12 @@ func TestRealFelixTakesTheTunnelAddressFromTheDatastore(t *testing.T) {
 	must(t, store.Put(datastore.KindNode, "node-2", datastore.Node{Name: "node-2", IPv4Address: "10.250.0.3/24"}))
 	must(t, store.Put(datastore.KindBlockAffinity, "b-local", datastore.BlockAffinity{CIDR: "10.66.0.0/26", Node: "node-1"}))
 	must(t, store.Put(datastore.KindBlockAffinity, "b-remote", datastore.BlockAffinity{CIDR: remote.String(), Node: "node-2"}))
+	if calicoRelease(t, felixCmd) != config.R333 {
+		// Before 3.33 Felix programs no IPIP routes unless told to.
+		must(t, store.Put(datastore.KindFelixConfiguration, datastore.SingletonName, datastore.FelixConfiguration{ProgramClusterRoutes: string(config.Enabled)}))
+	}
 	srv, err := Serve(ctx, r, store, ServerOptions{NetNS: cp.NS.Path(), Listen: netip.MustParseAddrPort("10.250.0.1:2379")},
-		Options{Release: config.R333}, func(_ SyncReport, err error) {
+		Options{Release: calicoRelease(t, felixCmd)}, func(_ SyncReport, err error) {
 			if err != nil {
 				t.Errorf("sync: %v", err)
 			}
