@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -208,6 +209,9 @@ type ipamHandle struct {
 func Map(c *datastore.Cluster, o Options) (*Mapping, error) {
 	if _, err := config.ParseRelease(string(o.Release)); err != nil {
 		return nil, fmt.Errorf("etcdv3 options: Release: %w", err)
+	}
+	if o.Created.IsZero() {
+		return nil, errors.New("etcdv3 options: Created is zero: want the time the datastore's resources were created (NewWriter uses now)")
 	}
 	m := &mapper{o: o, out: &Mapping{}}
 	if err := m.run(c); err != nil {

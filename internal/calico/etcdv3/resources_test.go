@@ -228,6 +228,9 @@ func TestMapErrors(t *testing.T) {
 			t.Errorf("error %v; want one containing %q", err, c.want)
 		}
 	}
+	if _, err := Map(smallCluster(), Options{Release: config.R333}); err == nil || !strings.Contains(err.Error(), "Created") {
+		t.Errorf("zero Created: error %v; want one naming Options.Created", err)
+	}
 	if _, err := Map(smallCluster(), Options{Release: "3.30"}); err == nil || !strings.Contains(err.Error(), "Release") {
 		t.Errorf("unknown release: error %v; want one naming Options.Release", err)
 	}
