@@ -37,7 +37,7 @@
 //     gRPC API over TCP from their node's namespace to an address on the
 //     underlay, as to a control-plane host; they cannot tell an embedded
 //     member from a standalone one.
-//   - Weight: about forty indirect modules in go.mod (gRPC, bbolt, raft,
+//   - Weight: about fifty new modules in go.mod (gRPC, bbolt, raft,
 //     zap, OpenTelemetry, Prometheus client) and some megabytes of binary;
 //     the client alone would need most of them (gRPC, zap) anyway.
 //
