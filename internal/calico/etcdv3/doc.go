@@ -65,5 +65,7 @@
 //     address from the model (autodetection could pick another NIC).
 //
 // It must not import harness/, topo/ or anything that knows about
-// scenarios: where the control-plane address lives is the caller's choice.
+// scenarios: where the member listens is the caller's choice, normally a
+// control-plane host on the underlay (topo.Network.AddControlPlane), as
+// TestDatastoreOnTheUnderlay does.
 package etcdv3
