@@ -60,6 +60,11 @@ func TestRealFelixProgramsARemoteBlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	remote := twoNodeNoEncap(t, store)
+	// A workload of node-1's: its host-side veth cali1 (the far end stays
+	// in node-1's namespace; only the host side matters to Felix).
+	node.Veth(t, "cali1", "wl1-eth0")
+	workload := netip.MustParsePrefix("10.65.0.2/32")
+	must(t, store.Put(datastore.KindWorkload, "wl-1", datastore.Workload{Name: "wl-1", Node: "node-1", Interface: "cali1", Addresses: []string{workload.String()}}))
 	must(t, store.Put(datastore.KindFelixConfiguration, datastore.SingletonName, datastore.FelixConfiguration{ProgramClusterRoutes: string(config.Enabled)}))
 	must(t, store.Put(datastore.KindBGPConfiguration, datastore.SingletonName, datastore.BGPConfiguration{ProgramClusterRoutes: string(config.Disabled)}))
 
@@ -94,6 +99,26 @@ func TestRealFelixProgramsARemoteBlock(t *testing.T) {
 		t.Errorf("route to %s: proto %d via %s; want proto %d via 10.250.0.3", remote, rt.Protocol, rt.Gw, felixProtocol)
 	}
 	t.Logf("Felix's route: %s proto %d", rt, rt.Protocol)
+
+	// 4b. The WorkloadEndpoint: Felix routes the workload's address to its
+	// veth, and the endpoint's profile (kns.default) becomes a chain.
+	cali1, err := node.Handle.LinkByName("cali1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrt := waitRoute(t, node.Handle, workload, true, 30*time.Second, felixLog)
+	if wrt.LinkIndex != cali1.Attrs().Index {
+		t.Errorf("route to workload %s: dev index %d; want cali1 (%d)", workload, wrt.LinkIndex, cali1.Attrs().Index)
+	}
+	var rules string
+	pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer pcancel()
+	if err := poll.Until(pctx, 250*time.Millisecond, func() bool {
+		rules = rulesIn(node.NS)
+		return strings.Contains(rules, "kns.default")
+	}); err != nil {
+		t.Errorf("within 30s no rule in node-1's namespace names the workload's profile kns.default: Felix did not apply the endpoint's profile; rules end:\n%s", tail(rules, 40))
+	}
 
 	// 5. The live change: programClusterRoutes Disabled in the model; Felix
 	// takes its route away.
@@ -161,6 +186,20 @@ func calicoFelix(t *testing.T) []string {
 	}
 	t.Fatalf("%s=%s: neither usr/bin/calico (3.33) nor bin/calico-node (3.31, 3.32) is an executable there", CalicoEnv, dir)
 	return nil
+}
+
+// rulesIn is every iptables (nft-backed and legacy) and nftables rule of
+// netns, as text.
+func rulesIn(netns ns.NetNS) string {
+	var rules strings.Builder
+	_ = netns.Do(func(ns.NetNS) error {
+		for _, c := range [][]string{{"iptables-save"}, {"iptables-legacy-save"}, {"nft", "list", "ruleset"}} {
+			out, err := exec.Command(c[0], c[1:]...).CombinedOutput()
+			fmt.Fprintf(&rules, "### %s: %v\n%s", c[0], err, out)
+		}
+		return nil
+	})
+	return rules.String()
 }
 
 // calicoRelease is the release of the build at $BIRDCAGE_CALICO, as its
