@@ -36,7 +36,7 @@ func TestRealTunnelAllocatorKeepsTheWrittenAddress(t *testing.T) {
 	defer cancel()
 	cp, node := cpAndNode(t, r, "alloc")
 
-	store, err := datastore.OpenDir(t.TempDir())
+	store, err := openStore(r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestRealStartupKeepsTheWrittenModel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cp, node := cpAndNode(t, r, "start")
-	store, err := datastore.OpenDir(t.TempDir())
+	store, err := openStore(r)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func TestRealConfdRendersFromTheDatastore(t *testing.T) {
 	defer cancel()
 
 	cp, node := cpAndNode(t, r, "confd")
-	store, err := datastore.OpenDir(t.TempDir())
+	store, err := openStore(r)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
+	"github.com/birdcage/birdcage/internal/run"
 	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -56,7 +57,7 @@ func TestEtcdFromANodeNamespace(t *testing.T) {
 	}
 
 	// 2. The model.
-	store, err := datastore.OpenDir(t.TempDir())
+	store, err := openStore(r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +252,7 @@ func TestDatastoreOnTheUnderlay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := datastore.OpenDir(t.TempDir())
+	store, err := openStore(r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,4 +287,14 @@ func countKVs(resp *clientv3.GetResponse) int {
 		return 0
 	}
 	return len(resp.Kvs)
+}
+
+// openStore is a cluster model in a temp dir of the run: removed when the
+// run closes, after the writer following it has stopped.
+func openStore(r *run.Run) (*datastore.DirStore, error) {
+	dir, err := r.TempDir("model")
+	if err != nil {
+		return nil, err
+	}
+	return datastore.OpenDir(dir)
 }

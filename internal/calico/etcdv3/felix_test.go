@@ -55,7 +55,7 @@ func TestRealFelixProgramsARemoteBlock(t *testing.T) {
 
 	// 2. The cluster model: a no-encap pool, node-2's block, Felix told to
 	// program no-encap cluster routes.
-	store, err := datastore.OpenDir(t.TempDir())
+	store, err := openStore(r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,7 +406,7 @@ func TestRealFelixTakesTheTunnelAddressFromTheDatastore(t *testing.T) {
 	}
 
 	// 2. An IPIP pool, a block each; configuration unset.
-	store, err := datastore.OpenDir(t.TempDir())
+	store, err := openStore(r)
 	if err != nil {
 		t.Fatal(err)
 	}
