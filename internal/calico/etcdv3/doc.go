@@ -47,11 +47,14 @@
 //
 // Held against real Calico (BIRDCAGE_CALICO=DIR, an image-shaped
 // directory; the tests skip for feature "calico" without one). Measured on
-// a 3.33 build (v3.33.0-0.dev-1478-g6609dea54713, cgo):
+// a 3.33 build (v3.33.0-0.dev-1478-g6609dea54713, cgo) and the same held on
+// a 3.32 build (release-v3.32 @ de60d98e97a7):
 //
 //   - Felix, reading only this etcd, routed another node's no-encap block
 //     (via its BGP address, proto 80, onlink) within a second, and put the
-//     Node's ipv4IPIPTunnelAddr on tunl0 and routed an IPIP block through it.
+//     Node's ipv4IPIPTunnelAddr on tunl0 and routed an IPIP block through it;
+//     it routed a WorkloadEndpoint's address to its cali veth and rendered
+//     the endpoint's profile.
 //   - Felix takes a programClusterRoutes change by exiting ("change DOES
 //     require Felix to restart", rc 129); only the restarted Felix acts on
 //     it, so whatever runs Felix must restart it as runit does.
