@@ -12,13 +12,6 @@ import (
 	"github.com/birdcage/birdcage/topo"
 )
 
-// PcapEnv asks for per-node packet captures of the probe window
-// (`birdcage run --pcap` sets it).
-const PcapEnv = "BIRDCAGE_PCAP"
-
-// PcapEnabled reports whether $BIRDCAGE_PCAP is set to a true value.
-func PcapEnabled() (bool, error) { return envBool(PcapEnv) }
-
 // CaptureFile is one interface's capture in a scenario's results
 // (harness/results).
 type CaptureFile = results.CaptureFile

@@ -29,7 +29,7 @@ func startOrSkip(t *testing.T, name string, opts Options) *Cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	start := time.Now()
-	c, err := Start(ctx, tp, opts)
+	c, err := Start(ctx, tp, withTestEnv(opts))
 	testenv.SkipIfMissing(t, err, "topology "+name)
 	if err != nil {
 		t.Fatal(err)

@@ -22,7 +22,7 @@ func startGenerated(t *testing.T, spec string, opts Options) *Cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()
-	c, err := Start(ctx, tp, opts)
+	c, err := Start(ctx, tp, withTestEnv(opts))
 	testenv.SkipIfMissing(t, err, spec)
 	if err != nil {
 		t.Fatal(err)

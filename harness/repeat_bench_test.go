@@ -33,9 +33,9 @@ func BenchmarkLiveChangeRepeat(b *testing.B) {
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 				t0 := time.Now()
-				c, err := Start(ctx, tp, Options{Timing: &m,
+				c, err := Start(ctx, tp, withTestEnv(Options{Timing: &m,
 					Felix: datastore.FelixConfiguration{ProgramClusterRoutes: string(config.EnabledIPIPOnly)},
-					BGP:   datastore.BGPConfiguration{ProgramClusterRoutes: string(config.EnabledNoEncapOnly)}})
+					BGP:   datastore.BGPConfiguration{ProgramClusterRoutes: string(config.EnabledNoEncapOnly)}}))
 				if err != nil {
 					cancel()
 					b.Fatal(err)

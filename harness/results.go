@@ -22,24 +22,25 @@ const (
 	VerdictPass = results.VerdictPass
 	VerdictFail = results.VerdictFail
 	VerdictSkip = results.VerdictSkip
-
-	ArtifactsEnv = results.ArtifactsEnv
-	LabEnv       = results.LabEnv
-	VMAccelEnv   = results.VMAccelEnv
 )
 
-// OpenResults starts (or, with $BIRDCAGE_RESULTS_JOIN, joins) the results
-// file at path, recording this process's CurrentRunEnv.
-func OpenResults(path string) (*Results, error) { return results.OpenResults(path, CurrentRunEnv()) }
+// OpenResults starts (or, with join, the run's $BIRDCAGE_RESULTS_JOIN,
+// joins) the results file at path, recording this process's CurrentRunEnv
+// on machine m.
+func OpenResults(path, join string, m Machine) (*Results, error) {
+	return results.OpenResultsJoin(path, join, CurrentRunEnv(m))
+}
 
 // ReadResults reads a results file (results.ReadResults).
 func ReadResults(path string) (*ResultsFile, error) { return results.ReadResults(path) }
 
-// ResultsPath is where a scenario run on this kernel writes its results.
-func ResultsPath() string { return results.ResultsPath() }
+// ResultsPath is where a scenario run on this kernel writes its results
+// (results.ResultsPath).
+func ResultsPath(artifacts, lab string) string { return results.ResultsPath(artifacts, lab) }
 
-// ArtifactsDir is where diagnostics and results files go.
-func ArtifactsDir() string { return results.ArtifactsDir() }
+// ArtifactsDir is where diagnostics and results files go
+// (results.ArtifactsDir).
+func ArtifactsDir(dir string) string { return results.ArtifactsDir(dir) }
 
 // GapTable renders a probe report as a table a person reads.
 func GapTable(rep *probe.Report) string { return results.GapTable(rep) }
@@ -50,8 +51,8 @@ func NewTable(cols ...string) *Table { return results.NewTable(cols...) }
 // Cellf formats one table cell.
 func Cellf(format string, a ...any) string { return results.Cellf(format, a...) }
 
-// Repeats is $BIRDCAGE_REPEAT, else def.
-func Repeats(def int) (int, error) { return results.Repeats(def) }
+// Repeats is n (the run's $BIRDCAGE_REPEAT) when set, else def.
+func Repeats(n, def int) int { return results.Repeats(n, def) }
 
 // NewSweep starts a sweep over knob, measured in unit (results.NewSweep).
 func NewSweep(knob, unit string) *results.Sweep { return results.NewSweep(knob, unit) }

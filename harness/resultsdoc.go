@@ -12,9 +12,8 @@ import (
 	"github.com/birdcage/birdcage/topo"
 )
 
-// CurrentRunEnv describes this process's environment.
-func CurrentRunEnv() *RunEnv {
-	m, _ := MachineFromEnv() // a bad profile fails the run's Start, naming the variable
+// CurrentRunEnv describes where this process runs, on machine m.
+func CurrentRunEnv(m Machine) *RunEnv {
 	e := &RunEnv{Where: m.Where(), VMAccel: m.Accel, ProbeRate: m.Rate(), TimeoutScale: m.Scale(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Tunnel: topo.ChosenTunnel()}
 	// BIRD prints its version on stderr: "BIRD version 2.0.12".
 	if out, err := exec.Command("bird", "--version").CombinedOutput(); err == nil || len(out) > 0 {

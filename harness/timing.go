@@ -6,6 +6,7 @@ import (
 	"github.com/birdcage/birdcage/dataplane/programmer"
 	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timing"
+	"github.com/birdcage/birdcage/internal/env"
 )
 
 // TimingModel is the timing model (harness/results, where every row
@@ -21,8 +22,8 @@ func RestartProfile(m TimingModel) programmer.RestartProfile {
 // environment to give it the restart profile (see dataplane/programmer).
 func programmerEnv(m TimingModel) []string {
 	return []string{
-		programmer.StartupDelayEnv + "=" + m.ProgrammerStartupDelay.String(),
-		programmer.ResyncDelayPerRouteEnv + "=" + m.ProgrammerResyncPerRoute.String(),
+		env.Set(env.ProgrammerStartupDelay, m.ProgrammerStartupDelay.String()),
+		env.Set(env.ProgrammerResyncDelayPerRoute, m.ProgrammerResyncPerRoute.String()),
 	}
 }
 
@@ -38,10 +39,7 @@ func resolveTiming(opts *Options) (TimingModel, error) {
 	if opts.Timing != nil {
 		m = *opts.Timing
 	} else {
-		var err error
-		if m, err = timing.FromEnv(); err != nil {
-			return m, err
-		}
+		m = timing.Realistic()
 	}
 	if err := m.Validate(); err != nil {
 		return m, err

@@ -13,7 +13,7 @@ package scenarios_test
 // kernel metric, onlink via tunl0, a node as gateway), one at each of
 // several ages of the programmer (lateAges): CI plants at 3 s / 3 full
 // resyncs and at 35 s / 30 resyncs (past a rule bounded at 30 s); with
-// BIRDCAGE_CLEANUP_LATE_FULL=1 also at 65 s / 50 resyncs and 125 s / 100
+// BIRDCAGE_DEPTH=cleanup-late also at 65 s / 50 resyncs and 125 s / 100
 // resyncs (past two minutes and 50 resyncs). Each must be removed: a claim
 // rule with a time or resync bound below the oldest age fails here, on the
 // first stray it leaves. BIRD is not running on the node (BGP switched off in the
@@ -31,7 +31,6 @@ package scenarios_test
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"strings"
 	"syscall"
 	"time"
@@ -45,6 +44,7 @@ import (
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/topo"
@@ -58,9 +58,9 @@ var (
 	lateNoBoundRefresh = time.Second
 )
 
-// lateFullEnv adds the ages past two minutes and 50 resyncs to the
-// no-time-bound spec; CI runs the reduced form (past 30 s).
-const lateFullEnv = "BIRDCAGE_CLEANUP_LATE_FULL"
+// The full form ($BIRDCAGE_DEPTH=cleanup-late, or full) adds the ages past
+// two minutes and 50 resyncs to the no-time-bound spec; CI runs the reduced
+// form (past 30 s).
 
 // lateAge is when a late stray is planted: once the programmer has run at
 // least after and done at least resyncs full resyncs.
@@ -75,7 +75,7 @@ func lateAges() []lateAge {
 		{3 * time.Second, 3, netip.MustParsePrefix("10.245.250.0/26")},
 		{35 * time.Second, 30, netip.MustParsePrefix("10.245.250.64/26")},
 	}
-	if os.Getenv(lateFullEnv) == "1" {
+	if cfg.Full(env.DepthCleanupLate) {
 		ages = append(ages,
 			lateAge{65 * time.Second, 50, netip.MustParsePrefix("10.245.250.128/26")},
 			lateAge{125 * time.Second, 100, netip.MustParsePrefix("10.245.250.192/26")})

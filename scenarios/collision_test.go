@@ -83,7 +83,7 @@ package scenarios_test
 // the restart — a no-route window, from the route timeline — or the spec
 // fails, saying the gap closed. CI runs Calico's case (the restarted node
 // greater, the late accept and its passive control);
-// BIRDCAGE_COLLISION_FULL=1 runs the OpenConfirm race both ways and the
+// BIRDCAGE_DEPTH=collision runs the OpenConfirm race both ways and the
 // other passive direction. The same late accept on a ToR session, where
 // Calico renders no passive, is the second Describe below.
 
@@ -108,6 +108,7 @@ import (
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/testenv"
 )
@@ -126,10 +127,9 @@ const (
 	raceOpenConfirm collisionRace = "OpenConfirm race"
 )
 
-// collisionFullEnv runs every entry; CI runs Calico's case (node-3
-// restarted, the late accept without passive and its passive control).
-const collisionFullEnv = "BIRDCAGE_COLLISION_FULL"
-
+// The full form ($BIRDCAGE_DEPTH=collision, or full) runs every entry; CI
+// runs Calico's case (node-3 restarted, the late accept without passive and
+// its passive control): collisionInCI.
 func collisionInCI(race collisionRace, restarted string, passive bool) bool {
 	return restarted == "node-3" && (passive || race == raceLateAccept)
 }
@@ -199,8 +199,8 @@ func blocksOf(n *harness.Node) []netip.Prefix {
 var _ = Describe("Connection collision during a restarted BIRD's graceful-restart recovery: what Calico's passive mesh buys (known gap without passive)", Label("knowngap", "noencap", "collision", "restart", "timing"), func() {
 	DescribeTable("a second connection between a restarted node and its peer",
 		func(ctx SpecContext, race collisionRace, restartedName, peerName string, passive bool) {
-			if full := os.Getenv(collisionFullEnv) == "1"; !full && !collisionInCI(race, restartedName, passive) {
-				Skip("part of the collision spec's full form; set " + collisionFullEnv + "=1")
+			if !cfg.Full(env.DepthCollision) && !collisionInCI(race, restartedName, passive) {
+				Skip("part of the collision spec's full form; set " + env.Set(env.Depth, env.DepthCollision))
 			}
 			// 1. A no-encap mesh on 3.33 (BIRD owns the routes), with
 			// the release's passive peering or without it.

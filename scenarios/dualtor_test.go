@@ -40,7 +40,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -58,6 +57,7 @@ import (
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/topo"
 	"github.com/vishvananda/netlink"
@@ -355,10 +355,11 @@ type torFailure struct {
 	note      string
 }
 
-// slowFullEnv runs the hold-timer spec in its full form, with BIRD's
-// default hold time (nothing rendered: 240 s, ~4 minutes); without it (CI)
-// the reduced form runs every session with a 9 s hold time.
-const slowFullEnv = "BIRDCAGE_SLOW_FULL"
+// holdTimerFull is the setting that runs the hold-timer spec in its full
+// form, with BIRD's default hold time (nothing rendered: 240 s, ~4
+// minutes); without it (CI) the reduced form runs every session with a 9 s
+// hold time.
+var holdTimerFull = env.Set(env.Depth, env.DepthHoldTimer)
 
 // reducedHoldTimers are the reduced form's BGP timers: the common short
 // pair (keepalive a third of the hold time, as BIRD's default ratio).
@@ -371,7 +372,7 @@ type holdForm struct {
 }
 
 func slowForm() holdForm {
-	if os.Getenv(slowFullEnv) == "1" {
+	if cfg.Full(env.DepthHoldTimer) {
 		return holdForm{name: "full form: BIRD's default hold time", timers: confd.Timers{}}
 	}
 	return holdForm{name: fmt.Sprintf("reduced form: BGP hold time %d s", reducedHoldTimers.HoldTime), timers: reducedHoldTimers}
@@ -379,10 +380,10 @@ func slowForm() holdForm {
 
 func (h holdForm) describe() string {
 	if h.timers.HoldTime == 0 {
-		return fmt.Sprintf("BIRD's default hold time %d s, keepalive %d s; full form, %s=1", h.timers.EffectiveHold(), h.timers.EffectiveKeepalive(), slowFullEnv)
+		return fmt.Sprintf("BIRD's default hold time %d s, keepalive %d s; full form, %s", h.timers.EffectiveHold(), h.timers.EffectiveKeepalive(), holdTimerFull)
 	}
-	return fmt.Sprintf("hold time %d s, keepalive %d s on every session, nodes and ToRs; reduced form, %s=1 runs BIRD's default 240 s",
-		h.timers.EffectiveHold(), h.timers.EffectiveKeepalive(), slowFullEnv)
+	return fmt.Sprintf("hold time %d s, keepalive %d s on every session, nodes and ToRs; reduced form, %s runs BIRD's default 240 s",
+		h.timers.EffectiveHold(), h.timers.EffectiveKeepalive(), holdTimerFull)
 }
 
 // holdWindow is when, after a peer falls silent, a node's kernel route

@@ -22,7 +22,6 @@ package scenarios_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"syscall"
 	"time"
@@ -43,11 +42,8 @@ import (
 	"github.com/birdcage/birdcage/internal/testenv"
 )
 
-// labEnv names the lab the lab specs run against.
-const labEnv = harness.LabEnv
-
 var _ = func() bool {
-	if os.Getenv(labEnv) == "" {
+	if cfg.Lab == "" {
 		return false
 	}
 	Describe("Live programClusterRoutes change against a lab", Label("lab", "liveconfig", "timing"), func() {
@@ -117,15 +113,15 @@ var handmadeLabs = map[string]handmade.Flavour{"handmade": handmade.NetnsFlavour
 func attachLab(ctx context.Context, start labStart, needs ...lab.Action) (*lab.Lab, harness.TimingModel) {
 	GinkgoHelper()
 	from := start.from
-	timing, err := timing.FromEnv()
+	timing, err := timing.FromEnv(cfg)
 	Expect(err).NotTo(HaveOccurred())
 	var m *lab.Manifest
-	if name := os.Getenv(labEnv); handmadeLabs[name] != "" {
+	if name := cfg.Lab; handmadeLabs[name] != "" {
 		r, err := run.New()
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func() { Expect(r.Close()).To(Succeed(), "tear down the hand-made lab") })
 		hl, err := handmade.Build(ctx, r, handmade.Options{Flavour: handmadeLabs[name], IPIP: start.ipip, Release: start.release,
-			Felix: from.felix, BGP: from.bgp, Timing: timing, KernelMetric: start.kernelMetric})
+			Felix: from.felix, BGP: from.bgp, Timing: timing, KernelMetric: start.kernelMetric, Programmer: cfg.Programmer})
 		testenv.SkipIfMissing(GinkgoT(), err, "hand-made lab "+name)
 		Expect(err).NotTo(HaveOccurred(), "build the hand-made lab")
 		m, err = lab.Load(hl.Manifest)
@@ -145,12 +141,12 @@ func attachLab(ctx context.Context, start labStart, needs ...lab.Action) (*lab.L
 	}
 	// Settled before the snapshot: the comparison is about what birdcage
 	// does, not the lab still converging.
-	settle, err := lab.Attach(ctx, m, lab.AttachOptions{})
+	settle, err := lab.Attach(ctx, m, lab.AttachOptions{Machine: machine})
 	Expect(err).NotTo(HaveOccurred())
 	waitLabOwned(ctx, settle, from.owner, "guard: the lab settles with its routes owned by "+from.owner.String())
 	_, _ = settle.Detach()
 
-	l, err := lab.Attach(ctx, m, lab.AttachOptions{})
+	l, err := lab.Attach(ctx, m, lab.AttachOptions{Machine: machine})
 	Expect(err).NotTo(HaveOccurred(), "attach to lab %s", m.Source())
 	DeferCleanup(func(ctx SpecContext) {
 		switch {

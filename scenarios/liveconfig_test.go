@@ -219,11 +219,7 @@ func liveChangeOn(ctx SpecContext, t *topo.Topology, from, to ownership, lo live
 // repeated makes a spec run $BIRDCAGE_REPEAT times (default once), each
 // run a result of its own; the results file summarises them.
 func repeated() MustPassRepeatedly {
-	n, err := harness.Repeats(1)
-	if err != nil {
-		panic(err) // at tree construction: the suite does not start with a bad value
-	}
-	return MustPassRepeatedly(n)
+	return MustPassRepeatedly(harness.Repeats(cfg.Repeat, 1))
 }
 
 // syncedRestarts lists the programmer's config-change restarts whose

@@ -24,14 +24,10 @@ var _ = BeforeEach(func() { armed = nil })
 // armCaptures arms c's captures when they were asked for.
 func armCaptures(c *harness.Cluster) {
 	GinkgoHelper()
-	on, err := harness.PcapEnabled()
-	if err != nil {
-		Fail(err.Error())
-	}
-	if !on {
+	if !cfg.Pcap {
 		return
 	}
-	dir := filepath.Join(harness.ArtifactsDir(), slug(CurrentSpecReport().FullText()), "pcap-"+c.Run.ID)
+	dir := filepath.Join(harness.ArtifactsDir(cfg.Artifacts), slug(CurrentSpecReport().FullText()), "pcap-"+c.Run.ID)
 	if err := c.Captures().Arm(dir); err != nil {
 		Fail(err.Error())
 	}
@@ -43,7 +39,7 @@ func armCaptures(c *harness.Cluster) {
 var _ = JustAfterEach(func() {
 	var files []harness.CaptureFile
 	for _, c := range armed {
-		fs, err := c.Captures().Stop(harness.ArtifactsDir())
+		fs, err := c.Captures().Stop(harness.ArtifactsDir(cfg.Artifacts))
 		if err != nil {
 			AddReportEntry("packet captures", err.Error())
 			fmt.Printf("[birdcage] warning: %v\n", err)
@@ -62,5 +58,5 @@ var _ = JustAfterEach(func() {
 	for _, f := range files {
 		total += f.Packets
 	}
-	fmt.Printf("[birdcage] packet captures: %d files, %d probe packets, in %s\n", len(files), total, filepath.Dir(filepath.Join(harness.ArtifactsDir(), files[0].Path)))
+	fmt.Printf("[birdcage] packet captures: %d files, %d probe packets, in %s\n", len(files), total, filepath.Dir(filepath.Join(harness.ArtifactsDir(cfg.Artifacts), files[0].Path)))
 })

@@ -22,7 +22,7 @@ package scenarios_test
 //     with -R it takes them back with no moment without a route.
 //
 // CI runs the reduced form: the persisted-routes claim on every release.
-// The rest of the family runs with BIRDCAGE_RELEASES_FULL=1.
+// The rest of the family runs with BIRDCAGE_DEPTH=releases.
 
 import (
 	"context"
@@ -184,7 +184,7 @@ func persistLabels(rel release.Name) Labels {
 
 // persistSignals are the signals the persisted-routes spec of the i-th
 // release (release.All) kills BIRD with: both, one after the other, in the
-// full family ($BIRDCAGE_RELEASES_FULL=1); one in the reduced form,
+// full family ($BIRDCAGE_DEPTH=releases); one in the reduced form,
 // SIGKILL and SIGTERM alternating in release order, so every release keeps
 // its claim and each signal is held on two of the four. What the signal
 // changes is the peers' side (a Cease: they withdraw node-2's block until

@@ -20,7 +20,7 @@ package scenarios_test
 // with the default BIRD in dualtor_test.go.
 //
 // CI runs the reduced form: the multipath claim on every release. The ToR
-// failure per release runs with BIRDCAGE_RELEASES_FULL=1.
+// failure per release runs with BIRDCAGE_DEPTH=releases.
 
 import (
 	"context"

@@ -29,7 +29,7 @@ package scenarios_test
 //
 // CI runs the reduced form: the programmer-owned claim on BIRD 1.6 (the
 // fork's base, what the node software ships) and 3.1 (the newest), and the
-// not-expressible rows (they skip at once). BIRDCAGE_RELEASES_FULL=1 adds
+// not-expressible rows (they skip at once). BIRDCAGE_DEPTH=releases adds
 // the programmer-owned claim on 2.0 and 2.17 and the BIRD-owned claim on
 // 2.0 and 2.17.
 

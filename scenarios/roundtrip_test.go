@@ -230,7 +230,7 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 			// platform's own loss; where that is none, exactly nothing.
 			controls, err := judge.Holes(rep, judge.SentBetween(up.Mono, upEnd.Mono), judge.NotInvolving(node))
 			Expect(err).NotTo(HaveOccurred())
-			platform, err := judge.PlatformLossOf(controls)
+			platform, err := judge.PlatformLossOf(controls, machine.Stalls())
 			Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve node-2 measure the platform's own loss")
 			res.Figures["upgradePlatformLostPerControlFlowMax"] = float64(platform.Max)
 			AddReportEntry("platform loss in the upgrade leg", platform.String())

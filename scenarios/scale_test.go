@@ -75,8 +75,8 @@ import (
 // no-encap (natively) and 5 for IPIP (in the VM, where TCG makes every
 // node cost several times what it does natively).
 func scaleNodes(pool string) int {
-	if n, err := strconv.Atoi(os.Getenv("BIRDCAGE_SCALE_NODES")); err == nil && n >= 3 {
-		return n
+	if s := cfg.ScaleNodes; len(s) > 0 && s[0] >= 3 {
+		return s[0]
 	}
 	if pool == "ipip" {
 		return 5
@@ -273,7 +273,7 @@ func (st *scaleStep) book(ctx context.Context, c *harness.Cluster, node string) 
 	n := c.Node(node)
 	controls, err := judge.Holes(st.final, judge.SinceSnapshot(st.atBegin, st.atEnd), judge.NotInvolving(n))
 	Expect(err).NotTo(HaveOccurred())
-	st.platform, err = judge.PlatformLossOf(controls)
+	st.platform, err = judge.PlatformLossOf(controls, machine.Stalls())
 	Expect(err).NotTo(HaveOccurred(), "guard: the sample measures the platform's own loss")
 	out, err := judge.Holes(st.final, judge.SinceSnapshot(st.atBegin, st.atEnd), func(f probe.GapReport) bool { return isFrom(n, f.SrcAddr) })
 	Expect(err).NotTo(HaveOccurred())

@@ -7,16 +7,15 @@ package scenarios_test
 // the suite, with any label filter, never sees them.
 
 import (
-	"os"
-
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/internal/env"
 )
 
-// SelftestEnv, set to "fail", registers the self-test specs.
-const selftestEnv = "BIRDCAGE_SELFTEST"
+// selftestEnv, set to "fail", registers the self-test specs.
+const selftestEnv = env.Selftest
 
 // The self-test specs' messages, which the rows must carry.
 const (
@@ -27,7 +26,7 @@ const (
 )
 
 var _ = func() bool {
-	if os.Getenv(selftestEnv) != "fail" {
+	if cfg.Selftest != "fail" {
 		return false
 	}
 	Describe("Suite machinery self-test", Label("selftest"), func() {

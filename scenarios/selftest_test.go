@@ -21,19 +21,20 @@ import (
 	"testing"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/testenv"
 )
 
 func TestSuiteMachinery(t *testing.T) {
-	if os.Getenv(selftestEnv) != "" {
+	if cfg.Selftest != "" {
 		t.Skipf("%s is set: this is (or could be) the child run of the self-test", selftestEnv)
 	}
 	testenv.NeedRoot(t) // the suite's BeforeEach skips every spec without root
 
-	child := func(t *testing.T, artifacts string, env []string, args ...string) string {
+	child := func(t *testing.T, artifacts string, vars []string, args ...string) string {
 		t.Helper()
 		cmd := exec.Command(os.Args[0], append([]string{"-test.run=^TestScenarios$", "-ginkgo.no-color"}, args...)...)
-		cmd.Env = append(os.Environ(), append(env, harness.ArtifactsEnv+"="+artifacts)...)
+		cmd.Env = append(os.Environ(), append(vars, env.Set(env.Artifacts, artifacts))...)
 		out, err := cmd.CombinedOutput()
 		// The child's Ginkgo summary is shown only when this test fails,
 		// and defused: ci/testsummary counts any "N Passed | N Failed"
@@ -62,7 +63,7 @@ func TestSuiteMachinery(t *testing.T) {
 	})
 
 	dir := t.TempDir()
-	out := child(t, dir, []string{selftestEnv + "=fail"}, "-ginkgo.label-filter=selftest")
+	out := child(t, dir, []string{env.Set(selftestEnv, "fail")}, "-ginkgo.label-filter=selftest")
 	if !strings.Contains(out, "2 Passed | 3 Failed") {
 		t.Fatalf("guard: the child should run the self-test specs (2 pass, one of them three times; 3 fail, 1 skips):\n%s", out)
 	}
@@ -164,7 +165,7 @@ func TestSuiteMachinery(t *testing.T) {
 		t.Fatalf("go build ./cmd/birdcage: %v\n%s", err, b)
 	}
 	rep := exec.Command(bin, "report", "--brief")
-	rep.Env = append(os.Environ(), harness.ArtifactsEnv+"="+dir)
+	rep.Env = append(os.Environ(), env.Set(env.Artifacts, dir))
 	rep.Dir = t.TempDir() // any working directory
 	o, err := rep.CombinedOutput()
 	report := string(o)

@@ -15,6 +15,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -30,22 +31,28 @@ var (
 )
 
 var _ = BeforeSuite(func() {
-	Expect(machineErr).NotTo(HaveOccurred())
+	Expect(cfgErr).NotTo(HaveOccurred())
+	topo.ForceTunnel(cfg.Tunnel)
 	// An Eventually without a limit of its own waits this long: long
 	// enough for any route, session or flow of a converged cluster to
 	// settle, on this machine.
 	SetDefaultEventuallyTimeout(machine.Wait(30 * time.Second))
 	var err error
-	results, err = harness.OpenResults(harness.ResultsPath())
+	results, err = harness.OpenResults(harness.ResultsPath(cfg.Artifacts, cfg.Lab), cfg.ResultsJoin, machine)
 	Expect(err).NotTo(HaveOccurred())
 })
 
+// cfg is the suite's environment knobs (internal/env): the suite's edge, the
+// only place it reads the environment. It is read when the package loads
+// because node timeouts (NodeTimeout) and the specs a knob adds or leaves
+// out are settled as the spec tree is built, before BeforeSuite; a bad
+// value fails the suite, naming the variable.
+var cfg, cfgErr = env.LoadOS()
+
 // machine is the profile every cluster of the suite starts on and every
 // wait of a spec takes its limit from: a limit is written as it is at
-// native speed and machine.Wait makes it this machine's. It is read when
-// the package loads because node timeouts (NodeTimeout) are evaluated as
-// the spec tree is built, before BeforeSuite; a bad value fails the suite.
-var machine, machineErr = harness.MachineFromEnv()
+// native speed and machine.Wait makes it this machine's.
+var machine = cfg.Machine()
 
 var _ = BeforeEach(func() { testenv.NeedRoot(GinkgoT()) })
 
@@ -64,7 +71,7 @@ var _ = JustAfterEach(func(ctx SpecContext) {
 	if !CurrentSpecReport().Failed() {
 		return
 	}
-	dir := filepath.Join(harness.ArtifactsDir(), slug(CurrentSpecReport().FullText()))
+	dir := filepath.Join(harness.ArtifactsDir(cfg.Artifacts), slug(CurrentSpecReport().FullText()))
 	if err := current.Diagnose(ctx, dir); err != nil {
 		AddReportEntry("diagnostics failed", err.Error())
 		return
@@ -91,6 +98,8 @@ func startClusterOn(ctx context.Context, t *topo.Topology, opts harness.Options)
 	if opts.Machine == nil {
 		opts.Machine = &machine
 	}
+	opts, err := harness.WithEnv(cfg, opts)
+	Expect(err).NotTo(HaveOccurred(), "the run's environment")
 	c, err := harness.Start(ctx, t, opts)
 	testenv.SkipIfMissing(GinkgoT(), err, "topology "+name)
 	Expect(err).NotTo(HaveOccurred(), "start cluster on topology %s", name)

@@ -212,7 +212,7 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 			}
 			controls, err := judge.Holes(rep, judge.SentBetween(starts[i], to), judge.NotInvolving(n))
 			Expect(err).NotTo(HaveOccurred())
-			platforms[i], err = judge.PlatformLossOf(controls)
+			platforms[i], err = judge.PlatformLossOf(controls, machine.Stalls())
 			Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve %s measure the platform's own loss", n.Name)
 			AddReportEntry("platform loss while "+n.Name+" was upgraded", platforms[i].String())
 			res.Figures["platformLostPerControlFlowMax."+n.Name] = float64(platforms[i].Max)

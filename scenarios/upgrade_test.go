@@ -41,6 +41,7 @@ import (
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -100,7 +101,7 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	// (With $BIRDCAGE_UPGRADE_PROGRAMMER — `birdcage run
 	// --upgrade-programmer` — the upgraded node runs that build from here
 	// on: a team's own programmer judged by the claim.)
-	newBuild, err := harness.UpgradeProgrammer()
+	newBuild, err := harness.UpgradeProgrammer(cfg.UpgradeProgrammer)
 	Expect(err).NotTo(HaveOccurred())
 	begin := act(t.UpgradeNode(ctx, upgraded, config.R333, harness.UpgradeOptions{Signal: sig, Programmer: newBuild}))
 
@@ -142,7 +143,7 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	res := t.Result(name, rep)
 	res.AddProbeFigures(rep)
 	if newBuild != "" {
-		res.Notes = append(res.Notes, fmt.Sprintf("%s ran the programmer %s from its upgrade on (%s)", upgraded, newBuild, harness.UpgradeProgrammerEnv))
+		res.Notes = append(res.Notes, fmt.Sprintf("%s ran the programmer %s from its upgrade on (%s)", upgraded, newBuild, env.UpgradeProgrammer))
 	}
 	res.Figures["sentProbes"] = float64(rep.Total.Sent)
 	res.Figures["lostOutboundUpgradedNode"] = 0
@@ -211,7 +212,7 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	// hole".
 	controls, err := judge.Holes(rep, judge.SinceSnapshot(atBegin, atEnd), func(f probe.GapReport) bool { return !isUp(f.SrcAddr) && !isUp(f.DstAddr) })
 	Expect(err).NotTo(HaveOccurred())
-	platform, err := judge.PlatformLossOf(controls)
+	platform, err := judge.PlatformLossOf(controls, machine.Stalls())
 	Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve %s measure the platform's own loss", upgraded)
 	res.Figures["platformMissingPerControlFlowMax"] = float64(platform.Max)
 	AddReportEntry("platform loss", platform.String())

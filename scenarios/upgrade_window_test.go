@@ -219,7 +219,7 @@ var _ = Describe("Upgrade 3.32 → 3.33 on IPIP: Felix's delete-first opens a no
 			}
 			controls, err := judge.Holes(rep, judge.SinceSnapshot(atBegin, atEnd), judge.NotInvolving(upgraded))
 			Expect(err).NotTo(HaveOccurred())
-			platform, err := judge.PlatformLossOf(controls)
+			platform, err := judge.PlatformLossOf(controls, machine.Stalls())
 			Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve node-2 measure the platform's own loss")
 			AddReportEntry("platform loss", platform.String())
 			for _, f := range rep.Flows {

@@ -51,19 +51,23 @@ type Lab struct {
 	before    []Snapshot
 	detached  bool
 	tunnel    string // how the nodes' tunl0 is made, as found (tunnelOf)
+	machine   machine.Profile
 }
 
 // AttachOptions shape an attach.
 type AttachOptions struct {
 	// Log receives events; nil: slog.Default().
 	Log *slog.Logger
+	// Machine is the machine profile the lab's waits and probe sessions
+	// honour (the run's, from its environment); zero: native speed.
+	Machine machine.Profile
 }
 
 // Attach resolves every node's and workload's namespace, snapshots them,
 // and starts a route timeline in each node's namespace. It changes nothing
 // in the lab. On error everything it started is stopped.
 func Attach(ctx context.Context, m *Manifest, o AttachOptions) (_ *Lab, err error) {
-	l := &Lab{M: m, log: o.Log, timelines: map[string]*timeline.Monitor{}}
+	l := &Lab{M: m, log: o.Log, timelines: map[string]*timeline.Monitor{}, machine: o.Machine}
 	if l.log == nil {
 		l.log = slog.Default()
 	}
@@ -264,14 +268,10 @@ func (l *Lab) Mark(name string) harness.Event {
 // a monitor that does not answer within the machine's wait of a second is
 // an error.
 func (l *Lab) SyncTimelines() error {
-	m, err := machine.FromEnv()
-	if err != nil {
-		return err
-	}
 	l.mu.Lock()
 	ms := slices.Collect(maps.Values(l.timelines))
 	l.mu.Unlock()
-	return timeline.SyncWithin(m.Wait(time.Second), ms...)
+	return timeline.SyncWithin(l.machine.Wait(time.Second), ms...)
 }
 
 func (l *Lab) markAt(e harness.Event) {
@@ -325,7 +325,7 @@ func (l *Lab) Probes(ctx context.Context, o ProbeOptions) (*probe.Session, error
 				probe.Hop{Name: n.Name + "/" + ifn + " ingress", Netns: n.Netns, Iface: ifn, Direction: bpf.Ingress})
 		}
 	}
-	s, err := harness.StartProbeSession(ctx, harness.ProbeSession{ProbeOptions: o, Hops: hops,
+	s, err := harness.StartProbeSession(ctx, harness.ProbeSession{ProbeOptions: o, Hops: hops, Machine: &l.machine,
 		Register: func(s *probe.Session) {
 			l.mu.Lock()
 			l.sessions = append(l.sessions, s)

@@ -79,6 +79,7 @@ type Config struct {
 	VMAppend           string
 	VMFastBoot         string
 	DemoVM             bool
+	GoTimeout          string
 
 	// Internal.
 	SupervisorReadyFD int
@@ -312,3 +313,17 @@ func setInts(dst *[]int, lo, hi int) func(string) error {
 }
 
 var errBad = fmt.Errorf("bad value")
+
+// Overlay is a Lookup that finds vars (NAME=value entries, as a child
+// process's environment adds them) before base: what a child started with
+// them will Load.
+func Overlay(vars []string, base Lookup) Lookup {
+	return func(name string) (string, bool) {
+		for i := len(vars) - 1; i >= 0; i-- {
+			if k, v, ok := strings.Cut(vars[i], "="); ok && k == name {
+				return v, true
+			}
+		}
+		return base(name)
+	}
+}

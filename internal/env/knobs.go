@@ -47,7 +47,7 @@ func (c *Config) knobs() []Knob {
 			"Forces how tunl0 is made (docs/tunnel.md); ebpf-noencap is the emulation's negative control.",
 			setOneOf(&c.Tunnel, "kernel", "ebpf", "ebpf-noencap")},
 		{RenderKnobs, "Cluster", "", "a comma-separated list of no-passive, direct-peers",
-			"Departures from the release's rendered BIRD config added to every cluster the process starts, so a spec can be re-run with one without editing it (the CLI's --no-passive and --direct-peers set the same departures for one live cluster). Result rows list each.",
+			"Departures from the release's rendered BIRD config, added to every cluster the process starts (a scenario run's, `birdcage up --cluster`'s), so a spec can be re-run with one without editing it: no-passive renders no `passive on` (both ends of every mesh session connect); direct-peers renders BGPPeers on an uplink subnet as direct sessions (gateway direct), not Calico's multihop + recursive. Result rows list each. The one way to set them outside Go (harness.Options.Knobs in Go).",
 			setList(&c.RenderKnobs, "no-passive", "direct-peers")},
 		{RaiseNeighLimits, "Cluster", "0", boolValid,
 			"Lets a run raise the host's neighbour-table limits (gc_thresh2/3) when the topology needs more entries, restoring them at the end.",
@@ -189,6 +189,9 @@ func (c *Config) knobs() []Knob {
 		{DemoVM, "Kernel VM runner (ci/vm)", "0", boolValid,
 			"ci/demo runs the IPIP headline again in a VM on the kernel's ipip.",
 			setBool(&c.DemoVM)},
+		{GoTimeout, "Kernel VM runner (ci/vm)", "40m under TCG, 20m under KVM", "go test's -timeout argument, such as 20m",
+			"Set by ci/deps.sh's birdcage_vm_setup for ci/test's and ci/demo's VM runs: the go test limit inside the VM (BIRDCAGE_VM_TIMEOUT is a little longer).",
+			setString(&c.GoTimeout)},
 
 		{SupervisorReadyFD, "Internal", "", "a file descriptor number",
 			"Set by `birdcage cluster up` for the detached supervisor it starts: where to say it is ready.",

@@ -69,6 +69,7 @@ const (
 	VMAppend           = "BIRDCAGE_VM_APPEND"
 	VMFastBoot         = "BIRDCAGE_VM_FAST_BOOT"
 	DemoVM             = "BIRDCAGE_DEMO_VM"
+	GoTimeout          = "BIRDCAGE_GO_TIMEOUT"
 
 	// Internal: set by a birdcage process for a child it starts itself.
 	SupervisorReadyFD = "BIRDCAGE_SUPERVISOR_READY_FD"

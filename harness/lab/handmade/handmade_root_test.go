@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/lab"
 	"github.com/birdcage/birdcage/harness/lab/handmade"
 	"github.com/birdcage/birdcage/harness/timing"
@@ -29,7 +28,7 @@ import (
 // programmer builds the route programmer once per test binary.
 func programmer(t *testing.T) string {
 	t.Helper()
-	if p := os.Getenv(harness.ProgrammerEnv); p != "" {
+	if p := testenv.Env().Programmer; p != "" {
 		return p
 	}
 	bin := filepath.Join(t.TempDir(), "birdcage-programmer")

@@ -19,8 +19,8 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/birdcage/birdcage/dataplane/programmer"
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/run"
 )
 
@@ -96,8 +96,8 @@ func (rc *runcLab) nodeProcess(labDir, node, prog string) process {
 	nd := filepath.Join(labDir, "nodes", node)
 	return process{
 		args: []string{"bash", filepath.Join(labDir, "agent.sh"), nd, node, filepath.Join(labDir, "datastore"), prog},
-		env: []string{programmer.StartupDelayEnv + "=" + rc.timing.ProgrammerStartupDelay.String(),
-			programmer.ResyncDelayPerRouteEnv + "=" + rc.timing.ProgrammerResyncPerRoute.String()},
+		env: []string{env.Set(env.ProgrammerStartupDelay, rc.timing.ProgrammerStartupDelay.String()),
+			env.Set(env.ProgrammerResyncDelayPerRoute, rc.timing.ProgrammerResyncPerRoute.String())},
 		caps: nodeCapabilities, binds: []string{labDir, prog}, graceful: true,
 	}
 }
