@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/supervisor"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/nsutil"
@@ -17,9 +18,9 @@ import (
 
 // Result assembles a ScenarioResult from the cluster's events, restarts and
 // a probe report.
-func (c *Cluster) Result(name string, rep *probe.Report) ScenarioResult {
+func (c *Cluster) Result(name string, rep *probe.Report) results.ScenarioResult {
 	timing := c.timing
-	s := ScenarioResult{Name: name, Topology: c.Net.Topology.Name, Tunnel: c.Net.Tunnel, Probes: rep, Events: c.Events(), Figures: map[string]float64{}, Timing: &timing}
+	s := results.ScenarioResult{Name: name, Topology: c.Net.Topology.Name, Tunnel: c.Net.Tunnel, Probes: rep, Events: c.Events(), Figures: map[string]float64{}, Timing: &timing}
 	s.Notes = append(s.Notes, c.Warnings()...)
 	var routeNotes []string
 	s.RouteEvents, routeNotes = c.clusterRouteEvents()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -64,7 +65,7 @@ type Target interface {
 	WaitConverged(ctx context.Context) error
 
 	// Result starts a results row for a scenario judged on the target.
-	Result(name string, rep *probe.Report) ScenarioResult
+	Result(name string, rep *probe.Report) results.ScenarioResult
 }
 
 var _ Target = (*Cluster)(nil)

@@ -73,6 +73,7 @@ import (
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
@@ -254,7 +255,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		noteQuiescence(&res, settled)
 		res.Notes = append(res.Notes, "control, node-2: "+ctlReq.String())
 		report(fmt.Sprintf("a real BIRD delete: BGPConfiguration Disabled, %s withdrawn by BIRD; node-1/node-2's BIRDs sent %d/%d RTM_DELROUTE proto bird, refused ESRCH; control delete of BIRD's own route accepted, %.0f ms after its withdrawal",
-			block3, len(refused[node1.Name]), len(refused[node2.Name]), res.Figures["controlDeleteAfterWithdrawalMs"]), harness.GapTable(rep), res)
+			block3, len(refused[node1.Name]), len(refused[node2.Name]), res.Figures["controlDeleteAfterWithdrawalMs"]), results.GapTable(rep), res)
 
 		// 9. The claim, on node-1 and node-2: the programmer's route
 		// stayed, never deleted, never missing, and no probe was lost.
@@ -370,7 +371,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		noteQuiescence(&res, settled)
 		res.Notes = append(res.Notes, "node-2 route requests for "+block3.String()+" after the withdrawal: "+strings.Join(dels.Strings(), "; "))
 		report(fmt.Sprintf("a real BIRD delete at 3.33's metric 1024: node-2's BIRD sent %d RTM_DELROUTE proto bird, accepted; BIRD's route deleted %d time(s), the programmer's %d", len(dels), birdDeletes, progDeletes),
-			harness.GapTable(rep), res)
+			results.GapTable(rep), res)
 
 		Expect(birdDeletes).To(Equal(1), "BIRD's own 1024 route to %s went once", block3)
 		Expect(progDeletes).To(BeZero(), "the programmer's route to %s was never deleted", block3)

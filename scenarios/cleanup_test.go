@@ -40,6 +40,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/supervisor"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
@@ -270,7 +271,7 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 			}
 			deleted := programmerDeletes(node2.Programmer.LogPath())
 			firstSync := firstSyncAfter(c, node2, migrated.Mono)
-			tab := harness.NewTable("stray", "prefix", "proto bird route", "removed after migration began", "in refresh intervals", "by the first sync", "deleted by")
+			tab := results.NewTable("stray", "prefix", "proto bird route", "removed after migration began", "in refresh intervals", "by the first sync", "deleted by")
 			res := c.Result(fmt.Sprintf("persisted-route cleanup: %s, node-2 on %s", tc.absence, tc.release), nil)
 			res.Figures["routeRefreshIntervalMs"] = float64(refresh.Milliseconds())
 			res.Figures["fullResyncsObserved"] = float64(resyncs)

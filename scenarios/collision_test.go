@@ -106,6 +106,7 @@ import (
 	"github.com/birdcage/birdcage/harness/bird"
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/judge"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/env"
@@ -470,7 +471,7 @@ var _ = Describe("Connection collision during a restarted BIRD's graceful-restar
 			report(fmt.Sprintf("%s restarted (peer %s, %s): second connection %v, session reset by the collision %v; %s without a route to %s %.1f ms, %s without a route to %s %.1f ms, %d persisted routes deleted; lost %s→%s %d, %s→%s %d; SYNs peer %d, restarted %d",
 				r.Name, p.Name, mode, bothConnections, sessionReset, p.Name, r.Name, peerMs, r.Name, p.Name, nodeMs, deleted,
 				p.Name, r.Name, lostPR, r.Name, p.Name, lostRP, counts.PeerSYNs, counts.NodeSYNs),
-				strings.Join(notes, "\n")+"\n"+harness.GapTable(rep), res)
+				strings.Join(notes, "\n")+"\n"+results.GapTable(rep), res)
 
 			if !passive {
 				// 11. The gap: the reset flushed routes — the restart
@@ -708,7 +709,7 @@ var _ = Describe("Connection collision on a ToR session during a restarted BIRD'
 			res.Figures["peerNoRouteWindowsDuringRecovery"] = float64(inRecovery)
 			res.Figures["gracefulRestartRecoveryMs"] = float64(end.Mono-start.Mono) / 1e6
 			report(fmt.Sprintf("node-1 restarted, late accept on its tor-1a session %s: tor-1a without a route to node-1's block %.1f ms; node-3 on fewer than 2 planes to it %.1f ms (no route %.1f ms); lost toward node-1 %d",
-				when, torNoRouteMs, singleMs, noRouteMs, lostToR), strings.Join(torLines, "\n")+"\n"+harness.GapTable(pr), res)
+				when, torNoRouteMs, singleMs, noRouteMs, lostToR), strings.Join(torLines, "\n")+"\n"+results.GapTable(pr), res)
 			Expect(noRouteMs).To(BeZero(), "node-3 always had plane B to node-1's block")
 			if !duringRecovery {
 				// A session bounce after recovery is not free either: BIRD

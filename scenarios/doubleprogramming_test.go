@@ -37,6 +37,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/judge"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
 )
 
@@ -172,7 +173,7 @@ var _ = Describe("Double programming judged per component", Label("noencap", "ip
 			return got
 		}
 
-		table := harness.NewTable("state", "family", "blocks", "BIRD tries", "programmer tries", "kernel routes per block (max)", "survivors")
+		table := results.NewTable("state", "family", "blocks", "BIRD tries", "programmer tries", "kernel routes per block (max)", "survivors")
 		row := func(state string, got map[blk]componentView) {
 			for _, fam := range []string{"IPv4", "IPv6"} {
 				nb, nbird, nprog, maxRoutes := 0, 0, 0, 0

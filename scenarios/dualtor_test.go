@@ -54,6 +54,7 @@ import (
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
@@ -208,7 +209,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 				res.Notes = append(res.Notes, window.String())
 			}
 			report(fmt.Sprintf("dual-ToR, %s fails (%s): lost probes per flow; last route single-path %.0f ms after the failure",
-				failed, title, last), harness.GapTable(rep)+"\n"+f.routeTable(judge.ByBIRD)+
+				failed, title, last), results.GapTable(rep)+"\n"+f.routeTable(judge.ByBIRD)+
 				"\nlast route to fall back, per node, after the failure: "+strings.Join(fell, ", ")+"\n", res)
 
 			// 7. A hold-timer failure: the nodes behind the failed ToR see
@@ -640,7 +641,7 @@ func (f *fabric) planeTable(rep *probe.Report) string { return f.c.Fabric().Plan
 
 // routeTable lists every node's route to every remote block by owner.
 func (f *fabric) routeTable(o judge.Owner) string {
-	t := harness.NewTable("node", "remote block", "owner node", "nexthops ("+o.String()+")")
+	t := results.NewTable("node", "remote block", "owner node", "nexthops ("+o.String()+")")
 	for _, n := range f.c.Nodes() {
 		for _, bl := range f.c.RemoteBlocks(n.Name) {
 			ps := f.paths(n, bl, o)

@@ -34,6 +34,7 @@ import (
 	"github.com/birdcage/birdcage/harness/lab"
 	"github.com/birdcage/birdcage/harness/lab/handmade"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timing"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -78,7 +79,7 @@ var _ = func() bool {
 					}
 				}
 				report(fmt.Sprintf("live change on lab %s, %s → %s (longest window without a route: %.1f ms)", l.M.Name, from.owner, to.owner,
-					res.Figures["longestNoRouteWindowMs"]), harness.GapTable(rep)+hs.Table(), res)
+					res.Figures["longestNoRouteWindowMs"]), results.GapTable(rep)+hs.Table(), res)
 			},
 			Entry("no-encap, BIRD → programmer", Label("noencap"), noEncapByBIRD, noEncapByProgrammer),
 			Entry("no-encap, programmer → BIRD", Label("noencap"), noEncapByProgrammer, noEncapByBIRD),
@@ -202,7 +203,7 @@ func labProto(l *lab.Lab, o judge.Owner) kroute.Protocol {
 // labLiveChange is liveChange (liveconfig_test.go) against a lab: the same
 // steps and figures, except those only a built cluster can see (the
 // programmer's restarts, confd's reaction).
-func labLiveChange(ctx SpecContext, l *lab.Lab, from, to ownership, timing harness.TimingModel) (harness.ScenarioResult, *probe.Report, judge.Handovers) {
+func labLiveChange(ctx SpecContext, l *lab.Lab, from, to ownership, timing harness.TimingModel) (results.ScenarioResult, *probe.Report, judge.Handovers) {
 	GinkgoHelper()
 	// 1. The routes belong to `from` (attachLab waited for it).
 	probes, err := l.Probes(ctx, lab.ProbeOptions{})
@@ -222,7 +223,7 @@ func labLiveChange(ctx SpecContext, l *lab.Lab, from, to ownership, timing harne
 
 	// 4. Figures, named as on the built-in target so the two compare.
 	hs := l.Handovers(labProto(l, from.owner), labProto(l, to.owner), to.owner, change.Mono, end.Mono)
-	res := harness.ScenarioResult{Name: fmt.Sprintf("live change on lab %s: %s → %s", l.M.Name, from.owner, to.owner),
+	res := results.ScenarioResult{Name: fmt.Sprintf("live change on lab %s: %s → %s", l.M.Name, from.owner, to.owner),
 		Topology: "lab:" + l.M.Name, Probes: rep, Events: l.Events(), Figures: map[string]float64{}, Timing: &timing,
 		RouteEvents: l.RouteEvents()}
 	res.AddProbeFigures(rep)

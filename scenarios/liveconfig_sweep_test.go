@@ -32,6 +32,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timing"
 	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/monoclock"
@@ -57,7 +58,7 @@ func sweepPlan() ([]time.Duration, int, error) {
 	if len(cfg.SweepDelays) > 0 {
 		ds = cfg.SweepDelays
 	}
-	return ds, harness.Repeats(cfg.Repeat, runs), nil
+	return ds, results.Repeats(cfg.Repeat, runs), nil
 }
 
 // sweepBudget is what, besides the restart delay, moves one sample's gap:
@@ -95,8 +96,8 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 				It("has a valid sweep plan", func() { Fail(planErr.Error()) })
 				return
 			}
-			sweep := harness.NewSweep("programmerStartupDelay", "ms")
-			noRoute := harness.NewSweep("programmerStartupDelay", "ms")
+			sweep := results.NewSweep("programmerStartupDelay", "ms")
+			noRoute := results.NewSweep("programmerStartupDelay", "ms")
 			var budget sweepBudget
 			var stated judge.SweepStated
 			var model harness.TimingModel
@@ -144,7 +145,7 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 						budget.RestartOverheadMs = max(budget.RestartOverheadMs, res.Samples["programmerToFirstProgramMs"].Max-x)
 						report(fmt.Sprintf("sweep point on %s, %s: restart delay %s, run %d/%d (probe gap %.1f ms, sender pause in it %.1f ms)",
 							tc.topology, dir, d, run, runs, res.Figures["longestProbeGapMs"], res.Figures["senderPauseInGapMs"]),
-							harness.GapTable(lc.rep)+lc.handovers.Table(), res)
+							results.GapTable(lc.rep)+lc.handovers.Table(), res)
 					})
 				}
 			}
@@ -156,11 +157,11 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 					}
 					scan := monoclock.Ms(model.BIRDScanTime)
 					bound := toBIRDBoundMs(model)
-					res := harness.ScenarioResult{Name: fmt.Sprintf("live change sweep on %s: %s → %s (summary)", tc.topology, tc.from.owner, tc.to.owner),
+					res := results.ScenarioResult{Name: fmt.Sprintf("live change sweep on %s: %s → %s (summary)", tc.topology, tc.from.owner, tc.to.owner),
 						Topology: tc.topology, Passed: true, Timing: &model, Sweep: noRoute, Figures: map[string]float64{
-							"birdScanTimeMs": scan, "boundMs": bound}, Samples: map[string]harness.Stats{}}
+							"birdScanTimeMs": scan, "boundMs": bound}, Samples: map[string]results.Stats{}}
 					for o := range allHandovers.Orderings() {
-						res.Samples["noRouteWindowMs: "+string(o)] = harness.Summarize(allHandovers.Windows(o))
+						res.Samples["noRouteWindowMs: "+string(o)] = results.Summarize(allHandovers.Windows(o))
 					}
 					// What explains the windows is read from the handovers,
 					// not assumed: the scan only where BIRD's route shares
@@ -224,9 +225,9 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 						}
 					}
 				}
-				above, aboveErr := harness.LinearFit(ax, ay)
+				above, aboveErr := results.LinearFit(ax, ay)
 
-				res := harness.ScenarioResult{Name: fmt.Sprintf("live change sweep on %s: %s → %s (fit)", tc.topology, tc.from.owner, tc.to.owner),
+				res := results.ScenarioResult{Name: fmt.Sprintf("live change sweep on %s: %s → %s (fit)", tc.topology, tc.from.owner, tc.to.owner),
 					Topology: tc.topology, Passed: true, Timing: &model, Sweep: sweep, Figures: map[string]float64{
 						"fitSlope": fit.A, "fitInterceptMs": fit.B, "fitR2": fit.R2, "fitResidualRMSMs": fit.RMS,
 						"fitMaxAbsResidualMs": fit.MaxAbsResidual, "slopeTolerance": tol, "slopeSpreadMs": slope.SpreadMs,

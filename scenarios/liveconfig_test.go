@@ -34,6 +34,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/supervisor"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
@@ -100,7 +101,7 @@ var _ = Describe("Live programClusterRoutes change", Label("liveconfig", "headli
 				}
 			}
 			report(fmt.Sprintf("live change on %s, %s → %s (longest window without a route: %.1f ms; %s)", topology, from.owner, to.owner,
-				res.Figures["longestNoRouteWindowMs"], c.Timing()), harness.GapTable(rep)+lc.handovers.Table(), res)
+				res.Figures["longestNoRouteWindowMs"], c.Timing()), results.GapTable(rep)+lc.handovers.Table(), res)
 		},
 		repeated(),
 		Entry("no-encap, BIRD → programmer", Label("noencap"), "noencap", noEncapByBIRD, noEncapByProgrammer),
@@ -129,7 +130,7 @@ func toBIRDBoundMs(m harness.TimingModel) float64 {
 type liveResult struct {
 	c            *harness.Cluster
 	rep          *probe.Report
-	res          harness.ScenarioResult
+	res          results.ScenarioResult
 	handovers    judge.Handovers
 	confdReactMs float64
 }
@@ -219,7 +220,7 @@ func liveChangeOn(ctx SpecContext, t *topo.Topology, from, to ownership, lo live
 // repeated makes a spec run $BIRDCAGE_REPEAT times (default once), each
 // run a result of its own; the results file summarises them.
 func repeated() MustPassRepeatedly {
-	return MustPassRepeatedly(harness.Repeats(cfg.Repeat, 1))
+	return MustPassRepeatedly(results.Repeats(cfg.Repeat, 1))
 }
 
 // syncedRestarts lists the programmer's config-change restarts whose

@@ -14,6 +14,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/results"
 )
 
 // armed is the running spec's clusters with captures armed.
@@ -27,7 +28,7 @@ func armCaptures(c *harness.Cluster) {
 	if !cfg.Pcap {
 		return
 	}
-	dir := filepath.Join(harness.ArtifactsDir(cfg.Artifacts), slug(CurrentSpecReport().FullText()), "pcap-"+c.Run.ID)
+	dir := filepath.Join(results.ArtifactsDir(cfg.Artifacts), slug(CurrentSpecReport().FullText()), "pcap-"+c.Run.ID)
 	if err := c.Captures().Arm(dir); err != nil {
 		Fail(err.Error())
 	}
@@ -39,7 +40,7 @@ func armCaptures(c *harness.Cluster) {
 var _ = JustAfterEach(func() {
 	var files []harness.CaptureFile
 	for _, c := range armed {
-		fs, err := c.Captures().Stop(harness.ArtifactsDir(cfg.Artifacts))
+		fs, err := c.Captures().Stop(results.ArtifactsDir(cfg.Artifacts))
 		if err != nil {
 			AddReportEntry("packet captures", err.Error())
 			fmt.Printf("[birdcage] warning: %v\n", err)
@@ -51,12 +52,12 @@ var _ = JustAfterEach(func() {
 		return
 	}
 	if registered == nil {
-		registered = &harness.ScenarioResult{}
+		registered = &results.ScenarioResult{}
 	}
 	registered.Captures = files
 	var total int64
 	for _, f := range files {
 		total += f.Packets
 	}
-	fmt.Printf("[birdcage] packet captures: %d files, %d probe packets, in %s\n", len(files), total, filepath.Dir(filepath.Join(harness.ArtifactsDir(cfg.Artifacts), files[0].Path)))
+	fmt.Printf("[birdcage] packet captures: %d files, %d probe packets, in %s\n", len(files), total, filepath.Dir(filepath.Join(results.ArtifactsDir(cfg.Artifacts), files[0].Path)))
 })

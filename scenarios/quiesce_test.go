@@ -34,6 +34,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
@@ -109,7 +110,7 @@ func birdWrites(c *harness.Cluster, from, to int64) (int, []string) {
 
 // noteQuiescence records in res what BIRD took back before the cluster
 // routes stood still.
-func noteQuiescence(res *harness.ScenarioResult, q quiescence) {
+func noteQuiescence(res *results.ScenarioResult, q quiescence) {
 	res.Figures["birdWritesBeforeRoutesStoodStill"] = float64(q.BIRDWrites)
 	res.Figures["roundsUntilRoutesStoodStill"] = float64(q.Rounds)
 	if len(q.Writes) > 0 {

@@ -59,6 +59,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/bird/release"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
@@ -493,15 +494,15 @@ func refusalOffsets(c *harness.Cluster) map[string]int64 {
 }
 
 func flapTable(r flapRun) string {
-	tab := harness.NewTable("change", "component switches", "route events", "no-route windows (closed)", "longest ms", "BIRD refused writes", "window ms", "quiet", "flapped (node prefix: owners)")
+	tab := results.NewTable("change", "component switches", "route events", "no-route windows (closed)", "longest ms", "BIRD refused writes", "window ms", "quiet", "flapped (node prefix: owners)")
 	for _, c := range append([]flapChange{r.steady}, r.changes...) {
-		tab.Add(c.name, c.switches, c.events, c.noRoute, harness.Cellf("%.0f", c.noRouteMs), c.refusals, harness.Cellf("%.0f", c.ms), c.quiet, strings.Join(c.flapped, "; "))
+		tab.Add(c.name, c.switches, c.events, c.noRoute, results.Cellf("%.0f", c.noRouteMs), c.refusals, results.Cellf("%.0f", c.ms), c.quiet, strings.Join(c.flapped, "; "))
 	}
 	return fmt.Sprintf("BIRD %s (%s); positive control (BIRD→programmer at Enabled/Enabled): %d switches on %d remote blocks\n", r.rel, r.pkg, r.controlSwitches, r.controlBlocks) + tab.String()
 }
 
-func flapResult(r flapRun) harness.ScenarioResult {
-	res := harness.ScenarioResult{Name: fmt.Sprintf("double programming under route changes, BIRD %s", r.rel), Topology: "noencap-spare-block", Figures: map[string]float64{}}
+func flapResult(r flapRun) results.ScenarioResult {
+	res := results.ScenarioResult{Name: fmt.Sprintf("double programming under route changes, BIRD %s", r.rel), Topology: "noencap-spare-block", Figures: map[string]float64{}}
 	res.Figures["controlSwitches"] = float64(r.controlSwitches)
 	res.Figures["steadySwitches"] = float64(r.steady.switches)
 	res.Figures["componentSwitches"] = float64(r.total())

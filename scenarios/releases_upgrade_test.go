@@ -43,6 +43,7 @@ import (
 	"github.com/birdcage/birdcage/harness/bird/release"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/monoclock"
@@ -125,7 +126,7 @@ var _ = Describe("BIRD upgrade on one node, with probes running", Label("noencap
 			res.Figures["convergedMs"] = monoclock.Ms(established.Mono - begin.Mono)
 			res.Figures["allDeliveringMs"] = monoclock.Ms(end.Mono - begin.Mono)
 			res.Notes = append(res.Notes, fmt.Sprintf("node-2's BIRD %s → %s, old BIRD %s, new BIRD started with -R; the programmer restarts with it (pod replacement)", from, to, sig))
-			report(name+": gap per flow", upgradeTable(up, rep, out, in, other)+harness.GapTable(rep), res)
+			report(name+": gap per flow", upgradeTable(up, rep, out, in, other)+results.GapTable(rep), res)
 
 			// The peers' own no-route windows for node-2's blocks. Graceful
 			// restart keeps their routes while node-2's BIRD is away, but
@@ -228,9 +229,9 @@ func upgradeGaps(n *harness.Node, rep *probe.Report) (out, in, other dirGap) {
 }
 
 func upgradeTable(n *harness.Node, rep *probe.Report, out, in, other dirGap) string {
-	tab := harness.NewTable("direction", "flows", "longest gap ms", "lost")
-	tab.Add(harness.Cellf("out of %s", n.Name), out.flows, harness.Cellf("%.1f", out.gap), out.lost)
-	tab.Add(harness.Cellf("into %s", n.Name), in.flows, harness.Cellf("%.1f", in.gap), in.lost)
-	tab.Add("between the others", other.flows, harness.Cellf("%.1f", other.gap), other.lost)
+	tab := results.NewTable("direction", "flows", "longest gap ms", "lost")
+	tab.Add(results.Cellf("out of %s", n.Name), out.flows, results.Cellf("%.1f", out.gap), out.lost)
+	tab.Add(results.Cellf("into %s", n.Name), in.flows, results.Cellf("%.1f", in.gap), in.lost)
+	tab.Add("between the others", other.flows, results.Cellf("%.1f", other.gap), other.lost)
 	return tab.String()
 }

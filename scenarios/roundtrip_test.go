@@ -34,6 +34,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/topo"
@@ -215,7 +216,7 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 			if leftover > 0 {
 				res.Notes = append(res.Notes, fmt.Sprintf("downgrade leg: %d route(s) to remote blocks left beneath the best one (the 3.33 BIRD's, at its krt_metric): the downgraded BIRD's kernel scan took them as already seen", leftover))
 			}
-			report("upgrade round trip on "+topology+": node-2 "+string(headlineFrom)+" → 3.33 → "+string(headlineFrom)+", lost probes per flow over both legs", harness.GapTable(rep), res)
+			report("upgrade round trip on "+topology+": node-2 "+string(headlineFrom)+" → 3.33 → "+string(headlineFrom)+", lost probes per flow over both legs", results.GapTable(rep), res)
 
 			// 7. Guard: probes flowed through both legs (every flow
 			// delivered more during each), so zero loss means something.

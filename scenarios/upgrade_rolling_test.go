@@ -54,6 +54,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -167,7 +168,7 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 		res.Figures["prefixesWithTwoRoutes"] = float64(doubles)
 		res.Figures["rollingUpgradeSeconds"] = float64(end.Mono-begin.Mono) / 1e9
 		res.Figures["ceaseWithdrawalsOnNodesNotYetUpgraded"] = float64(ceaseWithdrawals)
-		report("rolling upgrade "+string(headlineFrom)+" → 3.33 of every node in turn (old BIRD "+sig.String()+")", table.String()+harness.GapTable(rep), res)
+		report("rolling upgrade "+string(headlineFrom)+" → 3.33 of every node in turn (old BIRD "+sig.String()+")", table.String()+results.GapTable(rep), res)
 
 		if sig == syscall.SIGTERM {
 			Expect(ceaseWithdrawals).To(BeNumerically(">", 0), "control: a SIGTERMed BIRD sends a Cease, so some node not yet upgraded should withdraw its route to the upgraded node's block")

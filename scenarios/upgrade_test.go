@@ -39,6 +39,7 @@ import (
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/lab"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/env"
@@ -217,7 +218,7 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	res.Figures["platformMissingPerControlFlowMax"] = float64(platform.Max)
 	AddReportEntry("platform loss", platform.String())
 	report(fmt.Sprintf("upgrade of %s %s → 3.33 on %s, old BIRD %s: lost probes per flow", upgraded, headlineFrom, t.TargetName(), sig),
-		harness.GapTable(rep), res)
+		results.GapTable(rep), res)
 
 	// 6. The claim: the route timeline never saw the upgraded node without
 	// a route, nor a route of its deleted rather than replaced...

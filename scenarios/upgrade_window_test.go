@@ -51,6 +51,7 @@ import (
 	"github.com/birdcage/birdcage/dataplane/programmer"
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -201,7 +202,7 @@ var _ = Describe("Upgrade 3.32 → 3.33 on IPIP: Felix's delete-first opens a no
 			res.Notes = append(res.Notes, lines...)
 			report(fmt.Sprintf("upgrade of node-2 3.32 → 3.33, write order %s: %d of %d remote blocks without a route for a while, per block min/median/max %.3f/%.3f/%.3f ms; outbound lost %.0f",
 				wantOrder, withWindow, len(tos), ms[0], ms[len(ms)/2], ms[len(ms)-1], res.Figures["lostOutboundUpgradedNode"]),
-				strings.Join(lines, "\n")+"\n"+harness.GapTable(rep), res)
+				strings.Join(lines, "\n")+"\n"+results.GapTable(rep), res)
 
 			if wantWindow {
 				// 6. The gap: BIRD's route deleted before the programmer's

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/env"
 	"github.com/spf13/cobra"
 )
@@ -25,7 +26,7 @@ func runScenarios(filter string, vars ...string) error {
 	if err != nil {
 		return err
 	}
-	art := harness.ArtifactsDir(suite.Artifacts)
+	art := results.ArtifactsDir(suite.Artifacts)
 	if err := os.MkdirAll(art, 0o755); err != nil {
 		return err
 	}
@@ -71,11 +72,11 @@ func runScenarios(filter string, vars ...string) error {
 	runErr := <-waited
 	p.finish()
 	fmt.Printf("\nsuite output: %s\n", logPath)
-	results, rerr := harness.ReadResults(harness.ResultsPath(suite.Artifacts, suite.Lab))
+	doc, rerr := results.ReadResults(results.ResultsPath(suite.Artifacts, suite.Lab))
 	if rerr == nil {
-		runSummary(os.Stdout, results)
+		runSummary(os.Stdout, doc)
 		html := filepath.Join(art, "report.html")
-		if err := writeReports([]string{harness.ResultsPath(suite.Artifacts, suite.Lab)}, html, false); err != nil {
+		if err := writeReports([]string{results.ResultsPath(suite.Artifacts, suite.Lab)}, html, false); err != nil {
 			fmt.Fprintln(os.Stderr, "birdcage run:", err)
 		}
 	} else {
@@ -95,7 +96,7 @@ func runScenarios(filter string, vars ...string) error {
 }
 
 // runSummary is the closing table: one row per scenario.
-func runSummary(w io.Writer, f *harness.ResultsFile) {
+func runSummary(w io.Writer, f *results.ResultsFile) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "scenario\tverdict\tlost\tlongest gap ms\tduration s")
 	for _, s := range f.Scenarios {
