@@ -27,6 +27,7 @@ import (
 	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/kroute/nlroute"
+	"github.com/birdcage/birdcage/internal/machine"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/poll"
@@ -61,7 +62,7 @@ type Options struct {
 	// convergence, BIRD's and the supervisor's stops, probe sessions'
 	// first deliveries) and the default probe rate; nil is a machine at
 	// native speed (the zero profile). WithEnv sets the run's.
-	Machine *Machine
+	Machine *machine.Profile
 	// KernelImportFilter renders the candidate re-advertisement fix into
 	// every node's BIRD config (confd.Options.KernelImportFilter); not
 	// Calico's behaviour.
@@ -82,7 +83,7 @@ type Options struct {
 	// Timing is the timing model (programmer restart profile, confd
 	// latency and concurrency, BIRD scan time); nil: timing.Realistic().
 	// WithEnv sets the one the environment asks for.
-	Timing *TimingModel
+	Timing *results.TimingModel
 	// BIRD is the BIRD release every node runs ("" is the host's bird2,
 	// 2.0); NodeBIRD overrides it per node (harness/birdrelease.go).
 	BIRD     string
@@ -112,10 +113,10 @@ type Cluster struct {
 	Store *datastore.DirStore
 	// Machine is the profile the cluster was started on (Options.Machine):
 	// a scenario's waits take their limits from it.
-	Machine Machine
+	Machine machine.Profile
 
 	opts    Options
-	timing  TimingModel
+	timing  results.TimingModel
 	log     *slog.Logger
 	binary  string
 	nodes   []*Node
@@ -123,7 +124,7 @@ type Cluster struct {
 	confd   confdLoop
 
 	mu        sync.Mutex
-	events    []Event
+	events    []results.Event
 	sessions  []*probe.Session
 	timelines map[string]*timeline.Monitor
 	stop      context.CancelFunc
@@ -173,10 +174,6 @@ type Router struct {
 	NS   *topo.RouterNS
 	BIRD *bird.Instance
 }
-
-// Event is something the harness did, on the same monotonic clock as the
-// probes, the BPF counters and the route timeline (harness/results).
-type Event = results.Event
 
 // Start builds the topology and brings the cluster up: datastore, a route
 // programmer and a BIRD container per node, BIRD on BGP-speaking routers.
@@ -366,11 +363,11 @@ func (c *Cluster) Node(name string) *Node {
 // Mark records an event on the shared monotonic clock, once every node's
 // route timeline has recorded every route change made before the call
 // (SyncTimelines): judged from the mark, no earlier change shows up late.
-func (c *Cluster) Mark(name string) Event {
+func (c *Cluster) Mark(name string) results.Event {
 	if err := c.SyncTimelines(); err != nil && c.log != nil {
 		c.log.Warn("mark taken with the route timelines unsynced", "name", name, "err", err)
 	}
-	e := Event{Name: name, Mono: monoclock.Now()}
+	e := results.Event{Name: name, Mono: monoclock.Now()}
 	c.mu.Lock()
 	c.events = append(c.events, e)
 	for _, s := range c.sessions {
@@ -395,10 +392,10 @@ func (c *Cluster) SyncTimelines() error {
 }
 
 // Events lists what the harness did, in order.
-func (c *Cluster) Events() []Event {
+func (c *Cluster) Events() []results.Event {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]Event(nil), c.events...)
+	return append([]results.Event(nil), c.events...)
 }
 
 // Release is the release the node currently runs.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/internal/env"
+	"github.com/birdcage/birdcage/internal/machine"
 	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -57,12 +58,12 @@ func TestWithEnvCarriesTheRunsKnobs(t *testing.T) {
 	}
 	// The options win; an empty environment adds nothing but the zero
 	// profile and the realistic model.
-	tcg := Machine{TimeoutScale: 2, Accel: "tcg"}
+	tcg := machine.Profile{TimeoutScale: 2, Accel: "tcg"}
 	if o, _ := WithEnv(c, Options{Machine: &tcg, Programmer: "/mine"}); *o.Machine != tcg || o.Programmer != "/mine" {
 		t.Errorf("the options' machine and programmer lost to the environment: %+v %q", *o.Machine, o.Programmer)
 	}
 	o, err = WithEnv(env.Config{}, Options{})
-	if err != nil || *o.Machine != (Machine{}) || o.Timing.Name != "realistic" || o.Knobs != (confd.Knobs{}) || o.Programmer != "" {
+	if err != nil || *o.Machine != (machine.Profile{}) || o.Timing.Name != "realistic" || o.Knobs != (confd.Knobs{}) || o.Programmer != "" {
 		t.Errorf("empty environment: %+v %v", o, err)
 	}
 }

@@ -12,10 +12,11 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/internal/env"
+	"github.com/birdcage/birdcage/internal/machine"
 )
 
 func TestTimeoutScaleStretchesStartsConvergenceWait(t *testing.T) {
-	tcg := Machine{TimeoutScale: 2, Accel: "tcg"}
+	tcg := machine.Profile{TimeoutScale: 2, Accel: "tcg"}
 	for _, c := range []struct {
 		env  string
 		opts Options
@@ -26,7 +27,7 @@ func TestTimeoutScaleStretchesStartsConvergenceWait(t *testing.T) {
 		{"2.5", Options{}, 150 * time.Second},
 		{"3", Options{ConvergeTimeout: 8 * time.Minute}, 8 * time.Minute},
 		{"3", Options{Machine: &tcg}, 120 * time.Second},
-		{"", Options{Machine: &Machine{}}, 60 * time.Second},
+		{"", Options{Machine: &machine.Profile{}}, 60 * time.Second},
 	} {
 		cfg, err := env.Load(env.Map(map[string]string{env.TimeoutScale: c.env}))
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/birdcage/birdcage/bpf"
 	"github.com/birdcage/birdcage/harness/encap"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/internal/machine"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -66,7 +67,7 @@ type ProbeSession struct {
 	Explain func(*probe.Report) error
 	// Machine gives the default rate and stretches the wait for every flow
 	// to deliver; nil is a machine at native speed.
-	Machine *Machine
+	Machine *machine.Profile
 }
 
 // StartProbeSession starts probe traffic over the flows (which the caller
@@ -79,7 +80,7 @@ func StartProbeSession(ctx context.Context, s ProbeSession) (*probe.Session, err
 	if len(s.Flows) == 0 {
 		return nil, fmt.Errorf("probes: no workload pairs to probe")
 	}
-	var m Machine // nil: a machine at native speed
+	var m machine.Profile // nil: a machine at native speed
 	if s.Machine != nil {
 		m = *s.Machine
 	}

@@ -10,11 +10,12 @@ import (
 	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/internal/machine"
 	"github.com/birdcage/birdcage/topo"
 )
 
 // CurrentRunEnv describes where this process runs, on machine m.
-func CurrentRunEnv(m Machine) *results.RunEnv {
+func CurrentRunEnv(m machine.Profile) *results.RunEnv {
 	e := &results.RunEnv{Where: m.Where(), VMAccel: m.Accel, ProbeRate: m.Rate(), TimeoutScale: m.Scale(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Tunnel: topo.ChosenTunnel()}
 	// BIRD prints its version on stderr: "BIRD version 2.0.12".
 	if out, err := exec.Command("bird", "--version").CombinedOutput(); err == nil || len(out) > 0 {

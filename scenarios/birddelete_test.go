@@ -69,6 +69,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/birdcage/birdcage/bpf"
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/judge"
@@ -126,8 +127,8 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		// protocol bird, and the kernel accepted it.
 		// (Eventually: BIRD may read the kernel's ack after the timeline saw
 		// the route go.)
-		var ctlDels harness.RouteRequests
-		Eventually(func() (harness.RouteRequests, error) {
+		var ctlDels bpf.RouteRequests
+		Eventually(func() (bpf.RouteRequests, error) {
 			reqs, err := traces[node2.Name].Requests()
 			ctlDels = reqs.Between(ctl.Mono, 0).To(block1).Deletes()
 			return ctlDels.From(bird2).WithProtocol(kroute.ProtoBIRD).Answered(0), err
@@ -195,7 +196,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		cl, err := c.Store.Read(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		birdMetric := confd.RouteMetric(cl.BGP, node1.Release())
-		refused := map[string]harness.RouteRequests{}
+		refused := map[string]bpf.RouteRequests{}
 		for _, n := range []*harness.Node{node1, node2} {
 			Eventually(func() string { return lastReconfiguration(ctx, n) }).WithPolling(100*time.Millisecond).
 				ShouldNot(Equal(reconf[n.Name]), "%s's BIRD should reconfigure for BGPConfiguration Disabled", n.Name)
@@ -203,7 +204,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 				Should(BeFalse(), "%s's BIRD should stop exporting %s to its kernel", n.Name, block3)
 			pid := n.BIRD.Pid()
 			// Sent, and its ack read by BIRD (all of them answered).
-			Eventually(func() (harness.RouteRequests, error) {
+			Eventually(func() (bpf.RouteRequests, error) {
 				reqs, err := traces[n.Name].Requests()
 				dels := reqs.Between(withdrawn.Mono, 0).To(block3).Deletes().From(pid)
 				if len(dels.Unanswered()) > 0 {
@@ -241,7 +242,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		// 8. Figures.
 		res := c.Result("a real BIRD's delete misses the programmer's route (no-encap, BIRD gives up routes the programmer took)", rep)
 		res.Figures["controlDeleteAfterWithdrawalMs"] = float64(controlDel.At-ctl.Mono) / 1e6
-		afterWithdrawal := map[string]harness.RouteRequests{}
+		afterWithdrawal := map[string]bpf.RouteRequests{}
 		for _, n := range []*harness.Node{node1, node2} {
 			reqs, err := traces[n.Name].Requests()
 			Expect(err).NotTo(HaveOccurred())
@@ -326,8 +327,8 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		Eventually(func() string { return lastReconfiguration(ctx, node2) }).WithPolling(100*time.Millisecond).
 			ShouldNot(Equal(reconf), "node-2's BIRD should reconfigure for BGPConfiguration Disabled")
 		pid := node2.BIRD.Pid()
-		var dels harness.RouteRequests
-		Eventually(func() (harness.RouteRequests, error) {
+		var dels bpf.RouteRequests
+		Eventually(func() (bpf.RouteRequests, error) {
 			reqs, err := trace.Requests()
 			dels = reqs.Between(withdrawn.Mono, 0).To(block3).Deletes().From(pid)
 			if len(dels.Unanswered()) > 0 {

@@ -41,6 +41,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/judge"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
@@ -132,7 +133,7 @@ var _ = Describe("Persisted-route cleanup has no time bound", Label("ipip", "cle
 		encapFigures(res, encap)
 		var table strings.Builder
 		resyncs := 0
-		var firstPlanted harness.Event
+		var firstPlanted results.Event
 		for i, age := range lateAges() {
 			if resyncs < age.resyncs {
 				resyncs += waitFullResyncsLong(node2, age.resyncs-resyncs)

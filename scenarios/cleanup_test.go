@@ -162,7 +162,7 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 			fixturesAt := c.Mark("fixtures installed")
 
 			// 7. The migration, in a way that BIRD does not come back.
-			var migrated harness.Event
+			var migrated results.Event
 			switch tc.absence {
 			case absentBGPDisabled:
 				act(c.Datastore().DisableBGP(ctx))

@@ -34,6 +34,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/birdcage/birdcage/bpf"
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/judge"
@@ -214,7 +215,7 @@ var _ = Describe("Double programming judged per component", Label("noencap", "ip
 		// The same from the kernel's side (routetrace_test.go): a netlink
 		// trace shows both processes send an add for every remote block, and
 		// what the kernel answered each.
-		var birdAdds, progAdds harness.RouteRequests
+		var birdAdds, progAdds bpf.RouteRequests
 		Eventually(func() error {
 			birdAdds, progAdds = nil, nil
 			var missing []string

@@ -243,7 +243,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		},
 		Entry("its BIRD is SIGTERMed (Cease: peers withdraw at once)", torFailure{
 			name: "BIRD SIGTERM",
-			do: func(ctx context.Context, c *harness.Cluster, tor string) harness.Event {
+			do: func(ctx context.Context, c *harness.Cluster, tor string) results.Event {
 				return act(c.Fabric().StopRouterBIRD(ctx, tor, syscall.SIGTERM))
 			},
 			fallbackTimeout: 30 * time.Second,
@@ -251,7 +251,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		}),
 		Entry("its links go down with nothing telling BGP (peers wait for the hold timer)", Label("slow"), torFailure{
 			name: "links down",
-			do: func(ctx context.Context, c *harness.Cluster, tor string) harness.Event {
+			do: func(ctx context.Context, c *harness.Cluster, tor string) results.Event {
 				return act(c.Fabric().FailRouterLinks(ctx, tor))
 			},
 			// birdcage has no BFD: a silent failure is noticed when the
@@ -345,7 +345,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 // moment it did.
 type torFailure struct {
 	name            string
-	do              func(ctx context.Context, c *harness.Cluster, tor string) harness.Event
+	do              func(ctx context.Context, c *harness.Cluster, tor string) results.Event
 	fallbackTimeout time.Duration
 	// holdTimer: the peers notice only when their BGP hold timer expires.
 	// The spec then runs in the form slowForm gives, takes its

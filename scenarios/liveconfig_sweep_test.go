@@ -30,7 +30,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timing"
@@ -100,7 +99,7 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 			noRoute := results.NewSweep("programmerStartupDelay", "ms")
 			var budget sweepBudget
 			var stated judge.SweepStated
-			var model harness.TimingModel
+			var model results.TimingModel
 			var allHandovers judge.Handovers
 			base, err := timing.FromEnv(cfg)
 

@@ -13,7 +13,7 @@ package scenarios_test
 // programmer restarted for the change, every flow recovered); the gap itself
 // is the figure reported, under the timing model the result records (the
 // programmer's restart profile, confd's latency per node, BIRD's scan time:
-// harness.TimingModel). How the gap depends on the restart is the sweep in
+// results.TimingModel). How the gap depends on the restart is the sweep in
 // liveconfig_sweep_test.go.
 //
 // The reverse direction (programmer → BIRD) has a gap the design does not
@@ -121,7 +121,7 @@ const scanSlackMs = 250
 // kernel scan time (the renderer's), or confd's stated latency plus one
 // process start's allowance, whichever is longer, plus scanSlackMs. A
 // confd that gets slower fails it instead of widening it.
-func toBIRDBoundMs(m harness.TimingModel) float64 {
+func toBIRDBoundMs(m results.TimingModel) float64 {
 	return max(monoclock.Ms(m.BIRDScanTime), monoclock.Ms(m.ConfdLatency+judge.ProcessStartAllowance)) + scanSlackMs
 }
 
@@ -139,7 +139,7 @@ type liveResult struct {
 // environment's), the probe flows (nil: every node pair's first
 // workloads) and changes to the cluster's options.
 type liveOptions struct {
-	timing *harness.TimingModel
+	timing *results.TimingModel
 	flows  func(*harness.Cluster) []probe.Flow
 	vary   []func(*harness.Options)
 }

@@ -38,7 +38,7 @@ func armCaptures(c *harness.Cluster) {
 // The captures end with the spec's body (before teardown, so the files are
 // complete) and go into its row.
 var _ = JustAfterEach(func() {
-	var files []harness.CaptureFile
+	var files []results.CaptureFile
 	for _, c := range armed {
 		fs, err := c.Captures().Stop(results.ArtifactsDir(cfg.Artifacts))
 		if err != nil {

@@ -120,7 +120,7 @@ func startClusterOn(ctx context.Context, t *topo.Topology, opts harness.Options)
 
 // act asserts that a cluster action succeeded and returns the event it
 // marked: act(c.UpgradeNode(ctx, "node-2", config.R333, harness.UpgradeOptions{})).
-func act(e harness.Event, err error) harness.Event {
+func act(e results.Event, err error) results.Event {
 	GinkgoHelper()
 	Expect(err).NotTo(HaveOccurred(), "cluster action %s", e.Name)
 	return e

@@ -28,7 +28,7 @@ func literalWaits(src string) []int {
 }
 
 // Every scenario wait takes its limit from the machine profile the suite's
-// clusters start on (harness.Machine), so BIRDCAGE_TIMEOUT_SCALE (2 under
+// clusters start on (machine.Profile, Cluster.Machine), so BIRDCAGE_TIMEOUT_SCALE (2 under
 // QEMU TCG) reaches it: a literal limit in a new spec is how a family that
 // passes natively times out in the VM. No spec names the scale itself.
 // scaleNamed is how a spec would name the scale: it has no business to.

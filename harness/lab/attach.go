@@ -17,6 +17,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
@@ -45,7 +46,7 @@ type Lab struct {
 	log   *slog.Logger
 
 	mu        sync.Mutex
-	events    []harness.Event
+	events    []results.Event
 	sessions  []*probe.Session
 	timelines map[string]*timeline.Monitor
 	before    []Snapshot
@@ -254,11 +255,11 @@ func (l *Lab) WaitOwnedOnlyBy(ctx context.Context, node string, prefix netip.Pre
 // once every node's route timeline has recorded the route changes made
 // before the call (timeline.Sync: a netlink message to the monitor's own
 // socket; nothing in the lab sees it).
-func (l *Lab) Mark(name string) harness.Event {
+func (l *Lab) Mark(name string) results.Event {
 	if err := l.SyncTimelines(); err != nil {
 		l.log.Warn("mark taken with the route timelines unsynced", "name", name, "err", err)
 	}
-	e := harness.Event{Name: name, Mono: monoclock.Now()}
+	e := results.Event{Name: name, Mono: monoclock.Now()}
 	l.markAt(e)
 	return e
 }
@@ -274,7 +275,7 @@ func (l *Lab) SyncTimelines() error {
 	return timeline.SyncWithin(l.machine.Wait(time.Second), ms...)
 }
 
-func (l *Lab) markAt(e harness.Event) {
+func (l *Lab) markAt(e results.Event) {
 	l.mu.Lock()
 	l.events = append(l.events, e)
 	for _, s := range l.sessions {
@@ -285,10 +286,10 @@ func (l *Lab) markAt(e harness.Event) {
 }
 
 // Events lists what was done to the lab, in order.
-func (l *Lab) Events() []harness.Event {
+func (l *Lab) Events() []results.Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]harness.Event(nil), l.events...)
+	return append([]results.Event(nil), l.events...)
 }
 
 // ProbeOptions shape a probe session in the lab, as on a built cluster;
@@ -343,23 +344,23 @@ func (l *Lab) Probes(ctx context.Context, o ProbeOptions) (*probe.Session, error
 // Do runs one of the manifest's actions. Its event, named like the
 // built-in cluster's (e.g. "UpgradeNode(node-2→3.33)"), is stamped when
 // the command starts; a second event marks when the command returned.
-func (l *Lab) Do(ctx context.Context, act Action, name string, vars map[string]string) (harness.Event, error) {
+func (l *Lab) Do(ctx context.Context, act Action, name string, vars map[string]string) (results.Event, error) {
 	line, err := l.M.Command(act, vars)
 	if err != nil {
-		return harness.Event{}, err
+		return results.Event{}, err
 	}
 	l.log.Info("lab action", "action", act, "command", line)
 	r, err := l.M.Run(ctx, act, vars)
-	e := harness.Event{Name: name, Mono: r.BeginMono}
+	e := results.Event{Name: name, Mono: r.BeginMono}
 	if r.BeginMono != 0 {
 		l.markAt(e)
-		l.markAt(harness.Event{Name: name + " returned", Mono: r.EndMono})
+		l.markAt(results.Event{Name: name + " returned", Mono: r.EndMono})
 	}
 	return e, err
 }
 
 // SetProgramClusterRoutes sets both programClusterRoutes fields at once.
-func (l *Lab) SetProgramClusterRoutes(ctx context.Context, felix, bgp config.ProgramClusterRoutes) (harness.Event, error) {
+func (l *Lab) SetProgramClusterRoutes(ctx context.Context, felix, bgp config.ProgramClusterRoutes) (results.Event, error) {
 	return l.Do(ctx, ActionSetProgramClusterRoutes, fmt.Sprintf("SetProgramClusterRoutes(felix=%s, bgp=%s)", felix, bgp),
 		map[string]string{"felix": string(felix), "bgp": string(bgp)})
 }
@@ -368,15 +369,15 @@ func (l *Lab) SetProgramClusterRoutes(ctx context.Context, felix, bgp config.Pro
 // its old BIRD going with o.Signal (SIGKILL when unset, as on a built
 // cluster). A lab's command decides what it runs, so o.BIRD and
 // o.Programmer are refused, naming the field.
-func (l *Lab) UpgradeNode(ctx context.Context, node string, rel config.Release, o harness.UpgradeOptions) (harness.Event, error) {
+func (l *Lab) UpgradeNode(ctx context.Context, node string, rel config.Release, o harness.UpgradeOptions) (results.Event, error) {
 	if l.Node(node) == nil {
-		return harness.Event{}, fmt.Errorf("lab %s: no node %q (nodes: %s)", l.M.Name, node, strings.Join(l.M.NodeNames(), ", "))
+		return results.Event{}, fmt.Errorf("lab %s: no node %q (nodes: %s)", l.M.Name, node, strings.Join(l.M.NodeNames(), ", "))
 	}
 	switch {
 	case o.BIRD != "":
-		return harness.Event{}, fmt.Errorf("lab %s: upgrade %s: field BIRD (%q): a lab's upgrade action picks its own BIRD; leave it empty", l.M.Name, node, o.BIRD)
+		return results.Event{}, fmt.Errorf("lab %s: upgrade %s: field BIRD (%q): a lab's upgrade action picks its own BIRD; leave it empty", l.M.Name, node, o.BIRD)
 	case o.Programmer != "":
-		return harness.Event{}, fmt.Errorf("lab %s: upgrade %s: field Programmer (%q): a lab's upgrade action picks its own programmer; leave it empty", l.M.Name, node, o.Programmer)
+		return results.Event{}, fmt.Errorf("lab %s: upgrade %s: field Programmer (%q): a lab's upgrade action picks its own programmer; leave it empty", l.M.Name, node, o.Programmer)
 	}
 	if o.Signal == 0 {
 		o.Signal = syscall.SIGKILL
@@ -386,14 +387,14 @@ func (l *Lab) UpgradeNode(ctx context.Context, node string, rel config.Release, 
 }
 
 // KillBIRD sends sig to a node's BIRD.
-func (l *Lab) KillBIRD(ctx context.Context, node string, sig syscall.Signal) (harness.Event, error) {
+func (l *Lab) KillBIRD(ctx context.Context, node string, sig syscall.Signal) (results.Event, error) {
 	return l.Do(ctx, ActionKillBIRD, fmt.Sprintf("KillBIRD(%s, %s)", node, signalName(sig)),
 		map[string]string{"node": node, "signal": signalName(sig)})
 }
 
 // StartBIRD starts a node's BIRD (with graceful-restart recovery, -R,
 // when o.Recovery is set).
-func (l *Lab) StartBIRD(ctx context.Context, node string, o harness.StartBIRDOptions) (harness.Event, error) {
+func (l *Lab) StartBIRD(ctx context.Context, node string, o harness.StartBIRDOptions) (results.Event, error) {
 	return l.Do(ctx, ActionStartBIRD, fmt.Sprintf("StartBIRD(%s, recovery=%v)", node, o.Recovery),
 		map[string]string{"node": node, "recovery": fmt.Sprint(o.Recovery)})
 }

@@ -72,7 +72,7 @@ type Config struct {
 	Store   string         // the datastore directory (--datastore)
 	Release config.Release // the release it starts as (--release)
 	// Env is added to the process's environment (the restart profile of
-	// harness.TimingModel).
+	// results.TimingModel).
 	Env []string
 	Log *slog.Logger
 	// Machine stretches the wait for the process to exit after a signal
