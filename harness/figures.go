@@ -6,7 +6,6 @@ package harness
 
 import (
 	"github.com/birdcage/birdcage/harness/results"
-	"github.com/birdcage/birdcage/harness/supervisor"
 	"github.com/birdcage/birdcage/internal/monoclock"
 )
 
@@ -27,7 +26,7 @@ func (m *Measure) AddRestartFigures(s *results.ScenarioResult) {
 	var restarts, toProgram []float64
 	for _, n := range m.c.Nodes() {
 		for _, r := range n.Programmer.Restarts() {
-			if r.Reason != supervisor.ReasonConfigChanged || r.SyncedMono == 0 {
+			if r.Reason != results.ReasonConfigChanged || r.SyncedMono == 0 {
 				continue
 			}
 			restarts = append(restarts, monoclock.Ms(int64(r.Duration())))

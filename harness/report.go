@@ -11,7 +11,6 @@ import (
 
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/results"
-	"github.com/birdcage/birdcage/harness/supervisor"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/nsutil"
 )
@@ -34,7 +33,7 @@ func (c *Cluster) Result(name string, rep *probe.Report) results.ScenarioResult 
 	for _, n := range c.nodes {
 		if rs := n.Programmer.Restarts(); len(rs) > 0 {
 			if s.Restarts == nil {
-				s.Restarts = map[string][]supervisor.Restart{}
+				s.Restarts = map[string][]results.Restart{}
 			}
 			s.Restarts[n.Name] = rs
 		}

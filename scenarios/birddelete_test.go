@@ -75,7 +75,7 @@ import (
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/results"
-	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -118,7 +118,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		// BIRD deletes its own route to node-1's block.
 		ctl := c.Mark("control: node-1's BIRD gets SIGTERM")
 		act(c.KillBIRD(ctx, node1.Name, syscall.SIGTERM))
-		Eventually(func() []timeline.Event { return deletesOf(c.Timeline(node2.Name), block1, ctl.Mono, 0) }).
+		Eventually(func() []event.Event { return deletesOf(c.Timeline(node2.Name), block1, ctl.Mono, 0) }).
 			WithPolling(20*time.Millisecond).ShouldNot(BeEmpty(),
 			"control: node-2's BIRD should delete its proto bird route to %s when node-1 withdraws it", block1)
 		controlDel := deletesOf(c.Timeline(node2.Name), block1, ctl.Mono, 0)[0]

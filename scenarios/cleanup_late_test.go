@@ -42,7 +42,7 @@ import (
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/results"
-	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/env"
@@ -153,7 +153,7 @@ var _ = Describe("Persisted-route cleanup has no time bound", Label("ipip", "cle
 			Eventually(func() []kroute.Route {
 				var added []kroute.Route
 				for _, e := range c.Timeline(node2.Name).EventsFor(age.dst, planted.Mono, 0) {
-					if e.Kind == timeline.Add || e.Kind == timeline.Replace {
+					if e.Kind == event.Add || e.Kind == event.Replace {
 						added = append(added, e.Route)
 					}
 				}

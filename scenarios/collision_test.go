@@ -108,6 +108,7 @@ import (
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -429,7 +430,7 @@ var _ = Describe("Connection collision during a restarted BIRD's graceful-restar
 			deleted := 0
 			for _, b := range pBlocks {
 				for _, e := range rtl.EventsFor(b, kill.Mono, end.Mono) {
-					if e.Kind == timeline.Delete && e.Route.Protocol == kroute.ProtoBIRD {
+					if e.Kind == event.Delete && e.Route.Protocol == kroute.ProtoBIRD {
 						deleted++
 					}
 				}
@@ -515,12 +516,12 @@ func lessPathsMs(tl *timeline.Monitor, b netip.Prefix, want int, from, to int64)
 	GinkgoHelper()
 	paths, since, total := want, from, 0.0
 	for _, e := range tl.EventsFor(b, from, to) {
-		Expect(e.Kind).NotTo(Equal(timeline.GapKind), "%s: the route timeline missed events for %s", tl.Name(), b)
+		Expect(e.Kind).NotTo(Equal(event.GapKind), "%s: the route timeline missed events for %s", tl.Name(), b)
 		if e.Route.Protocol != kroute.ProtoBIRD {
 			continue
 		}
 		n := len(e.Route.NextHops)
-		if e.Kind == timeline.Delete || !e.Route.Forwards() {
+		if e.Kind == event.Delete || !e.Route.Forwards() {
 			n = 0
 		}
 		if paths < want && n >= want {

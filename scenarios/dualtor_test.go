@@ -55,7 +55,7 @@ import (
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/results"
-	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/env"
@@ -600,7 +600,7 @@ func (f *fabric) fallbackTimes(want func(*harness.Node, netip.Prefix) []string, 
 				continue
 			}
 			for _, e := range tl.EventsFor(b, failedAt, 0) {
-				if e.Kind != timeline.Delete && e.Route.Protocol == kroute.ProtoBIRD && slices.Equal(timelinePaths(e.Route), exp) {
+				if e.Kind != event.Delete && e.Route.Protocol == kroute.ProtoBIRD && slices.Equal(timelinePaths(e.Route), exp) {
 					perNode[n.Name] = max(perNode[n.Name], float64(e.At-failedAt)/1e6)
 					break
 				}

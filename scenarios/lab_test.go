@@ -206,7 +206,7 @@ func labProto(l *lab.Lab, o judge.Owner) kroute.Protocol {
 func labLiveChange(ctx SpecContext, l *lab.Lab, from, to ownership, timing results.TimingModel) (results.ScenarioResult, *probe.Report, judge.Handovers) {
 	GinkgoHelper()
 	// 1. The routes belong to `from` (attachLab waited for it).
-	probes, err := l.Probes(ctx, lab.ProbeOptions{})
+	probes, err := l.Probes(ctx, harness.ProbeOptions{})
 	Expect(err).NotTo(HaveOccurred())
 
 	// 2. The change, both fields at once, by the manifest's command.

@@ -35,7 +35,6 @@ import (
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/results"
-	"github.com/birdcage/birdcage/harness/supervisor"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/monoclock"
@@ -188,7 +187,7 @@ func liveChangeOn(ctx SpecContext, t *topo.Topology, from, to ownership, lo live
 		Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(to.owner).Only(), "after the change: the new owner's route, and no other")
 	// ...every programmer restarted for the change and synced again...
 	for _, n := range c.Nodes() {
-		Eventually(func() []supervisor.Restart { return syncedRestarts(n) }).
+		Eventually(func() []results.Restart { return syncedRestarts(n) }).
 			WithPolling(50*time.Millisecond).ShouldNot(BeEmpty(), "%s's programmer restarts when its configuration changes", n.Name)
 	}
 	Expect(c.WaitConverged(ctx)).To(Succeed())
@@ -225,10 +224,10 @@ func repeated() MustPassRepeatedly {
 
 // syncedRestarts lists the programmer's config-change restarts whose
 // replacement has synced.
-func syncedRestarts(n *harness.Node) []supervisor.Restart {
-	var out []supervisor.Restart
+func syncedRestarts(n *harness.Node) []results.Restart {
+	var out []results.Restart
 	for _, r := range n.Programmer.Restarts() {
-		if r.Reason == supervisor.ReasonConfigChanged && r.SyncedMono != 0 {
+		if r.Reason == results.ReasonConfigChanged && r.SyncedMono != 0 {
 			out = append(out, r)
 		}
 	}

@@ -44,7 +44,7 @@ import (
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/results"
-	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/topo"
@@ -86,7 +86,7 @@ var _ = Describe("Protocol-matched delete", Label("ipip", "protodelete"), func()
 
 		// 5. Positive control: on pre-3.33 node-1 the withdrawal deletes
 		// BIRD's route, and node-2's BIRD loses the BGP route.
-		Eventually(func() []timeline.Event { return deletesOf(c.Timeline(node1.Name), block, withdrawn.Mono, 0) }).
+		Eventually(func() []event.Event { return deletesOf(c.Timeline(node1.Name), block, withdrawn.Mono, 0) }).
 			WithPolling(20*time.Millisecond).ShouldNot(BeEmpty(),
 			"control: node-1 (pre-3.33, BIRD's route) should lose its route to %s when node-3 withdraws it", block)
 		Eventually(func() bool { return learnedOverBGP(ctx, node2, block) }).WithPolling(50*time.Millisecond).

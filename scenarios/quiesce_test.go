@@ -35,7 +35,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/results"
-	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 )
@@ -99,7 +99,7 @@ func birdWrites(c *harness.Cluster, from, to int64) (int, []string) {
 		tl := c.Timeline(n.Name)
 		for _, b := range c.RemoteBlocks(n.Name) {
 			for _, e := range tl.EventsFor(b, from, to) {
-				if e.Route.Protocol == kroute.ProtoBIRD && (e.Kind == timeline.Add || e.Kind == timeline.Replace) {
+				if e.Route.Protocol == kroute.ProtoBIRD && (e.Kind == event.Add || e.Kind == event.Replace) {
 					out = append(out, fmt.Sprintf("%s %s %s metric %d at +%.1f ms", n.Name, e.Kind, b, e.Route.Metric, float64(e.At-from)/1e6))
 				}
 			}

@@ -44,7 +44,7 @@ import (
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/results"
-	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/monoclock"
 )
@@ -141,7 +141,7 @@ var _ = Describe("BIRD upgrade on one node, with probes running", Label("noencap
 			// two such windows per peer, 0.003–1.05 ms, at "graceful
 			// restart done", and 1 probe in 4 runs lost in one when it fell
 			// before the converged mark.
-			peerWindows := map[string][]timeline.Window{}
+			peerWindows := map[string][]event.Window{}
 			var nWindows int
 			var longestWindow float64
 			for _, n := range c.Nodes() {
@@ -180,7 +180,7 @@ var _ = Describe("BIRD upgrade on one node, with probes running", Label("noencap
 					if d.StartNs < begin.Mono || d.StartNs > end.Mono {
 						continue
 					}
-					explained := slices.ContainsFunc(ws, func(w timeline.Window) bool {
+					explained := slices.ContainsFunc(ws, func(w event.Window) bool {
 						return w.Unjudgeable == "" && d.StartNs >= w.From-int64(peerWindowLag) && d.StartNs <= w.To
 					})
 					Expect(explained).To(BeTrue(), "graceful restart: after a SIGKILL peers keep node-2's routes as stale, so %s→node-2 loses nothing outside %s's own delete-then-add windows %v; lost %d at %+.1f ms", f.SrcAddr, src, ws, d.Lost, float64(d.StartNs-begin.Mono)/1e6)

@@ -56,6 +56,7 @@ import (
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/topo"
@@ -111,7 +112,7 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 			for _, b := range remote {
 				var replaces int
 				for _, e := range tl.EventsFor(b, from.Mono, to.Mono) {
-					if e.Kind == timeline.Replace && e.Route.Protocol == designProgrammerProtocol {
+					if e.Kind == event.Replace && e.Route.Protocol == designProgrammerProtocol {
 						replaces++
 					}
 				}

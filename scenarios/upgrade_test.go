@@ -40,7 +40,7 @@ import (
 	"github.com/birdcage/birdcage/harness/lab"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/results"
-	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -161,13 +161,13 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	tl := t.Timeline(upgraded)
 	Expect(tl.Judgeable(begin.Mono, end.Mono)).To(Succeed(), "%s's route timeline over the upgrade", upgraded)
 	var window float64
-	var deletes []timeline.Event
+	var deletes []event.Event
 	for _, b := range remote {
 		for _, w := range tl.NoRouteWindows(b, begin.Mono, end.Mono) {
 			window = max(window, w.Ms())
 		}
 		for _, e := range tl.EventsFor(b, begin.Mono, end.Mono) {
-			if e.Kind == timeline.Delete && e.Route.Table == kroute.MainTable {
+			if e.Kind == event.Delete && e.Route.Table == kroute.MainTable {
 				deletes = append(deletes, e)
 			}
 		}

@@ -53,6 +53,7 @@ import (
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/topo"
@@ -69,7 +70,7 @@ type takeover struct {
 	block      netip.Prefix
 	birdDelAt  int64 // 0: no delete of BIRD's route seen
 	progAddAt  int64 // 0: no add of the programmer's route seen
-	windows    []timeline.Window
+	windows    []event.Window
 	windowNs   int64 // total length of the observed windows
 	unjudgable []string
 }
@@ -91,9 +92,9 @@ func takeoverOf(tl *timeline.Monitor, b netip.Prefix, from, to int64) takeover {
 	t := takeover{block: b}
 	for _, e := range tl.EventsFor(b, from, to) {
 		switch {
-		case t.birdDelAt == 0 && e.Kind == timeline.Delete && e.Route.Protocol == kroute.ProtoBIRD && e.Route.Metric == windowBIRDMetric:
+		case t.birdDelAt == 0 && e.Kind == event.Delete && e.Route.Protocol == kroute.ProtoBIRD && e.Route.Metric == windowBIRDMetric:
 			t.birdDelAt = e.At
-		case t.progAddAt == 0 && e.Kind != timeline.Delete && e.Route.Protocol == designProgrammerProtocol:
+		case t.progAddAt == 0 && e.Kind != event.Delete && e.Route.Protocol == designProgrammerProtocol:
 			t.progAddAt = e.At
 		}
 	}

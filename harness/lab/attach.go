@@ -19,6 +19,7 @@ import (
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -244,7 +245,7 @@ func (l *Lab) WaitOwnedOnlyBy(ctx context.Context, node string, prefix netip.Pre
 	if m == nil {
 		return fmt.Errorf("lab %s: no node %q", l.M.Name, node)
 	}
-	if _, err := m.WaitFor(ctx, func(timeline.Event) bool { return l.OwnedOnlyBy(node, prefix, protocol) == nil }); err != nil {
+	if _, err := m.WaitFor(ctx, func(event.Event) bool { return l.OwnedOnlyBy(node, prefix, protocol) == nil }); err != nil {
 		return fmt.Errorf("%w (%v)", l.OwnedOnlyBy(node, prefix, protocol), err)
 	}
 	return nil
@@ -292,10 +293,6 @@ func (l *Lab) Events() []results.Event {
 	return append([]results.Event(nil), l.events...)
 }
 
-// ProbeOptions shape a probe session in the lab, as on a built cluster;
-// Flows default to every ordered pair of the nodes' first workloads.
-type ProbeOptions = harness.ProbeOptions
-
 // FirstWorkloads is each node's first workload, in manifest order.
 func (l *Lab) FirstWorkloads() []probe.Endpoint {
 	var out []probe.Endpoint
@@ -311,7 +308,7 @@ func (l *Lab) FirstWorkloads() []probe.Endpoint {
 // (harness.StartProbeSession), with counters at the nodes' listed
 // interfaces, and returns once every flow delivers (unless MayNotFlow).
 // Detach stops it if the caller has not.
-func (l *Lab) Probes(ctx context.Context, o ProbeOptions) (*probe.Session, error) {
+func (l *Lab) Probes(ctx context.Context, o harness.ProbeOptions) (*probe.Session, error) {
 	if o.Flows == nil {
 		o.Flows = probe.AllPairs(l.FirstWorkloads()...)
 	}
@@ -500,15 +497,15 @@ const maxRouteEventsPerNode = 4000
 
 // RouteEvents is each node's timeline of cluster routes (main table,
 // inside the manifest's pools), for the results' route swimlanes.
-func (l *Lab) RouteEvents() map[string][]timeline.Event {
+func (l *Lab) RouteEvents() map[string][]event.Event {
 	pools := l.M.PoolPrefixes()
-	out := map[string][]timeline.Event{}
+	out := map[string][]event.Event{}
 	for _, n := range l.Nodes {
 		m := l.Timeline(n.Name)
 		if m == nil {
 			continue
 		}
-		var evs []timeline.Event
+		var evs []event.Event
 		for _, e := range m.Events() {
 			if e.Route.Table == kroute.MainTable && insideAny(e.Route.Dst, pools) && len(evs) < maxRouteEventsPerNode {
 				evs = append(evs, e)

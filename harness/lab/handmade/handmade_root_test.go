@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/lab"
 	"github.com/birdcage/birdcage/harness/lab/handmade"
 	"github.com/birdcage/birdcage/harness/timing"
@@ -132,7 +133,7 @@ func attachLeavesLabAsFound(t *testing.T, flavour handmade.Flavour) {
 	waitOwned(ctx, t, l, kroute.ProtoBIRD)
 
 	// 3. Probes between every pair; they flow, so the lab really forwards.
-	s, err := l.Probes(ctx, lab.ProbeOptions{Rate: 200})
+	s, err := l.Probes(ctx, harness.ProbeOptions{Rate: 200})
 	if err != nil {
 		t.Fatal(err)
 	}
