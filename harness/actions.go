@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/monoclock"
@@ -47,7 +48,7 @@ type UpgradeOptions struct {
 // routes), the old programmer stops, the new programmer starts, and — if BGP
 // is enabled — the new BIRD starts with -R (graceful-restart recovery). It
 // returns when the new programmer has synced.
-func (c *Cluster) UpgradeNode(ctx context.Context, name string, to config.Release, o UpgradeOptions) (Event, error) {
+func (c *Cluster) UpgradeNode(ctx context.Context, name string, to config.Release, o UpgradeOptions) (results.Event, error) {
 	n := c.Node(name)
 	if o.Signal == 0 {
 		o.Signal = syscall.SIGKILL
@@ -57,11 +58,11 @@ func (c *Cluster) UpgradeNode(ctx context.Context, name string, to config.Releas
 	}
 	if o.Programmer != "" {
 		if err := CheckExecutable(o.Programmer); err != nil {
-			return Event{}, fmt.Errorf("upgrade %s: field Programmer: %w", name, err)
+			return results.Event{}, fmt.Errorf("upgrade %s: field Programmer: %w", name, err)
 		}
 	}
 	e := c.Mark(fmt.Sprintf("UpgradeNode(%s→%s)", name, to))
-	fail := func(err error) (Event, error) { return e, fmt.Errorf("upgrade %s: %w", name, err) }
+	fail := func(err error) (results.Event, error) { return e, fmt.Errorf("upgrade %s: %w", name, err) }
 	if n.BIRD.Running() {
 		if err := n.BIRD.Stop(ctx, o.Signal); err != nil {
 			return fail(fmt.Errorf("stop BIRD: %w", err))
@@ -111,7 +112,7 @@ func (c *Cluster) UpgradeNode(ctx context.Context, name string, to config.Releas
 }
 
 // KillBIRD stops a node's BIRD with sig and does not bring it back.
-func (c *Cluster) KillBIRD(ctx context.Context, name string, sig syscall.Signal) (Event, error) {
+func (c *Cluster) KillBIRD(ctx context.Context, name string, sig syscall.Signal) (results.Event, error) {
 	e := c.Mark(fmt.Sprintf("KillBIRD(%s,%s)", name, sig))
 	return e, c.Node(name).BIRD.Stop(ctx, sig)
 }
@@ -124,7 +125,7 @@ type StartBIRDOptions struct {
 }
 
 // StartBIRD starts a node's BIRD from a fresh render.
-func (c *Cluster) StartBIRD(ctx context.Context, name string, o StartBIRDOptions) (Event, error) {
+func (c *Cluster) StartBIRD(ctx context.Context, name string, o StartBIRDOptions) (results.Event, error) {
 	n := c.Node(name)
 	e := c.Mark(fmt.Sprintf("StartBIRD(%s)", name))
 	cl, err := c.Store.Read(ctx)
@@ -144,10 +145,10 @@ func (c *Cluster) StartBIRD(ctx context.Context, name string, o StartBIRDOptions
 // BGPConfiguration.programClusterRoutes together, as an operator does:
 // confd re-renders and reconfigures BIRD, and every programmer whose
 // ownership changed exits and is restarted. Empty leaves a field unset.
-func (c *Cluster) SetProgramClusterRoutes(ctx context.Context, felix, bgp config.ProgramClusterRoutes) (Event, error) {
+func (c *Cluster) SetProgramClusterRoutes(ctx context.Context, felix, bgp config.ProgramClusterRoutes) (results.Event, error) {
 	cl, err := c.Store.Read(ctx)
 	if err != nil {
-		return Event{}, err
+		return results.Event{}, err
 	}
 	f, b := cl.Felix, cl.BGP
 	f.ProgramClusterRoutes, b.ProgramClusterRoutes = string(felix), string(bgp)
@@ -167,7 +168,7 @@ func orUnset(v config.ProgramClusterRoutes) string {
 
 // RemoveNode stops a node's programmer and BIRD and deletes the node, its
 // blocks, workloads and peerings from the datastore (the node has left).
-func (c *Cluster) RemoveNode(ctx context.Context, name string) (Event, error) {
+func (c *Cluster) RemoveNode(ctx context.Context, name string) (results.Event, error) {
 	n := c.Node(name)
 	e := c.Mark("RemoveNode(" + name + ")")
 	var errs []error

@@ -24,7 +24,7 @@ func BenchmarkClusterStartStop(b *testing.B) {
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 				start := time.Now()
-				c, err := Start(ctx, tp, Options{})
+				c, err := Start(ctx, tp, withTestEnv(Options{}))
 				cancel()
 				testenv.SkipIfMissing(b, err, "topology ipip")
 				if err != nil {
@@ -56,7 +56,7 @@ func BenchmarkMark(b *testing.B) {
 				b.Fatal(err)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			c, err := Start(ctx, tp, Options{})
+			c, err := Start(ctx, tp, withTestEnv(Options{}))
 			cancel()
 			if err != nil {
 				b.Fatal(err)

@@ -20,11 +20,11 @@ func nodeBIRD(o Options, node string) (bird.Release, error) {
 	if v, ok := o.NodeBIRD[node]; ok {
 		name = v
 	}
-	return findNodeBIRD(node, name)
+	return findNodeBIRD(o.BIRDCache, node, name)
 }
 
-func findNodeBIRD(node, name string) (bird.Release, error) {
-	rel, err := bird.FindRelease(name)
+func findNodeBIRD(cache, node, name string) (bird.Release, error) {
+	rel, err := bird.FindRelease(cache, name)
 	if err != nil {
 		return bird.Release{}, fmt.Errorf("node %s: %w", node, err)
 	}
@@ -94,7 +94,7 @@ func (m *Measure) releases() (map[string]string, map[string][]string) {
 
 // upgradeBIRD switches a stopped node's BIRD to release name (UpgradeOptions.BIRD).
 func (c *Cluster) upgradeBIRD(n *Node, name string) error {
-	rel, err := findNodeBIRD(n.Name, name)
+	rel, err := findNodeBIRD(c.opts.BIRDCache, n.Name, name)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/birdcage/birdcage/harness/bird"
 	"github.com/birdcage/birdcage/harness/bird/release"
 	"github.com/birdcage/birdcage/harness/judge"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/poll"
 	"github.com/birdcage/birdcage/internal/testenv"
@@ -60,7 +61,7 @@ func flowsWithoutLoss(ctx context.Context, t *testing.T, c *Cluster) {
 	t.Helper()
 	rep := probeUntil(ctx, t, c, 200)
 	if rep.Total.Lost != 0 || len(rep.Flows) == 0 {
-		t.Fatalf("%d flows lost %d probes:\n%s", len(rep.Flows), rep.Total.Lost, GapTable(rep))
+		t.Fatalf("%d flows lost %d probes:\n%s", len(rep.Flows), rep.Total.Lost, results.GapTable(rep))
 	}
 }
 

@@ -12,17 +12,6 @@ import (
 	"github.com/birdcage/birdcage/topo"
 )
 
-// PcapEnv asks for per-node packet captures of the probe window
-// (`birdcage run --pcap` sets it).
-const PcapEnv = "BIRDCAGE_PCAP"
-
-// PcapEnabled reports whether $BIRDCAGE_PCAP is set to a true value.
-func PcapEnabled() (bool, error) { return envBool(PcapEnv) }
-
-// CaptureFile is one interface's capture in a scenario's results
-// (harness/results).
-type CaptureFile = results.CaptureFile
-
 // Captures are a cluster's packet captures of its probe traffic: armed
 // with Arm, started with the cluster's first probe session, ended by Stop.
 type Captures struct {
@@ -102,10 +91,10 @@ func (cs *Captures) start(o probe.Options) error {
 // Stop stops the captures and lists their files, paths relative to
 // rel (the artifacts dir; "" leaves them absolute). Safe to call again: it
 // lists the same files.
-func (cs *Captures) Stop(rel string) ([]CaptureFile, error) {
+func (cs *Captures) Stop(rel string) ([]results.CaptureFile, error) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	var out []CaptureFile
+	var out []results.CaptureFile
 	var errs []error
 	for _, r := range cs.running {
 		st, err := r.c.Stop()
@@ -118,7 +107,7 @@ func (cs *Captures) Stop(rel string) ([]CaptureFile, error) {
 				p = q
 			}
 		}
-		out = append(out, CaptureFile{Node: r.node, Iface: r.iface, Path: p, CaptureStats: st})
+		out = append(out, results.CaptureFile{Node: r.node, Iface: r.iface, Path: p, CaptureStats: st})
 	}
 	if len(errs) > 0 {
 		return out, fmt.Errorf("packet captures: %v", errs)

@@ -7,9 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/netip"
-	"os"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -26,8 +24,10 @@ import (
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/kroute/nlroute"
+	"github.com/birdcage/birdcage/internal/machine"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/poll"
@@ -60,29 +60,30 @@ type Options struct {
 	ConvergeTimeout time.Duration
 	// Machine is the machine profile every wait of the cluster honours (its
 	// convergence, BIRD's and the supervisor's stops, probe sessions'
-	// first deliveries) and the default probe rate; nil reads
-	// MachineFromEnv.
-	Machine *Machine
+	// first deliveries) and the default probe rate; nil is a machine at
+	// native speed (the zero profile). WithEnv sets the run's.
+	Machine *machine.Profile
 	// KernelImportFilter renders the candidate re-advertisement fix into
 	// every node's BIRD config (confd.Options.KernelImportFilter); not
 	// Calico's behaviour.
 	KernelImportFilter bool
 	// Knobs depart from the release's rendered BIRD config (no passive
 	// mesh, direct ToR sessions, ...); zero renders the release exactly.
-	// Result rows list every departure. $BIRDCAGE_RENDER_KNOBS
-	// (comma-separated: no-passive, direct-peers) adds to them, so a spec
-	// can be re-run with a departure without editing it.
+	// Result rows list every departure. WithEnv adds $BIRDCAGE_RENDER_KNOBS's
+	// (comma-separated: no-passive, direct-peers), so a spec can be re-run
+	// with a departure without editing it.
 	Knobs confd.Knobs
 	// RaiseNeighbourLimits lets the run raise the host-wide neighbour
 	// table limits (net.ipv{4,6}.neigh.default.gc_thresh2/3) when the
 	// topology needs more entries than they allow, restoring them when the
 	// run ends (or at `birdcage clean`). Off by default: the host's own
-	// settings are not the harness's to change. Also $BIRDCAGE_RAISE_NEIGH_LIMITS=1.
+	// settings are not the harness's to change. WithEnv sets it from
+	// $BIRDCAGE_RAISE_NEIGH_LIMITS.
 	RaiseNeighbourLimits bool
 	// Timing is the timing model (programmer restart profile, confd
-	// latency and concurrency, BIRD scan time); nil: timing.FromEnv(),
-	// which is timing.Realistic() unless the environment says otherwise.
-	Timing *TimingModel
+	// latency and concurrency, BIRD scan time); nil: timing.Realistic().
+	// WithEnv sets the one the environment asks for.
+	Timing *results.TimingModel
 	// BIRD is the BIRD release every node runs ("" is the host's bird2,
 	// 2.0); NodeBIRD overrides it per node (harness/birdrelease.go).
 	BIRD     string
@@ -93,8 +94,15 @@ type Options struct {
 	// reach the programmer by environment (programmer.Knobs.Env).
 	ProgrammerKnobs programmer.Knobs
 	// Tunnel overrides how tunl0 is made (topo.Options.Tunnel): "" as
-	// detected (topo.TunnelEnv).
+	// detected (or as the process forced it: topo.ForceTunnel).
 	Tunnel string
+	// Programmer is the route programmer binary every node runs: "" builds
+	// cmd/birdcage-programmer into the run's temp dir. WithEnv sets
+	// $BIRDCAGE_PROGRAMMER.
+	Programmer string
+	// BIRDCache is where prepared BIRD releases are (bird.CacheDir): ""
+	// is bird.DefaultCache. WithEnv sets $BIRDCAGE_BIRD_CACHE.
+	BIRDCache string
 }
 
 // Cluster is one cluster's life: its topology, datastore, and per node a
@@ -105,10 +113,10 @@ type Cluster struct {
 	Store *datastore.DirStore
 	// Machine is the profile the cluster was started on (Options.Machine):
 	// a scenario's waits take their limits from it.
-	Machine Machine
+	Machine machine.Profile
 
 	opts    Options
-	timing  TimingModel
+	timing  results.TimingModel
 	log     *slog.Logger
 	binary  string
 	nodes   []*Node
@@ -116,7 +124,7 @@ type Cluster struct {
 	confd   confdLoop
 
 	mu        sync.Mutex
-	events    []Event
+	events    []results.Event
 	sessions  []*probe.Session
 	timelines map[string]*timeline.Monitor
 	stop      context.CancelFunc
@@ -137,7 +145,7 @@ func (c *Cluster) Warnings() []string {
 	out := append([]string(nil), c.warnings...)
 	out = append(out, c.timelineGapsLocked()...)
 	if n := c.Measure().NeighbourTableOverflows(); n > 0 {
-		out = append(out, fmt.Sprintf("the host's shared neighbour table overflowed %d times during this run (ARP/ND resolutions lost): figures may measure the emulator; see %s", n, RaiseNeighbourLimitsEnv))
+		out = append(out, fmt.Sprintf("the host's shared neighbour table overflowed %d times during this run (ARP/ND resolutions lost): figures may measure the emulator; see %s", n, env.RaiseNeighLimits))
 	}
 	return out
 }
@@ -167,10 +175,6 @@ type Router struct {
 	BIRD *bird.Instance
 }
 
-// Event is something the harness did, on the same monotonic clock as the
-// probes, the BPF counters and the route timeline (harness/results).
-type Event = results.Event
-
 // Start builds the topology and brings the cluster up: datastore, a route
 // programmer and a BIRD container per node, BIRD on BGP-speaking routers.
 // It returns once the cluster is converged: BGP sessions Established, every
@@ -182,19 +186,13 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 	if opts.Release, err = config.ParseRelease(string(opts.Release)); err != nil {
 		return nil, err
 	}
-	if opts.Knobs, err = knobsFromEnv(opts.Knobs); err != nil {
-		return nil, err
-	}
 	if opts.RouteRefreshInterval == 0 {
 		opts.RouteRefreshInterval = 5 * time.Second
 	}
 	if opts.Felix.RouteRefreshInterval == "" {
 		opts.Felix.RouteRefreshInterval = opts.RouteRefreshInterval.String()
 	}
-	m, err := resolveMachine(opts)
-	if err != nil {
-		return nil, err
-	}
+	m := resolveMachine(opts)
 	opts.Machine = &m
 	opts.ConvergeTimeout = convergeTimeout(opts, m)
 	log := opts.Log
@@ -218,14 +216,14 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 	c := &Cluster{Run: r, Machine: m, opts: opts, timing: timing, log: log.With("run", r.ID)}
 	c.confd = confdLoop{c}
 	c.log.Info("timing model", "model", timing.String())
-	// Building the programmer (when BIRDCAGE_PROGRAMMER names none) is not
+	// Building the programmer (when Options.Programmer names none) is not
 	// part of the cluster's start.
-	if c.binary, err = programmerBinary(r); err != nil {
+	if c.binary, err = programmerBinary(r, opts.Programmer); err != nil {
 		return nil, err
 	}
 	c.Mark("Start")
 	c.neighFullsAtStart = procfs.NeighbourTableFulls()
-	warnings, raised, err := checkNeighbourTables(r, t, opts.RaiseNeighbourLimits || os.Getenv(RaiseNeighbourLimitsEnv) == "1")
+	warnings, raised, err := checkNeighbourTables(r, t, opts.RaiseNeighbourLimits)
 	if err != nil {
 		return nil, err
 	}
@@ -365,11 +363,11 @@ func (c *Cluster) Node(name string) *Node {
 // Mark records an event on the shared monotonic clock, once every node's
 // route timeline has recorded every route change made before the call
 // (SyncTimelines): judged from the mark, no earlier change shows up late.
-func (c *Cluster) Mark(name string) Event {
+func (c *Cluster) Mark(name string) results.Event {
 	if err := c.SyncTimelines(); err != nil && c.log != nil {
 		c.log.Warn("mark taken with the route timelines unsynced", "name", name, "err", err)
 	}
-	e := Event{Name: name, Mono: monoclock.Now()}
+	e := results.Event{Name: name, Mono: monoclock.Now()}
 	c.mu.Lock()
 	c.events = append(c.events, e)
 	for _, s := range c.sessions {
@@ -394,10 +392,10 @@ func (c *Cluster) SyncTimelines() error {
 }
 
 // Events lists what the harness did, in order.
-func (c *Cluster) Events() []Event {
+func (c *Cluster) Events() []results.Event {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]Event(nil), c.events...)
+	return append([]results.Event(nil), c.events...)
 }
 
 // Release is the release the node currently runs.
@@ -508,23 +506,4 @@ func (c *Cluster) ProgrammerProtocol(ctx context.Context) kroute.Protocol {
 		return kroute.Protocol(cl.Felix.DeviceRouteProtocol)
 	}
 	return kroute.ProtoCalicoDefault
-}
-
-// RenderKnobsEnv names the render departures a run adds to Options.Knobs.
-const RenderKnobsEnv = "BIRDCAGE_RENDER_KNOBS"
-
-// knobsFromEnv adds $BIRDCAGE_RENDER_KNOBS's departures to k.
-func knobsFromEnv(k confd.Knobs) (confd.Knobs, error) {
-	for _, f := range strings.Split(os.Getenv(RenderKnobsEnv), ",") {
-		switch strings.TrimSpace(f) {
-		case "":
-		case "no-passive":
-			k.NoPassive = true
-		case "direct-peers":
-			k.DirectPeers = true
-		default:
-			return k, fmt.Errorf("$%s: %q: known knobs are no-passive, direct-peers", RenderKnobsEnv, f)
-		}
-	}
-	return k, nil
 }

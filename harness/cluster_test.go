@@ -10,6 +10,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -29,7 +30,7 @@ func startOrSkip(t *testing.T, name string, opts Options) *Cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	start := time.Now()
-	c, err := Start(ctx, tp, opts)
+	c, err := Start(ctx, tp, withTestEnv(opts))
 	testenv.SkipIfMissing(t, err, "topology "+name)
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +66,7 @@ func TestClusterConvergesAndProbesFlow(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			rep := probeUntil(ctx, t, c, 300)
-			t.Logf("\n%s", GapTable(rep))
+			t.Logf("\n%s", results.GapTable(rep))
 			if rep.Total.Lost != 0 {
 				t.Errorf("a converged %s cluster lost %d probes", name, rep.Total.Lost)
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/birdcage/birdcage/internal/calico/config"
 
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -22,7 +23,7 @@ func (c *Cluster) Datastore() *Datastore { return &Datastore{c} }
 
 // SetBGPConfig writes BGPConfiguration; confd re-renders and reconfigures
 // every running BIRD.
-func (d *Datastore) SetBGPConfig(ctx context.Context, b datastore.BGPConfiguration) (Event, error) {
+func (d *Datastore) SetBGPConfig(ctx context.Context, b datastore.BGPConfiguration) (results.Event, error) {
 	e := d.c.Mark("SetBGPConfig(programClusterRoutes=" + orUnset(config.ProgramClusterRoutes(b.ProgramClusterRoutes)) + ")")
 	return e, d.c.Store.Put(datastore.KindBGPConfiguration, datastore.SingletonName, b)
 }
@@ -30,7 +31,7 @@ func (d *Datastore) SetBGPConfig(ctx context.Context, b datastore.BGPConfigurati
 // SetFelixConfig writes FelixConfiguration; programmers whose restart
 // fields changed exit and are restarted by their supervisors. An unset
 // routeRefreshInterval keeps the cluster's.
-func (d *Datastore) SetFelixConfig(ctx context.Context, f datastore.FelixConfiguration) (Event, error) {
+func (d *Datastore) SetFelixConfig(ctx context.Context, f datastore.FelixConfiguration) (results.Event, error) {
 	if f.RouteRefreshInterval == "" {
 		f.RouteRefreshInterval = d.c.opts.RouteRefreshInterval.String()
 	}
@@ -40,7 +41,7 @@ func (d *Datastore) SetFelixConfig(ctx context.Context, f datastore.FelixConfigu
 
 // DisableBGP marks BGP disabled in the datastore: a BIRD that exits is not
 // started again by UpgradeNode (Calico's networking backend "none").
-func (d *Datastore) DisableBGP(ctx context.Context) (Event, error) {
+func (d *Datastore) DisableBGP(ctx context.Context) (results.Event, error) {
 	return d.UpdateBGPConfig(ctx, "DisableBGP", func(b *datastore.BGPConfiguration) {
 		off := false
 		b.BGPEnabled = &off
@@ -51,10 +52,10 @@ func (d *Datastore) DisableBGP(ctx context.Context) (Event, error) {
 // reads the stored document, applies edit and writes it back (confd
 // re-renders and reconfigures every running BIRD). what names the change
 // in the event.
-func (d *Datastore) UpdateBGPConfig(ctx context.Context, what string, edit func(*datastore.BGPConfiguration)) (Event, error) {
+func (d *Datastore) UpdateBGPConfig(ctx context.Context, what string, edit func(*datastore.BGPConfiguration)) (results.Event, error) {
 	cl, err := d.c.Store.Read(ctx)
 	if err != nil {
-		return Event{}, err
+		return results.Event{}, err
 	}
 	b := cl.BGP
 	edit(&b)
@@ -70,27 +71,27 @@ func (d *Datastore) Read(ctx context.Context) (*datastore.Cluster, error) {
 }
 
 // PutIPPool creates or replaces an IP pool.
-func (d *Datastore) PutIPPool(ctx context.Context, name string, p datastore.IPPool) (Event, error) {
+func (d *Datastore) PutIPPool(ctx context.Context, name string, p datastore.IPPool) (results.Event, error) {
 	e := d.c.Mark(fmt.Sprintf("PutIPPool(%s %s ipipMode=%s)", name, p.CIDR, orDefault(p.IPIPMode, "Never")))
 	return e, d.c.Store.Put(datastore.KindIPPool, name, p)
 }
 
 // DeletePool deletes an IP pool.
-func (d *Datastore) DeletePool(ctx context.Context, name string) (Event, error) {
+func (d *Datastore) DeletePool(ctx context.Context, name string) (results.Event, error) {
 	e := d.c.Mark("DeletePool(" + name + ")")
 	return e, d.c.Store.Delete(datastore.KindIPPool, name)
 }
 
 // PutWorkload creates or replaces a workload endpoint in the datastore (the
 // programmer routes to it; its interface is the scenario's business).
-func (d *Datastore) PutWorkload(ctx context.Context, w datastore.Workload) (Event, error) {
+func (d *Datastore) PutWorkload(ctx context.Context, w datastore.Workload) (results.Event, error) {
 	e := d.c.Mark(fmt.Sprintf("PutWorkload(%s on %s)", w.Name, w.Node))
 	return e, d.c.Store.Put(datastore.KindWorkload, w.Name, w)
 }
 
 // ReleaseBlock deletes a block's affinity, as IPAM does when a node gives a
 // block back.
-func (d *Datastore) ReleaseBlock(ctx context.Context, cidr netip.Prefix) (Event, error) {
+func (d *Datastore) ReleaseBlock(ctx context.Context, cidr netip.Prefix) (results.Event, error) {
 	e := d.c.Mark("ReleaseBlock(" + cidr.String() + ")")
 	return e, d.c.Store.Delete(datastore.KindBlockAffinity, blockDocName(cidr))
 }
@@ -100,11 +101,11 @@ func (d *Datastore) ReleaseBlock(ctx context.Context, cidr netip.Prefix) (Event,
 // advertising it, the new owner's starts, and every other node's route to
 // the block gets a new next hop. The block must be affine to some node now
 // and to must be a node of the cluster.
-func (d *Datastore) MoveBlock(ctx context.Context, cidr netip.Prefix, to string) (Event, error) {
+func (d *Datastore) MoveBlock(ctx context.Context, cidr netip.Prefix, to string) (results.Event, error) {
 	d.c.Node(to) // panics on a node the topology lacks
 	cl, err := d.c.Store.Read(ctx)
 	if err != nil {
-		return Event{}, err
+		return results.Event{}, err
 	}
 	from := ""
 	for _, b := range cl.Blocks {
@@ -113,7 +114,7 @@ func (d *Datastore) MoveBlock(ctx context.Context, cidr netip.Prefix, to string)
 		}
 	}
 	if from == "" {
-		return Event{}, fmt.Errorf("move block %s: no node has it in the datastore", cidr)
+		return results.Event{}, fmt.Errorf("move block %s: no node has it in the datastore", cidr)
 	}
 	e := d.c.Mark(fmt.Sprintf("MoveBlock(%s %s→%s)", cidr, from, to))
 	return e, d.c.Store.Put(datastore.KindBlockAffinity, blockDocName(cidr), datastore.BlockAffinity{CIDR: cidr.String(), Node: to})

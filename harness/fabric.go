@@ -11,6 +11,7 @@ import (
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -40,7 +41,7 @@ func (f *Fabric) WorkloadNode(a netip.Addr) string { return f.c.WorkloadNode(a) 
 
 // StopRouterBIRD stops the BIRD of a BGP-speaking router (a ToR) with sig;
 // the router's links stay up.
-func (f *Fabric) StopRouterBIRD(ctx context.Context, name string, sig syscall.Signal) (Event, error) {
+func (f *Fabric) StopRouterBIRD(ctx context.Context, name string, sig syscall.Signal) (results.Event, error) {
 	r := f.Router(name)
 	e := f.c.Mark(fmt.Sprintf("StopRouterBIRD(%s,%s)", name, sig))
 	return e, r.BIRD.Stop(ctx, sig)
@@ -51,11 +52,11 @@ func (f *Fabric) StopRouterBIRD(ctx context.Context, name string, sig syscall.Si
 // its port, but nothing tells BGP — its BIRD keeps running, cut off, and
 // its peers notice only by their own means (hold timer, link state). The
 // returned event is the moment the first link went down.
-func (f *Fabric) FailRouterLinks(ctx context.Context, name string) (Event, error) {
+func (f *Fabric) FailRouterLinks(ctx context.Context, name string) (results.Event, error) {
 	r := f.Router(name)
 	h, err := r.NS.Handle()
 	if err != nil {
-		return Event{}, fmt.Errorf("fail router %s: %w", name, err)
+		return results.Event{}, fmt.Errorf("fail router %s: %w", name, err)
 	}
 	defer h.Close()
 	e := f.c.Mark(fmt.Sprintf("FailRouterLinks(%s)", name))

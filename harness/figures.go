@@ -6,7 +6,6 @@ package harness
 
 import (
 	"github.com/birdcage/birdcage/harness/results"
-	"github.com/birdcage/birdcage/harness/supervisor"
 	"github.com/birdcage/birdcage/internal/monoclock"
 )
 
@@ -23,11 +22,11 @@ func (c *Cluster) Measure() *Measure { return &Measure{c} }
 // AddRestartFigures records the programmers' configuration-change restarts
 // whose replacement synced: how long each restart took and how long the
 // replacement took to its first programming pass (samples and maxima).
-func (m *Measure) AddRestartFigures(s *ScenarioResult) {
+func (m *Measure) AddRestartFigures(s *results.ScenarioResult) {
 	var restarts, toProgram []float64
 	for _, n := range m.c.Nodes() {
 		for _, r := range n.Programmer.Restarts() {
-			if r.Reason != supervisor.ReasonConfigChanged || r.SyncedMono == 0 {
+			if r.Reason != results.ReasonConfigChanged || r.SyncedMono == 0 {
 				continue
 			}
 			restarts = append(restarts, monoclock.Ms(int64(r.Duration())))
@@ -40,7 +39,7 @@ func (m *Measure) AddRestartFigures(s *ScenarioResult) {
 		s.Figures = map[string]float64{}
 	}
 	if s.Samples == nil {
-		s.Samples = map[string]Stats{}
+		s.Samples = map[string]results.Stats{}
 	}
 	s.Samples["programmerRestartMs"] = results.Summarize(restarts)
 	s.Samples["programmerToFirstProgramMs"] = results.Summarize(toProgram)

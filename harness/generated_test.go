@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/poll"
 	"github.com/birdcage/birdcage/internal/testenv"
@@ -22,7 +23,7 @@ func startGenerated(t *testing.T, spec string, opts Options) *Cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()
-	c, err := Start(ctx, tp, opts)
+	c, err := Start(ctx, tp, withTestEnv(opts))
 	testenv.SkipIfMissing(t, err, spec)
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +82,7 @@ func TestGeneratedClustersConvergeAndCarryProbes(t *testing.T) {
 				t.Fatal(err)
 			}
 			if rep.Total.Lost != 0 {
-				t.Errorf("a converged %s cluster lost %d probes:\n%s", spec, rep.Total.Lost, GapTable(rep))
+				t.Errorf("a converged %s cluster lost %d probes:\n%s", spec, rep.Total.Lost, results.GapTable(rep))
 			}
 		})
 	}

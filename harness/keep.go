@@ -2,38 +2,8 @@ package harness
 
 import (
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 )
-
-// KeepOnFailEnv asks the scenarios to leave a failed spec's cluster up for a
-// person to look into (`birdcage run --keep-on-fail` sets it).
-const KeepOnFailEnv = "BIRDCAGE_KEEP_ON_FAIL"
-
-// KeepOnFail reports whether $BIRDCAGE_KEEP_ON_FAIL is set to a true value
-// (1, true, yes); an unparsable value is an error, so a typo does not
-// silently tear the cluster down.
-func KeepOnFail() (bool, error) { return envBool(KeepOnFailEnv) }
-
-// envBool reads a switch from the environment: unset or empty is false;
-// 1/0, true/false, yes/no; anything else is an error naming the variable.
-func envBool(name string) (bool, error) {
-	v := strings.TrimSpace(os.Getenv(name))
-	switch strings.ToLower(v) {
-	case "":
-		return false, nil
-	case "yes":
-		return true, nil
-	case "no":
-		return false, nil
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		return false, fmt.Errorf("$%s=%q: want 1 or 0", name, v)
-	}
-	return b, nil
-}
 
 // Keep leaves the cluster up when this process exits instead of tearing it
 // down: namespaces, BIRD containers and programmers stay, with the run's

@@ -4,15 +4,11 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/procfs"
 	"github.com/birdcage/birdcage/internal/run"
 	"github.com/birdcage/birdcage/topo"
 )
-
-// RaiseNeighbourLimitsEnv opts a run into raising the host's neighbour
-// table limits when the topology needs more than they allow (see
-// Options.RaiseNeighbourLimits).
-const RaiseNeighbourLimitsEnv = "BIRDCAGE_RAISE_NEIGH_LIMITS"
 
 // The kernel keeps one IPv4 (arp_cache) and one IPv6 (ndisc_cache)
 // neighbour table for all network namespaces together, and its gc_thresh3
@@ -39,7 +35,7 @@ func checkNeighbourTables(r *run.Run, t *topo.Topology, raise bool) (warnings []
 		if !raise {
 			warnings = append(warnings, fmt.Sprintf(
 				"topology %s needs about %d %s neighbour entries, more than the host-wide limit %s.gc_thresh3=%d that every namespace shares: expect ARP/ND failures and slow BGP sessions (figures would measure the emulator). Use route reflectors (generated:...,rr=2), fewer nodes, or %s=1 to raise the limit for this run",
-				t.Name, need, f.Name, f.Sysctl, limit, RaiseNeighbourLimitsEnv))
+				t.Name, need, f.Name, f.Sysctl, limit, env.RaiseNeighLimits))
 			continue
 		}
 		// gc_thresh2 is the soft limit the garbage collector works to;

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/birdcage/birdcage/bpf"
+	"github.com/birdcage/birdcage/harness/results"
 )
 
 // RouteTrace is a netlink route trace of one node: every RTM_NEWROUTE /
@@ -15,7 +16,7 @@ import (
 // no route and raises no notification.
 type RouteTrace struct {
 	Node    string
-	Started Event
+	Started results.Event
 
 	mu      sync.Mutex
 	t       *bpf.RouteTracer
@@ -53,7 +54,7 @@ func (rt *RouteTrace) Stop() error {
 
 // Requests is every route request recorded so far, oldest first. It fails
 // when the trace dropped records (it would be incomplete).
-func (rt *RouteTrace) Requests() (RouteRequests, error) {
+func (rt *RouteTrace) Requests() (bpf.RouteRequests, error) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if !rt.stopped {
@@ -67,9 +68,5 @@ func (rt *RouteTrace) Requests() (RouteRequests, error) {
 	if err != nil {
 		return nil, fmt.Errorf("route trace of %s: %w", rt.Node, err)
 	}
-	return RouteRequests(evs), nil
+	return bpf.RouteRequests(evs), nil
 }
-
-// RouteRequests is a list of traced route requests, with filters
-// (bpf.RouteRequests).
-type RouteRequests = bpf.RouteRequests

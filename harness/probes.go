@@ -9,6 +9,7 @@ import (
 	"github.com/birdcage/birdcage/bpf"
 	"github.com/birdcage/birdcage/harness/encap"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/internal/machine"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -65,8 +66,8 @@ type ProbeSession struct {
 	// built cluster's names IPIP flows that crossed the underlay bare).
 	Explain func(*probe.Report) error
 	// Machine gives the default rate and stretches the wait for every flow
-	// to deliver; nil reads MachineFromEnv.
-	Machine *Machine
+	// to deliver; nil is a machine at native speed.
+	Machine *machine.Profile
 }
 
 // StartProbeSession starts probe traffic over the flows (which the caller
@@ -79,9 +80,9 @@ func StartProbeSession(ctx context.Context, s ProbeSession) (*probe.Session, err
 	if len(s.Flows) == 0 {
 		return nil, fmt.Errorf("probes: no workload pairs to probe")
 	}
-	m, err := machineOrEnv(s.Machine)
-	if err != nil {
-		return nil, err
+	var m machine.Profile // nil: a machine at native speed
+	if s.Machine != nil {
+		m = *s.Machine
 	}
 	if s.Rate == 0 {
 		s.Rate = m.Rate()

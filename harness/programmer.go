@@ -11,34 +11,26 @@ import (
 	"strings"
 
 	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/run"
 )
 
-// ProgrammerEnv names a route programmer binary to use instead of building
-// cmd/birdcage-programmer; it must keep the process contract documented in
-// dataplane/programmer.
-const ProgrammerEnv = "BIRDCAGE_PROGRAMMER"
-
-// UpgradeProgrammerEnv names the programmer binary the headline upgrade's
-// node runs from its upgrade on (`birdcage run --upgrade-programmer`): a
-// team's new build judged by the headline claim, the run's own programmer
-// ($BIRDCAGE_PROGRAMMER, or birdcage's) running before it and on every
-// other node.
-const UpgradeProgrammerEnv = "BIRDCAGE_UPGRADE_PROGRAMMER"
-
-// UpgradeProgrammer is $BIRDCAGE_UPGRADE_PROGRAMMER as an absolute path, ""
-// when unset; an error names the variable and why the file cannot run.
-func UpgradeProgrammer() (string, error) {
-	b := os.Getenv(UpgradeProgrammerEnv)
+// UpgradeProgrammer is b, the programmer binary the headline upgrade's node
+// runs from its upgrade on ($BIRDCAGE_UPGRADE_PROGRAMMER, `birdcage run
+// --upgrade-programmer`: a team's new build judged by the headline claim,
+// the run's own programmer running before it and on every other node), as
+// an absolute path, "" when unset; an error names the variable and why the
+// file cannot run.
+func UpgradeProgrammer(b string) (string, error) {
 	if b == "" {
 		return "", nil
 	}
 	abs, err := filepath.Abs(b)
 	if err != nil {
-		return "", fmt.Errorf("%s=%s: %w", UpgradeProgrammerEnv, b, err)
+		return "", fmt.Errorf("%s=%s: %w", env.UpgradeProgrammer, b, err)
 	}
 	if err := CheckExecutable(abs); err != nil {
-		return "", fmt.Errorf("%s: %w", UpgradeProgrammerEnv, err)
+		return "", fmt.Errorf("%s: %w", env.UpgradeProgrammer, err)
 	}
 	return abs, nil
 }
@@ -58,23 +50,24 @@ func binaryDigest(path string) string {
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }
 
-// programmerBinary returns the binary to run: $BIRDCAGE_PROGRAMMER, or
-// cmd/birdcage-programmer built into the run's temp dir (go's build cache
-// makes that a relink after the first time).
-func programmerBinary(r *run.Run) (string, error) {
-	if b := os.Getenv(ProgrammerEnv); b != "" {
+// programmerBinary returns the binary to run: b (Options.Programmer, a
+// user's own binary keeping the process contract in dataplane/programmer),
+// or cmd/birdcage-programmer built into the run's temp dir (go's build
+// cache makes that a relink after the first time).
+func programmerBinary(r *run.Run, b string) (string, error) {
+	if b != "" {
 		abs, err := filepath.Abs(b)
 		if err != nil {
 			return "", err
 		}
 		if _, err := os.Stat(abs); err != nil {
-			return "", fmt.Errorf("%s=%s: %w", ProgrammerEnv, b, err)
+			return "", fmt.Errorf("%s=%s: %w", env.Programmer, b, err)
 		}
 		return abs, nil
 	}
 	root, err := moduleRoot()
 	if err != nil {
-		return "", fmt.Errorf("build the route programmer: %w (or set %s to a programmer binary)", err, ProgrammerEnv)
+		return "", fmt.Errorf("build the route programmer: %w (or set %s to a programmer binary)", err, env.Programmer)
 	}
 	dir, err := r.TempDir("programmer-build")
 	if err != nil {
@@ -84,8 +77,8 @@ func programmerBinary(r *run.Run) (string, error) {
 	cmd := exec.Command("go", "build", "-o", out, "./cmd/birdcage-programmer")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/birdcage-programmer: %v: %s (or set %s)", err, strings.TrimSpace(string(b)), ProgrammerEnv)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/birdcage-programmer: %v: %s (or set %s)", err, strings.TrimSpace(string(msg)), env.Programmer)
 	}
 	return out, nil
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/birdcage/birdcage/internal/env"
 )
 
 // $BIRDCAGE_UPGRADE_PROGRAMMER: unset is no new build; a file that cannot
@@ -15,19 +17,16 @@ func TestUpgradeProgrammerEnv(t *testing.T) {
 	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(UpgradeProgrammerEnv, "")
-	if p, err := UpgradeProgrammer(); p != "" || err != nil {
+	if p, err := UpgradeProgrammer(""); p != "" || err != nil {
 		t.Errorf("unset: %q, %v; want neither", p, err)
 	}
-	t.Setenv(UpgradeProgrammerEnv, exe)
-	if p, err := UpgradeProgrammer(); p != exe || err != nil {
-		t.Errorf("%s=%s: %q, %v", UpgradeProgrammerEnv, exe, p, err)
+	if p, err := UpgradeProgrammer(exe); p != exe || err != nil {
+		t.Errorf("%s=%s: %q, %v", env.UpgradeProgrammer, exe, p, err)
 	}
 	if d := binaryDigest(exe); len(d) != 12 {
 		t.Errorf("digest of %s: %q, want 12 hex digits", exe, d)
 	}
-	t.Setenv(UpgradeProgrammerEnv, filepath.Join(dir, "missing"))
-	if _, err := UpgradeProgrammer(); err == nil || !strings.Contains(err.Error(), UpgradeProgrammerEnv) {
-		t.Errorf("missing file: error %v, want one naming %s", err, UpgradeProgrammerEnv)
+	if _, err := UpgradeProgrammer(filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), env.UpgradeProgrammer) {
+		t.Errorf("missing file: error %v, want one naming %s", err, env.UpgradeProgrammer)
 	}
 }

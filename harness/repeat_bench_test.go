@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timing"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
@@ -22,7 +23,7 @@ import (
 // Run with -benchtime=3x under the heavy lock.
 func BenchmarkLiveChangeRepeat(b *testing.B) {
 	zero, realistic := timing.Zero(), timing.Realistic()
-	for _, m := range []TimingModel{zero, realistic} {
+	for _, m := range []results.TimingModel{zero, realistic} {
 		b.Run(m.Name, func(b *testing.B) {
 			testenv.NeedRoot(b)
 			var start, change, stop time.Duration
@@ -33,9 +34,9 @@ func BenchmarkLiveChangeRepeat(b *testing.B) {
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 				t0 := time.Now()
-				c, err := Start(ctx, tp, Options{Timing: &m,
+				c, err := Start(ctx, tp, withTestEnv(Options{Timing: &m,
 					Felix: datastore.FelixConfiguration{ProgramClusterRoutes: string(config.EnabledIPIPOnly)},
-					BGP:   datastore.BGPConfiguration{ProgramClusterRoutes: string(config.EnabledNoEncapOnly)}})
+					BGP:   datastore.BGPConfiguration{ProgramClusterRoutes: string(config.EnabledNoEncapOnly)}}))
 				if err != nil {
 					cancel()
 					b.Fatal(err)

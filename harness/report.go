@@ -10,16 +10,16 @@ import (
 	"strings"
 
 	"github.com/birdcage/birdcage/harness/probe"
-	"github.com/birdcage/birdcage/harness/supervisor"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/nsutil"
 )
 
 // Result assembles a ScenarioResult from the cluster's events, restarts and
 // a probe report.
-func (c *Cluster) Result(name string, rep *probe.Report) ScenarioResult {
+func (c *Cluster) Result(name string, rep *probe.Report) results.ScenarioResult {
 	timing := c.timing
-	s := ScenarioResult{Name: name, Topology: c.Net.Topology.Name, Tunnel: c.Net.Tunnel, Probes: rep, Events: c.Events(), Figures: map[string]float64{}, Timing: &timing}
+	s := results.ScenarioResult{Name: name, Topology: c.Net.Topology.Name, Tunnel: c.Net.Tunnel, Probes: rep, Events: c.Events(), Figures: map[string]float64{}, Timing: &timing}
 	s.Notes = append(s.Notes, c.Warnings()...)
 	var routeNotes []string
 	s.RouteEvents, routeNotes = c.clusterRouteEvents()
@@ -33,7 +33,7 @@ func (c *Cluster) Result(name string, rep *probe.Report) ScenarioResult {
 	for _, n := range c.nodes {
 		if rs := n.Programmer.Restarts(); len(rs) > 0 {
 			if s.Restarts == nil {
-				s.Restarts = map[string][]supervisor.Restart{}
+				s.Restarts = map[string][]results.Restart{}
 			}
 			s.Restarts[n.Name] = rs
 		}

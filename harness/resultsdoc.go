@@ -7,15 +7,16 @@ import (
 	"runtime"
 	"strings"
 
-	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/internal/machine"
 	"github.com/birdcage/birdcage/topo"
 )
 
-// CurrentRunEnv describes this process's environment.
-func CurrentRunEnv() *RunEnv {
-	m, _ := MachineFromEnv() // a bad profile fails the run's Start, naming the variable
-	e := &RunEnv{Where: m.Where(), VMAccel: m.Accel, ProbeRate: m.Rate(), TimeoutScale: m.Scale(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Tunnel: topo.ChosenTunnel()}
+// CurrentRunEnv describes where this process runs, on machine m.
+func CurrentRunEnv(m machine.Profile) *results.RunEnv {
+	e := &results.RunEnv{Where: m.Where(), VMAccel: m.Accel, ProbeRate: m.Rate(), TimeoutScale: m.Scale(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Tunnel: topo.ChosenTunnel()}
 	// BIRD prints its version on stderr: "BIRD version 2.0.12".
 	if out, err := exec.Command("bird", "--version").CombinedOutput(); err == nil || len(out) > 0 {
 		e.BIRDVersion = strings.TrimPrefix(strings.TrimSpace(string(out)), "BIRD version ")
@@ -30,7 +31,7 @@ const maxRouteEventsPerNode = 4000
 // main-table routes inside the topology's pools (the cluster routes a
 // handover is about), for the report's swimlanes. Bounded per node; a node
 // with more events keeps the first ones and says so in notes.
-func (c *Cluster) clusterRouteEvents() (map[string][]timeline.Event, []string) {
+func (c *Cluster) clusterRouteEvents() (map[string][]event.Event, []string) {
 	var pools []netip.Prefix
 	for _, p := range c.Net.Topology.Pools {
 		if pf, err := netip.ParsePrefix(p.CIDR); err == nil {
@@ -45,14 +46,14 @@ func (c *Cluster) clusterRouteEvents() (map[string][]timeline.Event, []string) {
 		}
 		return false
 	}
-	out := map[string][]timeline.Event{}
+	out := map[string][]event.Event{}
 	var notes []string
 	for _, n := range c.nodes {
 		m := c.Timeline(n.Name)
 		if m == nil {
 			continue
 		}
-		var evs []timeline.Event
+		var evs []event.Event
 		total := 0
 		for _, e := range m.Events() {
 			if e.Route.Table != kroute.MainTable || !in(e.Route.Dst) {

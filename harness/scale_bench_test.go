@@ -3,9 +3,6 @@ package harness
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,24 +13,14 @@ import (
 	"github.com/birdcage/birdcage/topo"
 )
 
-// ScaleNodesEnv lists the cluster sizes BenchmarkClusterScale runs
-// (default 10,50; 100 and more are opt-in: BIRDCAGE_SCALE_NODES=10,50,100).
-const ScaleNodesEnv = "BIRDCAGE_SCALE_NODES"
-
+// scaleSizes are the cluster sizes BenchmarkClusterScale runs: the run's
+// $BIRDCAGE_SCALE_NODES (default 10,50; 100 and more are opt-in:
+// BIRDCAGE_SCALE_NODES=10,50,100).
 func scaleSizes(b *testing.B) []int {
-	v := os.Getenv(ScaleNodesEnv)
-	if v == "" {
-		v = "10,50"
+	if s := testenv.Env().ScaleNodes; len(s) > 0 {
+		return s
 	}
-	var out []int
-	for _, f := range strings.Split(v, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			b.Fatalf("%s=%q: want a comma-separated list of node counts, like 10,50,100", ScaleNodesEnv, v)
-		}
-		out = append(out, n)
-	}
-	return out
+	return []int{10, 50}
 }
 
 // BenchmarkClusterScale: a whole cluster — topology, datastore, a
@@ -126,7 +113,7 @@ func scaleOnce(b *testing.B, spec string) scaleMetrics {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	start := time.Now()
-	c, err := Start(ctx, tp, Options{ConvergeTimeout: 8 * time.Minute})
+	c, err := Start(ctx, tp, withTestEnv(Options{ConvergeTimeout: 8 * time.Minute}))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -46,25 +47,25 @@ type Target interface {
 	// Mark records a named instant, taken once every node's route
 	// timeline has recorded the changes made before the call
 	// (SyncTimelines), and marks it in every probe session.
-	Mark(name string) Event
+	Mark(name string) results.Event
 	// SyncTimelines returns once every node's route timeline has recorded
 	// every route change made before the call (timeline.Sync).
 	SyncTimelines() error
-	Events() []Event
+	Events() []results.Event
 	// Probes starts probe traffic and returns once every flow delivers
 	// (unless o.MayNotFlow).
 	Probes(ctx context.Context, o ProbeOptions) (*probe.Session, error)
 
-	UpgradeNode(ctx context.Context, node string, to config.Release, o UpgradeOptions) (Event, error)
-	KillBIRD(ctx context.Context, node string, sig syscall.Signal) (Event, error)
-	StartBIRD(ctx context.Context, node string, o StartBIRDOptions) (Event, error)
-	SetProgramClusterRoutes(ctx context.Context, felix, bgp config.ProgramClusterRoutes) (Event, error)
+	UpgradeNode(ctx context.Context, node string, to config.Release, o UpgradeOptions) (results.Event, error)
+	KillBIRD(ctx context.Context, node string, sig syscall.Signal) (results.Event, error)
+	StartBIRD(ctx context.Context, node string, o StartBIRDOptions) (results.Event, error)
+	SetProgramClusterRoutes(ctx context.Context, felix, bgp config.ProgramClusterRoutes) (results.Event, error)
 	// WaitConverged waits until every BGP session the target can see is
 	// Established and every programmer it can see has synced.
 	WaitConverged(ctx context.Context) error
 
 	// Result starts a results row for a scenario judged on the target.
-	Result(name string, rep *probe.Report) ScenarioResult
+	Result(name string, rep *probe.Report) results.ScenarioResult
 }
 
 var _ Target = (*Cluster)(nil)

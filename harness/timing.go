@@ -6,42 +6,36 @@ import (
 	"github.com/birdcage/birdcage/dataplane/programmer"
 	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timing"
+	"github.com/birdcage/birdcage/internal/env"
 )
 
-// TimingModel is the timing model (harness/results, where every row
-// records it; harness/timing builds it).
-type TimingModel = results.TimingModel
-
 // RestartProfile is the programmer's share of the model.
-func RestartProfile(m TimingModel) programmer.RestartProfile {
+func RestartProfile(m results.TimingModel) programmer.RestartProfile {
 	return programmer.RestartProfile{StartupDelay: m.ProgrammerStartupDelay, ResyncDelayPerRoute: m.ProgrammerResyncPerRoute}
 }
 
 // programmerEnv is what the supervisor adds to the programmer's
 // environment to give it the restart profile (see dataplane/programmer).
-func programmerEnv(m TimingModel) []string {
+func programmerEnv(m results.TimingModel) []string {
 	return []string{
-		programmer.StartupDelayEnv + "=" + m.ProgrammerStartupDelay.String(),
-		programmer.ResyncDelayPerRouteEnv + "=" + m.ProgrammerResyncPerRoute.String(),
+		env.Set(env.ProgrammerStartupDelay, m.ProgrammerStartupDelay.String()),
+		env.Set(env.ProgrammerResyncDelayPerRoute, m.ProgrammerResyncPerRoute.String()),
 	}
 }
 
 // Timing is the timing model the cluster runs under.
-func (c *Cluster) Timing() TimingModel { return c.timing }
+func (c *Cluster) Timing() results.TimingModel { return c.timing }
 
 // resolveTiming settles the model for a start: Options.Timing, else the
 // environment's, with BIRD's scan time agreeing with the renderer's timers
 // (an explicit Options.Timers.ScanTime wins; otherwise the model's is
 // rendered).
-func resolveTiming(opts *Options) (TimingModel, error) {
-	var m TimingModel
+func resolveTiming(opts *Options) (results.TimingModel, error) {
+	var m results.TimingModel
 	if opts.Timing != nil {
 		m = *opts.Timing
 	} else {
-		var err error
-		if m, err = timing.FromEnv(); err != nil {
-			return m, err
-		}
+		m = timing.Realistic()
 	}
 	if err := m.Validate(); err != nil {
 		return m, err

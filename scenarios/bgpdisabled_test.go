@@ -28,6 +28,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -127,7 +128,7 @@ var _ = Describe("Disabling BGP under the 3.33 defaults", Label("ipip", "bgpdisa
 		}
 		res := c.Result("BGP disabled under the 3.33 defaults: IPIP up, no-encap down", rep)
 		res.Figures["windowMs"] = float64(end.Mono-off.Mono) / 1e6
-		report("BGP switched off under the 3.33 defaults", table.String()+harness.GapTable(rep), res)
+		report("BGP switched off under the 3.33 defaults", table.String()+results.GapTable(rep), res)
 		for _, f := range rep.Flows {
 			Expect(f).To(judge.HaveNoGap().Through(atEnd), "IPIP flow %s lost probes after BGP went off", f.Flow)
 		}

@@ -69,11 +69,13 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/birdcage/birdcage/bpf"
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
-	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -116,7 +118,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		// BIRD deletes its own route to node-1's block.
 		ctl := c.Mark("control: node-1's BIRD gets SIGTERM")
 		act(c.KillBIRD(ctx, node1.Name, syscall.SIGTERM))
-		Eventually(func() []timeline.Event { return deletesOf(c.Timeline(node2.Name), block1, ctl.Mono, 0) }).
+		Eventually(func() []event.Event { return deletesOf(c.Timeline(node2.Name), block1, ctl.Mono, 0) }).
 			WithPolling(20*time.Millisecond).ShouldNot(BeEmpty(),
 			"control: node-2's BIRD should delete its proto bird route to %s when node-1 withdraws it", block1)
 		controlDel := deletesOf(c.Timeline(node2.Name), block1, ctl.Mono, 0)[0]
@@ -125,8 +127,8 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		// protocol bird, and the kernel accepted it.
 		// (Eventually: BIRD may read the kernel's ack after the timeline saw
 		// the route go.)
-		var ctlDels harness.RouteRequests
-		Eventually(func() (harness.RouteRequests, error) {
+		var ctlDels bpf.RouteRequests
+		Eventually(func() (bpf.RouteRequests, error) {
 			reqs, err := traces[node2.Name].Requests()
 			ctlDels = reqs.Between(ctl.Mono, 0).To(block1).Deletes()
 			return ctlDels.From(bird2).WithProtocol(kroute.ProtoBIRD).Answered(0), err
@@ -194,7 +196,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		cl, err := c.Store.Read(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		birdMetric := confd.RouteMetric(cl.BGP, node1.Release())
-		refused := map[string]harness.RouteRequests{}
+		refused := map[string]bpf.RouteRequests{}
 		for _, n := range []*harness.Node{node1, node2} {
 			Eventually(func() string { return lastReconfiguration(ctx, n) }).WithPolling(100*time.Millisecond).
 				ShouldNot(Equal(reconf[n.Name]), "%s's BIRD should reconfigure for BGPConfiguration Disabled", n.Name)
@@ -202,7 +204,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 				Should(BeFalse(), "%s's BIRD should stop exporting %s to its kernel", n.Name, block3)
 			pid := n.BIRD.Pid()
 			// Sent, and its ack read by BIRD (all of them answered).
-			Eventually(func() (harness.RouteRequests, error) {
+			Eventually(func() (bpf.RouteRequests, error) {
 				reqs, err := traces[n.Name].Requests()
 				dels := reqs.Between(withdrawn.Mono, 0).To(block3).Deletes().From(pid)
 				if len(dels.Unanswered()) > 0 {
@@ -240,7 +242,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		// 8. Figures.
 		res := c.Result("a real BIRD's delete misses the programmer's route (no-encap, BIRD gives up routes the programmer took)", rep)
 		res.Figures["controlDeleteAfterWithdrawalMs"] = float64(controlDel.At-ctl.Mono) / 1e6
-		afterWithdrawal := map[string]harness.RouteRequests{}
+		afterWithdrawal := map[string]bpf.RouteRequests{}
 		for _, n := range []*harness.Node{node1, node2} {
 			reqs, err := traces[n.Name].Requests()
 			Expect(err).NotTo(HaveOccurred())
@@ -254,7 +256,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		noteQuiescence(&res, settled)
 		res.Notes = append(res.Notes, "control, node-2: "+ctlReq.String())
 		report(fmt.Sprintf("a real BIRD delete: BGPConfiguration Disabled, %s withdrawn by BIRD; node-1/node-2's BIRDs sent %d/%d RTM_DELROUTE proto bird, refused ESRCH; control delete of BIRD's own route accepted, %.0f ms after its withdrawal",
-			block3, len(refused[node1.Name]), len(refused[node2.Name]), res.Figures["controlDeleteAfterWithdrawalMs"]), harness.GapTable(rep), res)
+			block3, len(refused[node1.Name]), len(refused[node2.Name]), res.Figures["controlDeleteAfterWithdrawalMs"]), results.GapTable(rep), res)
 
 		// 9. The claim, on node-1 and node-2: the programmer's route
 		// stayed, never deleted, never missing, and no probe was lost.
@@ -325,8 +327,8 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		Eventually(func() string { return lastReconfiguration(ctx, node2) }).WithPolling(100*time.Millisecond).
 			ShouldNot(Equal(reconf), "node-2's BIRD should reconfigure for BGPConfiguration Disabled")
 		pid := node2.BIRD.Pid()
-		var dels harness.RouteRequests
-		Eventually(func() (harness.RouteRequests, error) {
+		var dels bpf.RouteRequests
+		Eventually(func() (bpf.RouteRequests, error) {
 			reqs, err := trace.Requests()
 			dels = reqs.Between(withdrawn.Mono, 0).To(block3).Deletes().From(pid)
 			if len(dels.Unanswered()) > 0 {
@@ -370,7 +372,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		noteQuiescence(&res, settled)
 		res.Notes = append(res.Notes, "node-2 route requests for "+block3.String()+" after the withdrawal: "+strings.Join(dels.Strings(), "; "))
 		report(fmt.Sprintf("a real BIRD delete at 3.33's metric 1024: node-2's BIRD sent %d RTM_DELROUTE proto bird, accepted; BIRD's route deleted %d time(s), the programmer's %d", len(dels), birdDeletes, progDeletes),
-			harness.GapTable(rep), res)
+			results.GapTable(rep), res)
 
 		Expect(birdDeletes).To(Equal(1), "BIRD's own 1024 route to %s went once", block3)
 		Expect(progDeletes).To(BeZero(), "the programmer's route to %s was never deleted", block3)

@@ -13,7 +13,7 @@ package scenarios_test
 // kernel metric, onlink via tunl0, a node as gateway), one at each of
 // several ages of the programmer (lateAges): CI plants at 3 s / 3 full
 // resyncs, 35 s / 30 resyncs (past a rule bounded at 30 s) and 65 s / 50
-// resyncs (past a minute); with BIRDCAGE_CLEANUP_LATE_FULL=1 also at 125 s /
+// resyncs (past a minute); with BIRDCAGE_DEPTH=cleanup-late (or full) also at 125 s /
 // 100 resyncs (past two minutes and 100 resyncs). Each must be removed: a claim
 // rule with a time or resync bound below the oldest age fails here, on the
 // first stray it leaves. BIRD is not running on the node (BGP switched off in the
@@ -31,7 +31,6 @@ package scenarios_test
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"strings"
 	"syscall"
 	"time"
@@ -42,9 +41,11 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/topo"
@@ -58,9 +59,9 @@ var (
 	lateNoBoundRefresh = time.Second
 )
 
-// lateFullEnv adds the age past two minutes and 100 resyncs to the
-// no-time-bound spec; CI runs the reduced form (past a minute).
-const lateFullEnv = "BIRDCAGE_CLEANUP_LATE_FULL"
+// The full form ($BIRDCAGE_DEPTH=cleanup-late, or full) adds the age past
+// two minutes and 100 resyncs to the no-time-bound spec; CI runs the
+// reduced form (past a minute).
 
 // lateAge is when a late stray is planted: once the programmer has run at
 // least after and done at least resyncs full resyncs.
@@ -78,7 +79,7 @@ func lateAges() []lateAge {
 		// passed the 35 s form.
 		{65 * time.Second, 50, netip.MustParsePrefix("10.245.250.128/26")},
 	}
-	if os.Getenv(lateFullEnv) == "1" {
+	if cfg.Full(env.DepthCleanupLate) {
 		ages = append(ages, lateAge{125 * time.Second, 100, netip.MustParsePrefix("10.245.250.192/26")})
 	}
 	return ages
@@ -133,7 +134,7 @@ var _ = Describe("Persisted-route cleanup has no time bound", Label("ipip", "cle
 		encapFigures(res, encap)
 		var table strings.Builder
 		resyncs := 0
-		var firstPlanted harness.Event
+		var firstPlanted results.Event
 		for i, age := range lateAges() {
 			if resyncs < age.resyncs {
 				resyncs += waitFullResyncsLong(node2, age.resyncs-resyncs)
@@ -153,7 +154,7 @@ var _ = Describe("Persisted-route cleanup has no time bound", Label("ipip", "cle
 			Eventually(func() []kroute.Route {
 				var added []kroute.Route
 				for _, e := range c.Timeline(node2.Name).EventsFor(age.dst, planted.Mono, 0) {
-					if e.Kind == timeline.Add || e.Kind == timeline.Replace {
+					if e.Kind == event.Add || e.Kind == event.Replace {
 						added = append(added, e.Route)
 					}
 				}

@@ -40,8 +40,9 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/harness/supervisor"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -161,7 +162,7 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 			fixturesAt := c.Mark("fixtures installed")
 
 			// 7. The migration, in a way that BIRD does not come back.
-			var migrated harness.Event
+			var migrated results.Event
 			switch tc.absence {
 			case absentBGPDisabled:
 				act(c.Datastore().DisableBGP(ctx))
@@ -188,7 +189,7 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 				}
 				migrated, err = c.SetProgramClusterRoutes(ctx, felix, bgp)
 				Expect(err).NotTo(HaveOccurred())
-				Eventually(func() []supervisor.Restart { return syncedRestarts(node2) }).
+				Eventually(func() []results.Restart { return syncedRestarts(node2) }).
 					WithPolling(50*time.Millisecond).ShouldNot(BeEmpty(), "node-2's programmer restarts for the ownership change")
 			}
 			Expect(node2.Programmer.Release()).To(Equal(tc.release))
@@ -270,7 +271,7 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 			}
 			deleted := programmerDeletes(node2.Programmer.LogPath())
 			firstSync := firstSyncAfter(c, node2, migrated.Mono)
-			tab := harness.NewTable("stray", "prefix", "proto bird route", "removed after migration began", "in refresh intervals", "by the first sync", "deleted by")
+			tab := results.NewTable("stray", "prefix", "proto bird route", "removed after migration began", "in refresh intervals", "by the first sync", "deleted by")
 			res := c.Result(fmt.Sprintf("persisted-route cleanup: %s, node-2 on %s", tc.absence, tc.release), nil)
 			res.Figures["routeRefreshIntervalMs"] = float64(refresh.Milliseconds())
 			res.Figures["fullResyncsObserved"] = float64(resyncs)
@@ -368,7 +369,7 @@ func addFixtureRoute(n *harness.Node, dst netip.Prefix, gw netip.Addr, dev strin
 // from (a delete of a proto bird route, or its replacement by another).
 func firstBIRDDelete(m *timeline.Monitor, p netip.Prefix, from int64) (int64, bool) {
 	for _, e := range m.EventsFor(p, from, 0) {
-		if e.Kind == timeline.Delete && e.Route.Protocol == kroute.ProtoBIRD {
+		if e.Kind == event.Delete && e.Route.Protocol == kroute.ProtoBIRD {
 			return e.At, true
 		}
 	}

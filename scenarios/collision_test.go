@@ -83,7 +83,7 @@ package scenarios_test
 // the restart — a no-route window, from the route timeline — or the spec
 // fails, saying the gap closed. CI runs Calico's case (the restarted node
 // greater, the late accept and its passive control);
-// BIRDCAGE_COLLISION_FULL=1 runs the OpenConfirm race both ways and the
+// BIRDCAGE_DEPTH=collision runs the OpenConfirm race both ways and the
 // other passive direction. The same late accept on a ToR session, where
 // Calico renders no passive, is the second Describe below.
 
@@ -106,8 +106,11 @@ import (
 	"github.com/birdcage/birdcage/harness/bird"
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/judge"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/testenv"
 )
@@ -126,10 +129,9 @@ const (
 	raceOpenConfirm collisionRace = "OpenConfirm race"
 )
 
-// collisionFullEnv runs every entry; CI runs Calico's case (node-3
-// restarted, the late accept without passive and its passive control).
-const collisionFullEnv = "BIRDCAGE_COLLISION_FULL"
-
+// The full form ($BIRDCAGE_DEPTH=collision, or full) runs every entry; CI
+// runs Calico's case (node-3 restarted, the late accept without passive and
+// its passive control): collisionInCI.
 func collisionInCI(race collisionRace, restarted string, passive bool) bool {
 	return restarted == "node-3" && (passive || race == raceLateAccept)
 }
@@ -199,8 +201,8 @@ func blocksOf(n *harness.Node) []netip.Prefix {
 var _ = Describe("Connection collision during a restarted BIRD's graceful-restart recovery: what Calico's passive mesh buys (known gap without passive)", Label("knowngap", "noencap", "collision", "restart", "timing"), func() {
 	DescribeTable("a second connection between a restarted node and its peer",
 		func(ctx SpecContext, race collisionRace, restartedName, peerName string, passive bool) {
-			if full := os.Getenv(collisionFullEnv) == "1"; !full && !collisionInCI(race, restartedName, passive) {
-				Skip("part of the collision spec's full form; set " + collisionFullEnv + "=1")
+			if !cfg.Full(env.DepthCollision) && !collisionInCI(race, restartedName, passive) {
+				Skip("part of the collision spec's full form; set " + env.Set(env.Depth, env.DepthCollision))
 			}
 			// 1. A no-encap mesh on 3.33 (BIRD owns the routes), with
 			// the release's passive peering or without it.
@@ -428,7 +430,7 @@ var _ = Describe("Connection collision during a restarted BIRD's graceful-restar
 			deleted := 0
 			for _, b := range pBlocks {
 				for _, e := range rtl.EventsFor(b, kill.Mono, end.Mono) {
-					if e.Kind == timeline.Delete && e.Route.Protocol == kroute.ProtoBIRD {
+					if e.Kind == event.Delete && e.Route.Protocol == kroute.ProtoBIRD {
 						deleted++
 					}
 				}
@@ -470,7 +472,7 @@ var _ = Describe("Connection collision during a restarted BIRD's graceful-restar
 			report(fmt.Sprintf("%s restarted (peer %s, %s): second connection %v, session reset by the collision %v; %s without a route to %s %.1f ms, %s without a route to %s %.1f ms, %d persisted routes deleted; lost %s→%s %d, %s→%s %d; SYNs peer %d, restarted %d",
 				r.Name, p.Name, mode, bothConnections, sessionReset, p.Name, r.Name, peerMs, r.Name, p.Name, nodeMs, deleted,
 				p.Name, r.Name, lostPR, r.Name, p.Name, lostRP, counts.PeerSYNs, counts.NodeSYNs),
-				strings.Join(notes, "\n")+"\n"+harness.GapTable(rep), res)
+				strings.Join(notes, "\n")+"\n"+results.GapTable(rep), res)
 
 			if !passive {
 				// 11. The gap: the reset flushed routes — the restart
@@ -514,12 +516,12 @@ func lessPathsMs(tl *timeline.Monitor, b netip.Prefix, want int, from, to int64)
 	GinkgoHelper()
 	paths, since, total := want, from, 0.0
 	for _, e := range tl.EventsFor(b, from, to) {
-		Expect(e.Kind).NotTo(Equal(timeline.GapKind), "%s: the route timeline missed events for %s", tl.Name(), b)
+		Expect(e.Kind).NotTo(Equal(event.GapKind), "%s: the route timeline missed events for %s", tl.Name(), b)
 		if e.Route.Protocol != kroute.ProtoBIRD {
 			continue
 		}
 		n := len(e.Route.NextHops)
-		if e.Kind == timeline.Delete || !e.Route.Forwards() {
+		if e.Kind == event.Delete || !e.Route.Forwards() {
 			n = 0
 		}
 		if paths < want && n >= want {
@@ -708,7 +710,7 @@ var _ = Describe("Connection collision on a ToR session during a restarted BIRD'
 			res.Figures["peerNoRouteWindowsDuringRecovery"] = float64(inRecovery)
 			res.Figures["gracefulRestartRecoveryMs"] = float64(end.Mono-start.Mono) / 1e6
 			report(fmt.Sprintf("node-1 restarted, late accept on its tor-1a session %s: tor-1a without a route to node-1's block %.1f ms; node-3 on fewer than 2 planes to it %.1f ms (no route %.1f ms); lost toward node-1 %d",
-				when, torNoRouteMs, singleMs, noRouteMs, lostToR), strings.Join(torLines, "\n")+"\n"+harness.GapTable(pr), res)
+				when, torNoRouteMs, singleMs, noRouteMs, lostToR), strings.Join(torLines, "\n")+"\n"+results.GapTable(pr), res)
 			Expect(noRouteMs).To(BeZero(), "node-3 always had plane B to node-1's block")
 			if !duringRecovery {
 				// A session bounce after recovery is not free either: BIRD

@@ -13,6 +13,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/monoclock"
 )
@@ -23,7 +24,7 @@ import (
 // change (a restart when that value changed), and, when bgpChanged, every
 // BIRD has taken the new config. It returns the change's event and how long
 // the slowest programmer and BIRD took.
-func setPairLive(ctx context.Context, c *harness.Cluster, felixRaw, bgpRaw string, bgpChanged bool, rel config.Release) (harness.Event, float64, float64) {
+func setPairLive(ctx context.Context, c *harness.Cluster, felixRaw, bgpRaw string, bgpChanged bool, rel config.Release) (results.Event, float64, float64) {
 	GinkgoHelper()
 	pair := fmt.Sprintf("Felix=%s BGP=%s", rawName(felixRaw), rawName(bgpRaw))
 	reconf := map[string]string{}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/topo"
@@ -144,7 +145,7 @@ var _ = Describe("Deprecation warning for BIRD-programmed IPIP cluster routes", 
 
 		// 6. Figures.
 		res := c.Result("deprecation warning per render (IPIP)", nil)
-		t := harness.NewTable("node", "renders, BIRD owns IPIP", "warnings", "renders of the switch", "warnings", "renders, programmer owns IPIP", "warnings").AlignRight()
+		t := results.NewTable("node", "renders, BIRD owns IPIP", "warnings", "renders of the switch", "warnings", "renders, programmer owns IPIP", "warnings").AlignRight()
 		for _, n := range c.Nodes() {
 			r, ws := deprecationCounts(n)
 			o, s := owned[n.Name], switched[n.Name]

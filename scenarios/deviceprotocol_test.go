@@ -40,6 +40,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/bird"
 	"github.com/birdcage/birdcage/harness/judge"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -151,7 +152,7 @@ var _ = Describe("A non-default deviceRouteProtocol end to end", Label("noencap"
 			res.Figures["fullResyncsObserved"] = float64(resyncs)
 			res.Notes = append(res.Notes, fmt.Sprintf("node-1's BIRD holds for %s: %v", b2, held))
 			report(fmt.Sprintf("deviceRouteProtocol %d: routes, ownership, BIRD's view (import filter %v); own-protocol stray removed after %.0f ms", customProgrammerProtocol, importFilter, removedAfter),
-				harness.GapTable(rep), res)
+				results.GapTable(rep), res)
 		},
 		Entry("BIRD learns the programmer's routes with Kernel.source 99", false),
 		Entry("the candidate kernel import filter keeps out krt_source 99 with a next hop", true),

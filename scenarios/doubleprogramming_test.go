@@ -34,9 +34,11 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/birdcage/birdcage/bpf"
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/judge"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
 )
 
@@ -172,7 +174,7 @@ var _ = Describe("Double programming judged per component", Label("noencap", "ip
 			return got
 		}
 
-		table := harness.NewTable("state", "family", "blocks", "BIRD tries", "programmer tries", "kernel routes per block (max)", "survivors")
+		table := results.NewTable("state", "family", "blocks", "BIRD tries", "programmer tries", "kernel routes per block (max)", "survivors")
 		row := func(state string, got map[blk]componentView) {
 			for _, fam := range []string{"IPv4", "IPv6"} {
 				nb, nbird, nprog, maxRoutes := 0, 0, 0, 0
@@ -213,7 +215,7 @@ var _ = Describe("Double programming judged per component", Label("noencap", "ip
 		// The same from the kernel's side (routetrace_test.go): a netlink
 		// trace shows both processes send an add for every remote block, and
 		// what the kernel answered each.
-		var birdAdds, progAdds harness.RouteRequests
+		var birdAdds, progAdds bpf.RouteRequests
 		Eventually(func() error {
 			birdAdds, progAdds = nil, nil
 			var missing []string

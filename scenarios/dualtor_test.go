@@ -40,7 +40,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -55,9 +54,11 @@ import (
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
-	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/topo"
 	"github.com/vishvananda/netlink"
@@ -208,7 +209,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 				res.Notes = append(res.Notes, window.String())
 			}
 			report(fmt.Sprintf("dual-ToR, %s fails (%s): lost probes per flow; last route single-path %.0f ms after the failure",
-				failed, title, last), harness.GapTable(rep)+"\n"+f.routeTable(judge.ByBIRD)+
+				failed, title, last), results.GapTable(rep)+"\n"+f.routeTable(judge.ByBIRD)+
 				"\nlast route to fall back, per node, after the failure: "+strings.Join(fell, ", ")+"\n", res)
 
 			// 7. A hold-timer failure: the nodes behind the failed ToR see
@@ -242,7 +243,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		},
 		Entry("its BIRD is SIGTERMed (Cease: peers withdraw at once)", torFailure{
 			name: "BIRD SIGTERM",
-			do: func(ctx context.Context, c *harness.Cluster, tor string) harness.Event {
+			do: func(ctx context.Context, c *harness.Cluster, tor string) results.Event {
 				return act(c.Fabric().StopRouterBIRD(ctx, tor, syscall.SIGTERM))
 			},
 			fallbackTimeout: 30 * time.Second,
@@ -250,7 +251,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		}),
 		Entry("its links go down with nothing telling BGP (peers wait for the hold timer)", Label("slow"), torFailure{
 			name: "links down",
-			do: func(ctx context.Context, c *harness.Cluster, tor string) harness.Event {
+			do: func(ctx context.Context, c *harness.Cluster, tor string) results.Event {
 				return act(c.Fabric().FailRouterLinks(ctx, tor))
 			},
 			// birdcage has no BFD: a silent failure is noticed when the
@@ -344,7 +345,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 // moment it did.
 type torFailure struct {
 	name            string
-	do              func(ctx context.Context, c *harness.Cluster, tor string) harness.Event
+	do              func(ctx context.Context, c *harness.Cluster, tor string) results.Event
 	fallbackTimeout time.Duration
 	// holdTimer: the peers notice only when their BGP hold timer expires.
 	// The spec then runs in the form slowForm gives, takes its
@@ -355,10 +356,11 @@ type torFailure struct {
 	note      string
 }
 
-// slowFullEnv runs the hold-timer spec in its full form, with BIRD's
-// default hold time (nothing rendered: 240 s, ~4 minutes); without it (CI)
-// the reduced form runs every session with a 9 s hold time.
-const slowFullEnv = "BIRDCAGE_SLOW_FULL"
+// holdTimerFull is the setting that runs the hold-timer spec in its full
+// form, with BIRD's default hold time (nothing rendered: 240 s, ~4
+// minutes); without it (CI) the reduced form runs every session with a 9 s
+// hold time.
+var holdTimerFull = env.Set(env.Depth, env.DepthHoldTimer)
 
 // reducedHoldTimers are the reduced form's BGP timers: the common short
 // pair (keepalive a third of the hold time, as BIRD's default ratio).
@@ -371,7 +373,7 @@ type holdForm struct {
 }
 
 func slowForm() holdForm {
-	if os.Getenv(slowFullEnv) == "1" {
+	if cfg.Full(env.DepthHoldTimer) {
 		return holdForm{name: "full form: BIRD's default hold time", timers: confd.Timers{}}
 	}
 	return holdForm{name: fmt.Sprintf("reduced form: BGP hold time %d s", reducedHoldTimers.HoldTime), timers: reducedHoldTimers}
@@ -379,10 +381,10 @@ func slowForm() holdForm {
 
 func (h holdForm) describe() string {
 	if h.timers.HoldTime == 0 {
-		return fmt.Sprintf("BIRD's default hold time %d s, keepalive %d s; full form, %s=1", h.timers.EffectiveHold(), h.timers.EffectiveKeepalive(), slowFullEnv)
+		return fmt.Sprintf("BIRD's default hold time %d s, keepalive %d s; full form, %s", h.timers.EffectiveHold(), h.timers.EffectiveKeepalive(), holdTimerFull)
 	}
-	return fmt.Sprintf("hold time %d s, keepalive %d s on every session, nodes and ToRs; reduced form, %s=1 runs BIRD's default 240 s",
-		h.timers.EffectiveHold(), h.timers.EffectiveKeepalive(), slowFullEnv)
+	return fmt.Sprintf("hold time %d s, keepalive %d s on every session, nodes and ToRs; reduced form, %s runs BIRD's default 240 s",
+		h.timers.EffectiveHold(), h.timers.EffectiveKeepalive(), holdTimerFull)
 }
 
 // holdWindow is when, after a peer falls silent, a node's kernel route
@@ -598,7 +600,7 @@ func (f *fabric) fallbackTimes(want func(*harness.Node, netip.Prefix) []string, 
 				continue
 			}
 			for _, e := range tl.EventsFor(b, failedAt, 0) {
-				if e.Kind != timeline.Delete && e.Route.Protocol == kroute.ProtoBIRD && slices.Equal(timelinePaths(e.Route), exp) {
+				if e.Kind != event.Delete && e.Route.Protocol == kroute.ProtoBIRD && slices.Equal(timelinePaths(e.Route), exp) {
 					perNode[n.Name] = max(perNode[n.Name], float64(e.At-failedAt)/1e6)
 					break
 				}
@@ -639,7 +641,7 @@ func (f *fabric) planeTable(rep *probe.Report) string { return f.c.Fabric().Plan
 
 // routeTable lists every node's route to every remote block by owner.
 func (f *fabric) routeTable(o judge.Owner) string {
-	t := harness.NewTable("node", "remote block", "owner node", "nexthops ("+o.String()+")")
+	t := results.NewTable("node", "remote block", "owner node", "nexthops ("+o.String()+")")
 	for _, n := range f.c.Nodes() {
 		for _, bl := range f.c.RemoteBlocks(n.Name) {
 			ps := f.paths(n, bl, o)

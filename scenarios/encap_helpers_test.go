@@ -20,6 +20,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/encap"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 )
 
 // encapBurstProbes is how many probes each flow of the burst sends: 0.2 s
@@ -71,7 +72,7 @@ func ipipEncapBurst(ctx context.Context, c *harness.Cluster, flows []probe.Flow,
 }
 
 // encapFigures records what the burst judged in a spec's row.
-func encapFigures(res harness.ScenarioResult, ev encap.Evidence) {
+func encapFigures(res results.ScenarioResult, ev encap.Evidence) {
 	res.Figures["ipipFlowsEncapsulated"] = float64(len(ev.Rows))
 	res.Figures["ipipInnerPacketsOnUnderlay"] = float64(ev.Inner)
 }

@@ -39,6 +39,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/topo"
@@ -191,7 +192,7 @@ var _ = Describe("IPIP with ECMP on the dual-ToR fabric", Label("dualtor", "ipip
 			res.Notes = append(res.Notes, fmt.Sprintf("the ToRs have a route to %d of %d (ToR, node address) pairs", routable, pairs))
 			report(fmt.Sprintf("IPIP with ECMP on dual-ToR, %s: %d of %d routes multipath, %d of %d nexthops onlink; %d of %d flows delivering",
 				own.owner, multipath, len(shapes), onlinkPaths, paths, delivering, len(rep.Flows)),
-				shapeTable(shapes)+"\n"+harness.GapTable(rep)+"\n"+ipipHopTable(c, rep)+
+				shapeTable(shapes)+"\n"+results.GapTable(rep)+"\n"+ipipHopTable(c, rep)+
 					fmt.Sprintf("\nToR routes to node addresses (tunnel endpoints): %d of %d (ToR, node) pairs\n", routable, pairs), res)
 		},
 		Entry("BIRD owns IPIP (FelixConfiguration Disabled, BGPConfiguration Enabled): upstream BIRD 2's onlink/ifname/gw filter", ipipByBIRD),
@@ -294,7 +295,7 @@ func shapeTable(shapes map[string]kroute.Route) string {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	t := harness.NewTable("node", "route to the remote IPIP block")
+	t := results.NewTable("node", "route to the remote IPIP block")
 	for _, k := range keys {
 		node, _, _ := strings.Cut(k, " ")
 		t.Add(node, shapes[k])

@@ -23,6 +23,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/topo"
@@ -132,7 +133,7 @@ var _ = Describe("IPv6 no-encap pools follow the same ownership policy as IPv4",
 			}
 			res.Figures["ipv6RemoteBlocks"] = float64(v6)
 			res.Notes = append(res.Notes, routes...)
-			table := harness.GapTable(rep) + "IPv6 cluster routes:\n"
+			table := results.GapTable(rep) + "IPv6 cluster routes:\n"
 			for _, r := range routes {
 				table += "  " + r + "\n"
 			}

@@ -11,7 +11,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 
-	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/results"
 )
 
 // JUnit property names: figurePrefix+figure, samplesPrefix+figure, and the
@@ -34,7 +34,7 @@ type distribution struct {
 
 // addFigureEntries adds res's figures, distributions and probe totals as
 // report entries of the running spec.
-func addFigureEntries(res harness.ScenarioResult) {
+func addFigureEntries(res results.ScenarioResult) {
 	names := make([]string, 0, len(res.Figures))
 	for k := range res.Figures {
 		names = append(names, k)

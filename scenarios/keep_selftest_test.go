@@ -26,6 +26,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/run"
 	"github.com/birdcage/birdcage/internal/testenv"
 )
@@ -33,7 +34,7 @@ import (
 const selftestKeepMsg = "selftest: fails on purpose with its cluster up"
 
 var _ = func() bool {
-	if os.Getenv(selftestEnv) != "keep" {
+	if cfg.Selftest != "keep" {
 		return false
 	}
 	Describe("Keep-on-fail self-test", Label("selftest-keep"), func() {
@@ -56,7 +57,7 @@ var (
 )
 
 func TestKeepOnFail(t *testing.T) {
-	if os.Getenv(selftestEnv) != "" {
+	if cfg.Selftest != "" {
 		t.Skipf("%s is set: this is (or could be) the child run of a self-test", selftestEnv)
 	}
 	testenv.NeedRoot(t)
@@ -78,7 +79,7 @@ func TestKeepOnFail(t *testing.T) {
 	}
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestScenarios$", "-ginkgo.no-color", "-ginkgo.label-filter=selftest-keep")
-	cmd.Env = append(os.Environ(), selftestEnv+"=keep", harness.KeepOnFailEnv+"=1", harness.ArtifactsEnv+"="+t.TempDir())
+	cmd.Env = append(os.Environ(), env.Set(selftestEnv, "keep"), env.Set(env.KeepOnFail, "1"), env.Set(env.Artifacts, t.TempDir()))
 	b, _ := cmd.CombinedOutput()
 	out := string(b)
 	runs := map[string]string{}

@@ -25,13 +25,7 @@ func keepIfFailed(c *harness.Cluster) bool {
 	if !CurrentSpecReport().Failed() {
 		return false
 	}
-	keep, err := harness.KeepOnFail()
-	if err != nil {
-		AddReportEntry("keep-on-fail", err.Error())
-		fmt.Printf("[birdcage] kept: not kept: %v\n", err)
-		return false
-	}
-	if !keep {
+	if !cfg.KeepOnFail {
 		return false
 	}
 	if keptRun != "" {

@@ -47,7 +47,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/confd"
-	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -109,9 +109,9 @@ var _ = Describe("BIRD's kernel metric against the programmer's RouteReplace", L
 				for _, e := range evs {
 					if e.Route.Protocol == designProgrammerProtocol && e.Route.Metric == programmerMetric {
 						switch e.Kind {
-						case timeline.Replace:
+						case event.Replace:
 							r++
-						case timeline.Add:
+						case event.Add:
 							a++
 						}
 					}

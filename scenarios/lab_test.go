@@ -22,7 +22,6 @@ package scenarios_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"syscall"
 	"time"
@@ -35,6 +34,7 @@ import (
 	"github.com/birdcage/birdcage/harness/lab"
 	"github.com/birdcage/birdcage/harness/lab/handmade"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timing"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -43,11 +43,8 @@ import (
 	"github.com/birdcage/birdcage/internal/testenv"
 )
 
-// labEnv names the lab the lab specs run against.
-const labEnv = harness.LabEnv
-
 var _ = func() bool {
-	if os.Getenv(labEnv) == "" {
+	if cfg.Lab == "" {
 		return false
 	}
 	Describe("Live programClusterRoutes change against a lab", Label("lab", "liveconfig", "timing"), func() {
@@ -82,7 +79,7 @@ var _ = func() bool {
 					}
 				}
 				report(fmt.Sprintf("live change on lab %s, %s → %s (longest window without a route: %.1f ms)", l.M.Name, from.owner, to.owner,
-					res.Figures["longestNoRouteWindowMs"]), harness.GapTable(rep)+hs.Table(), res)
+					res.Figures["longestNoRouteWindowMs"]), results.GapTable(rep)+hs.Table(), res)
 			},
 			Entry("no-encap, BIRD → programmer", Label("noencap"), noEncapByBIRD, noEncapByProgrammer),
 			Entry("no-encap, programmer → BIRD", Label("noencap"), noEncapByProgrammer, noEncapByBIRD),
@@ -114,18 +111,18 @@ var handmadeLabs = map[string]handmade.Flavour{"handmade": handmade.NetnsFlavour
 // registers the spec's end: the start put back, detach, and the
 // before/after comparison, which fails the spec if the lab is not as
 // found. A manifest without the actions skips, naming them.
-func attachLab(ctx context.Context, start labStart, needs ...lab.Action) (*lab.Lab, harness.TimingModel) {
+func attachLab(ctx context.Context, start labStart, needs ...lab.Action) (*lab.Lab, results.TimingModel) {
 	GinkgoHelper()
 	from := start.from
-	timing, err := timing.FromEnv()
+	timing, err := timing.FromEnv(cfg)
 	Expect(err).NotTo(HaveOccurred())
 	var m *lab.Manifest
-	if name := os.Getenv(labEnv); handmadeLabs[name] != "" {
+	if name := cfg.Lab; handmadeLabs[name] != "" {
 		r, err := run.New()
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func() { Expect(r.Close()).To(Succeed(), "tear down the hand-made lab") })
 		hl, err := handmade.Build(ctx, r, handmade.Options{Flavour: handmadeLabs[name], IPIP: start.ipip, Release: start.release,
-			Felix: from.felix, BGP: from.bgp, Timing: timing, KernelMetric: start.kernelMetric})
+			Felix: from.felix, BGP: from.bgp, Timing: timing, KernelMetric: start.kernelMetric, Programmer: cfg.Programmer})
 		testenv.SkipIfMissing(GinkgoT(), err, "hand-made lab "+name)
 		Expect(err).NotTo(HaveOccurred(), "build the hand-made lab")
 		m, err = lab.Load(hl.Manifest)
@@ -145,12 +142,12 @@ func attachLab(ctx context.Context, start labStart, needs ...lab.Action) (*lab.L
 	}
 	// Settled before the snapshot: the comparison is about what birdcage
 	// does, not the lab still converging.
-	settle, err := lab.Attach(ctx, m, lab.AttachOptions{})
+	settle, err := lab.Attach(ctx, m, lab.AttachOptions{Machine: machine})
 	Expect(err).NotTo(HaveOccurred())
 	waitLabOwned(ctx, settle, from.owner, "guard: the lab settles with its routes owned by "+from.owner.String())
 	_, _ = settle.Detach()
 
-	l, err := lab.Attach(ctx, m, lab.AttachOptions{})
+	l, err := lab.Attach(ctx, m, lab.AttachOptions{Machine: machine})
 	Expect(err).NotTo(HaveOccurred(), "attach to lab %s", m.Source())
 	DeferCleanup(func(ctx SpecContext) {
 		switch {
@@ -206,10 +203,10 @@ func labProto(l *lab.Lab, o judge.Owner) kroute.Protocol {
 // labLiveChange is liveChange (liveconfig_test.go) against a lab: the same
 // steps and figures, except those only a built cluster can see (the
 // programmer's restarts, confd's reaction).
-func labLiveChange(ctx SpecContext, l *lab.Lab, from, to ownership, timing harness.TimingModel) (harness.ScenarioResult, *probe.Report, judge.Handovers) {
+func labLiveChange(ctx SpecContext, l *lab.Lab, from, to ownership, timing results.TimingModel) (results.ScenarioResult, *probe.Report, judge.Handovers) {
 	GinkgoHelper()
 	// 1. The routes belong to `from` (attachLab waited for it).
-	probes, err := l.Probes(ctx, lab.ProbeOptions{})
+	probes, err := l.Probes(ctx, harness.ProbeOptions{})
 	Expect(err).NotTo(HaveOccurred())
 
 	// 2. The change, both fields at once, by the manifest's command.
@@ -226,7 +223,7 @@ func labLiveChange(ctx SpecContext, l *lab.Lab, from, to ownership, timing harne
 
 	// 4. Figures, named as on the built-in target so the two compare.
 	hs := l.Handovers(labProto(l, from.owner), labProto(l, to.owner), to.owner, change.Mono, end.Mono)
-	res := harness.ScenarioResult{Name: fmt.Sprintf("live change on lab %s: %s → %s", l.M.Name, from.owner, to.owner),
+	res := results.ScenarioResult{Name: fmt.Sprintf("live change on lab %s: %s → %s", l.M.Name, from.owner, to.owner),
 		Topology: "lab:" + l.M.Name, Probes: rep, Events: l.Events(), Figures: map[string]float64{}, Timing: &timing,
 		RouteEvents: l.RouteEvents()}
 	res.AddProbeFigures(rep)

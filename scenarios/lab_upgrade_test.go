@@ -14,7 +14,6 @@ package scenarios_test
 
 import (
 	"fmt"
-	"os"
 	"syscall"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -24,7 +23,7 @@ import (
 )
 
 var _ = func() bool {
-	if os.Getenv(labEnv) == "" {
+	if cfg.Lab == "" {
 		return false
 	}
 	Describe("Upgrade handover on IPIP against a lab, node by node", Label("lab", "ipip", "upgrade", "timing"), func() {

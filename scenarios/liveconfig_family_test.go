@@ -57,6 +57,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
 )
 
@@ -170,7 +171,7 @@ var _ = Describe("Live programClusterRoutes change per release and address famil
 				releaseMetric(tc.to.owner, 4), releaseMetric(tc.to.owner, 6)))
 			report(fmt.Sprintf("live change on %s, Calico %s, %s → %s, IPv4 and IPv6 (longest window without a route: IPv4 %.1f ms, IPv6 %.1f ms; %s)",
 				t.Name, tc.release, tc.from.owner, tc.to.owner, byFam[4].windowMs, byFam[6].windowMs, c.Timing()),
-				tab.String()+harness.GapTable(rep)+lc.handovers.Table(), res)
+				tab.String()+results.GapTable(rep)+lc.handovers.Table(), res)
 		},
 		repeated(),
 		Entry("3.32, BIRD → programmer", liveFamilyCase{config.R332, noEncapByBIRD332, noEncapByProgrammer332}),

@@ -19,27 +19,22 @@ package scenarios_test
 // restart (see liveconfig_test.go), and is held to that bound.
 //
 // Reduced by default (CI: 500 ms and 1.5 s, 3 runs each); the full sweep is
-// BIRDCAGE_SWEEP=full (0, 200 ms, 1 s, 3 s; 5 runs each). BIRDCAGE_SWEEP_DELAYS
+// BIRDCAGE_DEPTH=sweep or full (0, 200 ms, 1 s, 3 s; 5 runs each). BIRDCAGE_SWEEP_DELAYS
 // and BIRDCAGE_REPEAT override the delays and the runs.
 
 import (
 	"fmt"
 	"math"
-	"os"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timing"
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/monoclock"
-)
-
-const (
-	sweepEnv       = "BIRDCAGE_SWEEP"        // full: the full sweep
-	sweepDelaysEnv = "BIRDCAGE_SWEEP_DELAYS" // e.g. 0,200ms,1s,3s
 )
 
 // sweepPlan is the delays and runs per delay the environment asks for.
@@ -52,24 +47,17 @@ func sweepPlan() ([]time.Duration, int, error) {
 		// span keeps the slope's tolerance (spread / span) judgeable.
 		delays = "500ms,2500ms"
 	}
-	switch v := os.Getenv(sweepEnv); v {
-	case "", "reduced":
-	case "full":
+	if cfg.Full(env.DepthSweep) {
 		delays, runs = "0,200ms,1s,3s", 5
-	default:
-		return nil, 0, fmt.Errorf("$%s=%q: valid values are reduced (default), full", sweepEnv, v)
-	}
-	if v := os.Getenv(sweepDelaysEnv); v != "" {
-		delays = v
 	}
 	ds, err := timing.ParseDelays(delays)
 	if err != nil {
-		return nil, 0, fmt.Errorf("$%s: %w", sweepDelaysEnv, err)
-	}
-	if runs, err = harness.Repeats(runs); err != nil {
 		return nil, 0, err
 	}
-	return ds, runs, nil
+	if len(cfg.SweepDelays) > 0 {
+		ds = cfg.SweepDelays
+	}
+	return ds, results.Repeats(cfg.Repeat, runs), nil
 }
 
 // sweepBudget is what, besides the restart delay, moves one sample's gap:
@@ -107,13 +95,13 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 				It("has a valid sweep plan", func() { Fail(planErr.Error()) })
 				return
 			}
-			sweep := harness.NewSweep("programmerStartupDelay", "ms")
-			noRoute := harness.NewSweep("programmerStartupDelay", "ms")
+			sweep := results.NewSweep("programmerStartupDelay", "ms")
+			noRoute := results.NewSweep("programmerStartupDelay", "ms")
 			var budget sweepBudget
 			var stated judge.SweepStated
-			var model harness.TimingModel
+			var model results.TimingModel
 			var allHandovers judge.Handovers
-			base, err := timing.FromEnv()
+			base, err := timing.FromEnv(cfg)
 
 			for _, d := range delays {
 				for run := 1; run <= runs; run++ {
@@ -150,13 +138,13 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 						noRoute.Add(x, map[string]float64{"longestNoRouteWindowMs": res.Figures["longestNoRouteWindowMs"]})
 						budget.ProbeIntervalMs = 1000 / float64(lc.rep.Rate)
 						stated = judge.SweepStated{ProbeInterval: time.Second / time.Duration(lc.rep.Rate), ConfdLatency: m.ConfdLatency,
-							PlatformStall: judge.StatedPlatformStall()}
+							PlatformStall: judge.StatedPlatformStall(machine.Stalls())}
 						budget.ConfdLatencyMs = monoclock.Ms(m.ConfdLatency)
 						budget.ConfdReactMs = max(budget.ConfdReactMs, lc.confdReactMs)
 						budget.RestartOverheadMs = max(budget.RestartOverheadMs, res.Samples["programmerToFirstProgramMs"].Max-x)
 						report(fmt.Sprintf("sweep point on %s, %s: restart delay %s, run %d/%d (probe gap %.1f ms, sender pause in it %.1f ms)",
 							tc.topology, dir, d, run, runs, res.Figures["longestProbeGapMs"], res.Figures["senderPauseInGapMs"]),
-							harness.GapTable(lc.rep)+lc.handovers.Table(), res)
+							results.GapTable(lc.rep)+lc.handovers.Table(), res)
 					})
 				}
 			}
@@ -168,11 +156,11 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 					}
 					scan := monoclock.Ms(model.BIRDScanTime)
 					bound := toBIRDBoundMs(model)
-					res := harness.ScenarioResult{Name: fmt.Sprintf("live change sweep on %s: %s → %s (summary)", tc.topology, tc.from.owner, tc.to.owner),
+					res := results.ScenarioResult{Name: fmt.Sprintf("live change sweep on %s: %s → %s (summary)", tc.topology, tc.from.owner, tc.to.owner),
 						Topology: tc.topology, Passed: true, Timing: &model, Sweep: noRoute, Figures: map[string]float64{
-							"birdScanTimeMs": scan, "boundMs": bound}, Samples: map[string]harness.Stats{}}
+							"birdScanTimeMs": scan, "boundMs": bound}, Samples: map[string]results.Stats{}}
 					for o := range allHandovers.Orderings() {
-						res.Samples["noRouteWindowMs: "+string(o)] = harness.Summarize(allHandovers.Windows(o))
+						res.Samples["noRouteWindowMs: "+string(o)] = results.Summarize(allHandovers.Windows(o))
 					}
 					// What explains the windows is read from the handovers,
 					// not assumed: the scan only where BIRD's route shares
@@ -205,7 +193,7 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 				if sweep.Samples() == 0 {
 					Skip("no sweep point ran (their topology is not available here)")
 				}
-				Expect(len(delays)).To(BeNumerically(">=", 2), "a fit needs two delays; $%s has %d", sweepDelaysEnv, len(delays))
+				Expect(len(delays)).To(BeNumerically(">=", 2), "a fit needs two delays; $%s has %d", env.SweepDelays, len(delays))
 				fit, err := sweep.FitFigure("longestProbeGapMs")
 				Expect(err).NotTo(HaveOccurred())
 				nrFit, err := noRoute.FitFigure("longestNoRouteWindowMs")
@@ -236,9 +224,9 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 						}
 					}
 				}
-				above, aboveErr := harness.LinearFit(ax, ay)
+				above, aboveErr := results.LinearFit(ax, ay)
 
-				res := harness.ScenarioResult{Name: fmt.Sprintf("live change sweep on %s: %s → %s (fit)", tc.topology, tc.from.owner, tc.to.owner),
+				res := results.ScenarioResult{Name: fmt.Sprintf("live change sweep on %s: %s → %s (fit)", tc.topology, tc.from.owner, tc.to.owner),
 					Topology: tc.topology, Passed: true, Timing: &model, Sweep: sweep, Figures: map[string]float64{
 						"fitSlope": fit.A, "fitInterceptMs": fit.B, "fitR2": fit.R2, "fitResidualRMSMs": fit.RMS,
 						"fitMaxAbsResidualMs": fit.MaxAbsResidual, "slopeTolerance": tol, "slopeSpreadMs": slope.SpreadMs,

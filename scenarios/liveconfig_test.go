@@ -13,7 +13,7 @@ package scenarios_test
 // programmer restarted for the change, every flow recovered); the gap itself
 // is the figure reported, under the timing model the result records (the
 // programmer's restart profile, confd's latency per node, BIRD's scan time:
-// harness.TimingModel). How the gap depends on the restart is the sweep in
+// results.TimingModel). How the gap depends on the restart is the sweep in
 // liveconfig_sweep_test.go.
 //
 // The reverse direction (programmer → BIRD) has a gap the design does not
@@ -34,7 +34,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
-	"github.com/birdcage/birdcage/harness/supervisor"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/monoclock"
@@ -100,7 +100,7 @@ var _ = Describe("Live programClusterRoutes change", Label("liveconfig", "headli
 				}
 			}
 			report(fmt.Sprintf("live change on %s, %s → %s (longest window without a route: %.1f ms; %s)", topology, from.owner, to.owner,
-				res.Figures["longestNoRouteWindowMs"], c.Timing()), harness.GapTable(rep)+lc.handovers.Table(), res)
+				res.Figures["longestNoRouteWindowMs"], c.Timing()), results.GapTable(rep)+lc.handovers.Table(), res)
 		},
 		repeated(),
 		Entry("no-encap, BIRD → programmer", Label("noencap"), "noencap", noEncapByBIRD, noEncapByProgrammer),
@@ -120,7 +120,7 @@ const scanSlackMs = 250
 // kernel scan time (the renderer's), or confd's stated latency plus one
 // process start's allowance, whichever is longer, plus scanSlackMs. A
 // confd that gets slower fails it instead of widening it.
-func toBIRDBoundMs(m harness.TimingModel) float64 {
+func toBIRDBoundMs(m results.TimingModel) float64 {
 	return max(monoclock.Ms(m.BIRDScanTime), monoclock.Ms(m.ConfdLatency+judge.ProcessStartAllowance)) + scanSlackMs
 }
 
@@ -129,7 +129,7 @@ func toBIRDBoundMs(m harness.TimingModel) float64 {
 type liveResult struct {
 	c            *harness.Cluster
 	rep          *probe.Report
-	res          harness.ScenarioResult
+	res          results.ScenarioResult
 	handovers    judge.Handovers
 	confdReactMs float64
 }
@@ -138,7 +138,7 @@ type liveResult struct {
 // environment's), the probe flows (nil: every node pair's first
 // workloads) and changes to the cluster's options.
 type liveOptions struct {
-	timing *harness.TimingModel
+	timing *results.TimingModel
 	flows  func(*harness.Cluster) []probe.Flow
 	vary   []func(*harness.Options)
 }
@@ -187,7 +187,7 @@ func liveChangeOn(ctx SpecContext, t *topo.Topology, from, to ownership, lo live
 		Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(to.owner).Only(), "after the change: the new owner's route, and no other")
 	// ...every programmer restarted for the change and synced again...
 	for _, n := range c.Nodes() {
-		Eventually(func() []supervisor.Restart { return syncedRestarts(n) }).
+		Eventually(func() []results.Restart { return syncedRestarts(n) }).
 			WithPolling(50*time.Millisecond).ShouldNot(BeEmpty(), "%s's programmer restarts when its configuration changes", n.Name)
 	}
 	Expect(c.WaitConverged(ctx)).To(Succeed())
@@ -219,19 +219,15 @@ func liveChangeOn(ctx SpecContext, t *topo.Topology, from, to ownership, lo live
 // repeated makes a spec run $BIRDCAGE_REPEAT times (default once), each
 // run a result of its own; the results file summarises them.
 func repeated() MustPassRepeatedly {
-	n, err := harness.Repeats(1)
-	if err != nil {
-		panic(err) // at tree construction: the suite does not start with a bad value
-	}
-	return MustPassRepeatedly(n)
+	return MustPassRepeatedly(results.Repeats(cfg.Repeat, 1))
 }
 
 // syncedRestarts lists the programmer's config-change restarts whose
 // replacement has synced.
-func syncedRestarts(n *harness.Node) []supervisor.Restart {
-	var out []supervisor.Restart
+func syncedRestarts(n *harness.Node) []results.Restart {
+	var out []results.Restart
 	for _, r := range n.Programmer.Restarts() {
-		if r.Reason == supervisor.ReasonConfigChanged && r.SyncedMono != 0 {
+		if r.Reason == results.ReasonConfigChanged && r.SyncedMono != 0 {
 			out = append(out, r)
 		}
 	}

@@ -49,6 +49,7 @@ import (
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -608,7 +609,7 @@ func matrixTable(rows []matrixRow, classes []poolClass) string {
 	for _, cl := range classes {
 		cols = append(cols, string(cl)+" expected", string(cl)+" seen")
 	}
-	t := harness.NewTable(append(cols, "routes/block", "probes", "route events", "owner changes", "BIRD refused writes",
+	t := results.NewTable(append(cols, "routes/block", "probes", "route events", "owner changes", "BIRD refused writes",
 		"programmer synced ms", "BIRD reconfigured ms", "settled ms", "window ms")...)
 	for _, r := range rows {
 		cells := []any{rawName(r.felix), rawName(r.bgp)}
@@ -622,15 +623,15 @@ func matrixTable(rows []matrixRow, classes []poolClass) string {
 		case r.anyDelivered:
 			probes = "some"
 		}
-		msCell := func(v float64) string { return harness.Cellf("%.0f", v) }
+		msCell := func(v float64) string { return results.Cellf("%.0f", v) }
 		t.Add(append(cells, r.routesMax, probes, r.changes, r.ownerChanges, r.birdRefusals,
 			msCell(r.programmerMs), msCell(r.birdMs), msCell(r.settleMs), msCell(r.windowMs))...)
 	}
 	return t.String()
 }
 
-func matrixResult(name string, topology string, rows []matrixRow, classes []poolClass, started time.Time) harness.ScenarioResult {
-	res := harness.ScenarioResult{Name: name, Topology: topology, Figures: map[string]float64{}, Duration: time.Since(started).Seconds()}
+func matrixResult(name string, topology string, rows []matrixRow, classes []poolClass, started time.Time) results.ScenarioResult {
+	res := results.ScenarioResult{Name: name, Topology: topology, Figures: map[string]float64{}, Duration: time.Since(started).Seconds()}
 	for _, r := range rows {
 		kind := "supported"
 		for _, cl := range classes {

@@ -14,6 +14,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/results"
 )
 
 // armed is the running spec's clusters with captures armed.
@@ -24,14 +25,10 @@ var _ = BeforeEach(func() { armed = nil })
 // armCaptures arms c's captures when they were asked for.
 func armCaptures(c *harness.Cluster) {
 	GinkgoHelper()
-	on, err := harness.PcapEnabled()
-	if err != nil {
-		Fail(err.Error())
-	}
-	if !on {
+	if !cfg.Pcap {
 		return
 	}
-	dir := filepath.Join(harness.ArtifactsDir(), slug(CurrentSpecReport().FullText()), "pcap-"+c.Run.ID)
+	dir := filepath.Join(results.ArtifactsDir(cfg.Artifacts), slug(CurrentSpecReport().FullText()), "pcap-"+c.Run.ID)
 	if err := c.Captures().Arm(dir); err != nil {
 		Fail(err.Error())
 	}
@@ -41,9 +38,9 @@ func armCaptures(c *harness.Cluster) {
 // The captures end with the spec's body (before teardown, so the files are
 // complete) and go into its row.
 var _ = JustAfterEach(func() {
-	var files []harness.CaptureFile
+	var files []results.CaptureFile
 	for _, c := range armed {
-		fs, err := c.Captures().Stop(harness.ArtifactsDir())
+		fs, err := c.Captures().Stop(results.ArtifactsDir(cfg.Artifacts))
 		if err != nil {
 			AddReportEntry("packet captures", err.Error())
 			fmt.Printf("[birdcage] warning: %v\n", err)
@@ -55,12 +52,12 @@ var _ = JustAfterEach(func() {
 		return
 	}
 	if registered == nil {
-		registered = &harness.ScenarioResult{}
+		registered = &results.ScenarioResult{}
 	}
 	registered.Captures = files
 	var total int64
 	for _, f := range files {
 		total += f.Packets
 	}
-	fmt.Printf("[birdcage] packet captures: %d files, %d probe packets, in %s\n", len(files), total, filepath.Dir(filepath.Join(harness.ArtifactsDir(), files[0].Path)))
+	fmt.Printf("[birdcage] packet captures: %d files, %d probe packets, in %s\n", len(files), total, filepath.Dir(filepath.Join(results.ArtifactsDir(cfg.Artifacts), files[0].Path)))
 })

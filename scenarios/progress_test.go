@@ -6,7 +6,6 @@ package scenarios_test
 
 import (
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,14 +15,11 @@ import (
 	"github.com/birdcage/birdcage/harness"
 )
 
-// ProgressEnv turns the progress lines on.
-const progressEnv = "BIRDCAGE_PROGRESS"
-
 // progressCluster is the running spec's cluster, for the progress ticker
 // (another goroutine than the spec's).
 var progressCluster atomic.Pointer[harness.Cluster]
 
-var progressOn = os.Getenv(progressEnv) == "1"
+var progressOn = cfg.Progress
 
 var startProgressTicker sync.Once
 

@@ -43,7 +43,8 @@ import (
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
-	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/topo"
@@ -85,7 +86,7 @@ var _ = Describe("Protocol-matched delete", Label("ipip", "protodelete"), func()
 
 		// 5. Positive control: on pre-3.33 node-1 the withdrawal deletes
 		// BIRD's route, and node-2's BIRD loses the BGP route.
-		Eventually(func() []timeline.Event { return deletesOf(c.Timeline(node1.Name), block, withdrawn.Mono, 0) }).
+		Eventually(func() []event.Event { return deletesOf(c.Timeline(node1.Name), block, withdrawn.Mono, 0) }).
 			WithPolling(20*time.Millisecond).ShouldNot(BeEmpty(),
 			"control: node-1 (pre-3.33, BIRD's route) should lose its route to %s when node-3 withdraws it", block)
 		Eventually(func() bool { return learnedOverBGP(ctx, node2, block) }).WithPolling(50*time.Millisecond).
@@ -143,7 +144,7 @@ var _ = Describe("Protocol-matched delete", Label("ipip", "protodelete"), func()
 			fmt.Sprintf("a hand-made delete of %s with BIRD's protocol and metric on node-2: %v", block, delErr),
 			"lost counts probes still in flight when the probes stopped (sent after the end mark); missing counts holes in the sequence")
 		report(fmt.Sprintf("protocol-matched delete: node-3's BIRD SIGTERMed; node-1 (3.32) lost its route %.0f ms after, node-2 (3.33) kept its proto 80 route",
-			res.Figures["controlDeleteAfterWithdrawalMs"]), harness.GapTable(rep), res)
+			res.Figures["controlDeleteAfterWithdrawalMs"]), results.GapTable(rep), res)
 
 		// 9. The claim, on node-2: no loss to node-3, the route stayed
 		// proto 80 throughout, never missing, never deleted.

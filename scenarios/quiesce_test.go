@@ -34,7 +34,8 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/harness"
-	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 )
@@ -98,7 +99,7 @@ func birdWrites(c *harness.Cluster, from, to int64) (int, []string) {
 		tl := c.Timeline(n.Name)
 		for _, b := range c.RemoteBlocks(n.Name) {
 			for _, e := range tl.EventsFor(b, from, to) {
-				if e.Route.Protocol == kroute.ProtoBIRD && (e.Kind == timeline.Add || e.Kind == timeline.Replace) {
+				if e.Route.Protocol == kroute.ProtoBIRD && (e.Kind == event.Add || e.Kind == event.Replace) {
 					out = append(out, fmt.Sprintf("%s %s %s metric %d at +%.1f ms", n.Name, e.Kind, b, e.Route.Metric, float64(e.At-from)/1e6))
 				}
 			}
@@ -109,7 +110,7 @@ func birdWrites(c *harness.Cluster, from, to int64) (int, []string) {
 
 // noteQuiescence records in res what BIRD took back before the cluster
 // routes stood still.
-func noteQuiescence(res *harness.ScenarioResult, q quiescence) {
+func noteQuiescence(res *results.ScenarioResult, q quiescence) {
 	res.Figures["birdWritesBeforeRoutesStoodStill"] = float64(q.BIRDWrites)
 	res.Figures["roundsUntilRoutesStoodStill"] = float64(q.Rounds)
 	if len(q.Writes) > 0 {

@@ -46,6 +46,7 @@ import (
 	"github.com/birdcage/birdcage/harness/bird"
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/judge"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/topo"
@@ -753,7 +754,7 @@ func readvertVia(r bird.Route) string {
 // readvertTable lists every export of another node's block, before and
 // after the withdrawal.
 func readvertTable(steady, after readvertResult) string {
-	t := harness.NewTable("state", "exporter", "peer", "block (owner)", "route from", "via")
+	t := results.NewTable("state", "exporter", "peer", "block (owner)", "route from", "via")
 	for _, s := range []struct {
 		name string
 		r    readvertResult
@@ -763,10 +764,10 @@ func readvertTable(steady, after readvertResult) string {
 			return fmt.Sprint(rs[i].node, rs[i].peer, rs[i].block) < fmt.Sprint(rs[j].node, rs[j].peer, rs[j].block)
 		})
 		if len(rs) == 0 {
-			t.Add(s.name, "-", "-", harness.Cellf("none of %d checked", s.r.checked), "-", "-")
+			t.Add(s.name, "-", "-", results.Cellf("none of %d checked", s.r.checked), "-", "-")
 		}
 		for _, r := range rs {
-			t.Add(s.name, r.node, r.peer, harness.Cellf("%s (%s)", r.block, r.owner), r.source, r.via)
+			t.Add(s.name, r.node, r.peer, results.Cellf("%s (%s)", r.block, r.owner), r.source, r.via)
 		}
 	}
 	return t.String()

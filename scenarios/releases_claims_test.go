@@ -22,7 +22,7 @@ package scenarios_test
 //     with -R it takes them back with no moment without a route.
 //
 // CI runs the reduced form: the persisted-routes claim on every release.
-// The rest of the family runs with BIRDCAGE_RELEASES_FULL=1.
+// The rest of the family runs with BIRDCAGE_DEPTH=releases.
 
 import (
 	"context"
@@ -42,6 +42,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/bird/release"
 	"github.com/birdcage/birdcage/harness/judge"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 )
@@ -110,7 +111,7 @@ var _ = ReportAfterSuite("cross-release claims table", func(Report) {
 	for _, r := range release.All {
 		cols = append(cols, "BIRD "+string(r))
 	}
-	tab := harness.NewTable(cols...)
+	tab := results.NewTable(cols...)
 	for _, cl := range claims {
 		row := []any{cl}
 		for _, r := range release.All {
@@ -184,7 +185,7 @@ func persistLabels(rel release.Name) Labels {
 
 // persistSignals are the signals the persisted-routes spec of the i-th
 // release (release.All) kills BIRD with: both, one after the other, in the
-// full family ($BIRDCAGE_RELEASES_FULL=1); one in the reduced form,
+// full family ($BIRDCAGE_DEPTH=releases); one in the reduced form,
 // SIGKILL and SIGTERM alternating in release order, so every release keeps
 // its claim and each signal is held on two of the four. What the signal
 // changes is the peers' side (a Cease: they withdraw node-2's block until
@@ -224,7 +225,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 				for p := range designSupportedPairs {
 					Expect(pairs).To(ContainElement(p), "guard: every supported pair of the design is set")
 				}
-				tab := harness.NewTable("Felix", "BGP", "expected (design)", "seen", "settled ms")
+				tab := results.NewTable("Felix", "BGP", "expected (design)", "seen", "settled ms")
 				prevBGP := ""
 				res := c.Result(fmt.Sprintf("no-encap ownership, BIRD %s", rel), nil)
 				for _, p := range pairs {
@@ -260,7 +261,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 					}).WithContext(ctx).WithTimeout(machine.Wait(60*time.Second)).WithPolling(150*time.Millisecond).Should(Succeed(),
 						"BIRD %s, Felix=%s BGP=%s: the design's tables give the no-encap class to %s", rel, p[0], p[1], want)
 					ms := sinceMs(change.Mono)
-					tab.Add(p[0], p[1], want, got, harness.Cellf("%.0f", ms))
+					tab.Add(p[0], p[1], want, got, results.Cellf("%.0f", ms))
 					res.Figures["settledMs "+p[0]+"/"+p[1]] = ms
 				}
 				recordVerdict(claimOwnership, rel, verdictHolds, "")
@@ -276,7 +277,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 				probes, err := c.Probes(ctx, harness.ProbeOptions{Rate: c.Machine.RateAtMost(500)})
 				Expect(err).NotTo(HaveOccurred())
 				res := c.Result(fmt.Sprintf("live change both ways, BIRD %s", rel), nil)
-				tab := harness.NewTable("direction", "settled ms", "longest gap ms (any flow)", "lost", "no-route windows on the timeline", "longest ms")
+				tab := results.NewTable("direction", "settled ms", "longest gap ms (any flow)", "lost", "no-route windows on the timeline", "longest ms")
 				for _, step := range []struct {
 					name, felix, bgp string
 					want             judge.Owner
@@ -319,7 +320,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 							gap = max(gap, f.LongestGapMs)
 						}
 					}
-					tab.Add(step.name, harness.Cellf("%.0f", settledMs), harness.Cellf("%.1f", gap), lost, windows, harness.Cellf("%.1f", longest))
+					tab.Add(step.name, results.Cellf("%.0f", settledMs), results.Cellf("%.1f", gap), lost, windows, results.Cellf("%.1f", longest))
 					k := strings.ReplaceAll(step.name, " → ", "To")
 					res.Figures[k+"SettledMs"] = settledMs
 					res.Figures[k+"LongestNoRouteMs"] = longest
@@ -329,7 +330,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 				Expect(err).NotTo(HaveOccurred())
 				res.Probes = rep
 				recordVerdict(claimLive, rel, verdictHolds, "")
-				report(fmt.Sprintf("live change both ways on BIRD %s", rel), tab.String()+harness.GapTable(rep), res)
+				report(fmt.Sprintf("live change both ways on BIRD %s", rel), tab.String()+results.GapTable(rep), res)
 			})
 
 		It(fmt.Sprintf("BIRD %s: with the programmer owning no-encap, a node exports another node's block to iBGP peers once its owner withdrew it (the known gap of §5)", rel),
@@ -383,7 +384,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 				own := readvertOwnBlocks(c, n.Name)
 				expectBIRDPrograms(ctx, n, remote, "guard, BIRD "+string(rel))
 				res := c.Result(fmt.Sprintf("persisted routes and -R recovery, BIRD %s", rel), nil)
-				tab := harness.NewTable("signal", "node-2's routes kept (persist)", "no-route windows on node-2", "peers keep node-2's block", "peers' longest no-route ms", "-R to converged ms")
+				tab := results.NewTable("signal", "node-2's routes kept (persist)", "no-route windows on node-2", "peers keep node-2's block", "peers' longest no-route ms", "-R to converged ms")
 				allWindows, allLongest := 0, 0.0
 				for _, sig := range sigs {
 					kill := c.Mark(fmt.Sprintf("%s node-2's BIRD", sig))
@@ -435,7 +436,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 					}
 					allWindows += windows
 					allLongest = max(allLongest, longest)
-					tab.Add(sig, true, harness.Cellf("%d (longest %.2f ms)", windows, longest), peersKeep, harness.Cellf("%.0f", peerGap), harness.Cellf("%.0f", recovered))
+					tab.Add(sig, true, results.Cellf("%d (longest %.2f ms)", windows, longest), peersKeep, results.Cellf("%.0f", peerGap), results.Cellf("%.0f", recovered))
 					res.Figures[sig.String()+" noRouteWindowsNode2"] = float64(windows)
 					res.Figures[sig.String()+" longestNoRouteMsNode2"] = longest
 					res.Figures[sig.String()+" peersLongestNoRouteMs"] = peerGap

@@ -20,7 +20,7 @@ package scenarios_test
 // with the default BIRD in dualtor_test.go.
 //
 // CI runs the reduced form: the multipath claim on every release. The ToR
-// failure per release runs with BIRDCAGE_RELEASES_FULL=1.
+// failure per release runs with BIRDCAGE_DEPTH=releases.
 
 import (
 	"context"
@@ -37,6 +37,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/bird/release"
 	"github.com/birdcage/birdcage/harness/judge"
+	"github.com/birdcage/birdcage/harness/results"
 )
 
 // The dual-ToR claims' names in the cross-release table.
@@ -153,7 +154,7 @@ var _ = Describe("Dual-ToR claims per BIRD release", Label("dualtor", "ecmp", "r
 				res.Figures["longestNoRouteWindowMs"] = noRoute
 				res.Notes = append(res.Notes, "ToRs on the host's BIRD 2.0; nodes on BIRD "+string(rel))
 				report(fmt.Sprintf("dual-ToR, %s's BIRD SIGTERMed, BIRD %s on the nodes: last route single-path %.0f ms after", failed, rel, last),
-					harness.GapTable(rep)+"\n"+f.routeTable(judge.ByBIRD), res)
+					results.GapTable(rep)+"\n"+f.routeTable(judge.ByBIRD), res)
 				recordVerdict(claimDualToRFailure, rel, verdictHolds, fmt.Sprintf("fell back in %.0f ms, longest probe gap %.0f ms, no-route window %.1f ms",
 					last, rep.Total.LongestGapMs, noRoute))
 			})

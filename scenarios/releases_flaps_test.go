@@ -35,7 +35,7 @@ package scenarios_test
 // remote block from BIRD's route to the programmer's, and that must count
 // one component switch per block.
 //
-// CI runs the reduced form (the block moves only); BIRDCAGE_RELEASES_FULL=1
+// CI runs the reduced form (the block moves only); BIRDCAGE_DEPTH=releases
 // adds the session flap and the restarts.
 //
 // The verdict per release is the design's sentence: the double-programmed
@@ -59,6 +59,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/bird/release"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
@@ -312,7 +313,7 @@ func runFlaps(ctx context.Context, relName release.Name, sharedKey bool) flapRun
 	// The reduced form (CI) stops here: the block moves are the change
 	// the verdict rests on; the rest is the full family's.
 	if !releasesFull() {
-		AddReportEntry("reduced form", fmt.Sprintf("the session flap and the BIRD restarts run with %s=1", releasesFullEnv))
+		AddReportEntry("reduced form", fmt.Sprintf("the session flap and the BIRD restarts run with %s", releasesFullEnv))
 		return run
 	}
 
@@ -498,15 +499,15 @@ func refusalOffsets(c *harness.Cluster) map[string]int64 {
 }
 
 func flapTable(r flapRun) string {
-	tab := harness.NewTable("change", "component switches", "route events", "no-route windows (closed)", "longest ms", "BIRD refused writes", "window ms", "quiet", "flapped (node prefix: owners)")
+	tab := results.NewTable("change", "component switches", "route events", "no-route windows (closed)", "longest ms", "BIRD refused writes", "window ms", "quiet", "flapped (node prefix: owners)")
 	for _, c := range append([]flapChange{r.steady}, r.changes...) {
-		tab.Add(c.name, c.switches, c.events, c.noRoute, harness.Cellf("%.0f", c.noRouteMs), c.refusals, harness.Cellf("%.0f", c.ms), c.quiet, strings.Join(c.flapped, "; "))
+		tab.Add(c.name, c.switches, c.events, c.noRoute, results.Cellf("%.0f", c.noRouteMs), c.refusals, results.Cellf("%.0f", c.ms), c.quiet, strings.Join(c.flapped, "; "))
 	}
 	return fmt.Sprintf("BIRD %s (%s); positive control (BIRD→programmer at Enabled/Enabled): %d switches on %d remote blocks\n", r.rel, r.pkg, r.controlSwitches, r.controlBlocks) + tab.String()
 }
 
-func flapResult(r flapRun) harness.ScenarioResult {
-	res := harness.ScenarioResult{Name: fmt.Sprintf("double programming under route changes, BIRD %s", r.rel), Topology: "noencap-spare-block", Figures: map[string]float64{}}
+func flapResult(r flapRun) results.ScenarioResult {
+	res := results.ScenarioResult{Name: fmt.Sprintf("double programming under route changes, BIRD %s", r.rel), Topology: "noencap-spare-block", Figures: map[string]float64{}}
 	res.Figures["controlSwitches"] = float64(r.controlSwitches)
 	res.Figures["steadySwitches"] = float64(r.steady.switches)
 	res.Figures["componentSwitches"] = float64(r.total())

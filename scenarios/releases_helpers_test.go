@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -23,6 +22,7 @@ import (
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/topo"
@@ -35,16 +35,16 @@ const programmerProto = designProgrammerProtocol
 // releasesFullEnv runs the whole cross-release family; without it CI runs
 // the reduced form (one claim per release, the persisted-routes claim's
 // with one signal: persistSignals).
-const releasesFullEnv = "BIRDCAGE_RELEASES_FULL"
+var releasesFullEnv = env.Set(env.Depth, env.DepthReleases)
 
-func releasesFull() bool { return os.Getenv(releasesFullEnv) == "1" }
+func releasesFull() bool { return cfg.Full(env.DepthReleases) }
 
 // needFull skips a spec of the full cross-release family unless
-// $BIRDCAGE_RELEASES_FULL=1, saying so.
+// $BIRDCAGE_DEPTH=releases, saying so.
 func needFull(what string) {
 	GinkgoHelper()
 	if !releasesFull() {
-		Skip(fmt.Sprintf("%s: part of the full cross-release family; set %s=1 to run it (CI runs the reduced form)", what, releasesFullEnv))
+		Skip(fmt.Sprintf("%s: part of the full cross-release family; set %s to run it (CI runs the reduced form)", what, releasesFullEnv))
 	}
 }
 

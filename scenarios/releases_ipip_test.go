@@ -29,7 +29,7 @@ package scenarios_test
 //
 // CI runs the reduced form: the programmer-owned claim on BIRD 1.6 (the
 // fork's base, what the node software ships) and 3.1 (the newest), and the
-// not-expressible rows (they skip at once). BIRDCAGE_RELEASES_FULL=1 adds
+// not-expressible rows (they skip at once). BIRDCAGE_DEPTH=releases adds
 // the programmer-owned claim on 2.0 and 2.17 and the BIRD-owned claim on
 // 2.0 and 2.17.
 
@@ -48,6 +48,7 @@ import (
 	"github.com/birdcage/birdcage/harness/bird/release"
 	"github.com/birdcage/birdcage/harness/encap"
 	"github.com/birdcage/birdcage/harness/judge"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/topo"
@@ -213,8 +214,8 @@ var _ = Describe("IPIP claims per BIRD release", Label("ipip", "releases"), func
 				res.Figures["birdWritesRefused"] = float64(fight.refusals)
 				res.Figures["programmerRouteEvents"] = float64(fight.progEvents)
 				res.Notes = append(res.Notes, fmt.Sprintf("quiet after the withdrawal: %v", s.quiet))
-				tab := harness.NewTable("iBGP exports checked", "other nodes' blocks exported (steady / after withdrawal)", "component switches", "BIRD route events", "BIRD writes refused", "programmer route events")
-				tab.Add(steady.checked+after.checked, harness.Cellf("%d / %d", len(steady.readvertised), len(after.readvertised)), fight.switches, len(fight.birdRoutes), fight.refusals, fight.progEvents)
+				tab := results.NewTable("iBGP exports checked", "other nodes' blocks exported (steady / after withdrawal)", "component switches", "BIRD route events", "BIRD writes refused", "programmer route events")
+				tab.Add(steady.checked+after.checked, results.Cellf("%d / %d", len(steady.readvertised), len(after.readvertised)), fight.switches, len(fight.birdRoutes), fight.refusals, fight.progEvents)
 				report(fmt.Sprintf("IPIP, programmer owns, BIRD %s: re-advertisement and the components", rel), tab.String(), res)
 
 				Expect(fight.birdRoutes).To(BeEmpty(), "BIRD %s wrote routes to remote IPIP blocks the programmer owns", rel)
@@ -239,7 +240,7 @@ var _ = Describe("IPIP claims per BIRD release", Label("ipip", "releases"), func
 				// 1. Every remote block: BIRD's route via tunl0, onlink,
 				// and no programmer route.
 				readvertGuardOwnership(c, judge.ByBIRD, topo.TunnelDevice)
-				tab := harness.NewTable("node", "remote block", "kernel route")
+				tab := results.NewTable("node", "remote block", "kernel route")
 				for _, n := range c.Nodes() {
 					for _, bl := range c.RemoteBlocks(n.Name) {
 						rs, err := n.Routes(bl)
@@ -276,7 +277,7 @@ var _ = Describe("IPIP claims per BIRD release", Label("ipip", "releases"), func
 				res.Figures["programmerRouteEvents"] = float64(fight.progEvents)
 				res.Figures["componentSwitches"] = float64(fight.switches)
 				res.Figures["lostProbes"] = float64(rep.Total.Lost)
-				report(fmt.Sprintf("IPIP, BIRD owns, BIRD %s: onlink tunl0 routes", rel), tab.String()+"\n"+harness.GapTable(rep), res)
+				report(fmt.Sprintf("IPIP, BIRD owns, BIRD %s: onlink tunl0 routes", rel), tab.String()+"\n"+results.GapTable(rep), res)
 				Expect(fight.progEvents).To(BeZero(), "the programmer wrote routes to remote IPIP blocks BIRD owns (BIRD %s)", rel)
 				Expect(fight.switches).To(BeZero())
 				Expect(len(fight.birdRoutes)).To(BeNumerically(">=", len(c.Nodes())), "positive control: the route timelines hold BIRD's tunl0 routes")

@@ -43,7 +43,8 @@ import (
 	"github.com/birdcage/birdcage/harness/bird/release"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
-	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/monoclock"
 )
@@ -130,7 +131,7 @@ var _ = Describe("BIRD upgrade on one node, with probes running", Label("noencap
 				// refreshed route; the 1.6 → 2.0 entry is the fork's side.
 				res.DependsOnUpstreamBIRD(upstreamReplaceNoWindow)
 			}
-			report(name+": gap per flow", upgradeTable(up, rep, out, in, other)+harness.GapTable(rep), res)
+			report(name+": gap per flow", upgradeTable(up, rep, out, in, other)+results.GapTable(rep), res)
 
 			// The peers' own no-route windows for node-2's blocks. Graceful
 			// restart keeps their routes while node-2's BIRD is away, but
@@ -145,7 +146,7 @@ var _ = Describe("BIRD upgrade on one node, with probes running", Label("noencap
 			// two such windows per peer, 0.003–1.05 ms, at "graceful
 			// restart done", and 1 probe in 4 runs lost in one when it fell
 			// before the converged mark.
-			peerWindows := map[string][]timeline.Window{}
+			peerWindows := map[string][]event.Window{}
 			var nWindows int
 			var longestWindow float64
 			for _, n := range c.Nodes() {
@@ -184,7 +185,7 @@ var _ = Describe("BIRD upgrade on one node, with probes running", Label("noencap
 					if d.StartNs < begin.Mono || d.StartNs > end.Mono {
 						continue
 					}
-					explained := slices.ContainsFunc(ws, func(w timeline.Window) bool {
+					explained := slices.ContainsFunc(ws, func(w event.Window) bool {
 						return w.Unjudgeable == "" && d.StartNs >= w.From-int64(peerWindowLag) && d.StartNs <= w.To
 					})
 					Expect(explained).To(BeTrue(), "graceful restart: after a SIGKILL peers keep node-2's routes as stale, so %s→node-2 loses nothing outside %s's own delete-then-add windows %v; lost %d at %+.1f ms", f.SrcAddr, src, ws, d.Lost, float64(d.StartNs-begin.Mono)/1e6)
@@ -233,9 +234,9 @@ func upgradeGaps(n *harness.Node, rep *probe.Report) (out, in, other dirGap) {
 }
 
 func upgradeTable(n *harness.Node, rep *probe.Report, out, in, other dirGap) string {
-	tab := harness.NewTable("direction", "flows", "longest gap ms", "lost")
-	tab.Add(harness.Cellf("out of %s", n.Name), out.flows, harness.Cellf("%.1f", out.gap), out.lost)
-	tab.Add(harness.Cellf("into %s", n.Name), in.flows, harness.Cellf("%.1f", in.gap), in.lost)
-	tab.Add("between the others", other.flows, harness.Cellf("%.1f", other.gap), other.lost)
+	tab := results.NewTable("direction", "flows", "longest gap ms", "lost")
+	tab.Add(results.Cellf("out of %s", n.Name), out.flows, results.Cellf("%.1f", out.gap), out.lost)
+	tab.Add(results.Cellf("into %s", n.Name), in.flows, results.Cellf("%.1f", in.gap), in.lost)
+	tab.Add("between the others", other.flows, results.Cellf("%.1f", other.gap), other.lost)
 	return tab.String()
 }

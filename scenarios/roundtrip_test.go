@@ -35,6 +35,7 @@ import (
 	"github.com/birdcage/birdcage/harness/bird/release"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/topo"
@@ -226,7 +227,7 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 			if leftover > 0 {
 				res.Notes = append(res.Notes, fmt.Sprintf("downgrade leg: %d route(s) to remote blocks left beneath the best one (the 3.33 BIRD's, at its krt_metric): the downgraded BIRD's kernel scan took them as already seen", leftover))
 			}
-			report("upgrade round trip on "+topology+": node-2 "+string(headlineFrom)+" → 3.33 → "+string(headlineFrom)+", lost probes per flow over both legs", harness.GapTable(rep), res)
+			report("upgrade round trip on "+topology+": node-2 "+string(headlineFrom)+" → 3.33 → "+string(headlineFrom)+", lost probes per flow over both legs", results.GapTable(rep), res)
 
 			// 7. Guard: probes flowed through both legs (every flow
 			// delivered more during each), so zero loss means something.
@@ -241,7 +242,7 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 			// platform's own loss; where that is none, exactly nothing.
 			controls, err := judge.Holes(rep, judge.SentBetween(up.Mono, upEnd.Mono), judge.NotInvolving(node))
 			Expect(err).NotTo(HaveOccurred())
-			platform, err := judge.PlatformLossOf(controls)
+			platform, err := judge.PlatformLossOf(controls, machine.Stalls())
 			Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve node-2 measure the platform's own loss")
 			res.Figures["upgradePlatformLostPerControlFlowMax"] = float64(platform.Max)
 			AddReportEntry("platform loss in the upgrade leg", platform.String())

@@ -15,6 +15,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -33,12 +34,12 @@ func blockOf(n *topo.NodeNS, pool string) netip.Prefix {
 // span the route monitor did not see whole fails the spec as unjudgeable:
 // a delete and re-add in a subscription gap left no event, so an empty
 // list would prove nothing.
-func deletesOf(m *timeline.Monitor, p netip.Prefix, from, to int64) []timeline.Event {
+func deletesOf(m *timeline.Monitor, p netip.Prefix, from, to int64) []event.Event {
 	GinkgoHelper()
 	Expect(m.Judgeable(from, to)).To(Succeed(), "deletes of %s on %s's route timeline", p, m.Name())
-	var out []timeline.Event
+	var out []event.Event
 	for _, e := range m.EventsFor(p, from, to) {
-		if e.Kind == timeline.Delete {
+		if e.Kind == event.Delete {
 			out = append(out, e)
 		}
 	}
@@ -78,7 +79,7 @@ func maxRoutesAtOnce(m *timeline.Monitor, p netip.Prefix, from, to int64) int {
 			most = len(present) // the state at from
 		}
 		k := id{e.Route.Metric, e.Route.TOS}
-		if e.Kind == timeline.Delete {
+		if e.Kind == event.Delete {
 			delete(present, k)
 		} else {
 			present[k] = true

@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/birdcage/birdcage/bpf"
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/internal/testenv"
 )
@@ -43,7 +44,7 @@ func programmerPIDs(n *harness.Node) map[int]bool {
 
 // addsBy splits the RTM_NEWROUTE requests for p in rs by sender: n's BIRD
 // (its current pid) and n's programmer (any of its pids).
-func addsBy(n *harness.Node, rs harness.RouteRequests, p netip.Prefix) (bird, programmer harness.RouteRequests) {
+func addsBy(n *harness.Node, rs bpf.RouteRequests, p netip.Prefix) (bird, programmer bpf.RouteRequests) {
 	progs, birdPID := programmerPIDs(n), n.BIRD.Pid()
 	for _, r := range rs.To(p).Adds() {
 		switch {
@@ -57,7 +58,7 @@ func addsBy(n *harness.Node, rs harness.RouteRequests, p netip.Prefix) (bird, pr
 }
 
 // errnoCounts summarises the answers to rs ("ok 3, file exists 12").
-func errnoCounts(rs harness.RouteRequests) string {
+func errnoCounts(rs bpf.RouteRequests) string {
 	counts, order := map[string]int{}, []string{}
 	for _, r := range rs {
 		k := "ok"

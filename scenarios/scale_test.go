@@ -64,6 +64,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -75,8 +76,8 @@ import (
 // no-encap (natively) and 5 for IPIP (in the VM, where TCG makes every
 // node cost several times what it does natively).
 func scaleNodes(pool string) int {
-	if n, err := strconv.Atoi(os.Getenv("BIRDCAGE_SCALE_NODES")); err == nil && n >= 3 {
-		return n
+	if s := cfg.ScaleNodes; len(s) > 0 && s[0] >= 3 {
+		return s[0]
 	}
 	if pool == "ipip" {
 		return 5
@@ -273,7 +274,7 @@ func (st *scaleStep) book(ctx context.Context, c *harness.Cluster, node string) 
 	n := c.Node(node)
 	controls, err := judge.Holes(st.final, judge.SinceSnapshot(st.atBegin, st.atEnd), judge.NotInvolving(n))
 	Expect(err).NotTo(HaveOccurred())
-	st.platform, err = judge.PlatformLossOf(controls)
+	st.platform, err = judge.PlatformLossOf(controls, machine.Stalls())
 	Expect(err).NotTo(HaveOccurred(), "guard: the sample measures the platform's own loss")
 	out, err := judge.Holes(st.final, judge.SinceSnapshot(st.atBegin, st.atEnd), func(f probe.GapReport) bool { return isFrom(n, f.SrcAddr) })
 	Expect(err).NotTo(HaveOccurred())
@@ -487,13 +488,13 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade", "timing")
 		// Figures: per node and for the whole rollout.
 		res := c.Result(fmt.Sprintf("rolling upgrade, %d nodes, %s", n, pool), nil)
 		var b strings.Builder
-		tab := harness.NewTable("node", "flows", "lost out", "lost in", "lost sample", "platform max", "platform longest ms", "longest out ms", "longest gap ms", "upgrade s", "to converged s", "peers without route", "longest no-route ms", "harness CPU-s/s", "BPF maps KiB").AlignRight()
+		tab := results.NewTable("node", "flows", "lost out", "lost in", "lost sample", "platform max", "platform longest ms", "longest out ms", "longest gap ms", "upgrade s", "to converged s", "peers without route", "longest no-route ms", "harness CPU-s/s", "BPF maps KiB").AlignRight()
 		var per, gaps, cpus []float64
 		var lostOut, lostIn, lostSample int64
 		worst, worstFlow := 0.0, ""
 		stepsNoRoute, worstNoRoute, worstNoRouteAt := 0, 0.0, "none"
 		for _, st := range steps {
-			tab.Add(st.node, len(st.plan.Flows), st.lostOut, st.lostIn, st.lostSample, st.platform.Max, harness.Cellf("%.1f", st.platform.LongestMs), harness.Cellf("%.1f", st.longestOutMs), harness.Cellf("%.1f", st.longestGapMs), harness.Cellf("%.2f", st.upgradeS), harness.Cellf("%.2f", st.convergedS), st.peersNoRoute, harness.Cellf("%.1f", st.peerNoRouteMs), harness.Cellf("%.2f", st.cpuPerS), st.mapBytes/1024)
+			tab.Add(st.node, len(st.plan.Flows), st.lostOut, st.lostIn, st.lostSample, st.platform.Max, results.Cellf("%.1f", st.platform.LongestMs), results.Cellf("%.1f", st.longestOutMs), results.Cellf("%.1f", st.longestGapMs), results.Cellf("%.2f", st.upgradeS), results.Cellf("%.2f", st.convergedS), st.peersNoRoute, results.Cellf("%.1f", st.peerNoRouteMs), results.Cellf("%.2f", st.cpuPerS), st.mapBytes/1024)
 			pfx := "node." + st.node + "."
 			res.Figures[pfx+"lostOut"] = float64(st.lostOut)
 			res.Figures[pfx+"lostIn"] = float64(st.lostIn)
@@ -527,7 +528,7 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade", "timing")
 		for _, st := range steps {
 			up := c.Node(st.node)
 			if st.outHolesSinceChange > 0 {
-				fmt.Fprintf(&b, "step %s: %d lost on its way out after the change began; kernel backlog drops during the step: %d\n%s", st.node, st.outHolesSinceChange, st.softnetDropped, harness.GapTable(st.final))
+				fmt.Fprintf(&b, "step %s: %d lost on its way out after the change began; kernel backlog drops during the step: %d\n%s", st.node, st.outHolesSinceChange, st.softnetDropped, results.GapTable(st.final))
 				for _, f := range st.final.Flows {
 					if isFrom(up, f.SrcAddr) && len(f.SendErrors) > 0 {
 						fmt.Fprintf(&b, "  %s send errors: %v\n", f.Flow, f.SendErrors)
@@ -684,7 +685,7 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade", "timing")
 
 		res := c.Result(fmt.Sprintf("consecutive restart, %d nodes, %s", n, pool), quick.final)
 		var b strings.Builder
-		tab := harness.NewTable("second restart", "victim in GR recovery at 2nd kill", "peers without session at 2nd kill", "lost out", "lost in", "lost sample", "longest gap ms", "peers without route", "longest no-route ms").AlignRight()
+		tab := results.NewTable("second restart", "victim in GR recovery at 2nd kill", "peers without session at 2nd kill", "lost out", "lost in", "lost sample", "longest gap ms", "peers without route", "longest no-route ms").AlignRight()
 		for _, r := range []struct {
 			name            string
 			recovering      bool
@@ -693,7 +694,7 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade", "timing")
 			noRouteMs       float64
 		}{{"after the window closed (control)", recoveringSpaced, spaced, atSecondSpaced, spacedPeers, spacedNoRoute},
 			{"inside the GR window", recoveringQuick, quick, atSecond, quickPeers, quickNoRoute}} {
-			tab.Add(r.name, r.recovering, r.atSecond, r.st.lostOut, r.st.lostIn, r.st.lostSample, harness.Cellf("%.1f", r.st.longestGapMs), r.peers, harness.Cellf("%.1f", r.noRouteMs))
+			tab.Add(r.name, r.recovering, r.atSecond, r.st.lostOut, r.st.lostIn, r.st.lostSample, results.Cellf("%.1f", r.st.longestGapMs), r.peers, results.Cellf("%.1f", r.noRouteMs))
 		}
 		b.WriteString(tab.String())
 		fmt.Fprintf(&b, "victim %s blocks %s; flow plan: %s\n", victim, strings.Join(victimBlocks, ", "), plan)

@@ -7,16 +7,15 @@ package scenarios_test
 // the suite, with any label filter, never sees them.
 
 import (
-	"os"
-
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/internal/env"
 )
 
-// SelftestEnv, set to "fail", registers the self-test specs.
-const selftestEnv = "BIRDCAGE_SELFTEST"
+// selftestEnv, set to "fail", registers the self-test specs.
+const selftestEnv = env.Selftest
 
 // The self-test specs' messages, which the rows must carry.
 const (
@@ -27,12 +26,12 @@ const (
 )
 
 var _ = func() bool {
-	if os.Getenv(selftestEnv) != "fail" {
+	if cfg.Selftest != "fail" {
 		return false
 	}
 	Describe("Suite machinery self-test", Label("selftest"), func() {
-		figures := func(name string) harness.ScenarioResult {
-			return harness.ScenarioResult{Name: name, Topology: "none", Figures: map[string]float64{"answer": 42}}
+		figures := func(name string) results.ScenarioResult {
+			return results.ScenarioResult{Name: name, Topology: "none", Figures: map[string]float64{"answer": 42}}
 		}
 		It("passes after registering figures (positive control)", func() {
 			report("selftest pass", "figure\n", figures("selftest: passes"))
@@ -52,7 +51,7 @@ var _ = func() bool {
 		attempt := 0
 		It("runs three times, a row each", MustPassRepeatedly(3), func() {
 			attempt++
-			report("selftest repeated", "figure\n", harness.ScenarioResult{Name: "selftest: repeated", Topology: "none",
+			report("selftest repeated", "figure\n", results.ScenarioResult{Name: "selftest: repeated", Topology: "none",
 				Figures: map[string]float64{"attempt": float64(attempt)}})
 		})
 		It("passes its body but fails in its teardown", func() {

@@ -20,20 +20,21 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/testenv"
 )
 
 func TestSuiteMachinery(t *testing.T) {
-	if os.Getenv(selftestEnv) != "" {
+	if cfg.Selftest != "" {
 		t.Skipf("%s is set: this is (or could be) the child run of the self-test", selftestEnv)
 	}
 	testenv.NeedRoot(t) // the suite's BeforeEach skips every spec without root
 
-	child := func(t *testing.T, artifacts string, env []string, args ...string) string {
+	child := func(t *testing.T, artifacts string, vars []string, args ...string) string {
 		t.Helper()
 		cmd := exec.Command(os.Args[0], append([]string{"-test.run=^TestScenarios$", "-ginkgo.no-color"}, args...)...)
-		cmd.Env = append(os.Environ(), append(env, harness.ArtifactsEnv+"="+artifacts)...)
+		cmd.Env = append(os.Environ(), append(vars, env.Set(env.Artifacts, artifacts))...)
 		out, err := cmd.CombinedOutput()
 		// The child's Ginkgo summary is shown only when this test fails,
 		// and defused: ci/testsummary counts any "N Passed | N Failed"
@@ -62,7 +63,7 @@ func TestSuiteMachinery(t *testing.T) {
 	})
 
 	dir := t.TempDir()
-	out := child(t, dir, []string{selftestEnv + "=fail"}, "-ginkgo.label-filter=selftest")
+	out := child(t, dir, []string{env.Set(selftestEnv, "fail")}, "-ginkgo.label-filter=selftest")
 	if !strings.Contains(out, "2 Passed | 3 Failed") {
 		t.Fatalf("guard: the child should run the self-test specs (2 pass, one of them three times; 3 fail, 1 skips):\n%s", out)
 	}
@@ -75,15 +76,15 @@ func TestSuiteMachinery(t *testing.T) {
 		t.Fatal(err)
 	}
 	var doc struct {
-		Scenarios []harness.ScenarioResult `json:"scenarios"`
+		Scenarios []results.ScenarioResult `json:"scenarios"`
 	}
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
 	const prefix = "Suite machinery self-test "
 	const repeatedSpec = prefix + "runs three times, a row each"
-	rows := map[string]harness.ScenarioResult{}
-	var runs []harness.ScenarioResult // the repeated spec's, in order
+	rows := map[string]results.ScenarioResult{}
+	var runs []results.ScenarioResult // the repeated spec's, in order
 	for _, r := range doc.Scenarios {
 		if r.Spec == repeatedSpec {
 			runs = append(runs, r)
@@ -102,19 +103,19 @@ func TestSuiteMachinery(t *testing.T) {
 		t.Errorf("the repeated spec has %d rows, want 3 (one per run): %+v", len(runs), runs)
 	}
 	for i, r := range runs {
-		if r.Verdict != harness.VerdictPass || r.Figures["attempt"] != float64(i+1) || r.Name != "selftest: repeated" ||
+		if r.Verdict != results.VerdictPass || r.Figures["attempt"] != float64(i+1) || r.Name != "selftest: repeated" ||
 			!slicesContains(r.Notes, fmt.Sprintf("run %d of 3", i+1)) {
 			t.Errorf("run %d's row: %+v", i+1, r)
 		}
 	}
-	check := func(spec string, verdict harness.Verdict, registered bool, msg string) harness.ScenarioResult {
+	check := func(spec string, verdict results.Verdict, registered bool, msg string) results.ScenarioResult {
 		t.Helper()
 		r, ok := rows[prefix+spec]
 		if !ok {
 			t.Errorf("no row for %q; rows: %v", spec, keys(rows))
 			return r
 		}
-		if r.Verdict != verdict || r.Passed != (verdict == harness.VerdictPass) {
+		if r.Verdict != verdict || r.Passed != (verdict == results.VerdictPass) {
 			t.Errorf("%q: verdict %q passed %v, want %q", spec, r.Verdict, r.Passed, verdict)
 		}
 		if r.Registered != registered {
@@ -131,20 +132,20 @@ func TestSuiteMachinery(t *testing.T) {
 		}
 		return r
 	}
-	pass := check("passes after registering figures (positive control)", harness.VerdictPass, true, "")
+	pass := check("passes after registering figures (positive control)", results.VerdictPass, true, "")
 	if pass.Name != "selftest: passes" || pass.Figures["answer"] != 42 {
 		t.Errorf("the passing row lost its registered name or figures: %+v", pass)
 	}
-	failed := check("registers figures, then its claim fails", harness.VerdictFail, true, selftestFailMsg)
+	failed := check("registers figures, then its claim fails", results.VerdictFail, true, selftestFailMsg)
 	if failed.Figures["answer"] != 42 || !strings.Contains(failed.FailureLocation, "selftest_specs_test.go") {
 		t.Errorf("the failed row should keep its figures and say where it failed: %+v", failed)
 	}
-	early := check("fails before registering figures", harness.VerdictFail, false, selftestEarlyMsg)
+	early := check("fails before registering figures", results.VerdictFail, false, selftestEarlyMsg)
 	if early.Name != early.Spec || len(early.Figures) != 0 {
 		t.Errorf("a row without registered figures is named by its spec and has no figures: %+v", early)
 	}
-	check("is skipped", harness.VerdictSkip, false, selftestSkipMsg)
-	check("passes its body but fails in its teardown", harness.VerdictFail, true, selftestTeardownMsg)
+	check("is skipped", results.VerdictSkip, false, selftestSkipMsg)
+	check("passes its body but fails in its teardown", results.VerdictFail, true, selftestTeardownMsg)
 
 	// birdcage report --brief, from the module root with no argument: it
 	// must find the file through BIRDCAGE_ARTIFACTS, say it read it, and
@@ -164,7 +165,7 @@ func TestSuiteMachinery(t *testing.T) {
 		t.Fatalf("go build ./cmd/birdcage: %v\n%s", err, b)
 	}
 	rep := exec.Command(bin, "report", "--brief")
-	rep.Env = append(os.Environ(), harness.ArtifactsEnv+"="+dir)
+	rep.Env = append(os.Environ(), env.Set(env.Artifacts, dir))
 	rep.Dir = t.TempDir() // any working directory
 	o, err := rep.CombinedOutput()
 	report := string(o)
@@ -204,7 +205,7 @@ func defuse(s string) string {
 	return strings.NewReplacer(" | ", " / ", "Ran ", "ran ").Replace(s)
 }
 
-func keys(m map[string]harness.ScenarioResult) []string {
+func keys(m map[string]results.ScenarioResult) []string {
 	var out []string
 	for k := range m {
 		out = append(out, k)

@@ -19,6 +19,8 @@ import (
 	"testing"
 
 	"github.com/onsi/ginkgo/v2/types"
+
+	"github.com/birdcage/birdcage/internal/env"
 )
 
 // shardFile is the shard list, relative to this package's directory.
@@ -144,7 +146,7 @@ func dryRun(t *testing.T) []types.SpecReport {
 	t.Helper()
 	report := filepath.Join(t.TempDir(), "dry.json")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestScenarios$", "-ginkgo.dry-run", "-ginkgo.no-color", "-ginkgo.json-report="+report)
-	cmd.Env = append(os.Environ(), "BIRDCAGE_ARTIFACTS="+t.TempDir())
+	cmd.Env = append(os.Environ(), env.Set(env.Artifacts, t.TempDir()))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("dry run: %v\n%s", err, defuse(string(out)))
 	}

@@ -15,6 +15,8 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -25,27 +27,33 @@ func TestScenarios(t *testing.T) {
 }
 
 var (
-	results *harness.Results
-	current *harness.Cluster // the running spec's cluster, for diagnostics
+	resultsFile *results.Results
+	current     *harness.Cluster // the running spec's cluster, for diagnostics
 )
 
 var _ = BeforeSuite(func() {
-	Expect(machineErr).NotTo(HaveOccurred())
+	Expect(cfgErr).NotTo(HaveOccurred())
+	topo.ForceTunnel(cfg.Tunnel)
 	// An Eventually without a limit of its own waits this long: long
 	// enough for any route, session or flow of a converged cluster to
 	// settle, on this machine.
 	SetDefaultEventuallyTimeout(machine.Wait(30 * time.Second))
 	var err error
-	results, err = harness.OpenResults(harness.ResultsPath())
+	resultsFile, err = harness.OpenResults(results.ResultsPath(cfg.Artifacts, cfg.Lab), cfg.ResultsJoin, machine)
 	Expect(err).NotTo(HaveOccurred())
 })
 
+// cfg is the suite's environment knobs (internal/env): the suite's edge, the
+// only place it reads the environment. It is read when the package loads
+// because node timeouts (NodeTimeout) and the specs a knob adds or leaves
+// out are settled as the spec tree is built, before BeforeSuite; a bad
+// value fails the suite, naming the variable.
+var cfg, cfgErr = env.LoadOS()
+
 // machine is the profile every cluster of the suite starts on and every
 // wait of a spec takes its limit from: a limit is written as it is at
-// native speed and machine.Wait makes it this machine's. It is read when
-// the package loads because node timeouts (NodeTimeout) are evaluated as
-// the spec tree is built, before BeforeSuite; a bad value fails the suite.
-var machine, machineErr = harness.MachineFromEnv()
+// native speed and machine.Wait makes it this machine's.
+var machine = cfg.Machine()
 
 var _ = BeforeEach(func() { testenv.NeedRoot(GinkgoT()) })
 
@@ -64,7 +72,7 @@ var _ = JustAfterEach(func(ctx SpecContext) {
 	if !CurrentSpecReport().Failed() {
 		return
 	}
-	dir := filepath.Join(harness.ArtifactsDir(), slug(CurrentSpecReport().FullText()))
+	dir := filepath.Join(results.ArtifactsDir(cfg.Artifacts), slug(CurrentSpecReport().FullText()))
 	if err := current.Diagnose(ctx, dir); err != nil {
 		AddReportEntry("diagnostics failed", err.Error())
 		return
@@ -91,6 +99,8 @@ func startClusterOn(ctx context.Context, t *topo.Topology, opts harness.Options)
 	if opts.Machine == nil {
 		opts.Machine = &machine
 	}
+	opts, err := harness.WithEnv(cfg, opts)
+	Expect(err).NotTo(HaveOccurred(), "the run's environment")
 	c, err := harness.Start(ctx, t, opts)
 	testenv.SkipIfMissing(GinkgoT(), err, "topology "+name)
 	Expect(err).NotTo(HaveOccurred(), "start cluster on topology %s", name)
@@ -110,7 +120,7 @@ func startClusterOn(ctx context.Context, t *topo.Topology, opts harness.Options)
 
 // act asserts that a cluster action succeeded and returns the event it
 // marked: act(c.UpgradeNode(ctx, "node-2", config.R333, harness.UpgradeOptions{})).
-func act(e harness.Event, err error) harness.Event {
+func act(e results.Event, err error) results.Event {
 	GinkgoHelper()
 	Expect(err).NotTo(HaveOccurred(), "cluster action %s", e.Name)
 	return e
@@ -118,13 +128,13 @@ func act(e harness.Event, err error) harness.Event {
 
 // registered is the running spec's figures, stored by report and written
 // as its row by the ReportAfterEach below once the spec has ended.
-var registered *harness.ScenarioResult
+var registered *results.ScenarioResult
 
 // report prints a table for people (go test -v, CI logs) and registers the
 // scenario's figures for its row in the results file. It decides nothing:
 // the row's verdict is the spec's final state, written after the spec and
 // its cleanup have run, so a spec may register early and assert after.
-func report(title, table string, res harness.ScenarioResult) {
+func report(title, table string, res results.ScenarioResult) {
 	GinkgoHelper()
 	AddReportEntry(title, table)
 	for _, line := range strings.Split(strings.TrimRight("== "+title+"\n"+table, "\n"), "\n") {
@@ -146,7 +156,7 @@ var earlierRuns []earlierRun
 
 type earlierRun struct {
 	attempt int
-	row     harness.ScenarioResult
+	row     results.ScenarioResult
 }
 
 // Each attempt starts with nothing registered.
@@ -157,7 +167,7 @@ var _ = AfterEach(func() {
 	if sr.MaxMustPassRepeatedly < 2 || sr.Failed() || sr.NumAttempts >= sr.MaxMustPassRepeatedly {
 		return // not repeated, or this attempt is the last: its row is the final report's
 	}
-	var row harness.ScenarioResult
+	var row results.ScenarioResult
 	if registered != nil {
 		row = *registered
 	}
@@ -165,7 +175,7 @@ var _ = AfterEach(func() {
 	if row.Name == "" {
 		row.Name = row.Spec
 	}
-	row.Verdict, row.Passed = harness.VerdictPass, true
+	row.Verdict, row.Passed = results.VerdictPass, true
 	row.Notes = append(row.Notes, fmt.Sprintf("run %d of %d", sr.NumAttempts, sr.MaxMustPassRepeatedly))
 	earlierRuns = append(earlierRuns, earlierRun{attempt: sr.NumAttempts, row: row})
 	registered = nil
@@ -182,15 +192,15 @@ var clusterWarnings []string
 var _ = ReportAfterEach(func(sr SpecReport) {
 	res := registered
 	registered = nil
-	if sr.NumAttempts == 0 || results == nil {
+	if sr.NumAttempts == 0 || resultsFile == nil {
 		return
 	}
 	for _, e := range earlierRuns {
 		if e.attempt >= sr.NumAttempts {
 			continue // that attempt turned out to be the last (it failed in its cleanup)
 		}
-		if err := results.Add(e.row); err != nil {
-			Fail(fmt.Sprintf("could not write run %d's row of %q to %s: %v", e.attempt, e.row.Spec, results.Path(), err))
+		if err := resultsFile.Add(e.row); err != nil {
+			Fail(fmt.Sprintf("could not write run %d's row of %q to %s: %v", e.attempt, e.row.Spec, resultsFile.Path(), err))
 		}
 	}
 	earlierRuns = nil
@@ -204,17 +214,17 @@ var _ = ReportAfterEach(func(sr SpecReport) {
 		}
 	}
 	clusterWarnings = nil
-	if err := results.Add(row); err != nil {
+	if err := resultsFile.Add(row); err != nil {
 		// A failure here fails the spec (and so the suite): a run whose
 		// results file lacks a row must not pass.
-		Fail(fmt.Sprintf("could not write the row of %q to %s: %v", row.Spec, results.Path(), err))
+		Fail(fmt.Sprintf("could not write the row of %q to %s: %v", row.Spec, resultsFile.Path(), err))
 	}
 })
 
 // scenarioRow is a spec's row from its final report and the figures it
 // registered (nil: none).
-func scenarioRow(sr SpecReport, res *harness.ScenarioResult) harness.ScenarioResult {
-	var row harness.ScenarioResult
+func scenarioRow(sr SpecReport, res *results.ScenarioResult) results.ScenarioResult {
+	var row results.ScenarioResult
 	if res != nil {
 		row = *res
 	}
@@ -228,12 +238,12 @@ func scenarioRow(sr SpecReport, res *harness.ScenarioResult) harness.ScenarioRes
 	}
 	switch {
 	case sr.State.Is(types.SpecStatePassed):
-		row.Verdict = harness.VerdictPass
+		row.Verdict = results.VerdictPass
 	case sr.State.Is(types.SpecStateSkipped | types.SpecStatePending):
-		row.Verdict = harness.VerdictSkip
+		row.Verdict = results.VerdictSkip
 		row.Failure = sr.Failure.Message
 	default:
-		row.Verdict = harness.VerdictFail
+		row.Verdict = results.VerdictFail
 		msgs := []string{fmt.Sprintf("[%s in %s] %s", sr.State, sr.Failure.FailureNodeType, sr.Failure.Message)}
 		for _, af := range sr.AdditionalFailures {
 			msgs = append(msgs, fmt.Sprintf("then [%s in %s] %s", af.State, af.Failure.FailureNodeType, af.Failure.Message))
@@ -241,7 +251,7 @@ func scenarioRow(sr SpecReport, res *harness.ScenarioResult) harness.ScenarioRes
 		row.Failure = strings.Join(msgs, "\n")
 		row.FailureLocation = sr.Failure.Location.String()
 	}
-	row.Passed = row.Verdict == harness.VerdictPass
+	row.Passed = row.Verdict == results.VerdictPass
 	// Every figure's declared kind, what compare judges it by (an
 	// undeclared one gets "" and a note).
 	row.RecordFigureKinds()

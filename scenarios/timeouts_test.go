@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/birdcage/birdcage/internal/env"
 )
 
 // literalWaits lists the lines of src where an Eventually's limit is a
@@ -26,11 +28,11 @@ func literalWaits(src string) []int {
 }
 
 // Every scenario wait takes its limit from the machine profile the suite's
-// clusters start on (harness.Machine), so BIRDCAGE_TIMEOUT_SCALE (2 under
+// clusters start on (machine.Profile, Cluster.Machine), so BIRDCAGE_TIMEOUT_SCALE (2 under
 // QEMU TCG) reaches it: a literal limit in a new spec is how a family that
 // passes natively times out in the VM. No spec names the scale itself.
 // scaleNamed is how a spec would name the scale: it has no business to.
-var scaleNamed = regexp.MustCompile(`TimeoutScale|BIRDCAGE_TIMEOUT_SCALE|\bscaled\(`)
+var scaleNamed = regexp.MustCompile(`TimeoutScale|env\.TimeoutScale|` + env.TimeoutScale + `|\bscaled\(`)
 
 func TestScenarioWaitsAreTheMachines(t *testing.T) {
 	// Positive control: the check finds literal limits and nothing else.

@@ -34,7 +34,6 @@ import (
 
 	"github.com/birdcage/birdcage/dataplane/programmer"
 	"github.com/birdcage/birdcage/harness"
-	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/monoclock"
 )
@@ -72,7 +71,7 @@ var _ = Describe("The upgrade gate catches a window", Label("ipip", "upgrade", "
 		// controls lost: in the VM they can lose nothing while the sender
 		// and the monitor both stall through the window (ci10, 2026-12-04:
 		// 0 lost, 76 ms seen of 100).
-		strict := !judge.PlatformStalls()
+		strict := !machine.Stalls()
 		report(fmt.Sprintf("upgrade with a %s takeover window injected: the longest window the timeline saw %.1f ms; the headline's checks failed %d times, %d of them on node-2's outbound flows",
 			injectedTakeoverGap, longest, len(failures), caught), strings.Join(failures, "\n"), *res)
 

@@ -54,7 +54,9 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/topo"
@@ -110,7 +112,7 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 			for _, b := range remote {
 				var replaces int
 				for _, e := range tl.EventsFor(b, from.Mono, to.Mono) {
-					if e.Kind == timeline.Replace && e.Route.Protocol == designProgrammerProtocol {
+					if e.Kind == event.Replace && e.Route.Protocol == designProgrammerProtocol {
 						replaces++
 					}
 				}
@@ -167,7 +169,7 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 		res.Figures["prefixesWithTwoRoutes"] = float64(doubles)
 		res.Figures["rollingUpgradeSeconds"] = float64(end.Mono-begin.Mono) / 1e9
 		res.Figures["ceaseWithdrawalsOnNodesNotYetUpgraded"] = float64(ceaseWithdrawals)
-		report("rolling upgrade "+string(headlineFrom)+" → 3.33 of every node in turn (old BIRD "+sig.String()+")", table.String()+harness.GapTable(rep), res)
+		report("rolling upgrade "+string(headlineFrom)+" → 3.33 of every node in turn (old BIRD "+sig.String()+")", table.String()+results.GapTable(rep), res)
 
 		if sig == syscall.SIGTERM {
 			Expect(ceaseWithdrawals).To(BeNumerically(">", 0), "control: a SIGTERMed BIRD sends a Cease, so some node not yet upgraded should withdraw its route to the upgraded node's block")
@@ -212,7 +214,7 @@ var _ = Describe("Rolling upgrade on IPIP, every node in turn", Label("ipip", "u
 			}
 			controls, err := judge.Holes(rep, judge.SentBetween(starts[i], to), judge.NotInvolving(n))
 			Expect(err).NotTo(HaveOccurred())
-			platforms[i], err = judge.PlatformLossOf(controls)
+			platforms[i], err = judge.PlatformLossOf(controls, machine.Stalls())
 			Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve %s measure the platform's own loss", n.Name)
 			AddReportEntry("platform loss while "+n.Name+" was upgraded", platforms[i].String())
 			res.Figures["platformLostPerControlFlowMax."+n.Name] = float64(platforms[i].Max)

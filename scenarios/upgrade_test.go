@@ -39,8 +39,10 @@ import (
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/lab"
 	"github.com/birdcage/birdcage/harness/probe"
-	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -100,7 +102,7 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	// (With $BIRDCAGE_UPGRADE_PROGRAMMER — `birdcage run
 	// --upgrade-programmer` — the upgraded node runs that build from here
 	// on: a team's own programmer judged by the claim.)
-	newBuild, err := harness.UpgradeProgrammer()
+	newBuild, err := harness.UpgradeProgrammer(cfg.UpgradeProgrammer)
 	Expect(err).NotTo(HaveOccurred())
 	begin := act(t.UpgradeNode(ctx, upgraded, config.R333, harness.UpgradeOptions{Signal: sig, Programmer: newBuild}))
 
@@ -142,7 +144,7 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	res := t.Result(name, rep)
 	res.AddProbeFigures(rep)
 	if newBuild != "" {
-		res.Notes = append(res.Notes, fmt.Sprintf("%s ran the programmer %s from its upgrade on (%s)", upgraded, newBuild, harness.UpgradeProgrammerEnv))
+		res.Notes = append(res.Notes, fmt.Sprintf("%s ran the programmer %s from its upgrade on (%s)", upgraded, newBuild, env.UpgradeProgrammer))
 	}
 	res.Figures["sentProbes"] = float64(rep.Total.Sent)
 	res.Figures["lostOutboundUpgradedNode"] = 0
@@ -159,13 +161,13 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	tl := t.Timeline(upgraded)
 	Expect(tl.Judgeable(begin.Mono, end.Mono)).To(Succeed(), "%s's route timeline over the upgrade", upgraded)
 	var window float64
-	var deletes []timeline.Event
+	var deletes []event.Event
 	for _, b := range remote {
 		for _, w := range tl.NoRouteWindows(b, begin.Mono, end.Mono) {
 			window = max(window, w.Ms())
 		}
 		for _, e := range tl.EventsFor(b, begin.Mono, end.Mono) {
-			if e.Kind == timeline.Delete && e.Route.Table == kroute.MainTable {
+			if e.Kind == event.Delete && e.Route.Table == kroute.MainTable {
 				deletes = append(deletes, e)
 			}
 		}
@@ -211,12 +213,12 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	// hole".
 	controls, err := judge.Holes(rep, judge.SinceSnapshot(atBegin, atEnd), func(f probe.GapReport) bool { return !isUp(f.SrcAddr) && !isUp(f.DstAddr) })
 	Expect(err).NotTo(HaveOccurred())
-	platform, err := judge.PlatformLossOf(controls)
+	platform, err := judge.PlatformLossOf(controls, machine.Stalls())
 	Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve %s measure the platform's own loss", upgraded)
 	res.Figures["platformMissingPerControlFlowMax"] = float64(platform.Max)
 	AddReportEntry("platform loss", platform.String())
 	report(fmt.Sprintf("upgrade of %s %s → 3.33 on %s, old BIRD %s: lost probes per flow", upgraded, headlineFrom, t.TargetName(), sig),
-		harness.GapTable(rep), res)
+		results.GapTable(rep), res)
 
 	// 6. The claim: the route timeline never saw the upgraded node without
 	// a route, nor a route of its deleted rather than replaced...

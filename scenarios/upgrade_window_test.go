@@ -51,7 +51,9 @@ import (
 	"github.com/birdcage/birdcage/dataplane/programmer"
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/topo"
@@ -68,7 +70,7 @@ type takeover struct {
 	block      netip.Prefix
 	birdDelAt  int64 // 0: no delete of BIRD's route seen
 	progAddAt  int64 // 0: no add of the programmer's route seen
-	windows    []timeline.Window
+	windows    []event.Window
 	windowNs   int64 // total length of the observed windows
 	unjudgable []string
 }
@@ -90,9 +92,9 @@ func takeoverOf(tl *timeline.Monitor, b netip.Prefix, from, to int64) takeover {
 	t := takeover{block: b}
 	for _, e := range tl.EventsFor(b, from, to) {
 		switch {
-		case t.birdDelAt == 0 && e.Kind == timeline.Delete && e.Route.Protocol == kroute.ProtoBIRD && e.Route.Metric == windowBIRDMetric:
+		case t.birdDelAt == 0 && e.Kind == event.Delete && e.Route.Protocol == kroute.ProtoBIRD && e.Route.Metric == windowBIRDMetric:
 			t.birdDelAt = e.At
-		case t.progAddAt == 0 && e.Kind != timeline.Delete && e.Route.Protocol == designProgrammerProtocol:
+		case t.progAddAt == 0 && e.Kind != event.Delete && e.Route.Protocol == designProgrammerProtocol:
 			t.progAddAt = e.At
 		}
 	}
@@ -201,7 +203,7 @@ var _ = Describe("Upgrade 3.32 → 3.33 on IPIP: Felix's delete-first opens a no
 			res.Notes = append(res.Notes, lines...)
 			report(fmt.Sprintf("upgrade of node-2 3.32 → 3.33, write order %s: %d of %d remote blocks without a route for a while, per block min/median/max %.3f/%.3f/%.3f ms; outbound lost %.0f",
 				wantOrder, withWindow, len(tos), ms[0], ms[len(ms)/2], ms[len(ms)-1], res.Figures["lostOutboundUpgradedNode"]),
-				strings.Join(lines, "\n")+"\n"+harness.GapTable(rep), res)
+				strings.Join(lines, "\n")+"\n"+results.GapTable(rep), res)
 
 			if wantWindow {
 				// 6. The gap: BIRD's route deleted before the programmer's
@@ -219,7 +221,7 @@ var _ = Describe("Upgrade 3.32 → 3.33 on IPIP: Felix's delete-first opens a no
 			}
 			controls, err := judge.Holes(rep, judge.SinceSnapshot(atBegin, atEnd), judge.NotInvolving(upgraded))
 			Expect(err).NotTo(HaveOccurred())
-			platform, err := judge.PlatformLossOf(controls)
+			platform, err := judge.PlatformLossOf(controls, machine.Stalls())
 			Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve node-2 measure the platform's own loss")
 			AddReportEntry("platform loss", platform.String())
 			for _, f := range rep.Flows {

@@ -34,7 +34,6 @@ package scenarios_test
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"syscall"
 	"time"
@@ -45,7 +44,9 @@ import (
 	"github.com/birdcage/birdcage/dataplane/programmer"
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -63,13 +64,11 @@ func releasedBIRDMetric(rel config.Release) int {
 	return windowBIRDMetric
 }
 
-// whatifEnv turns the what-if specs on.
-const whatifEnv = "BIRDCAGE_WHATIF"
-
+// needWhatIf skips unless the what-if specs are turned on ($BIRDCAGE_WHATIF).
 func needWhatIf() {
 	GinkgoHelper()
-	if os.Getenv(whatifEnv) != "1" {
-		Skip(fmt.Sprintf("a what-if measurement, not a claim; set %s=1 to run it", whatifEnv))
+	if !cfg.WhatIf {
+		Skip(fmt.Sprintf("a what-if measurement, not a claim; set %s=1 to run it", env.WhatIf))
 	}
 }
 
@@ -156,7 +155,7 @@ var _ = Describe("What-if: Felix's IPv4 cluster routes at metric 1024 (Calico PR
 			res.Notes = append(res.Notes, "what-if, not Calico as released: "+knobName(metric))
 			report(fmt.Sprintf("WHATIF upgrade %s→3.33 SIGKILL metric=%d: windows=%d blocksWithWindow=%d/%d longestMs=%.3f totalMs=%.3f lostOut=%.0f lostIn=%.0f lostAll=%d",
 				from, metric, windows, withWindow, len(remote), longest, total, res.Figures["lostOutboundUpgradedNode"], res.Figures["lostInboundUpgradedNode"], rep.Total.Lost),
-				strings.Join(lines, "\n")+"\n"+harness.GapTable(rep), res)
+				strings.Join(lines, "\n")+"\n"+results.GapTable(rep), res)
 		},
 		repeated(),
 		Entry("3.31 → 3.33, Felix IPv4 at 0 (released)", config.R331, 0),
@@ -203,7 +202,7 @@ var _ = Describe("What-if: Felix's IPv4 cluster routes at metric 1024 (Calico PR
 			}
 			report(fmt.Sprintf("WHATIF live %s→%s metric=%d%s: longestNoRouteWindowMs=%.1f lostProbes=%.0f longestProbeGapMs=%.1f",
 				from.owner, to.owner, metric, tag, res.Figures["longestNoRouteWindowMs"], res.Figures["lostProbes"], res.Figures["longestProbeGapMs"]),
-				harness.GapTable(lc.rep)+lc.handovers.Table(), res)
+				results.GapTable(lc.rep)+lc.handovers.Table(), res)
 		},
 		repeated(),
 		Entry("BIRD → programmer, Felix IPv4 at 0 (released)", ipipByBIRD, ipipByProgrammer, 0),

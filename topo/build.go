@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -862,11 +861,11 @@ func DetectFeatures(r *run.Run) (Features, error) {
 	defer nh.Close()
 	_, kerr := ensureTunl0(nh)
 	var eerr error
-	if kerr != nil || os.Getenv(TunnelEnv) != "" && os.Getenv(TunnelEnv) != TunnelKernel {
+	if kerr != nil || forcedTunnel != "" && forcedTunnel != TunnelKernel {
 		eerr = proveEmulation(nh, &Namespace{Name: "features", NetNS: name, Path: nsutil.Path(name), NS: h})
 	}
 	var line string
-	detected, line = chooseTunnel(os.Getenv(TunnelEnv), kerr == nil, eerr)
+	detected, line = chooseTunnel(forcedTunnel, kerr == nil, eerr)
 	detected.KernelIPIP = kerr == nil
 	sayTunnel(line)
 	return detected, nil

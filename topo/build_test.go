@@ -17,6 +17,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/run"
 	"github.com/birdcage/birdcage/internal/testenv"
@@ -70,7 +71,7 @@ func TestInterruptedBuildThenClean(t *testing.T) {
 	for _, mode := range []string{"sigkill", "sigterm", "sigterm-early", "panic"} {
 		t.Run(mode, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperInterruptedBuild$", "-test.v")
-			cmd.Env = append(os.Environ(), "BIRDCAGE_TEST_HELPER="+mode)
+			cmd.Env = append(os.Environ(), env.Set(env.TestHelper, mode))
 			out, err := cmd.StdoutPipe()
 			if err != nil {
 				t.Fatal(err)
@@ -131,7 +132,11 @@ func TestInterruptedBuildThenClean(t *testing.T) {
 }
 
 func TestHelperInterruptedBuild(t *testing.T) {
-	mode := os.Getenv("BIRDCAGE_TEST_HELPER")
+	cfg, err := env.LoadOS() // this helper process's edge
+	if err != nil {
+		t.Fatal(err)
+	}
+	mode := cfg.TestHelper
 	if mode == "" {
 		t.Skip("helper process for TestInterruptedBuildThenClean")
 	}

@@ -13,13 +13,25 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/birdcage/birdcage/bpf"
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/nsutil"
 )
 
-// TunnelEnv forces how tunl0 is made: TunnelKernel or TunnelEBPF
-// (TunnelEBPFNoEncap is the emulation's negative control). Unset: the
-// kernel's where it has ipip, else the emulation.
-const TunnelEnv = "BIRDCAGE_TUNNEL"
+// forcedTunnel is the process's forced choice of how tunl0 is made
+// (ForceTunnel); "" chooses by proof.
+var forcedTunnel string
+
+// ForceTunnel forces how this process makes tunl0: TunnelKernel or
+// TunnelEBPF (TunnelEBPFNoEncap is the emulation's negative control); ""
+// leaves the choice to proof: the kernel's where it has ipip, else the
+// emulation. A process's edge calls it with $BIRDCAGE_TUNNEL
+// (internal/env) before anything is built; the choice is made once, at the
+// first detection.
+func ForceTunnel(mode string) {
+	featuresMu.Lock()
+	defer featuresMu.Unlock()
+	forcedTunnel = mode
+}
 
 // How tunl0 is made (Features.Tunnel, Network.Tunnel, the results' run
 // environment).
@@ -42,31 +54,32 @@ const (
 // it (it has no address and no IPv6).
 const tunnelPeer = "tunl0-peer"
 
-// chooseTunnel picks how tunl0 is made from $BIRDCAGE_TUNNEL and what was
+// chooseTunnel picks how tunl0 is made from the forced choice ("" for
+// none: ForceTunnel) and what was
 // proved: kernel (an ipip link could be made) and ebpfErr (the emulation
 // could not be attached, or nil). It returns the choice and the one line
 // that says it.
-func chooseTunnel(env string, kernel bool, ebpfErr error) (Features, string) {
-	switch env {
+func chooseTunnel(forced string, kernel bool, ebpfErr error) (Features, string) {
+	switch forced {
 	case TunnelKernel:
 		if !kernel {
-			err := fmt.Errorf("%s=%s, but the kernel has no ipip (no ipip link could be made in a namespace); unset it or use %s", TunnelEnv, TunnelKernel, TunnelEBPF)
+			err := fmt.Errorf("%s=%s, but the kernel has no ipip (no ipip link could be made in a namespace); unset it or use %s", env.Tunnel, TunnelKernel, TunnelEBPF)
 			return Features{TunnelErr: err}, "tunl0: none (" + err.Error() + ")"
 		}
-		return Features{IPIP: true, Tunnel: TunnelKernel}, fmt.Sprintf("tunl0: the kernel's ipip (forced by %s)", TunnelEnv)
+		return Features{IPIP: true, Tunnel: TunnelKernel}, fmt.Sprintf("tunl0: the kernel's ipip (forced by %s)", env.Tunnel)
 	case TunnelEBPF, TunnelEBPFNoEncap:
 		if ebpfErr != nil {
-			err := fmt.Errorf("%s=%s, but the eBPF tunnel cannot run here: %w", TunnelEnv, env, ebpfErr)
+			err := fmt.Errorf("%s=%s, but the eBPF tunnel cannot run here: %w", env.Tunnel, forced, ebpfErr)
 			return Features{TunnelErr: err}, "tunl0: none (" + err.Error() + ")"
 		}
-		line := fmt.Sprintf("tunl0: the eBPF emulation (forced by %s)", TunnelEnv)
-		if env == TunnelEBPFNoEncap {
-			line = fmt.Sprintf("tunl0: the eBPF emulation WITHOUT encapsulation (%s=%s, a negative control)", TunnelEnv, env)
+		line := fmt.Sprintf("tunl0: the eBPF emulation (forced by %s)", env.Tunnel)
+		if forced == TunnelEBPFNoEncap {
+			line = fmt.Sprintf("tunl0: the eBPF emulation WITHOUT encapsulation (%s=%s, a negative control)", env.Tunnel, forced)
 		}
-		return Features{IPIP: true, Tunnel: env}, line
+		return Features{IPIP: true, Tunnel: forced}, line
 	case "":
 	default:
-		err := fmt.Errorf("%s=%q is not one of %s, %s, %s", TunnelEnv, env, TunnelKernel, TunnelEBPF, TunnelEBPFNoEncap)
+		err := fmt.Errorf("%s=%q is not one of %s, %s, %s", env.Tunnel, forced, TunnelKernel, TunnelEBPF, TunnelEBPFNoEncap)
 		return Features{TunnelErr: err}, "tunl0: none (" + err.Error() + ")"
 	}
 	if kernel {
@@ -75,7 +88,7 @@ func chooseTunnel(env string, kernel bool, ebpfErr error) (Features, string) {
 	if ebpfErr != nil {
 		return Features{}, fmt.Sprintf("tunl0: none (the kernel has no ipip and the eBPF emulation cannot run here: %v)", ebpfErr)
 	}
-	return Features{IPIP: true, Tunnel: TunnelEBPF}, fmt.Sprintf("tunl0: the eBPF emulation (the kernel has no ipip; %s=kernel|ebpf forces)", TunnelEnv)
+	return Features{IPIP: true, Tunnel: TunnelEBPF}, fmt.Sprintf("tunl0: the eBPF emulation (the kernel has no ipip; %s=kernel|ebpf forces)", env.Tunnel)
 }
 
 // ChosenTunnel is how this process makes tunl0 ("" until a build detected

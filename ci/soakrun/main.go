@@ -29,6 +29,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/birdcage/birdcage/internal/env"
 )
 
 // Summary is the .json artifact.
@@ -69,7 +71,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "soak: -n must be at least 1")
 		os.Exit(2)
 	}
-	if err := soak(*n, pkgs, *label, *par, *timeout, *execCmd, *lock); err != nil {
+	cfg, err := env.LoadOS() // the tool's edge
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "soakrun:", err)
+		os.Exit(2)
+	}
+	if err := soak(cfg, *n, pkgs, *label, *par, *timeout, *execCmd, *lock); err != nil {
 		fmt.Fprintln(os.Stderr, "soak:", err)
 		var fe failedError
 		if errors.As(err, &fe) {
@@ -88,12 +95,12 @@ func (e failedError) Error() string {
 	return fmt.Sprintf("%d failed outcomes", e.n)
 }
 
-func soak(n int, pkgs []string, label string, par int, timeout, execCmd, lock string) error {
+func soak(cfg env.Config, n int, pkgs []string, label string, par int, timeout, execCmd, lock string) error {
 	plain, suites, err := splitSuites(pkgs)
 	if err != nil {
 		return err
 	}
-	art := os.Getenv("BIRDCAGE_ARTIFACTS")
+	art := cfg.Artifacts
 	if art == "" {
 		art = "artifacts"
 	}
@@ -121,8 +128,9 @@ func soak(n int, pkgs []string, label string, par int, timeout, execCmd, lock st
 		base = append(base, "-exec", abs)
 		// The per-run report files are written by the test binary; in the VM
 		// only the directories ci/vm/run is told about are writable.
-		if os.Getenv("BIRDCAGE_VM_WRITABLE") == "" {
-			os.Setenv("BIRDCAGE_VM_WRITABLE", art)
+		// The go test processes inherit it.
+		if cfg.VMWritable == "" {
+			os.Setenv(env.VMWritable, art)
 		}
 	}
 

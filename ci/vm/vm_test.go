@@ -23,6 +23,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/birdcage/birdcage/internal/env"
+	"github.com/birdcage/birdcage/internal/testenv"
 )
 
 // runner returns the absolute path of ci/vm/run, or skips (or fails, when the
@@ -32,18 +35,18 @@ func runner(t *testing.T) string {
 	missing := func(format string, args ...any) {
 		t.Helper()
 		msg := fmt.Sprintf(format, args...)
-		if os.Getenv("BIRDCAGE_VM_TESTS") == "1" {
-			t.Fatalf("BIRDCAGE_VM_TESTS=1 but %s", msg)
+		if testenv.Env().VMTests {
+			t.Fatalf("%s=1 but %s", env.VMTests, msg)
 		}
-		t.Skipf("VM tests not run: %s (set BIRDCAGE_VM_TESTS=1 to boot VMs, ~2 min)", msg)
+		t.Skipf("VM tests not run: %s (set %s=1 to boot VMs, ~2 min)", msg, env.VMTests)
 	}
-	if os.Getenv("BIRDCAGE_VM_TESTS") != "1" {
-		t.Skip("VM tests not run: set BIRDCAGE_VM_TESTS=1 to boot VMs (~2 min); needs qemu-system-x86 and ci/vm/prepare-kernel")
+	if !testenv.Env().VMTests {
+		t.Skip("VM tests not run: set " + env.VMTests + "=1 to boot VMs (~2 min); needs qemu-system-x86 and ci/vm/prepare-kernel")
 	}
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
 		missing("qemu-system-x86_64 not found: apt-get install qemu-system-x86")
 	}
-	cache := os.Getenv("BIRDCAGE_KERNEL_CACHE")
+	cache := testenv.Env().KernelCache
 	if cache == "" {
 		cache = "/var/cache/birdcage/kernels"
 	}
@@ -67,10 +70,10 @@ type result struct {
 
 // vmRun runs ci/vm/run with args, extra environment and a cwd, and checks that
 // the run left no QEMU process and no temp dir behind.
-func vmRun(t *testing.T, run string, env []string, dir string, args ...string) result {
+func vmRun(t *testing.T, run string, vars []string, dir string, args ...string) result {
 	t.Helper()
 	cmd := exec.Command(run, args...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(os.Environ(), vars...)
 	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -164,7 +167,7 @@ func TestEnvironmentAndCwd(t *testing.T) {
 		t.Fatal(err)
 	}
 	odd := "spaces and 'quotes' \"double\" $dollar `tick` \\ newline\nend"
-	r := vmRun(t, run, []string{"BIRDCAGE_VM_PROBE=" + odd}, dir, "./probe.sh")
+	r := vmRun(t, run, []string{env.Set(env.VMProbe, odd)}, dir, "./probe.sh")
 	if r.code != 0 {
 		t.Fatalf("./probe.sh in the guest: exit %d, stderr %q", r.code, r.stderr)
 	}
@@ -177,8 +180,8 @@ func TestEnvironmentAndCwd(t *testing.T) {
 		k, v, _ := strings.Cut(kv, "=")
 		got[k] = v
 	}
-	if got["BIRDCAGE_VM_PROBE"] != odd {
-		t.Errorf("BIRDCAGE_VM_PROBE in the guest: want %q, got %q", odd, got["BIRDCAGE_VM_PROBE"])
+	if got[env.VMProbe] != odd {
+		t.Errorf("%s in the guest: want %q, got %q", env.VMProbe, odd, got[env.VMProbe])
 	}
 	for _, k := range []string{"PATH", "HOME"} {
 		if got[k] != os.Getenv(k) {
@@ -206,7 +209,7 @@ for m in ipip veth bridge sch_ingress cls_bpf act_bpf dummy; do
 	grep -q "^$m " /proc/modules && echo "module loaded: $m" || echo "module missing: $m"
 done
 `
-	r := vmRun(t, run, []string{"BIRDCAGE_VM_MODULES=dummy"}, ".", "sh", "-c", script)
+	r := vmRun(t, run, []string{env.Set(env.VMModules, "dummy")}, ".", "sh", "-c", script)
 	if r.code != 0 {
 		t.Fatalf("guest smoke script: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -232,7 +235,7 @@ done
 // booting 15 s in, and the host had only the heartbeat to print.
 func TestTimeout(t *testing.T) {
 	run := runner(t)
-	r := vmRun(t, run, []string{"BIRDCAGE_VM_TIMEOUT=30s"}, ".", "sleep", "600")
+	r := vmRun(t, run, []string{env.Set(env.VMTimeout, "30s")}, ".", "sleep", "600")
 	if r.code != 124 || !strings.Contains(r.stderr, "timeout after 30s") || !strings.Contains(r.stderr, "Run /init as init process") {
 		t.Errorf("timeout: want exit 124 and the kernel log tail, got %d, stderr:\n%s", r.code, r.stderr)
 	}
@@ -262,7 +265,7 @@ func TestGuestSoftLockupPanics(t *testing.T) {
 	for _, c := range []struct {
 		env  []string
 		want string
-	}{{nil, "1"}, {[]string{"BIRDCAGE_VM_APPEND=softlockup_panic=0"}, "0"}} {
+	}{{nil, "1"}, {[]string{env.Set(env.VMAppend, "softlockup_panic=0")}, "0"}} {
 		r := vmRun(t, run, c.env, ".", "cat", "/proc/sys/kernel/softlockup_panic")
 		if r.code != 0 || strings.TrimSpace(r.stdout) != c.want {
 			t.Errorf("env %v: softlockup_panic reads %q (exit %d), want %s:\n%s", c.env, r.stdout, r.code, c.want, r.stderr)
@@ -321,7 +324,7 @@ func TestGoTestExec(t *testing.T) {
 	} {
 		cmd := exec.Command(gobin, "test", "-count=1", "-exec", c.exec, "-run", "^TestHelperInsideVM$", "-v", c.pkg)
 		cmd.Dir = c.dir
-		cmd.Env = append(os.Environ(), "BIRDCAGE_VM_INSIDE=1")
+		cmd.Env = append(os.Environ(), env.Set(env.VMInside, "1"))
 		out, err := cmd.CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "--- PASS: TestHelperInsideVM") {
 			t.Errorf("in %s: go test -exec %s %s: %v\n%s", c.dir, c.exec, c.pkg, err, out)
@@ -332,7 +335,7 @@ func TestGoTestExec(t *testing.T) {
 // TestHelperInsideVM runs only under ci/vm/run (TestGoTestExec sets
 // BIRDCAGE_VM_INSIDE=1, which also shows the environment got through).
 func TestHelperInsideVM(t *testing.T) {
-	if os.Getenv("BIRDCAGE_VM_INSIDE") != "1" {
+	if !testenv.Env().VMInside {
 		t.Skip("runs only inside the VM, started by TestGoTestExec")
 	}
 	if h, _ := os.Hostname(); h != "birdcage-vm" {
@@ -354,7 +357,7 @@ func TestHelperInsideVM(t *testing.T) {
 // the real QEMU otherwise. It returns the environment for ci/vm/run: the
 // stand-in on PATH, a fake KVM device node that is readable and writable, a
 // private verdict cache, and the log of the stand-in's invocations.
-func fakeKVM(t *testing.T, mode string) (env []string, invocations string) {
+func fakeKVM(t *testing.T, mode string) (vars []string, invocations string) {
 	t.Helper()
 	real, err := exec.LookPath("qemu-system-x86_64")
 	if err != nil {
@@ -384,9 +387,9 @@ exec %[1]q "$@"
 	}
 	return []string{
 		"PATH=" + filepath.Join(dir, "bin") + ":" + os.Getenv("PATH"),
-		"BIRDCAGE_VM_KVM_DEVICE=" + dev,
-		"BIRDCAGE_VM_ACCEL_CACHE=" + filepath.Join(dir, "accel"),
-		"BIRDCAGE_VM_ACCEL=",
+		env.Set(env.VMKVMDevice, dev),
+		env.Set(env.VMAccelCache, filepath.Join(dir, "accel")),
+		env.Set(env.VMAccel, ""),
 	}, invocations
 }
 
@@ -396,10 +399,10 @@ type timedLine struct {
 	text string
 }
 
-func timedRun(t *testing.T, run string, env []string, args ...string) (result, []timedLine) {
+func timedRun(t *testing.T, run string, vars []string, args ...string) (result, []timedLine) {
 	t.Helper()
 	cmd := exec.Command(run, args...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(os.Environ(), vars...)
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
 	pr, pw, err := os.Pipe()
@@ -474,9 +477,9 @@ func TestUnusableKVMFallsBackToTCG(t *testing.T) {
 	const slack = 3 * time.Second
 	for _, mode := range []string{"hang", "abort"} {
 		t.Run(mode, func(t *testing.T) {
-			env, invocations := fakeKVM(t, mode)
-			env = append(env, fmt.Sprintf("BIRDCAGE_VM_KVM_PROBE_DEADLINE=%ds", int(probe.Seconds())))
-			r, lines := timedRun(t, run, env, "sh", "-c", "echo ran; echo $BIRDCAGE_VM_ACCEL_USED")
+			vars, invocations := fakeKVM(t, mode)
+			vars = append(vars, env.Set(env.VMKVMProbeDeadline, fmt.Sprintf("%ds", int(probe.Seconds()))))
+			r, lines := timedRun(t, run, vars, "sh", "-c", "echo ran; echo $"+env.VMAccelUsed)
 			if r.code != 0 || r.stdout != "ran\ntcg\n" {
 				t.Fatalf("want the command to run under TCG (stdout \"ran\\ntcg\\n\", exit 0), got exit %d stdout %q stderr:\n%s", r.code, r.stdout, r.stderr)
 			}
@@ -502,7 +505,7 @@ func TestUnusableKVMFallsBackToTCG(t *testing.T) {
 			// The verdict is cached: no second probe, no second line.
 			// (`run --accel` takes the same path as a run's choice of
 			// accelerator, without booting a VM for it.)
-			r, _ = timedRun(t, run, env, "--accel")
+			r, _ = timedRun(t, run, vars, "--accel")
 			if r.code != 0 || r.stdout != "tcg\n" || strings.Contains(r.stderr, "unusable") {
 				t.Errorf("second run (--accel): want \"tcg\" with no probe line, got exit %d stdout %q stderr:\n%s", r.code, r.stdout, r.stderr)
 			}
@@ -519,9 +522,9 @@ func TestUnusableKVMFallsBackToTCG(t *testing.T) {
 // BIRDCAGE_VM_TIMEOUT.
 func TestBootWatchdog(t *testing.T) {
 	run := runner(t)
-	env, _ := fakeKVM(t, "hang")
-	env = append(env, "BIRDCAGE_VM_ACCEL=kvm", "BIRDCAGE_VM_BOOT_DEADLINE=5s")
-	r, lines := timedRun(t, run, env, "echo", "never")
+	vars, _ := fakeKVM(t, "hang")
+	vars = append(vars, env.Set(env.VMAccel, "kvm"), env.Set(env.VMBootDeadline, "5s"))
+	r, lines := timedRun(t, run, vars, "echo", "never")
 	if r.code != 125 || r.stdout != "" {
 		t.Fatalf("want exit 125 and no output, got %d stdout %q stderr:\n%s", r.code, r.stdout, r.stderr)
 	}

@@ -12,12 +12,11 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
-	"time"
 
 	"github.com/birdcage/birdcage/dataplane/programmer"
 	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/monoclock"
 )
 
@@ -27,20 +26,15 @@ var started = monoclock.Now()
 
 func main() { os.Exit(run()) }
 
-// durationFromEnv is the default of a duration flag: $name, else 0.
-func durationFromEnv(name string) (time.Duration, error) {
-	v := os.Getenv(name)
-	if v == "" {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("$%s=%q: want a non-negative Go duration such as 1s or 250ms", name, v)
-	}
-	return d, nil
-}
-
 func run() int {
+	// The process's edge: the environment's knobs are its flags' defaults
+	// (a supervisor sets them rather than the flags, so a user's own
+	// programmer binary, which may not know the flags, still starts).
+	cfg, err := env.LoadOS()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "birdcage-programmer: %v\n", err)
+		return programmer.ExitUsage
+	}
 	fs := flag.NewFlagSet("birdcage-programmer", flag.ContinueOnError)
 	node := fs.String("node", "", "this node's name in the datastore (required)")
 	dir := fs.String("datastore", "", "datastore directory (required)")
@@ -51,43 +45,22 @@ func run() int {
 	tunnel := fs.String("tunnel-device", "tunl0", "IPIP tunnel device")
 	multipath := fs.Bool("noencap-multipath-via-gateways", false,
 		"NOT Felix's behaviour: program indirectly connected no-encap destinations multipath over every uplink gateway")
-	writeOrder := fs.String("write-order", os.Getenv(programmer.WriteOrderEnv),
-		"emulation knob: delete-first | replace-first (default $"+programmer.WriteOrderEnv+", else the release's: delete-first)")
-	deleteNamesProto := fs.Bool("delete-names-protocol", os.Getenv(programmer.DeleteNamesProtocolEnv) == "1",
-		"emulation knob: deletes name the route's protocol, not Felix's wildcard 0 (default $"+programmer.DeleteNamesProtocolEnv+"=1)")
-	envWindow := 0
-	if v := os.Getenv(programmer.WriteWindowEnv); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			fmt.Fprintf(os.Stderr, "birdcage-programmer: $%s=%q: want a non-negative integer\n", programmer.WriteWindowEnv, v)
-			return programmer.ExitUsage
-		}
-		envWindow = n
-	}
-	writeWindow := fs.Int("write-window", envWindow,
-		"emulation knob: route requests in flight at once, 0 = the release's (1, as Felix); e.g. 256 pipelines (default $"+programmer.WriteWindowEnv+")")
-	envMetric := 0
-	if v := os.Getenv(programmer.IPv4MetricEnv); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			fmt.Fprintf(os.Stderr, "birdcage-programmer: $%s=%q: want a non-negative integer (0 as Felix releases it, 1024 as Calico PR #13856 proposes)\n", programmer.IPv4MetricEnv, v)
-			return programmer.ExitUsage
-		}
-		envMetric = n
-	}
-	ipv4Metric := fs.Int("ipv4-metric", envMetric,
-		"what-if knob: the metric of the IPv4 routes written; 0 as Felix releases it, 1024 as Calico PR #13856 proposes (default $"+programmer.IPv4MetricEnv+", else 0)")
-	noTunnelMTU := fs.Bool("no-tunnel-mtu", os.Getenv(programmer.NoTunnelMTUEnv) == "1",
-		"emulation knob: write no MTU on IPIP routes (Felix writes host MTU - 20) (default $"+programmer.NoTunnelMTUEnv+"=1)")
-	envGap, errGap := durationFromEnv(programmer.TakeoverGapEnv)
-	takeoverGap := fs.Duration("takeover-gap", envGap,
-		"FAULT INJECTION, not Felix: delete a route being taken over and write our own this long after (default $"+programmer.TakeoverGapEnv+", else 0: off)")
-	envDelay, errDelay := durationFromEnv(programmer.StartupDelayEnv)
-	envPerRoute, errPerRoute := durationFromEnv(programmer.ResyncDelayPerRouteEnv)
-	startupDelay := fs.Duration("startup-delay", envDelay,
-		"restart profile: do not program before this long after process start (default $"+programmer.StartupDelayEnv+", else 0)")
-	perRoute := fs.Duration("resync-delay-per-route", envPerRoute,
-		"restart profile: add this per desired route, a modelled full datastore resync (default $"+programmer.ResyncDelayPerRouteEnv+", else 0)")
+	writeOrder := fs.String("write-order", cfg.ProgrammerWriteOrder,
+		"emulation knob: delete-first | replace-first (default $"+env.ProgrammerWriteOrder+", else the release's: delete-first)")
+	deleteNamesProto := fs.Bool("delete-names-protocol", cfg.ProgrammerDeleteNamesProtocol,
+		"emulation knob: deletes name the route's protocol, not Felix's wildcard 0 (default $"+env.ProgrammerDeleteNamesProtocol+"=1)")
+	writeWindow := fs.Int("write-window", cfg.ProgrammerWriteWindow,
+		"emulation knob: route requests in flight at once, 0 = the release's (1, as Felix); e.g. 256 pipelines (default $"+env.ProgrammerWriteWindow+")")
+	ipv4Metric := fs.Int("ipv4-metric", cfg.ProgrammerIPv4Metric,
+		"what-if knob: the metric of the IPv4 routes written; 0 as Felix releases it, 1024 as Calico PR #13856 proposes (default $"+env.ProgrammerIPv4Metric+", else 0)")
+	noTunnelMTU := fs.Bool("no-tunnel-mtu", cfg.ProgrammerNoTunnelMTU,
+		"emulation knob: write no MTU on IPIP routes (Felix writes host MTU - 20) (default $"+env.ProgrammerNoTunnelMTU+"=1)")
+	takeoverGap := fs.Duration("takeover-gap", cfg.ProgrammerTakeoverGap,
+		"FAULT INJECTION, not Felix: delete a route being taken over and write our own this long after (default $"+env.ProgrammerTakeoverGap+", else 0: off)")
+	startupDelay := fs.Duration("startup-delay", cfg.ProgrammerStartupDelay,
+		"restart profile: do not program before this long after process start (default $"+env.ProgrammerStartupDelay+", else 0)")
+	perRoute := fs.Duration("resync-delay-per-route", cfg.ProgrammerResyncDelayPerRoute,
+		"restart profile: add this per desired route, a modelled full datastore resync (default $"+env.ProgrammerResyncDelayPerRoute+", else 0)")
 	if err := fs.Parse(os.Args[1:]); errors.Is(err, flag.ErrHelp) {
 		return programmer.ExitOK
 	} else if err != nil {
@@ -100,9 +73,6 @@ func run() int {
 	}
 	if *node == "" || *dir == "" {
 		return usage("--node and --datastore are required")
-	}
-	if err := errors.Join(errDelay, errPerRoute, errGap); err != nil {
-		return usage("%v", err)
 	}
 	if *startupDelay < 0 || *perRoute < 0 {
 		return usage("--startup-delay and --resync-delay-per-route must not be negative")

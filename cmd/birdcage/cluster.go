@@ -20,9 +20,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/birdcage/birdcage/harness"
-	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/control"
 	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/run"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -34,10 +34,10 @@ import (
 const (
 	// readyFDEnv tells a re-executed `up --cluster` (--detach) which fd
 	// to report readiness (or its error) on, as one JSON line.
-	readyFDEnv = "BIRDCAGE_SUPERVISOR_READY_FD"
+	readyFDEnv = env.SupervisorReadyFD
 	// logEnv is the log file the detached supervisor writes to; it moves
 	// it into the run's state dir once the run exists.
-	logEnv = "BIRDCAGE_SUPERVISOR_LOG"
+	logEnv = env.SupervisorLog
 	// supervisorLog is its name there.
 	supervisorLog = "supervisor.log"
 )
@@ -52,7 +52,7 @@ type readyMsg struct {
 
 // clusterUp gives `up` the --cluster mode.
 func clusterUp(up *cobra.Command) *cobra.Command {
-	var cluster, detach, allowUnknown, noPassive, directPeers bool
+	var cluster, detach, allowUnknown bool
 	var release string
 	var felix, bgp []string
 	plain := up.RunE
@@ -64,12 +64,10 @@ func clusterUp(up *cobra.Command) *cobra.Command {
 	f.StringArrayVar(&bgp, "bgp", nil, "with --cluster: BGPConfiguration KEY=VALUE (programClusterRoutes, nodeToNodeMeshEnabled, asNumber, bgpEnabled, kernelMetric); repeatable")
 	f.BoolVar(&detach, "detach", false, "with --cluster: run the supervisor in the background and return once the cluster is converged")
 	f.BoolVar(&allowUnknown, "allow-unknown", false, "with --cluster: let programClusterRoutes take a value outside the enum (both sides then use their release default)")
-	f.BoolVar(&noPassive, "no-passive", false, "with --cluster: depart from the release: no `passive on`, both ends of every mesh session connect")
-	f.BoolVar(&directPeers, "direct-peers", false, "with --cluster: depart from the release: BGPPeers on an uplink subnet as direct sessions (gateway direct), not Calico's multihop + recursive")
 	requireRoot(up)
 	up.RunE = func(cmd *cobra.Command, args []string) error {
 		if !cluster {
-			for _, fl := range []string{"release", "felix", "bgp", "detach", "allow-unknown", "no-passive", "direct-peers"} {
+			for _, fl := range []string{"release", "felix", "bgp", "detach", "allow-unknown"} {
 				if cmd.Flags().Changed(fl) {
 					return fmt.Errorf("--%s needs --cluster", fl)
 				}
@@ -88,7 +86,10 @@ func clusterUp(up *cobra.Command) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		opts := harness.Options{Release: rel, Knobs: confd.Knobs{NoPassive: noPassive, DirectPeers: directPeers}}
+		// Render departures (no passive, direct peers) come from
+		// $BIRDCAGE_RENDER_KNOBS, as for every cluster a run starts
+		// (harness.WithEnv): one way to set them.
+		opts := harness.Options{Release: rel}
 		if err := (control.Settings{Felix: felix, BGP: bgp, AllowUnknown: allowUnknown}).Apply(&opts.Felix, &opts.BGP); err != nil {
 			return err
 		}
@@ -104,11 +105,11 @@ func clusterUp(up *cobra.Command) *cobra.Command {
 // SIGINT/SIGTERM, which the run turns into a teardown).
 func supervise(ctx context.Context, t *topo.Topology, opts harness.Options) (err error) {
 	var ready *os.File
-	if fd, convErr := strconv.Atoi(os.Getenv(readyFDEnv)); convErr == nil {
-		ready = os.NewFile(uintptr(fd), "ready")
+	if cfg.SupervisorReadyFD != 0 {
+		ready = os.NewFile(uintptr(cfg.SupervisorReadyFD), "ready")
 		defer ready.Close()
 	}
-	logPath := os.Getenv(logEnv)
+	logPath := cfg.SupervisorLog
 	report := func(m readyMsg) {
 		if ready != nil {
 			m.Log = logPath
@@ -122,13 +123,16 @@ func supervise(ctx context.Context, t *topo.Topology, opts harness.Options) (err
 			report(readyMsg{Error: err.Error()})
 		}
 	}()
-	if os.Getenv(harness.ProgrammerEnv) == "" {
+	if opts.Programmer == "" && cfg.Programmer == "" {
 		// An installed birdcage ships the programmer next to itself.
 		if exe, err := os.Executable(); err == nil {
 			if p := filepath.Join(filepath.Dir(exe), "birdcage-programmer"); fileExists(p) {
-				os.Setenv(harness.ProgrammerEnv, p)
+				opts.Programmer = p
 			}
 		}
+	}
+	if opts, err = harness.WithEnv(cfg, opts); err != nil {
+		return err
 	}
 	fmt.Fprintf(os.Stderr, "bringing up %s (%d nodes) on release %s...\n", t.Name, len(t.Nodes), opts.Release)
 	c, err := harness.Start(ctx, t, opts)
@@ -226,7 +230,7 @@ func detachSupervisor() error {
 		return err
 	}
 	cmd := exec.Command(exe, args...)
-	cmd.Env = append(os.Environ(), readyFDEnv+"=3", logEnv+"="+logf.Name())
+	cmd.Env = append(os.Environ(), env.Set(readyFDEnv, "3"), env.Set(logEnv, logf.Name()))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = []*os.File{pw}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -478,7 +482,7 @@ func clusterCommands(jsonOut *bool) []*cobra.Command {
 		return control.Request{Verb: "probe", For: dur, Rate: rate, Live: isTerminal(os.Stdout) && !*jsonOut}, nil
 	})
 	probe.Flags().StringVar(&dur, "for", "10s", "how long to probe")
-	probe.Flags().IntVar(&rate, "rate", 0, "probes per second per flow (default $"+harness.ProbeRateEnv+", else 1000)")
+	probe.Flags().IntVar(&rate, "rate", 0, "probes per second per flow (default $"+env.ProbeRate+", else 1000)")
 
 	var all bool
 	tl := verb(&cobra.Command{

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/harness/control"
-	"github.com/birdcage/birdcage/internal/machine"
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/run"
 	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/birdcage/birdcage/topo"
@@ -24,7 +24,7 @@ import (
 // CLIEnv names a prebuilt birdcage binary for the CLI tests (with
 // birdcage-programmer next to it or in $BIRDCAGE_PROGRAMMER), for runners
 // that should not build, such as the VM.
-const CLIEnv = "BIRDCAGE_CLI"
+const CLIEnv = env.CLI
 
 // cliSession is the built CLI and a way to run it.
 type cliSession struct {
@@ -43,7 +43,7 @@ func newCLISession(t *testing.T) *cliSession {
 	if builtHere {
 		// up finds the programmer next to itself, as an installed
 		// birdcage does.
-		t.Setenv("BIRDCAGE_PROGRAMMER", "")
+		t.Setenv(env.Programmer, "")
 	}
 	return &cliSession{t: t, cli: birdcageBin}
 }
@@ -353,11 +353,7 @@ func TestLiveClusterCLIUpgradeIPIP(t *testing.T) {
 	// The probe window has to reach past the upgrade's start: 6 s at
 	// native speed, scaled like every wait on a slower machine (in a
 	// starved TCG guest the upgrade began 8 s after "probing").
-	m, err := machine.FromEnv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	window := m.Wait(6 * time.Second)
+	window := testenv.Env().Machine().Wait(6 * time.Second)
 	s := newCLISession(t)
 	id := s.up("-t", "ipip", "--release", "pre-3.33")
 	probe := s.start("probing", "probe", "--for", window.String(), "--run", id)

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/results"
 )
 
 const (
@@ -24,22 +24,22 @@ const (
 	matrixSpec    = "Ownership matrix [noencap, claim1] Enabled/Disabled: the programmer owns every remote block"
 )
 
-func gateRow(spec, title string, v harness.Verdict, figs map[string]float64) harness.ScenarioResult {
-	return harness.ScenarioResult{Spec: spec, Name: title, Verdict: v, Passed: v == harness.VerdictPass,
+func gateRow(spec, title string, v results.Verdict, figs map[string]float64) results.ScenarioResult {
+	return results.ScenarioResult{Spec: spec, Name: title, Verdict: v, Passed: v == results.VerdictPass,
 		Registered: title != spec, Topology: "ipip", Figures: figs}
 }
 
-func allPassing() []harness.ScenarioResult {
-	return []harness.ScenarioResult{
-		gateRow(headlineSpec, headlineTitle, harness.VerdictPass, map[string]float64{"lostProbes": 0, "longestProbeGapMs": 2}),
-		gateRow(cleanupSpec, "stray cleanup via tunl0", harness.VerdictPass, nil),
-		gateRow(matrixSpec, "matrix Enabled/Disabled", harness.VerdictPass, nil),
+func allPassing() []results.ScenarioResult {
+	return []results.ScenarioResult{
+		gateRow(headlineSpec, headlineTitle, results.VerdictPass, map[string]float64{"lostProbes": 0, "longestProbeGapMs": 2}),
+		gateRow(cleanupSpec, "stray cleanup via tunl0", results.VerdictPass, nil),
+		gateRow(matrixSpec, "matrix Enabled/Disabled", results.VerdictPass, nil),
 	}
 }
 
-func writeResults(t *testing.T, name string, rows []harness.ScenarioResult) string {
+func writeResults(t *testing.T, name string, rows []results.ScenarioResult) string {
 	t.Helper()
-	b, err := json.Marshal(harness.ResultsFile{Kernel: "6.18", Scenarios: rows})
+	b, err := json.Marshal(results.ResultsFile{Kernel: "6.18", Scenarios: rows})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,19 +54,19 @@ func TestCompareGateCatchesEveryBrokenClaim(t *testing.T) {
 	base := writeResults(t, "base.json", allPassing())
 	for _, tc := range []struct {
 		name  string
-		edit  func([]harness.ScenarioResult) []harness.ScenarioResult
+		edit  func([]results.ScenarioResult) []results.ScenarioResult
 		code  int
 		names string // what the output must name: the title BASE registered
 	}{
-		{"identical (positive control)", func(rs []harness.ScenarioResult) []harness.ScenarioResult { return rs }, 0, "0 regressed"},
-		{"headline fails before registering", func(rs []harness.ScenarioResult) []harness.ScenarioResult {
-			rs[0] = gateRow(headlineSpec, headlineSpec, harness.VerdictFail, nil)
+		{"identical (positive control)", func(rs []results.ScenarioResult) []results.ScenarioResult { return rs }, 0, "0 regressed"},
+		{"headline fails before registering", func(rs []results.ScenarioResult) []results.ScenarioResult {
+			rs[0] = gateRow(headlineSpec, headlineSpec, results.VerdictFail, nil)
 			rs[0].Failure = "[FAILED in It] the programmer never took over node-2's blocks"
 			return rs
 		}, 1, headlineTitle},
-		{"a scenario is missing", func(rs []harness.ScenarioResult) []harness.ScenarioResult { return rs[:2] }, 1, "matrix Enabled/Disabled"},
-		{"a scenario skipped", func(rs []harness.ScenarioResult) []harness.ScenarioResult {
-			rs[1] = gateRow(cleanupSpec, cleanupSpec, harness.VerdictSkip, nil)
+		{"a scenario is missing", func(rs []results.ScenarioResult) []results.ScenarioResult { return rs[:2] }, 1, "matrix Enabled/Disabled"},
+		{"a scenario skipped", func(rs []results.ScenarioResult) []results.ScenarioResult {
+			rs[1] = gateRow(cleanupSpec, cleanupSpec, results.VerdictSkip, nil)
 			rs[1].Failure = "missing kernel/host feature ipip: the kernel has no ipip"
 			return rs
 		}, 1, "stray cleanup via tunl0"},
@@ -90,13 +90,13 @@ func TestCompareGateCatchesEveryBrokenClaim(t *testing.T) {
 func TestCompareGateAllowAndFailOnFail(t *testing.T) {
 	base := writeResults(t, "base.json", allPassing())
 	skipped := allPassing()
-	skipped[1] = gateRow(cleanupSpec, cleanupSpec, harness.VerdictSkip, nil)
+	skipped[1] = gateRow(cleanupSpec, cleanupSpec, results.VerdictSkip, nil)
 	nw := writeResults(t, "new.json", skipped[:2])
 	if out, code := cli(t, nil, "compare", "--allow", cleanupSpec, "--allow", "matrix Enabled/Disabled", base, nw); code != 0 {
 		t.Fatalf("allowed skip and absence: exit %d:\n%s", code, out)
 	}
 	failing := allPassing()
-	failing[0].Verdict, failing[0].Passed, failing[0].Failure = harness.VerdictFail, false, "lost 40 probes"
+	failing[0].Verdict, failing[0].Passed, failing[0].Failure = results.VerdictFail, false, "lost 40 probes"
 	bothFail := writeResults(t, "fail.json", failing)
 	if out, code := cli(t, nil, "compare", "--allow", headlineTitle, base, bothFail); code != 1 {
 		t.Fatalf("an allowed scenario that fails must still regress: exit %d:\n%s", code, out)

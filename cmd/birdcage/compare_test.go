@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/birdcage/birdcage/internal/testenv"
 )
 
 const (
@@ -34,7 +36,7 @@ var (
 // ci/test builds it on the host, and in the VM a go build under software
 // emulation took 28 of the package's 44 s.
 func TestMain(m *testing.M) {
-	if cli := os.Getenv(CLIEnv); cli != "" {
+	if cli := testenv.Env().CLI; cli != "" {
 		birdcageBin = cli
 		os.Exit(m.Run())
 	}
@@ -57,10 +59,10 @@ func TestMain(m *testing.M) {
 }
 
 // cli runs birdcage and returns its output and exit status.
-func cli(t *testing.T, env []string, args ...string) (string, int) {
+func cli(t *testing.T, vars []string, args ...string) (string, int) {
 	t.Helper()
 	cmd := exec.Command(birdcageBin, args...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(os.Environ(), vars...)
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	switch {

@@ -5,13 +5,14 @@ import (
 	"path/filepath"
 
 	"github.com/birdcage/birdcage/harness/lab"
+	"github.com/birdcage/birdcage/internal/env"
 )
 
 // labRun is what `birdcage run --lab MANIFEST` adds: the manifest checked
 // here (a bad one fails before the suite starts, naming file and field),
 // $BIRDCAGE_LAB for the suite, and a filter narrowed to the lab specs
 // (the built-in target's specs do not run against a lab).
-func labRun(manifest, filter string, filterGiven bool) (env []string, _ string, _ error) {
+func labRun(manifest, filter string, filterGiven bool) (vars []string, _ string, _ error) {
 	if manifest == "" {
 		return nil, filter, nil
 	}
@@ -25,9 +26,9 @@ func labRun(manifest, filter string, filterGiven bool) (env []string, _ string, 
 		}
 		manifest = abs
 	}
-	env = []string{"BIRDCAGE_LAB=" + manifest}
+	vars = []string{env.Set(env.Lab, manifest)}
 	if !filterGiven {
-		return env, "lab", nil
+		return vars, "lab", nil
 	}
-	return env, fmt.Sprintf("lab && (%s)", filter), nil
+	return vars, fmt.Sprintf("lab && (%s)", filter), nil
 }

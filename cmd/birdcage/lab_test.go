@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/birdcage/birdcage/internal/env"
 )
 
 // --lab checks the manifest before the suite starts and narrows the filter
@@ -25,9 +27,9 @@ func TestLabRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, f, err := labRun(good, "headline", false)
-	if err != nil || !slices.Contains(env, "BIRDCAGE_LAB="+good) || f != "lab" {
-		t.Errorf("example manifest, default filter: %v %q %v", env, f, err)
+	vars, f, err := labRun(good, "headline", false)
+	if err != nil || !slices.Contains(vars, env.Set(env.Lab, good)) || f != "lab" {
+		t.Errorf("example manifest, default filter: %v %q %v", vars, f, err)
 	}
 	if _, f, _ := labRun("handmade", "noencap", true); f != "lab && (noencap)" {
 		t.Errorf("handmade with a filter: %q", f)

@@ -38,6 +38,9 @@ func main() {
 	// The one root check: a command that needs root is marked by
 	// requireRoot, and is refused here before it runs.
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if err := loadEnv(); err != nil {
+			return err
+		}
 		if cmd.Annotations[needsRootKey] != "" {
 			return needRoot()
 		}

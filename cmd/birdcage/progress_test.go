@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 )
 
 var suiteLines = []string{
@@ -87,9 +87,9 @@ func TestRunProgressPlain(t *testing.T) {
 
 func TestRunSummary(t *testing.T) {
 	var out bytes.Buffer
-	runSummary(&out, &harness.ResultsFile{Scenarios: []harness.ScenarioResult{
-		{Name: "live change", Verdict: harness.VerdictPass, Duration: 3.5, Probes: &probe.Report{Total: probe.Total{Sent: 6000, Lost: 30, LongestGapMs: 31.2}}},
-		{Name: "upgrade", Verdict: harness.VerdictFail, Duration: 9},
+	runSummary(&out, &results.ResultsFile{Scenarios: []results.ScenarioResult{
+		{Name: "live change", Verdict: results.VerdictPass, Duration: 3.5, Probes: &probe.Report{Total: probe.Total{Sent: 6000, Lost: 30, LongestGapMs: 31.2}}},
+		{Name: "upgrade", Verdict: results.VerdictFail, Duration: 9},
 	}})
 	got := strings.Join(strings.Fields(out.String()), " ")
 	for _, want := range []string{"scenario verdict lost longest gap ms duration s", "live change pass 30/6000 31.2 3.5", "upgrade fail - - 9.0"} {

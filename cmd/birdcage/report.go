@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/internal/env"
 )
 
 // resultsCommands are the commands that drive or read whole scenario runs.
@@ -25,15 +26,15 @@ func reportCmd(jsonOut *bool) *cobra.Command {
 		Use:   "report [RESULTS.json...]",
 		Short: "Print the verdicts and figures of scenario runs (default: every results-*.json in the artifacts directory)",
 		Long: "Print the verdicts and figures of scenario runs. Without arguments it reads every results-*.json in the\n" +
-			"artifacts directory: $" + results.ArtifactsEnv + ", else artifacts/ at the root of the birdcage checkout\n" +
+			"artifacts directory: $" + env.Artifacts + ", else artifacts/ at the root of the birdcage checkout\n" +
 			"the working directory is in (where go test ./scenarios writes them), else ./artifacts. It names each file it reads.",
 		RunE: func(_ *cobra.Command, args []string) error {
 			paths := args
 			if len(paths) == 0 {
-				paths, _ = filepath.Glob(filepath.Join(results.ArtifactsDir(), "results-*.json"))
+				paths, _ = filepath.Glob(filepath.Join(results.ArtifactsDir(cfg.Artifacts), "results-*.json"))
 				sort.Strings(paths)
 				if len(paths) == 0 {
-					return fmt.Errorf("no results in %s: scenario runs write them (sudo ci/demo, or go test ./scenarios)", results.ArtifactsDir())
+					return fmt.Errorf("no results in %s: scenario runs write them (sudo ci/demo, or go test ./scenarios)", results.ArtifactsDir(cfg.Artifacts))
 				}
 			}
 			if htmlOut != "" || markdown {

@@ -7,25 +7,26 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/spf13/cobra"
 )
 
 // runScenarios runs the suite with progress, then prints the summary and
 // writes the HTML report.
-func runScenarios(filter string, env ...string) error {
-	// The suite's environment is ours too: where it writes its results
-	// (harness.ResultsPath, which a lab run changes) is where we read them.
-	for _, kv := range env {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			os.Setenv(k, v)
-		}
+func runScenarios(filter string, vars ...string) error {
+	// Where the suite writes its results (harness.ResultsPath, which a lab
+	// run changes) is where we read them: the knobs the suite will load.
+	vars = append([]string{env.Set(env.Progress, "1")}, vars...)
+	suite, err := env.Load(env.Overlay(vars, os.LookupEnv))
+	if err != nil {
+		return err
 	}
-	art := harness.ArtifactsDir()
+	art := results.ArtifactsDir(suite.Artifacts)
 	if err := os.MkdirAll(art, 0o755); err != nil {
 		return err
 	}
@@ -36,7 +37,7 @@ func runScenarios(filter string, env ...string) error {
 	}
 	defer logf.Close()
 	cmd := exec.Command("go", "test", "-count=1", "-v", "./scenarios", "-args", "-ginkgo.label-filter="+filter)
-	cmd.Env = append(append(os.Environ(), "BIRDCAGE_PROGRESS=1"), env...)
+	cmd.Env = append(os.Environ(), vars...)
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {
@@ -71,11 +72,11 @@ func runScenarios(filter string, env ...string) error {
 	runErr := <-waited
 	p.finish()
 	fmt.Printf("\nsuite output: %s\n", logPath)
-	results, rerr := harness.ReadResults(harness.ResultsPath())
+	doc, rerr := results.ReadResults(results.ResultsPath(suite.Artifacts, suite.Lab))
 	if rerr == nil {
-		runSummary(os.Stdout, results)
+		runSummary(os.Stdout, doc)
 		html := filepath.Join(art, "report.html")
-		if err := writeReports([]string{harness.ResultsPath()}, html, false); err != nil {
+		if err := writeReports([]string{results.ResultsPath(suite.Artifacts, suite.Lab)}, html, false); err != nil {
 			fmt.Fprintln(os.Stderr, "birdcage run:", err)
 		}
 	} else {
@@ -95,7 +96,7 @@ func runScenarios(filter string, env ...string) error {
 }
 
 // runSummary is the closing table: one row per scenario.
-func runSummary(w io.Writer, f *harness.ResultsFile) {
+func runSummary(w io.Writer, f *results.ResultsFile) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "scenario\tverdict\tlost\tlongest gap ms\tduration s")
 	for _, s := range f.Scenarios {
@@ -115,15 +116,15 @@ func runSummary(w io.Writer, f *harness.ResultsFile) {
 // Each must be an executable file; a flag names itself in the error. A lab
 // picks its own programmer, so NEW is refused with --lab.
 func programmerRun(old, upgrade string, lab bool) ([]string, error) {
-	var env []string
+	var vars []string
 	for _, f := range []struct{ flag, path, key string }{
-		{"--programmer", old, harness.ProgrammerEnv},
-		{"--upgrade-programmer", upgrade, harness.UpgradeProgrammerEnv},
+		{"--programmer", old, env.Programmer},
+		{"--upgrade-programmer", upgrade, env.UpgradeProgrammer},
 	} {
 		if f.path == "" {
 			continue
 		}
-		if f.key == harness.UpgradeProgrammerEnv && lab {
+		if f.key == env.UpgradeProgrammer && lab {
 			return nil, fmt.Errorf("%s: a lab's upgrade action installs its own programmer; leave it out with --lab", f.flag)
 		}
 		abs, err := filepath.Abs(f.path)
@@ -133,9 +134,9 @@ func programmerRun(old, upgrade string, lab bool) ([]string, error) {
 		if err := harness.CheckExecutable(abs); err != nil {
 			return nil, fmt.Errorf("%s: %w (a route programmer binary under the process contract of dataplane/programmer)", f.flag, err)
 		}
-		env = append(env, f.key+"="+abs)
+		vars = append(vars, env.Set(f.key, abs))
 	}
-	return env, nil
+	return vars, nil
 }
 
 func runCmd() *cobra.Command {
@@ -159,7 +160,7 @@ func runCmd() *cobra.Command {
 			if _, err := os.Stat("scenarios"); err != nil {
 				return fmt.Errorf("run from the root of a birdcage checkout (no ./scenarios here); or use ci/demo")
 			}
-			env, filter, err := labRun(labPath, label, cc.Flags().Changed("label") || len(args) == 1)
+			vars, filter, err := labRun(labPath, label, cc.Flags().Changed("label") || len(args) == 1)
 			if err != nil {
 				return err
 			}
@@ -167,21 +168,21 @@ func runCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			env = append(env, progEnv...)
+			vars = append(vars, progEnv...)
 			if keepOnFail {
-				env = append(env, harness.KeepOnFailEnv+"=1")
+				vars = append(vars, env.Set(env.KeepOnFail, "1"))
 			}
 			if pcap {
-				env = append(env, harness.PcapEnv+"=1")
+				vars = append(vars, env.Set(env.Pcap, "1"))
 			}
-			return runScenarios(filter, env...)
+			return runScenarios(filter, vars...)
 		},
 	}
 	c.Flags().StringVarP(&label, "label", "l", "headline", "Ginkgo label filter (headline, ipip, noencap, upgrade, ...); the argument wins")
 	c.Flags().StringVar(&labPath, "lab", "", "run the lab scenarios against the lab this manifest describes (harness/lab; \"handmade\": a lab built per spec with ip commands, \"handmade-runc\": one whose nodes are runc containers)")
-	c.Flags().BoolVar(&keepOnFail, "keep-on-fail", false, "leave the first failed spec's cluster up and print how to get in (birdcage exec/routes/down); sets $"+harness.KeepOnFailEnv)
-	c.Flags().StringVar(&programmer, "programmer", "", "run this route programmer binary on every node (your own build, under the process contract of dataplane/programmer); sets $"+harness.ProgrammerEnv)
-	c.Flags().StringVar(&upgradeProgrammer, "upgrade-programmer", "", "the headline upgrade's node runs this programmer binary from its upgrade on (old build → new build in one run, judged by the claim); sets $"+harness.UpgradeProgrammerEnv)
-	c.Flags().BoolVar(&pcap, "pcap", false, "capture the probes on every node's uplinks (and tunl0) during the probe window into the artifacts, linked from the report; sets $"+harness.PcapEnv)
+	c.Flags().BoolVar(&keepOnFail, "keep-on-fail", false, "leave the first failed spec's cluster up and print how to get in (birdcage exec/routes/down); sets $"+env.KeepOnFail)
+	c.Flags().StringVar(&programmer, "programmer", "", "run this route programmer binary on every node (your own build, under the process contract of dataplane/programmer); sets $"+env.Programmer)
+	c.Flags().StringVar(&upgradeProgrammer, "upgrade-programmer", "", "the headline upgrade's node runs this programmer binary from its upgrade on (old build → new build in one run, judged by the claim); sets $"+env.UpgradeProgrammer)
+	c.Flags().BoolVar(&pcap, "pcap", false, "capture the probes on every node's uplinks (and tunl0) during the probe window into the artifacts, linked from the report; sets $"+env.Pcap)
 	return c
 }

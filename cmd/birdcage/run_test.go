@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/internal/env"
 )
 
 // `birdcage run --programmer OLD --upgrade-programmer NEW`: both reach the
@@ -22,16 +22,16 @@ func TestProgrammerRun(t *testing.T) {
 	if err := os.WriteFile(plain, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env, err := programmerRun(exe, exe, false)
+	vars, err := programmerRun(exe, exe, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{harness.ProgrammerEnv + "=" + exe, harness.UpgradeProgrammerEnv + "=" + exe}
-	if strings.Join(env, " ") != strings.Join(want, " ") {
-		t.Errorf("env = %v, want %v", env, want)
+	want := []string{env.Set(env.Programmer, exe), env.Set(env.UpgradeProgrammer, exe)}
+	if strings.Join(vars, " ") != strings.Join(want, " ") {
+		t.Errorf("env = %v, want %v", vars, want)
 	}
-	if env, err := programmerRun("", "", false); err != nil || len(env) != 0 {
-		t.Errorf("no flags: env %v, err %v; want neither", env, err)
+	if vars, err := programmerRun("", "", false); err != nil || len(vars) != 0 {
+		t.Errorf("no flags: env %v, err %v; want neither", vars, err)
 	}
 	for _, c := range []struct {
 		old, upgrade string

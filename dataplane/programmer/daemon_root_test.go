@@ -33,7 +33,7 @@ import (
 // $BIRDCAGE_PROGRAMMER (a user's own binary with the same contract).
 func programmerBinary(t testing.TB) string {
 	t.Helper()
-	if p := os.Getenv("BIRDCAGE_PROGRAMMER"); p != "" {
+	if p := testenv.Env().Programmer; p != "" {
 		return p
 	}
 	out := filepath.Join(t.TempDir(), "birdcage-programmer")

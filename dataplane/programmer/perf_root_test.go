@@ -13,11 +13,13 @@ import (
 
 	"github.com/birdcage/birdcage/dataplane/programmer"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
+	"github.com/birdcage/birdcage/internal/env"
+	"github.com/birdcage/birdcage/internal/testenv"
 )
 
 func TestPerfDaemon10kRSS(t *testing.T) {
-	if os.Getenv("BIRDCAGE_PERF") == "" {
-		t.Skip("set BIRDCAGE_PERF=1 to measure the programmer at 10k routes")
+	if !testenv.Env().Perf {
+		t.Skip("set " + env.Perf + "=1 to measure the programmer at 10k routes")
 	}
 	nd := newNode(t)
 	bin := programmerBinary(t)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/birdcage/birdcage/dataplane/programmer"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
+	"github.com/birdcage/birdcage/internal/env"
 )
 
 func TestRestartProfileFlags(t *testing.T) {
@@ -47,10 +48,10 @@ func TestRestartProfileFlags(t *testing.T) {
 		env  string
 	}{
 		{[]string{"--startup-delay", "-1s"}, ""},
-		{nil, programmer.StartupDelayEnv + "=soon"},
-		{nil, programmer.ResyncDelayPerRouteEnv + "=-5ms"},
+		{nil, env.Set(env.ProgrammerStartupDelay, "soon")},
+		{nil, env.Set(env.ProgrammerResyncDelayPerRoute, "-5ms")},
 		{[]string{"--write-order", "sideways"}, ""},
-		{nil, programmer.WriteOrderEnv + "=sideways"},
+		{nil, env.Set(env.ProgrammerWriteOrder, "sideways")},
 	} {
 		cmd := exec.Command(bin, append([]string{"--node", "node-1", "--datastore", dir}, tc.args...)...)
 		cmd.Env = append(os.Environ(), tc.env)
@@ -63,7 +64,7 @@ func TestRestartProfileFlags(t *testing.T) {
 	// 2. A profile by flag (the env's value is overridden): nothing is
 	// programmed during the delay, which the status file reports.
 	const fixed, perRoute = 600 * time.Millisecond, 100 * time.Millisecond
-	t.Setenv(programmer.StartupDelayEnv, "10s") // the flag must win
+	t.Setenv(env.ProgrammerStartupDelay, "10s") // the flag must win
 	p := nd.start(t, bin, dir, status, "--startup-delay", fixed.String(), "--resync-delay-per-route", perRoute.String())
 	var during programmer.Status
 	eventually(t, 10*time.Second, "the delay announced in the status", func() string {

@@ -13,6 +13,7 @@ import (
 	"github.com/birdcage/birdcage/dataplane/routetable"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/vishvananda/netlink"
@@ -84,26 +85,26 @@ type Knobs struct {
 // Env is the knobs as the environment variables the command reads (only
 // those that are set), for a supervisor to pass.
 func (k Knobs) Env() []string {
-	var env []string
+	var vars []string
 	if k.WriteOrder != "" {
-		env = append(env, WriteOrderEnv+"="+k.WriteOrder)
+		vars = append(vars, env.ProgrammerWriteOrder+"="+k.WriteOrder)
 	}
 	if k.DeleteNamesProtocol {
-		env = append(env, DeleteNamesProtocolEnv+"=1")
+		vars = append(vars, env.ProgrammerDeleteNamesProtocol+"=1")
 	}
 	if k.NoTunnelMTU {
-		env = append(env, NoTunnelMTUEnv+"=1")
+		vars = append(vars, env.ProgrammerNoTunnelMTU+"=1")
 	}
 	if k.WriteWindow > 0 {
-		env = append(env, fmt.Sprintf("%s=%d", WriteWindowEnv, k.WriteWindow))
+		vars = append(vars, fmt.Sprintf("%s=%d", env.ProgrammerWriteWindow, k.WriteWindow))
 	}
 	if k.TakeoverGap > 0 {
-		env = append(env, TakeoverGapEnv+"="+k.TakeoverGap.String())
+		vars = append(vars, env.ProgrammerTakeoverGap+"="+k.TakeoverGap.String())
 	}
 	if k.IPv4Metric > 0 {
-		env = append(env, fmt.Sprintf("%s=%d", IPv4MetricEnv, k.IPv4Metric))
+		vars = append(vars, fmt.Sprintf("%s=%d", env.ProgrammerIPv4Metric, k.IPv4Metric))
 	}
-	return env
+	return vars
 }
 
 // tableOptions is the route table's options for release rel with knobs k

@@ -16,23 +16,6 @@ const (
 	ExitConfigChanged = 129
 )
 
-// Environment variables the command reads as the defaults of its restart
-// profile flags (--startup-delay, --resync-delay-per-route). A supervisor
-// sets them rather than the flags so that a user's own programmer binary,
-// which may not know the flags, still starts.
-const (
-	StartupDelayEnv        = "BIRDCAGE_PROGRAMMER_STARTUP_DELAY"
-	ResyncDelayPerRouteEnv = "BIRDCAGE_PROGRAMMER_RESYNC_DELAY_PER_ROUTE"
-	// Emulation knobs by environment, as the restart profile is.
-	WriteOrderEnv          = "BIRDCAGE_PROGRAMMER_WRITE_ORDER"
-	DeleteNamesProtocolEnv = "BIRDCAGE_PROGRAMMER_DELETE_NAMES_PROTOCOL"
-	WriteWindowEnv         = "BIRDCAGE_PROGRAMMER_WRITE_WINDOW"
-	NoTunnelMTUEnv         = "BIRDCAGE_PROGRAMMER_NO_TUNNEL_MTU"
-	IPv4MetricEnv          = "BIRDCAGE_PROGRAMMER_IPV4_METRIC"
-	// TakeoverGapEnv is fault injection (routetable.Options.TakeoverGap).
-	TakeoverGapEnv = "BIRDCAGE_PROGRAMMER_TAKEOVER_GAP"
-)
-
 // States written to the status file.
 const (
 	StateStarting      = "starting"

@@ -13,9 +13,6 @@ import (
 	"github.com/birdcage/birdcage/internal/testenv"
 )
 
-// CacheEnv overrides where ci/bird-releases keeps prepared releases.
-const CacheEnv = "BIRDCAGE_BIRD_CACHE"
-
 // DefaultCache is where ci/bird-releases keeps prepared releases.
 const DefaultCache = "/var/cache/birdcage/bird"
 
@@ -40,10 +37,11 @@ func HostRelease() Release {
 	return Release{Name: release.Default, Package: "host bird2"}
 }
 
-// CacheDir is $BIRDCAGE_BIRD_CACHE, else DefaultCache.
-func CacheDir() string {
-	if d := os.Getenv(CacheEnv); d != "" {
-		return d
+// CacheDir is cache (the run's $BIRDCAGE_BIRD_CACHE, from internal/env),
+// else DefaultCache.
+func CacheDir(cache string) string {
+	if cache != "" {
+		return cache
 	}
 	return DefaultCache
 }
@@ -53,7 +51,7 @@ func CacheDir() string {
 // other release runs from <cache>/<name>/rootfs. A release that is not
 // prepared gives an error wrapping ErrReleaseMissing that says how to
 // prepare it.
-func FindRelease(name string) (Release, error) {
+func FindRelease(cache, name string) (Release, error) {
 	n, err := release.Parse(name)
 	if err != nil {
 		return Release{}, err
@@ -63,7 +61,7 @@ func FindRelease(name string) (Release, error) {
 			return Release{Name: n, Package: "host " + strings.TrimSpace(string(out))}, nil
 		}
 	}
-	dir := filepath.Join(CacheDir(), string(n))
+	dir := filepath.Join(CacheDir(cache), string(n))
 	root := filepath.Join(dir, "rootfs")
 	ver, verr := os.ReadFile(filepath.Join(dir, "version"))
 	if _, err := os.Stat(filepath.Join(root, "usr/sbin/bird")); err != nil || verr != nil {
@@ -76,7 +74,7 @@ func FindRelease(name string) (Release, error) {
 // (fails instead where BIRDCAGE_REQUIRE promised bird-<release>).
 func NeedRelease(t testenv.TB, name string) Release {
 	t.Helper()
-	r, err := FindRelease(name)
+	r, err := FindRelease(testenv.Env().BIRDCache, name)
 	if errors.Is(err, ErrReleaseMissing) {
 		n, _ := release.Parse(name)
 		testenv.Missing(t, n.Feature(), err.Error())

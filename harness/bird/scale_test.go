@@ -4,13 +4,13 @@
 package bird_test
 
 import (
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/birdcage/birdcage/harness/bird"
 	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/internal/env"
+	"github.com/birdcage/birdcage/internal/testenv"
 )
 
 func TestScaleEstablished(t *testing.T) {
@@ -19,12 +19,11 @@ func TestScaleEstablished(t *testing.T) {
 		t.Skip("-short: the 20-node figures take ~10-20 s")
 	}
 	n := 20
-	if s := os.Getenv("BIRDCAGE_SCALE_NODES"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 2 || v > 200 {
-			t.Fatalf("BIRDCAGE_SCALE_NODES=%q: want a number from 2 to 200", s)
+	if s := testenv.Env().ScaleNodes; len(s) > 0 {
+		if len(s) != 1 || s[0] > 200 {
+			t.Fatalf("%s=%v: want one number from 2 to 200", env.ScaleNodes, s)
 		}
-		n = v
+		n = s[0]
 	}
 	for _, mode := range []string{"mesh", "reflector"} {
 		t.Run(mode, func(t *testing.T) {

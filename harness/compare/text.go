@@ -6,6 +6,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/internal/env"
 )
 
 // Text renders the comparison for people: per scenario its verdicts, every
@@ -97,7 +98,7 @@ func (r *Report) Text() string {
 	}
 	b.WriteString("\n")
 	if n := r.singleRunFigureRegressions(); n > 0 {
-		fmt.Fprintf(&b, "note: %d of them regressed on figures from one run on each side: one sample per side, and two runs of one build here differed past the default thresholds in 21 of 73 scenarios (2026-12-04); run both sides with BIRDCAGE_REPEAT=N to compare distributions\n", n)
+		fmt.Fprintf(&b, "note: %d of them regressed on figures from one run on each side: one sample per side, and two runs of one build here differed past the default thresholds in 21 of 73 scenarios (2026-12-04); run both sides with "+env.Repeat+"=N to compare distributions\n", n)
 	}
 	return b.String()
 }

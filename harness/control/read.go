@@ -10,6 +10,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness/bird"
 	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 )
@@ -113,7 +114,7 @@ func (s *Server) timeline(req Request, o *out) error {
 		if present[r.Dst] == nil {
 			present[r.Dst] = map[int]kroute.Route{}
 		}
-		if e.Kind == timeline.Delete {
+		if e.Kind == event.Delete {
 			delete(present[r.Dst], r.Metric)
 		} else {
 			present[r.Dst][r.Metric] = r

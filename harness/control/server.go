@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/monoclock"
 )
 
@@ -277,7 +278,7 @@ type Info struct {
 	PID      int      `json:"pid"`
 	// ConvergedMs is Start to Converged on the run's clock.
 	ConvergedMs float64           `json:"convergedMs"`
-	Events      []harness.Event   `json:"events"`
+	Events      []results.Event   `json:"events"`
 	Releases    map[string]string `json:"releases"`
 }
 

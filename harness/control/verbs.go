@@ -9,6 +9,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/poll"
@@ -258,7 +259,7 @@ func (s *Server) probeVerb(ctx context.Context, req Request, o *out) error {
 				}
 				l := Line{Kind: KindLive, Mono: monoclock.Now(), Summary: summary(rep)}
 				if req.Live {
-					l.Text = harness.GapTable(rep) + "(running: lost includes probes in flight)\n"
+					l.Text = results.GapTable(rep) + "(running: lost includes probes in flight)\n"
 				}
 				o.line(l)
 			}
@@ -273,7 +274,7 @@ func (s *Server) probeVerb(ctx context.Context, req Request, o *out) error {
 		return err
 	}
 	b, _ := json.Marshal(rep)
-	o.line(Line{Kind: KindReport, Mono: monoclock.Now(), Text: harness.GapTable(rep), Summary: summary(rep), Data: b})
+	o.line(Line{Kind: KindReport, Mono: monoclock.Now(), Text: results.GapTable(rep), Summary: summary(rep), Data: b})
 	return nil
 }
 

@@ -173,7 +173,7 @@ func TestReportInChromium(t *testing.T) {
 	if lines := chromium(t, bin, ctl, filepath.Join(dir, "control.png")); len(lines) == 0 || !strings.Contains(strings.Join(lines, "\n"), "birdcage-console-control") {
 		t.Fatalf("the console check did not see the control page's console.error: %q", lines)
 	}
-	art := results.ArtifactsDir()
+	art := results.ArtifactsDir(testenv.Env().Artifacts)
 	if err := os.MkdirAll(art, 0o755); err != nil {
 		t.Fatal(err)
 	}

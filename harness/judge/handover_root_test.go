@@ -11,6 +11,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/testenv"
@@ -33,11 +34,11 @@ func TestReadHandoversFromARealTimeline(t *testing.T) {
 		return &netlink.Route{Dst: ipn, Gw: net.ParseIP("10.50.0.2"), LinkIndex: dev.Attrs().Index,
 			Protocol: netlink.RouteProtocol(proto), Table: kroute.MainTable}
 	}
-	wait := func(p netip.Prefix, kind timeline.Kind, proto kroute.Protocol) timeline.Event {
+	wait := func(p netip.Prefix, kind event.Kind, proto kroute.Protocol) event.Event {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		e, err := mon.WaitFor(ctx, func(e timeline.Event) bool {
+		e, err := mon.WaitFor(ctx, func(e event.Event) bool {
 			return !e.Existing && e.Route.Dst == p && e.Kind == kind && e.Route.Protocol == proto
 		})
 		if err != nil {
@@ -50,18 +51,18 @@ func TestReadHandoversFromARealTimeline(t *testing.T) {
 		if err := n.Handle.RouteAdd(route(p.String(), kroute.ProtoBIRD)); err != nil {
 			t.Fatal(err)
 		}
-		wait(p, timeline.Add, kroute.ProtoBIRD)
+		wait(p, event.Add, kroute.ProtoBIRD)
 	}
 
 	start := monoclock.Now()
 	if err := n.Handle.RouteReplace(route(replaced.String(), programmer)); err != nil {
 		t.Fatal(err)
 	}
-	wait(replaced, timeline.Replace, programmer)
+	wait(replaced, event.Replace, programmer)
 	if err := n.Handle.RouteDel(route(windowed.String(), kroute.ProtoBIRD)); err != nil {
 		t.Fatal(err)
 	}
-	del := wait(windowed, timeline.Delete, kroute.ProtoBIRD)
+	del := wait(windowed, event.Delete, kroute.ProtoBIRD)
 	// The new owner's route at another metric than the old one's: the
 	// handover reads both metrics (the kernel key) from the timeline.
 	atOtherMetric := route(windowed.String(), programmer)
@@ -69,7 +70,7 @@ func TestReadHandoversFromARealTimeline(t *testing.T) {
 	if err := n.Handle.RouteAdd(atOtherMetric); err != nil {
 		t.Fatal(err)
 	}
-	add := wait(windowed, timeline.Add, programmer)
+	add := wait(windowed, event.Add, programmer)
 	end := monoclock.Now()
 
 	hs := ReadHandovers([]HandoverNode{{Name: "ho", Timeline: mon, Blocks: []netip.Prefix{replaced, windowed, untouched}}},

@@ -41,14 +41,12 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
-	"os"
 	"strings"
 
 	"github.com/onsi/gomega/types"
 
 	"github.com/birdcage/birdcage/harness/probe/report"
-	"github.com/birdcage/birdcage/harness/results"
-	"github.com/birdcage/birdcage/internal/machine"
+	"github.com/birdcage/birdcage/internal/env"
 )
 
 // FlowHoles is how many probes one flow lost over a span, and its longest
@@ -85,11 +83,6 @@ type PlatformLoss struct {
 	Stalls bool
 }
 
-// PlatformStalls reports whether this process runs on a platform known to
-// stall the whole machine (a QEMU guest under TCG, as ci/vm/run says in
-// $BIRDCAGE_VM_ACCEL_USED): the accelerator really used, never a device node.
-func PlatformStalls() bool { return machine.Profile{Accel: os.Getenv(machine.AccelEnv)}.Stalls() }
-
 // Strict says whether the platform lost nothing, so the claim is exactly
 // "no hole".
 func (p PlatformLoss) Strict() bool { return p.Max == 0 }
@@ -106,13 +99,15 @@ func (p PlatformLoss) String() string {
 // PlatformLossOf measures the platform's loss from the control flows' holes;
 // an error when there is no control (nothing measures the platform, so a
 // tolerance would come from nowhere), and when a control lost anything on a
-// platform that does not stall (PlatformStalls): there a dirty control is a
-// failure of the run.
-func PlatformLossOf(controls []FlowHoles) (PlatformLoss, error) {
+// platform that does not stall: there a dirty control is a failure of the
+// run. stalls says the platform is one known to stall the whole machine (a
+// QEMU guest under TCG: the run's machine profile, machine.Profile.Stalls,
+// from the accelerator ci/vm/run really used, never a device node).
+func PlatformLossOf(controls []FlowHoles, stalls bool) (PlatformLoss, error) {
 	if len(controls) == 0 {
 		return PlatformLoss{}, fmt.Errorf("no control flow (one with neither end at a node under change): the platform's own loss is not measured")
 	}
-	p := PlatformLoss{Controls: len(controls), Stalls: PlatformStalls()}
+	p := PlatformLoss{Controls: len(controls), Stalls: stalls}
 	for _, c := range controls {
 		p.Total += c.Holes
 		if c.Holes > 0 {
@@ -131,7 +126,7 @@ func PlatformLossOf(controls []FlowHoles) (PlatformLoss, error) {
 	}
 	if p.Max > 0 && !p.Stalls {
 		return p, fmt.Errorf("control flow %s lost %d probes (%d of %d control flows lost any, longest outage %.1f ms) on a platform that does not stall (%s unset or not tcg): "+
-			"a control crosses no route the change touches, so this is a broken run, not a licence for the judged flows", p.MaxFlow, p.Max, p.LostFlows, p.Controls, p.LongestMs, results.VMAccelEnv)
+			"a control crosses no route the change touches, so this is a broken run, not a licence for the judged flows", p.MaxFlow, p.Max, p.LostFlows, p.Controls, p.LongestMs, env.VMAccelUsed)
 	}
 	return p, nil
 }

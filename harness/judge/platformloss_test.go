@@ -9,12 +9,12 @@ import (
 	"testing"
 
 	"github.com/birdcage/birdcage/harness/probe"
-	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/internal/machine"
 )
 
 func TestPlatformLossRule(t *testing.T) {
 	// The tolerance exists only where the platform stalls.
-	t.Setenv(results.VMAccelEnv, "tcg")
+	const stalls = true
 	type loss struct {
 		holes     uint64
 		longestMs float64
@@ -48,7 +48,7 @@ func TestPlatformLossRule(t *testing.T) {
 			for i, h := range c.controls {
 				hs = append(hs, FlowHoles{Flow: string(rune('a'+i)) + "->z", Holes: h.holes, LongestMs: h.longestMs, IntervalMs: 5})
 			}
-			p, err := PlatformLossOf(hs)
+			p, err := PlatformLossOf(hs, stalls)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -83,29 +83,28 @@ func verdict(ok bool) string {
 func TestDirtyControlsFailWhereThePlatformDoesNotStall(t *testing.T) {
 	dirty := []FlowHoles{{Flow: "c->d", IntervalMs: 1}, {Flow: "d->c", Holes: 3, LongestMs: 4, IntervalMs: 1}}
 	for _, accel := range []string{"", "kvm"} {
-		t.Setenv(results.VMAccelEnv, accel)
-		if _, err := PlatformLossOf(dirty); err == nil || !strings.Contains(err.Error(), "control flow d->c lost 3 probes") {
+		stalls := machine.Profile{Accel: accel}.Stalls()
+		if _, err := PlatformLossOf(dirty, stalls); err == nil || !strings.Contains(err.Error(), "control flow d->c lost 3 probes") {
 			t.Errorf("accelerator %q: a dirty control gave %v, want an error naming it", accel, err)
 		}
-		if p, err := PlatformLossOf(dirty[:1]); err != nil || !p.Strict() {
+		if p, err := PlatformLossOf(dirty[:1], stalls); err != nil || !p.Strict() {
 			t.Errorf("accelerator %q: clean controls: %+v, %v; want the strict rule", accel, p, err)
 		}
 	}
-	t.Setenv(results.VMAccelEnv, "tcg")
-	if p, err := PlatformLossOf(dirty); err != nil || p.Max != 3 || !p.Stalls {
+	if p, err := PlatformLossOf(dirty, machine.Profile{Accel: "tcg"}.Stalls()); err != nil || p.Max != 3 || !p.Stalls {
 		t.Errorf("tcg: %+v, %v; want the platform's loss measured", p, err)
 	}
 }
 
 func TestPlatformLossMeasure(t *testing.T) {
-	t.Setenv(results.VMAccelEnv, "tcg")
+	const stalls = true // a TCG guest
 	t.Run("no control is an error, not a zero", func(t *testing.T) {
-		if _, err := PlatformLossOf(nil); err == nil {
+		if _, err := PlatformLossOf(nil, stalls); err == nil {
 			t.Error("no control flow: want an error")
 		}
 	})
 	t.Run("the platform's figures and its statement", func(t *testing.T) {
-		p, err := PlatformLossOf([]FlowHoles{{Flow: "c->d"}, {Flow: "d->c", Holes: 30, LongestMs: 150}, {Flow: "e->c", Holes: 12, LongestMs: 160}})
+		p, err := PlatformLossOf([]FlowHoles{{Flow: "c->d"}, {Flow: "d->c", Holes: 30, LongestMs: 150}, {Flow: "e->c", Holes: 12, LongestMs: 160}}, stalls)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +114,7 @@ func TestPlatformLossMeasure(t *testing.T) {
 		if s := p.String(); !strings.Contains(s, "up to 30") || !strings.Contains(s, "d->c") {
 			t.Errorf("statement: %s", s)
 		}
-		clean, _ := PlatformLossOf([]FlowHoles{{Flow: "c->d"}})
+		clean, _ := PlatformLossOf([]FlowHoles{{Flow: "c->d"}}, stalls)
 		if s := clean.String(); !clean.Strict() || !strings.Contains(s, "strictly") {
 			t.Errorf("clean platform statement: %s", s)
 		}
@@ -169,7 +168,7 @@ func TestPlatformLossMeasure(t *testing.T) {
 		}
 	})
 	t.Run("refused sends stay strict when the platform lost probes", func(t *testing.T) {
-		p, _ := PlatformLossOf([]FlowHoles{{Flow: "c->d", Holes: 50, LongestMs: 250}})
+		p, _ := PlatformLossOf([]FlowHoles{{Flow: "c->d", Holes: 50, LongestMs: 250}}, stalls)
 		f := flow("a->b", 1000, 1000, 1, 1000, 0)
 		f.SendErrors = map[string]uint64{"EHOSTUNREACH": 2}
 		if got := match(t, HaveNoGap().BeyondPlatform(p), f); got != "fail" {

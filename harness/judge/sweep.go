@@ -30,10 +30,10 @@ type SweepStated struct {
 // stall, and a sample's gap can take one at each end.
 const TCGStall = 150 * time.Millisecond
 
-// StatedPlatformStall is the stall stated for this process's platform:
-// TCGStall where the platform stalls (PlatformStalls), else 0.
-func StatedPlatformStall() time.Duration {
-	if PlatformStalls() {
+// StatedPlatformStall is the stall stated for a platform: TCGStall where it
+// stalls (machine.Profile.Stalls), else 0.
+func StatedPlatformStall(stalls bool) time.Duration {
+	if stalls {
 		return TCGStall
 	}
 	return 0

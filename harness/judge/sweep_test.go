@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/internal/machine"
 	"github.com/birdcage/birdcage/internal/monoclock"
 )
 
@@ -170,12 +171,10 @@ func TestSweepSlopeUnjudgeableWhenTheDelaysSpanTooLittle(t *testing.T) {
 // Under TCG the stated spread carries the platform's stated stall at both
 // ends; natively it carries none. Still stated, never measured.
 func TestSweepSpreadCarriesTheStatedPlatformStall(t *testing.T) {
-	t.Setenv(results.VMAccelEnv, "")
-	if StatedPlatformStall() != 0 {
+	if StatedPlatformStall(machine.Profile{}.Stalls()) != 0 {
 		t.Fatal("natively the stated stall must be 0")
 	}
-	t.Setenv(results.VMAccelEnv, "tcg")
-	s := SweepStated{ProbeInterval: 5 * time.Millisecond, ConfdLatency: 100 * time.Millisecond, PlatformStall: StatedPlatformStall()}
+	s := SweepStated{ProbeInterval: 5 * time.Millisecond, ConfdLatency: 100 * time.Millisecond, PlatformStall: StatedPlatformStall(machine.Profile{Accel: "tcg"}.Stalls())}
 	if got := s.SpreadMs(); got != 2*5+100+2*150 {
 		t.Fatalf("TCG spread %.1f ms, want %d", got, 2*5+100+2*150)
 	}

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/testenv"
@@ -48,7 +49,7 @@ func TestKeepRouteThroughoutFailsOverARealGap(t *testing.T) {
 	}
 	for _, m := range []*timeline.Monitor{small, keeper} {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := m.WaitFor(ctx, func(e timeline.Event) bool { return e.Route.Dst == p && e.Kind == timeline.Add })
+		_, err := m.WaitFor(ctx, func(e event.Event) bool { return e.Route.Dst == p && e.Kind == event.Add })
 		cancel()
 		if err != nil {
 			t.Fatal(err)
@@ -63,7 +64,7 @@ func TestKeepRouteThroughoutFailsOverARealGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nsh.Close()
-	var gaps []timeline.Gap
+	var gaps []event.Gap
 	added := 0
 	for round := 0; round < 10 && len(gaps) == 0; round++ {
 		var wg sync.WaitGroup
@@ -114,13 +115,13 @@ func TestKeepRouteThroughoutFailsOverARealGap(t *testing.T) {
 	// contains it.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := small.WaitFor(ctx, func(e timeline.Event) bool { return e.Kind == timeline.GapKind }); err != nil {
+	if _, err := small.WaitFor(ctx, func(e event.Event) bool { return e.Kind == event.GapKind }); err != nil {
 		t.Fatal(err)
 	}
 	// The keeper reads the flood's backlog before it reaches the watched
 	// route's delete and re-add: wait until it has.
-	if _, err := keeper.WaitFor(ctx, func(e timeline.Event) bool {
-		return e.Kind == timeline.Add && e.Route.Dst == p && e.At > from
+	if _, err := keeper.WaitFor(ctx, func(e event.Event) bool {
+		return e.Kind == event.Add && e.Route.Dst == p && e.At > from
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,9 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -45,25 +47,29 @@ type Lab struct {
 	log   *slog.Logger
 
 	mu        sync.Mutex
-	events    []harness.Event
+	events    []results.Event
 	sessions  []*probe.Session
 	timelines map[string]*timeline.Monitor
 	before    []Snapshot
 	detached  bool
 	tunnel    string // how the nodes' tunl0 is made, as found (tunnelOf)
+	machine   machine.Profile
 }
 
 // AttachOptions shape an attach.
 type AttachOptions struct {
 	// Log receives events; nil: slog.Default().
 	Log *slog.Logger
+	// Machine is the machine profile the lab's waits and probe sessions
+	// honour (the run's, from its environment); zero: native speed.
+	Machine machine.Profile
 }
 
 // Attach resolves every node's and workload's namespace, snapshots them,
 // and starts a route timeline in each node's namespace. It changes nothing
 // in the lab. On error everything it started is stopped.
 func Attach(ctx context.Context, m *Manifest, o AttachOptions) (_ *Lab, err error) {
-	l := &Lab{M: m, log: o.Log, timelines: map[string]*timeline.Monitor{}}
+	l := &Lab{M: m, log: o.Log, timelines: map[string]*timeline.Monitor{}, machine: o.Machine}
 	if l.log == nil {
 		l.log = slog.Default()
 	}
@@ -239,7 +245,7 @@ func (l *Lab) WaitOwnedOnlyBy(ctx context.Context, node string, prefix netip.Pre
 	if m == nil {
 		return fmt.Errorf("lab %s: no node %q", l.M.Name, node)
 	}
-	if _, err := m.WaitFor(ctx, func(timeline.Event) bool { return l.OwnedOnlyBy(node, prefix, protocol) == nil }); err != nil {
+	if _, err := m.WaitFor(ctx, func(event.Event) bool { return l.OwnedOnlyBy(node, prefix, protocol) == nil }); err != nil {
 		return fmt.Errorf("%w (%v)", l.OwnedOnlyBy(node, prefix, protocol), err)
 	}
 	return nil
@@ -250,11 +256,11 @@ func (l *Lab) WaitOwnedOnlyBy(ctx context.Context, node string, prefix netip.Pre
 // once every node's route timeline has recorded the route changes made
 // before the call (timeline.Sync: a netlink message to the monitor's own
 // socket; nothing in the lab sees it).
-func (l *Lab) Mark(name string) harness.Event {
+func (l *Lab) Mark(name string) results.Event {
 	if err := l.SyncTimelines(); err != nil {
 		l.log.Warn("mark taken with the route timelines unsynced", "name", name, "err", err)
 	}
-	e := harness.Event{Name: name, Mono: monoclock.Now()}
+	e := results.Event{Name: name, Mono: monoclock.Now()}
 	l.markAt(e)
 	return e
 }
@@ -264,17 +270,13 @@ func (l *Lab) Mark(name string) harness.Event {
 // a monitor that does not answer within the machine's wait of a second is
 // an error.
 func (l *Lab) SyncTimelines() error {
-	m, err := machine.FromEnv()
-	if err != nil {
-		return err
-	}
 	l.mu.Lock()
 	ms := slices.Collect(maps.Values(l.timelines))
 	l.mu.Unlock()
-	return timeline.SyncWithin(m.Wait(time.Second), ms...)
+	return timeline.SyncWithin(l.machine.Wait(time.Second), ms...)
 }
 
-func (l *Lab) markAt(e harness.Event) {
+func (l *Lab) markAt(e results.Event) {
 	l.mu.Lock()
 	l.events = append(l.events, e)
 	for _, s := range l.sessions {
@@ -285,15 +287,11 @@ func (l *Lab) markAt(e harness.Event) {
 }
 
 // Events lists what was done to the lab, in order.
-func (l *Lab) Events() []harness.Event {
+func (l *Lab) Events() []results.Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]harness.Event(nil), l.events...)
+	return append([]results.Event(nil), l.events...)
 }
-
-// ProbeOptions shape a probe session in the lab, as on a built cluster;
-// Flows default to every ordered pair of the nodes' first workloads.
-type ProbeOptions = harness.ProbeOptions
 
 // FirstWorkloads is each node's first workload, in manifest order.
 func (l *Lab) FirstWorkloads() []probe.Endpoint {
@@ -310,7 +308,7 @@ func (l *Lab) FirstWorkloads() []probe.Endpoint {
 // (harness.StartProbeSession), with counters at the nodes' listed
 // interfaces, and returns once every flow delivers (unless MayNotFlow).
 // Detach stops it if the caller has not.
-func (l *Lab) Probes(ctx context.Context, o ProbeOptions) (*probe.Session, error) {
+func (l *Lab) Probes(ctx context.Context, o harness.ProbeOptions) (*probe.Session, error) {
 	if o.Flows == nil {
 		o.Flows = probe.AllPairs(l.FirstWorkloads()...)
 	}
@@ -325,7 +323,7 @@ func (l *Lab) Probes(ctx context.Context, o ProbeOptions) (*probe.Session, error
 				probe.Hop{Name: n.Name + "/" + ifn + " ingress", Netns: n.Netns, Iface: ifn, Direction: bpf.Ingress})
 		}
 	}
-	s, err := harness.StartProbeSession(ctx, harness.ProbeSession{ProbeOptions: o, Hops: hops,
+	s, err := harness.StartProbeSession(ctx, harness.ProbeSession{ProbeOptions: o, Hops: hops, Machine: &l.machine,
 		Register: func(s *probe.Session) {
 			l.mu.Lock()
 			l.sessions = append(l.sessions, s)
@@ -343,23 +341,23 @@ func (l *Lab) Probes(ctx context.Context, o ProbeOptions) (*probe.Session, error
 // Do runs one of the manifest's actions. Its event, named like the
 // built-in cluster's (e.g. "UpgradeNode(node-2→3.33)"), is stamped when
 // the command starts; a second event marks when the command returned.
-func (l *Lab) Do(ctx context.Context, act Action, name string, vars map[string]string) (harness.Event, error) {
+func (l *Lab) Do(ctx context.Context, act Action, name string, vars map[string]string) (results.Event, error) {
 	line, err := l.M.Command(act, vars)
 	if err != nil {
-		return harness.Event{}, err
+		return results.Event{}, err
 	}
 	l.log.Info("lab action", "action", act, "command", line)
 	r, err := l.M.Run(ctx, act, vars)
-	e := harness.Event{Name: name, Mono: r.BeginMono}
+	e := results.Event{Name: name, Mono: r.BeginMono}
 	if r.BeginMono != 0 {
 		l.markAt(e)
-		l.markAt(harness.Event{Name: name + " returned", Mono: r.EndMono})
+		l.markAt(results.Event{Name: name + " returned", Mono: r.EndMono})
 	}
 	return e, err
 }
 
 // SetProgramClusterRoutes sets both programClusterRoutes fields at once.
-func (l *Lab) SetProgramClusterRoutes(ctx context.Context, felix, bgp config.ProgramClusterRoutes) (harness.Event, error) {
+func (l *Lab) SetProgramClusterRoutes(ctx context.Context, felix, bgp config.ProgramClusterRoutes) (results.Event, error) {
 	return l.Do(ctx, ActionSetProgramClusterRoutes, fmt.Sprintf("SetProgramClusterRoutes(felix=%s, bgp=%s)", felix, bgp),
 		map[string]string{"felix": string(felix), "bgp": string(bgp)})
 }
@@ -368,15 +366,15 @@ func (l *Lab) SetProgramClusterRoutes(ctx context.Context, felix, bgp config.Pro
 // its old BIRD going with o.Signal (SIGKILL when unset, as on a built
 // cluster). A lab's command decides what it runs, so o.BIRD and
 // o.Programmer are refused, naming the field.
-func (l *Lab) UpgradeNode(ctx context.Context, node string, rel config.Release, o harness.UpgradeOptions) (harness.Event, error) {
+func (l *Lab) UpgradeNode(ctx context.Context, node string, rel config.Release, o harness.UpgradeOptions) (results.Event, error) {
 	if l.Node(node) == nil {
-		return harness.Event{}, fmt.Errorf("lab %s: no node %q (nodes: %s)", l.M.Name, node, strings.Join(l.M.NodeNames(), ", "))
+		return results.Event{}, fmt.Errorf("lab %s: no node %q (nodes: %s)", l.M.Name, node, strings.Join(l.M.NodeNames(), ", "))
 	}
 	switch {
 	case o.BIRD != "":
-		return harness.Event{}, fmt.Errorf("lab %s: upgrade %s: field BIRD (%q): a lab's upgrade action picks its own BIRD; leave it empty", l.M.Name, node, o.BIRD)
+		return results.Event{}, fmt.Errorf("lab %s: upgrade %s: field BIRD (%q): a lab's upgrade action picks its own BIRD; leave it empty", l.M.Name, node, o.BIRD)
 	case o.Programmer != "":
-		return harness.Event{}, fmt.Errorf("lab %s: upgrade %s: field Programmer (%q): a lab's upgrade action picks its own programmer; leave it empty", l.M.Name, node, o.Programmer)
+		return results.Event{}, fmt.Errorf("lab %s: upgrade %s: field Programmer (%q): a lab's upgrade action picks its own programmer; leave it empty", l.M.Name, node, o.Programmer)
 	}
 	if o.Signal == 0 {
 		o.Signal = syscall.SIGKILL
@@ -386,14 +384,14 @@ func (l *Lab) UpgradeNode(ctx context.Context, node string, rel config.Release, 
 }
 
 // KillBIRD sends sig to a node's BIRD.
-func (l *Lab) KillBIRD(ctx context.Context, node string, sig syscall.Signal) (harness.Event, error) {
+func (l *Lab) KillBIRD(ctx context.Context, node string, sig syscall.Signal) (results.Event, error) {
 	return l.Do(ctx, ActionKillBIRD, fmt.Sprintf("KillBIRD(%s, %s)", node, signalName(sig)),
 		map[string]string{"node": node, "signal": signalName(sig)})
 }
 
 // StartBIRD starts a node's BIRD (with graceful-restart recovery, -R,
 // when o.Recovery is set).
-func (l *Lab) StartBIRD(ctx context.Context, node string, o harness.StartBIRDOptions) (harness.Event, error) {
+func (l *Lab) StartBIRD(ctx context.Context, node string, o harness.StartBIRDOptions) (results.Event, error) {
 	return l.Do(ctx, ActionStartBIRD, fmt.Sprintf("StartBIRD(%s, recovery=%v)", node, o.Recovery),
 		map[string]string{"node": node, "recovery": fmt.Sprint(o.Recovery)})
 }
@@ -499,15 +497,15 @@ const maxRouteEventsPerNode = 4000
 
 // RouteEvents is each node's timeline of cluster routes (main table,
 // inside the manifest's pools), for the results' route swimlanes.
-func (l *Lab) RouteEvents() map[string][]timeline.Event {
+func (l *Lab) RouteEvents() map[string][]event.Event {
 	pools := l.M.PoolPrefixes()
-	out := map[string][]timeline.Event{}
+	out := map[string][]event.Event{}
 	for _, n := range l.Nodes {
 		m := l.Timeline(n.Name)
 		if m == nil {
 			continue
 		}
-		var evs []timeline.Event
+		var evs []event.Event
 		for _, e := range m.Events() {
 			if e.Route.Table == kroute.MainTable && insideAny(e.Route.Dst, pools) && len(evs) < maxRouteEventsPerNode {
 				evs = append(evs, e)

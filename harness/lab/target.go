@@ -9,6 +9,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 )
@@ -99,8 +100,8 @@ func (l *Lab) WaitConverged(ctx context.Context) error {
 // Result starts a results row judged on the lab: its probes, events and
 // route swimlanes; the programmer's restarts and confd's reaction are the
 // lab's own and not seen, which a note says.
-func (l *Lab) Result(name string, rep *probe.Report) harness.ScenarioResult {
-	s := harness.ScenarioResult{Name: name, Topology: l.TargetName(), Tunnel: l.tunnel, Probes: rep, Events: l.Events(), Figures: map[string]float64{},
+func (l *Lab) Result(name string, rep *probe.Report) results.ScenarioResult {
+	s := results.ScenarioResult{Name: name, Topology: l.TargetName(), Tunnel: l.tunnel, Probes: rep, Events: l.Events(), Figures: map[string]float64{},
 		RouteEvents: l.RouteEvents()}
 	if ev := l.Events(); len(ev) > 0 {
 		s.Duration = monoclock.Ms(monoclock.Now()-ev[0].Mono) / 1000

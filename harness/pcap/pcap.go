@@ -39,10 +39,6 @@ type Options struct {
 	MaxBytes int64
 }
 
-// Stats is what a capture saw (harness/results' CaptureStats, where the
-// results rows record it).
-type Stats = results.CaptureStats
-
 // Capture is one running capture.
 type Capture struct {
 	o      Options
@@ -53,7 +49,7 @@ type Capture struct {
 	w      *pcapgo.Writer
 	done   chan struct{}
 	mu     sync.Mutex
-	stats  Stats
+	stats  results.CaptureStats
 	err    error
 	closed bool
 }
@@ -233,7 +229,7 @@ func (c *Capture) setErr(err error) {
 }
 
 // Stats is what the capture wrote so far.
-func (c *Capture) Stats() Stats {
+func (c *Capture) Stats() results.CaptureStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.stats
@@ -241,7 +237,7 @@ func (c *Capture) Stats() Stats {
 
 // Stop ends the capture, flushes and closes the file, and returns its
 // statistics. It is safe to call more than once.
-func (c *Capture) Stop() (Stats, error) {
+func (c *Capture) Stop() (results.CaptureStats, error) {
 	c.mu.Lock()
 	if c.closed {
 		defer c.mu.Unlock()

@@ -19,7 +19,8 @@ import (
 )
 
 // Endpoint and Flow are harness/probe/report's (plain data a flow plan
-// holds without BPF); see there.
+// holds without BPF); see there. They go with the aliases in report.go
+// (same reason).
 type (
 	Endpoint = report.Endpoint
 	Flow     = report.Flow

@@ -11,7 +11,10 @@ import (
 )
 
 // The report's data types are harness/probe/report's, where the results
-// model reads them; these aliases keep probe.Report and the rest.
+// model reads them; these aliases keep probe.Report and the rest. They go
+// when the scenario suite's machinery leaves package scenarios (issue 42,
+// part 2): its package-level func report takes the name the package
+// harness/probe/report would need there.
 type (
 	Report         = report.Report
 	Total          = report.Total

@@ -1,27 +1,13 @@
 package results
 
-import (
-	"fmt"
-	"os"
-	"strconv"
-)
-
-// RepeatEnv makes scenarios that honour it run N times (default 1); the
-// results file then carries every figure's distribution over the runs.
-const RepeatEnv = "BIRDCAGE_REPEAT"
-
-// Repeats is $BIRDCAGE_REPEAT, else def. An unparsable or non-positive value
-// is an error so a typo does not silently run once.
-func Repeats(def int) (int, error) {
-	v := os.Getenv(RepeatEnv)
-	if v == "" {
-		return def, nil
+// Repeats is how many times a repeated scenario runs: n (the run's
+// $BIRDCAGE_REPEAT, from internal/env, which refuses a non-positive value)
+// when set, else def.
+func Repeats(n, def int) int {
+	if n > 0 {
+		return n
 	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		return 0, fmt.Errorf("$%s=%q: want a whole number of runs, 1 or more", RepeatEnv, v)
-	}
-	return n, nil
+	return def
 }
 
 // RepeatSummary is one scenario's runs in a results file: how many ran and

@@ -1,6 +1,10 @@
 package results
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/birdcage/birdcage/internal/env"
+)
 
 func TestSummarizeRepeats(t *testing.T) {
 	runs := []ScenarioResult{
@@ -33,17 +37,18 @@ func TestSummarizeRepeats(t *testing.T) {
 }
 
 func TestRepeatsEnv(t *testing.T) {
-	t.Setenv(RepeatEnv, "")
-	if n, err := Repeats(3); n != 3 || err != nil {
+	repeats := func(v string, def int) (int, error) {
+		c, err := env.Load(env.Map(map[string]string{env.Repeat: v}))
+		return Repeats(c.Repeat, def), err
+	}
+	if n, err := repeats("", 3); n != 3 || err != nil {
 		t.Errorf("unset: %d %v", n, err)
 	}
-	t.Setenv(RepeatEnv, "5")
-	if n, err := Repeats(1); n != 5 || err != nil {
+	if n, err := repeats("5", 1); n != 5 || err != nil {
 		t.Errorf("5: %d %v", n, err)
 	}
 	for _, bad := range []string{"0", "-1", "five"} {
-		t.Setenv(RepeatEnv, bad)
-		if _, err := Repeats(1); err == nil {
+		if _, err := repeats(bad, 1); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}

@@ -10,7 +10,6 @@ import (
 // test runs a package's tests in the package's directory; the CLI runs at
 // the root), and $BIRDCAGE_ARTIFACTS wins.
 func TestArtifactsDirFromAnyWorkingDirectory(t *testing.T) {
-	t.Setenv(ArtifactsEnv, "")
 	root, err := ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -18,22 +17,20 @@ func TestArtifactsDirFromAnyWorkingDirectory(t *testing.T) {
 	want := filepath.Join(root, "artifacts")
 	for _, dir := range []string{root, filepath.Join(root, "scenarios"), filepath.Join(root, "harness", "probe")} {
 		t.Chdir(dir)
-		if got := ArtifactsDir(); got != want {
+		if got := ArtifactsDir(""); got != want {
 			t.Errorf("from %s: ArtifactsDir() = %s, want %s", dir, got, want)
 		}
 	}
-	t.Setenv(ArtifactsEnv, "elsewhere")
-	if got, want := ArtifactsDir(), filepath.Join(filepath.Join(root, "harness", "probe"), "elsewhere"); got != want {
-		t.Errorf("with %s=elsewhere: %s, want %s (made absolute)", ArtifactsEnv, got, want)
+	if got, want := ArtifactsDir("elsewhere"), filepath.Join(filepath.Join(root, "harness", "probe"), "elsewhere"); got != want {
+		t.Errorf("with the artifacts dir elsewhere: %s, want %s (made absolute)", got, want)
 	}
 	// Outside a checkout: ./artifacts.
-	t.Setenv(ArtifactsEnv, "")
 	tmp := t.TempDir()
 	t.Chdir(tmp)
 	if _, err := os.Stat(filepath.Join(tmp, "go.mod")); err == nil {
 		t.Fatal("guard: the temp dir has a go.mod")
 	}
-	if got := ArtifactsDir(); got != filepath.Join(tmp, "artifacts") {
+	if got := ArtifactsDir(""); got != filepath.Join(tmp, "artifacts") {
 		t.Errorf("outside a checkout: %s, want %s", got, filepath.Join(tmp, "artifacts"))
 	}
 }

@@ -24,23 +24,16 @@ import (
 
 	"github.com/birdcage/birdcage/harness/probe/report"
 	"github.com/birdcage/birdcage/harness/timeline/event"
-	"github.com/birdcage/birdcage/internal/machine"
 )
 
-// ArtifactsEnv overrides where diagnostics and the results file go.
-const ArtifactsEnv = "BIRDCAGE_ARTIFACTS"
-
-// VMAccelEnv is set inside the VM by ci/vm/run to the accelerator in use
-// (RunEnv.VMAccel; "tcg" is the one known to stall, harness/judge).
-const VMAccelEnv = machine.AccelEnv
-
 // ArtifactsDir is where diagnostics and results files go, the same place
-// whatever the working directory: $BIRDCAGE_ARTIFACTS, else artifacts/ at
-// the root of the birdcage checkout the working directory is in (go test
-// runs a package's tests in the package's directory, the CLI runs wherever
-// it is started), else ./artifacts outside a checkout.
-func ArtifactsDir() string {
-	if d := os.Getenv(ArtifactsEnv); d != "" {
+// whatever the working directory: dir (the run's $BIRDCAGE_ARTIFACTS, from
+// internal/env) made absolute, else artifacts/ at the root of the birdcage
+// checkout the working directory is in (go test runs a package's tests in
+// the package's directory, the CLI runs wherever it is started), else
+// ./artifacts outside a checkout.
+func ArtifactsDir(dir string) string {
+	if d := dir; d != "" {
 		if abs, err := filepath.Abs(d); err == nil {
 			return abs
 		}
@@ -198,28 +191,17 @@ type Results struct {
 	doc  ResultsFile
 }
 
-// ResultsJoinEnv, when set, is a token naming one run whose several
-// processes write one results file at once (ci/test runs independent specs
-// in concurrent go test processes). Each process opens the file without
-// starting it afresh unless it was another run's (another token, or none),
-// and adds each row under a lock on the file's directory after reading
-// back what the others added, so no process's row is lost. Unset: the
-// process owns the file and starts it afresh.
-const ResultsJoinEnv = "BIRDCAGE_RESULTS_JOIN"
-
 // ResultsPath is where a scenario run on this kernel writes its results:
-// one file per kernel, so a native run and a VM run side by side keep both.
-func ResultsPath() string {
+// one file per kernel, so a native run and a VM run side by side keep both,
+// and one per lab (lab, the run's $BIRDCAGE_LAB) under artifacts
+// (ArtifactsDir's dir).
+func ResultsPath(artifacts, lab string) string {
 	k := "unknown"
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		k = strings.TrimSpace(string(b))
 	}
-	return filepath.Join(ArtifactsDir(), resultsName(k, os.Getenv(LabEnv)))
+	return filepath.Join(ArtifactsDir(artifacts), resultsName(k, lab))
 }
-
-// LabEnv names the lab manifest (or "handmade") the scenarios run against
-// instead of birdcage's own clusters (harness/lab).
-const LabEnv = "BIRDCAGE_LAB"
 
 // resultsName is results-<kernel>.json, and results-lab-<lab>-<kernel>.json
 // for a run against a lab, so a lab run beside a normal one (as ci/test
@@ -238,16 +220,14 @@ func resultsName(kernel, lab string) string {
 	return "results-lab-" + name + "-" + kernel + ".json"
 }
 
-// OpenResults starts a results file at path (its dir is created), or, with
-// $BIRDCAGE_RESULTS_JOIN set, joins the file that run's other processes
-// write (OpenResultsJoin). env is where the run happens (the harness's
-// CurrentRunEnv), recorded in the file.
-func OpenResults(path string, env *RunEnv) (*Results, error) {
-	return OpenResultsJoin(path, os.Getenv(ResultsJoinEnv), env)
-}
-
-// OpenResultsJoin opens path as one of the processes of the run named join
-// ("": the only one).
+// OpenResultsJoin starts a results file at path (its dir is created), or,
+// with join set (the run's $BIRDCAGE_RESULTS_JOIN: a token naming one run
+// whose several processes write one results file at once, as ci/test's
+// concurrent go test processes do), joins the file that run's other
+// processes write: each adds its rows under a lock on the file's directory
+// after reading back what the others added, so no process's row is lost.
+// join "": the process owns the file and starts it afresh. env is where the
+// run happens (the harness's CurrentRunEnv), recorded in the file.
 func OpenResultsJoin(path, join string, env *RunEnv) (*Results, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("results file %s: %w", path, err)

@@ -9,14 +9,18 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/birdcage/birdcage/internal/env"
+	"github.com/birdcage/birdcage/internal/testenv"
 )
 
 // joinHelperEnv makes this test binary a writer process of
-// TestResultsJoinAcrossProcesses: "path,token,name,rows".
-const joinHelperEnv = "BIRDCAGE_RESULTS_JOIN_HELPER"
+// TestResultsJoinAcrossProcesses: "path token name rows". TestMain is this
+// test binary's edge: the only place it reads the environment.
+const joinHelperEnv = env.ResultsJoinHelper
 
 func TestMain(m *testing.M) {
-	if v := os.Getenv(joinHelperEnv); v != "" {
+	if v := testenv.Env().ResultsJoinHelper; v != "" {
 		os.Exit(joinHelper(v))
 	}
 	os.Exit(m.Run())

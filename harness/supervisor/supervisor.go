@@ -28,19 +28,6 @@ import (
 	"github.com/birdcage/birdcage/internal/run"
 )
 
-// Restart is one exit of a supervised programmer and what followed; Reason
-// why it exited. Both are the results model's (harness/results), where
-// every row records the restarts.
-type (
-	Restart = results.Restart
-	Reason  = results.RestartReason
-)
-
-const (
-	ReasonConfigChanged = results.ReasonConfigChanged
-	ReasonCrash         = results.ReasonCrash
-)
-
 // Programmer supervises one node's route programmer process like the node
 // container does: it restarts it when it exits for a config change (and,
 // like a pod's restart policy, after a crash), and records every restart.
@@ -60,7 +47,7 @@ type Programmer struct {
 	cmd      *exec.Cmd
 	exited   chan struct{} // closed when the current process exits
 	stopping bool
-	restarts []Restart
+	restarts []results.Restart
 	logFile  *os.File
 }
 
@@ -72,7 +59,7 @@ type Config struct {
 	Store   string         // the datastore directory (--datastore)
 	Release config.Release // the release it starts as (--release)
 	// Env is added to the process's environment (the restart profile of
-	// harness.TimingModel).
+	// results.TimingModel).
 	Env []string
 	Log *slog.Logger
 	// Machine stretches the wait for the process to exit after a signal
@@ -126,11 +113,11 @@ func (p *Programmer) Status() (programmer.Status, error) {
 
 // Restarts lists every exit so far, with the replacement's first sync
 // where it has happened.
-func (p *Programmer) Restarts() []Restart {
+func (p *Programmer) Restarts() []results.Restart {
 	p.noteSync()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return append([]Restart(nil), p.restarts...)
+	return append([]results.Restart(nil), p.restarts...)
 }
 
 // Start starts the process (with release rel) and supervises it.
@@ -203,11 +190,11 @@ func (p *Programmer) wait(cmd *exec.Cmd, exited chan struct{}) {
 	if p.stopping {
 		return
 	}
-	reason := ReasonCrash
+	reason := results.ReasonCrash
 	if code == programmer.ExitConfigChanged {
-		reason = ReasonConfigChanged
+		reason = results.ReasonConfigChanged
 	}
-	rs := Restart{ExitCode: code, ExitMono: now, Reason: reason}
+	rs := results.Restart{ExitCode: code, ExitMono: now, Reason: reason}
 	p.log.Info("programmer exited; restarting", "code", code, "reason", reason, "err", err)
 	// The start is stamped before the replacement exists: with no restart
 	// delay it can finish its first sync before startLocked returns, and a

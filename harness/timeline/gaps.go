@@ -7,13 +7,6 @@ import (
 	"github.com/birdcage/birdcage/harness/timeline/event"
 )
 
-// GapKind and Gap are the event package's (a subscription gap is data the
-// results model carries too); see there.
-const GapKind = event.GapKind
-
-// Gap is an interval in which the monitor may have missed route events.
-type Gap = event.Gap
-
 // ErrUnjudgeable is wrapped by every error that says a question about a
 // span cannot be answered because the monitor missed events in it (the
 // event package's, so judges test for it without the monitor).
@@ -21,7 +14,7 @@ var ErrUnjudgeable = event.ErrUnjudgeable
 
 // UnjudgeableError names the gaps that make a span unjudgeable.
 type UnjudgeableError struct {
-	Gaps []Gap
+	Gaps []event.Gap
 }
 
 func (e *UnjudgeableError) Error() string {
@@ -36,10 +29,10 @@ func (e *UnjudgeableError) Unwrap() error { return ErrUnjudgeable }
 
 // Gaps returns every subscription gap so far, oldest first, including one
 // still open.
-func (m *Monitor) Gaps() []Gap {
-	var out []Gap
+func (m *Monitor) Gaps() []event.Gap {
+	var out []event.Gap
 	for _, e := range m.Events() {
-		if e.Kind == GapKind && e.Gap != nil {
+		if e.Kind == event.GapKind && e.Gap != nil {
 			out = append(out, *e.Gap)
 		}
 	}
@@ -52,11 +45,11 @@ func (m *Monitor) Gaps() []Gap {
 }
 
 // GapsIn returns the gaps that overlap [from, to] (to <= 0: up to now).
-func (m *Monitor) GapsIn(from, to int64) []Gap {
+func (m *Monitor) GapsIn(from, to int64) []event.Gap {
 	if to <= 0 {
 		to = math.MaxInt64
 	}
-	var out []Gap
+	var out []event.Gap
 	for _, g := range m.Gaps() {
 		end := g.To
 		if end <= 0 {
@@ -83,8 +76,8 @@ func (m *Monitor) Judgeable(from, to int64) error {
 // Synthetic is a monitor that records nothing: it holds the given events
 // (gaps among them, as GapKind events) as if it had, for unit tests of the
 // queries and of the matchers built on them. Close is a no-op.
-func Synthetic(name string, startedAt int64, events []Event) *Monitor {
-	m := &Monitor{name: name, startedAt: startedAt, events: append([]Event(nil), events...), synthetic: true,
+func Synthetic(name string, startedAt int64, events []event.Event) *Monitor {
+	m := &Monitor{name: name, startedAt: startedAt, events: append([]event.Event(nil), events...), synthetic: true,
 		changed: make(chan struct{})}
 	return m
 }

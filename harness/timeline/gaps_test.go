@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/kroute"
 )
 
@@ -29,12 +30,12 @@ func synthRoute(p netip.Prefix, proto kroute.Protocol) kroute.Route {
 // events from 3000 to 3050 ms.
 func synthTimeline(p netip.Prefix, gap bool) *Monitor {
 	t0 := 1000 * ms
-	evs := []Event{
-		{At: t0, Kind: Add, Route: synthRoute(p, kroute.ProtoBIRD), Existing: true},
-		{At: 2000 * ms, Kind: Replace, Route: synthRoute(p, kroute.ProtoCalicoDefault)},
+	evs := []event.Event{
+		{At: t0, Kind: event.Add, Route: synthRoute(p, kroute.ProtoBIRD), Existing: true},
+		{At: 2000 * ms, Kind: event.Replace, Route: synthRoute(p, kroute.ProtoCalicoDefault)},
 	}
 	if gap {
-		evs = append(evs, Event{At: 3050 * ms, Kind: GapKind, Gap: &Gap{Node: "node-2", From: 3000 * ms, To: 3050 * ms, Reason: "route subscription ended"}})
+		evs = append(evs, event.Event{At: 3050 * ms, Kind: event.GapKind, Gap: &event.Gap{Node: "node-2", From: 3000 * ms, To: 3050 * ms, Reason: "route subscription ended"}})
 	}
 	return Synthetic("node-2", t0, evs)
 }
@@ -77,7 +78,7 @@ func TestGapMakesWindowsUnjudgeable(t *testing.T) {
 	if f.Changes() != 1 || len(f.Unjudgeable) != 1 || !slices.Equal(f.Owners, []kroute.Protocol{kroute.ProtoCalicoDefault, OwnerUnknown}) {
 		t.Fatalf("flaps over the gap %+v: want one change, the owner unknown", f)
 	}
-	if evs := gapped.EventsFor(p, 2500*ms, 4000*ms); len(evs) != 1 || evs[0].Kind != GapKind {
+	if evs := gapped.EventsFor(p, 2500*ms, 4000*ms); len(evs) != 1 || evs[0].Kind != event.GapKind {
 		t.Fatalf("EventsFor over the gap: %+v, want the gap event", evs)
 	}
 
@@ -96,8 +97,8 @@ func TestGapMakesWindowsUnjudgeable(t *testing.T) {
 	}
 	// An observed window and a gap are told apart, in time order.
 	evs := gapped.Events()
-	evs = append(evs, Event{At: 3500 * ms, Kind: Delete, Route: synthRoute(p, kroute.ProtoCalicoDefault)},
-		Event{At: 3600 * ms, Kind: Add, Route: synthRoute(p, kroute.ProtoCalicoDefault)})
+	evs = append(evs, event.Event{At: 3500 * ms, Kind: event.Delete, Route: synthRoute(p, kroute.ProtoCalicoDefault)},
+		event.Event{At: 3600 * ms, Kind: event.Add, Route: synthRoute(p, kroute.ProtoCalicoDefault)})
 	both := Synthetic("node-2", 1000*ms, evs)
 	w = both.NoRouteWindows(p, 1500*ms, 4000*ms)
 	if len(w) != 2 || w[0].Unjudgeable == "" || w[1].Unjudgeable != "" || w[1].From != 3500*ms || w[1].To != 3600*ms {
@@ -108,7 +109,7 @@ func TestGapMakesWindowsUnjudgeable(t *testing.T) {
 func TestOpenGapIsUnjudgeableUpToNow(t *testing.T) {
 	p := netip.MustParsePrefix("10.65.1.0/26")
 	m := synthTimeline(p, false)
-	m.openGap = &Gap{Node: "node-2", From: 3000 * ms, Reason: "route subscription ended"}
+	m.openGap = &event.Gap{Node: "node-2", From: 3000 * ms, Reason: "route subscription ended"}
 	if err := m.Judgeable(3500*ms, 0); !errors.Is(err, ErrUnjudgeable) || !strings.Contains(err.Error(), "still re-subscribing") {
 		t.Fatalf("open gap: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/testenv"
@@ -37,7 +38,7 @@ func TestSubscriptionGapIsRecorded(t *testing.T) {
 	if err := nd.h.RouteAdd(watched); err != nil {
 		t.Fatal(err)
 	}
-	added := nd.waitEvent(t, "the watched route's add", is(Add, p, kroute.ProtoCalicoDefault))
+	added := nd.waitEvent(t, "the watched route's add", is(event.Add, p, kroute.ProtoCalicoDefault))
 	before := monoclock.Now()
 
 	// 2. The monitor stops reading (as a slow reader under load would:
@@ -66,7 +67,7 @@ func TestSubscriptionGapIsRecorded(t *testing.T) {
 	}
 
 	// 3. The monitor re-subscribes and records the gap as an event.
-	gapEv := nd.waitEvent(t, "the subscription gap", func(e Event) bool { return e.Kind == GapKind })
+	gapEv := nd.waitEvent(t, "the subscription gap", func(e event.Event) bool { return e.Kind == event.GapKind })
 	after := monoclock.Now()
 	g := gapEv.Gap
 	// The gap must cover the delete's real time, although the loop
@@ -84,7 +85,7 @@ func TestSubscriptionGapIsRecorded(t *testing.T) {
 	// would say the route never went. Every query over the span says
 	// unjudgeable instead.
 	for _, e := range mon.EventsFor(p, before, after) {
-		if e.Kind == Delete {
+		if e.Kind == event.Delete {
 			t.Fatalf("the delete was seen after all (%+v): the test did not make a gap over it", e)
 		}
 	}
@@ -108,7 +109,7 @@ func TestSubscriptionGapIsRecorded(t *testing.T) {
 	if err := nd.h.RouteDel(watched); err != nil {
 		t.Fatal(err)
 	}
-	gone := nd.waitEvent(t, "a delete after the gap", func(e Event) bool { return e.Kind == Delete && e.Route.Dst == p && e.At >= t2 })
+	gone := nd.waitEvent(t, "a delete after the gap", func(e event.Event) bool { return e.Kind == event.Delete && e.Route.Dst == p && e.At >= t2 })
 	if err := mon.Judgeable(t2, 0); err != nil {
 		t.Fatalf("after the gap: %v", err)
 	}
@@ -126,7 +127,7 @@ func TestNoGapWhenTheMonitorKeepsUp(t *testing.T) {
 	if err := nd.h.RouteAdd(nd.route(p.String(), kroute.ProtoCalicoDefault, 0, "v0", "10.50.0.2")); err != nil {
 		t.Fatal(err)
 	}
-	nd.waitEvent(t, "the watched route's add", is(Add, p, kroute.ProtoCalicoDefault))
+	nd.waitEvent(t, "the watched route's add", is(event.Add, p, kroute.ProtoCalicoDefault))
 	before := monoclock.Now()
 	const flood = 2000
 	for i := range flood {
@@ -135,7 +136,7 @@ func TestNoGapWhenTheMonitorKeepsUp(t *testing.T) {
 		}
 	}
 	last := netip.MustParsePrefix(fmt.Sprintf("10.%d.%d.0/24", 100+(flood-1)/250, (flood-1)%250))
-	nd.waitEvent(t, "the flood's last add", is(Add, last, kroute.ProtoCalicoDefault))
+	nd.waitEvent(t, "the flood's last add", is(event.Add, last, kroute.ProtoCalicoDefault))
 	after := monoclock.Now()
 	if gs := nd.mon.Gaps(); len(gs) != 0 {
 		t.Fatalf("gaps %v on a monitor that kept up", gs)

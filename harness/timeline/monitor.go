@@ -22,10 +22,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Event is one change of one route (timeline/event, where the results
-// model reads it).
-type Event = event.Event
-
 // Options names the namespace to watch.
 type Options struct {
 	Name  string // for messages and reports, e.g. "node-2"
@@ -47,7 +43,7 @@ type Monitor struct {
 	synthetic  bool // Synthetic: holds events, records nothing
 
 	mu       sync.Mutex
-	events   []Event
+	events   []event.Event
 	state    map[key]kroute.Route
 	synthDel map[key]bool // deletes seen by resync whose notification may still come
 	devs     map[int]linkInfo
@@ -57,7 +53,7 @@ type Monitor struct {
 	// gap can start: stampRing).
 	subAt               int64
 	lastRoute, lastLink stampRing
-	openGap             *Gap          // a subscription ended; not re-established yet
+	openGap             *event.Gap    // a subscription ended; not re-established yet
 	changed             chan struct{} // closed and replaced on every recorded event
 	redump              chan struct{} // a subscription's own dump was interrupted: re-read
 
@@ -203,7 +199,7 @@ func (m *Monitor) readTables(first bool) error {
 		seen[keyOf(r)] = true
 		if first {
 			m.state[keyOf(r)] = r
-			m.events = append(m.events, Event{At: now, Kind: Add, Route: r, Existing: true})
+			m.events = append(m.events, event.Event{At: now, Kind: event.Add, Route: r, Existing: true})
 		}
 	}
 	if !first {
@@ -211,7 +207,7 @@ func (m *Monitor) readTables(first bool) error {
 			if !seen[k] {
 				delete(m.state, k)
 				m.synthDel[k] = true
-				m.events = append(m.events, Event{At: now, Kind: Delete, Route: r, Resync: true})
+				m.events = append(m.events, event.Event{At: now, Kind: event.Delete, Route: r, Resync: true})
 			}
 		}
 	}
@@ -330,7 +326,7 @@ func (m *Monitor) restart(oldRoutes chan netlink.RouteUpdate, oldLinks chan netl
 	if n := len(m.errs); n > 0 {
 		reason += ", last error: " + m.errs[n-1]
 	}
-	m.openGap = &Gap{Node: m.name, From: from, Reason: reason}
+	m.openGap = &event.Gap{Node: m.name, From: from, Reason: reason}
 	m.mu.Unlock()
 	// Route notifications the old subscription had already queued are
 	// real: keep them (without waiting for more).
@@ -424,7 +420,7 @@ func (m *Monitor) closeGap() {
 	g := *m.openGap
 	g.To = monoclock.Now()
 	m.openGap = nil
-	m.events = append(m.events, Event{At: g.To, Kind: GapKind, Gap: &g})
+	m.events = append(m.events, event.Event{At: g.To, Kind: event.GapKind, Gap: &g})
 	m.notifyLocked()
 }
 
@@ -472,13 +468,13 @@ func (m *Monitor) record(at int64, u netlink.RouteUpdate) {
 	r := nlroute.FromNetlink(u.Route, m.devNameLocked)
 	k := keyOf(r)
 	m.lastRoute.push(at)
-	ev := Event{At: at, Route: r, NlFlags: u.NlFlags}
+	ev := event.Event{At: at, Route: r, NlFlags: u.NlFlags}
 	switch u.Type {
 	case unix.RTM_NEWROUTE:
 		delete(m.synthDel, k)
-		ev.Kind = Add
+		ev.Kind = event.Add
 		if _, ok := m.state[k]; ok {
-			ev.Kind = Replace
+			ev.Kind = event.Replace
 		}
 		m.state[k] = r
 	case unix.RTM_DELROUTE:
@@ -487,7 +483,7 @@ func (m *Monitor) record(at int64, u netlink.RouteUpdate) {
 			return
 		}
 		delete(m.state, k)
-		ev.Kind = Delete
+		ev.Kind = event.Delete
 	default:
 		return
 	}
@@ -538,25 +534,25 @@ func (m *Monitor) Errors() []string {
 }
 
 // Events returns every event recorded so far, oldest first.
-func (m *Monitor) Events() []Event {
+func (m *Monitor) Events() []event.Event {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]Event(nil), m.events...)
+	return append([]event.Event(nil), m.events...)
 }
 
 // EventsFor returns the changes to prefix p in the main table in [from, to]
 // (Existing entries excluded), and the GapKind event of every subscription
 // gap that overlaps the span (whatever its At): a caller that counts
 // deletes must also call Judgeable. to <= 0 means no upper bound.
-func (m *Monitor) EventsFor(p netip.Prefix, from, to int64) []Event {
+func (m *Monitor) EventsFor(p netip.Prefix, from, to int64) []event.Event {
 	p = p.Masked()
 	if to <= 0 {
 		to = math.MaxInt64
 	}
-	var out []Event
+	var out []event.Event
 	for _, e := range m.Events() {
 		switch {
-		case e.Kind == GapKind && e.Gap != nil:
+		case e.Kind == event.GapKind && e.Gap != nil:
 			if e.Gap.From <= to && e.Gap.To >= from {
 				out = append(out, e)
 			}
@@ -569,7 +565,7 @@ func (m *Monitor) EventsFor(p netip.Prefix, from, to int64) []Event {
 
 // WaitFor returns the first event (from the beginning) that matches, waiting
 // for it until ctx is done.
-func (m *Monitor) WaitFor(ctx context.Context, match func(Event) bool) (Event, error) {
+func (m *Monitor) WaitFor(ctx context.Context, match func(event.Event) bool) (event.Event, error) {
 	seen := 0
 	for {
 		m.mu.Lock()
@@ -583,7 +579,7 @@ func (m *Monitor) WaitFor(ctx context.Context, match func(Event) bool) (Event, e
 		seen += len(evs)
 		select {
 		case <-ctx.Done():
-			return Event{}, fmt.Errorf("route timeline %s: waiting for a route event: %w", m.name, ctx.Err())
+			return event.Event{}, fmt.Errorf("route timeline %s: waiting for a route event: %w", m.name, ctx.Err())
 		case <-ch:
 		}
 	}

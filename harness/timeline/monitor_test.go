@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/kroute/nlroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
@@ -67,7 +68,7 @@ func (nd *node) route(dst string, proto kroute.Protocol, metric int, dev, gw str
 	}
 }
 
-func (nd *node) waitEvent(t *testing.T, what string, match func(Event) bool) Event {
+func (nd *node) waitEvent(t *testing.T, what string, match func(event.Event) bool) event.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -78,8 +79,8 @@ func (nd *node) waitEvent(t *testing.T, what string, match func(Event) bool) Eve
 	return e
 }
 
-func is(kind Kind, p netip.Prefix, proto kroute.Protocol) func(Event) bool {
-	return func(e Event) bool {
+func is(kind event.Kind, p netip.Prefix, proto kroute.Protocol) func(event.Event) bool {
+	return func(e event.Event) bool {
 		return !e.Existing && e.Kind == kind && e.Route.Dst == p && e.Route.Protocol == proto
 	}
 }
@@ -94,14 +95,14 @@ func TestReplaceIsOneEventDeleteAddIsAWindow(t *testing.T) {
 	if err := nd.h.RouteAdd(nd.route("10.60.0.0/24", kroute.ProtoBIRD, 0, "v0", "10.50.0.2")); err != nil {
 		t.Fatal(err)
 	}
-	added := nd.waitEvent(t, "proto bird add", is(Add, p, kroute.ProtoBIRD))
+	added := nd.waitEvent(t, "proto bird add", is(event.Add, p, kroute.ProtoBIRD))
 	if err := nd.h.RouteReplace(nd.route("10.60.0.0/24", kroute.ProtoCalicoDefault, 0, "v0", "10.50.0.2")); err != nil {
 		t.Fatal(err)
 	}
-	replaced := nd.waitEvent(t, "proto 80 replace", is(Replace, p, kroute.ProtoCalicoDefault))
+	replaced := nd.waitEvent(t, "proto 80 replace", is(event.Replace, p, kroute.ProtoCalicoDefault))
 
 	evs := nd.mon.EventsFor(p, t0, 0)
-	if len(evs) != 2 || evs[0].Kind != Add || evs[1].Kind != Replace {
+	if len(evs) != 2 || evs[0].Kind != event.Add || evs[1].Kind != event.Replace {
 		t.Fatalf("replace of proto bird by proto 80: events %v, want exactly [add, replace] and no delete", evs)
 	}
 	if evs[1].NlFlags&unix.NLM_F_REPLACE == 0 {
@@ -124,13 +125,13 @@ func TestReplaceIsOneEventDeleteAddIsAWindow(t *testing.T) {
 	if err := nd.h.RouteDel(nd.route("10.60.0.0/24", kroute.ProtoCalicoDefault, 0, "v0", "10.50.0.2")); err != nil {
 		t.Fatal(err)
 	}
-	del := nd.waitEvent(t, "delete", is(Delete, p, kroute.ProtoCalicoDefault))
+	del := nd.waitEvent(t, "delete", is(event.Delete, p, kroute.ProtoCalicoDefault))
 	if err := nd.h.RouteAdd(nd.route("10.60.0.0/24", kroute.ProtoBIRD, 0, "v0", "10.50.0.2")); err != nil {
 		t.Fatal(err)
 	}
-	readd := nd.waitEvent(t, "re-add", func(e Event) bool { return is(Add, p, kroute.ProtoBIRD)(e) && e.At > del.At })
+	readd := nd.waitEvent(t, "re-add", func(e event.Event) bool { return is(event.Add, p, kroute.ProtoBIRD)(e) && e.At > del.At })
 
-	if evs := nd.mon.EventsFor(p, t1, 0); len(evs) != 2 || evs[0].Kind != Delete || evs[1].Kind != Add {
+	if evs := nd.mon.EventsFor(p, t1, 0); len(evs) != 2 || evs[0].Kind != event.Delete || evs[1].Kind != event.Add {
 		t.Fatalf("delete + add: events %v, want [delete, add]", evs)
 	}
 	w := nd.mon.NoRouteWindows(p, t1, monoclock.Now())
@@ -164,15 +165,15 @@ func TestMetricsAreDifferentRoutes(t *testing.T) {
 	if err := nd.h.RouteAdd(nd.route("10.61.0.0/24", kroute.ProtoBIRD, 32, "v0", "10.50.0.2")); err != nil {
 		t.Fatal(err)
 	}
-	nd.waitEvent(t, "bird at 32", is(Add, p, kroute.ProtoBIRD))
+	nd.waitEvent(t, "bird at 32", is(event.Add, p, kroute.ProtoBIRD))
 	if err := nd.h.RouteReplace(nd.route("10.61.0.0/24", kroute.ProtoCalicoDefault, 0, "v0", "10.50.0.2")); err != nil {
 		t.Fatal(err)
 	}
-	nd.waitEvent(t, "felix at 0 (an add, not a replace)", is(Add, p, kroute.ProtoCalicoDefault))
+	nd.waitEvent(t, "felix at 0 (an add, not a replace)", is(event.Add, p, kroute.ProtoCalicoDefault))
 	if err := nd.h.RouteDel(nd.route("10.61.0.0/24", kroute.ProtoBIRD, 32, "v0", "10.50.0.2")); err != nil {
 		t.Fatal(err)
 	}
-	del := nd.waitEvent(t, "bird delete", is(Delete, p, kroute.ProtoBIRD))
+	del := nd.waitEvent(t, "bird delete", is(event.Delete, p, kroute.ProtoBIRD))
 	if w := nd.mon.NoRouteWindows(p, nd.mon.EventsFor(p, t0, 0)[0].At+1, del.At+1); len(w) != 0 {
 		t.Errorf("windows %+v, want none: proto 80 at metric 0 stayed", w)
 	}
@@ -197,7 +198,7 @@ func TestMultipathOnlinkBlackhole(t *testing.T) {
 	if err := nd.h.RouteAdd(mp); err != nil {
 		t.Fatal(err)
 	}
-	e := nd.waitEvent(t, "multipath add", is(Add, p, kroute.ProtoBIRD))
+	e := nd.waitEvent(t, "multipath add", is(event.Add, p, kroute.ProtoBIRD))
 	if !slices.Equal(e.Route.Devices(), []string{"v0", "v1"}) || len(e.Route.Gateways()) != 2 || !e.Route.Onlink() {
 		t.Errorf("multipath route recorded as %s, want two onlink nexthops via v0 and v1", e.Route)
 	}
@@ -207,7 +208,7 @@ func TestMultipathOnlinkBlackhole(t *testing.T) {
 	if err := nd.h.RouteReplace(bh); err != nil {
 		t.Fatal(err)
 	}
-	e = nd.waitEvent(t, "blackhole replace", is(Replace, p, kroute.ProtoStatic))
+	e = nd.waitEvent(t, "blackhole replace", is(event.Replace, p, kroute.ProtoStatic))
 	if w := nd.mon.NoRouteWindows(p, e.At, 0); len(w) != 1 || !w[0].Open || w[0].From != e.At {
 		t.Errorf("after a blackhole replace: windows %+v, want one open window from %d", w, e.At)
 	}
@@ -221,13 +222,13 @@ func TestSurvivesInterfaceChurn(t *testing.T) {
 	if err := nd.h.RouteAdd(nd.route(p.String(), kroute.ProtoCalicoDefault, 0, "v1", "10.51.0.2")); err != nil {
 		t.Fatal(err)
 	}
-	nd.waitEvent(t, "route via v1", is(Add, p, kroute.ProtoCalicoDefault))
+	nd.waitEvent(t, "route via v1", is(event.Add, p, kroute.ProtoCalicoDefault))
 
 	// 1. v1 goes away (and with it, silently, the route).
 	if err := nd.h.LinkDel(nd.dev["v1"]); err != nil {
 		t.Fatal(err)
 	}
-	gone := nd.waitEvent(t, "route removed with v1", is(Delete, p, kroute.ProtoCalicoDefault))
+	gone := nd.waitEvent(t, "route removed with v1", is(event.Delete, p, kroute.ProtoCalicoDefault))
 	t.Logf("route removal seen as resync=%v", gone.Resync)
 
 	// 2. New interfaces and routes are still recorded.
@@ -245,7 +246,7 @@ func TestSurvivesInterfaceChurn(t *testing.T) {
 	if err := nd.h.RouteAdd(nd.route(p.String(), kroute.ProtoBIRD, 0, "v9", "")); err != nil {
 		t.Fatal(err)
 	}
-	back := nd.waitEvent(t, "route via new v9", is(Add, p, kroute.ProtoBIRD))
+	back := nd.waitEvent(t, "route via new v9", is(event.Add, p, kroute.ProtoBIRD))
 	if !slices.Equal(back.Route.Devices(), []string{"v9"}) {
 		t.Errorf("new route recorded with devices %v, want [v9]", back.Route.Devices())
 	}
@@ -326,7 +327,7 @@ func TestMonitorUnderChurn(t *testing.T) {
 		mons = append(mons, m)
 		c0 := churned.Load()
 		wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err = m.WaitFor(wctx, func(e Event) bool { return e.Resync || churned.Load() > c0+2 })
+		_, err = m.WaitFor(wctx, func(e event.Event) bool { return e.Resync || churned.Load() > c0+2 })
 		wcancel()
 		if err != nil {
 			t.Fatalf("monitor %d: no churn seen: %v", i, err)
@@ -404,7 +405,7 @@ func TestRoutesToSelectsInsideThePrefix(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := netip.MustParsePrefix(r.dst)
-		nd.waitEvent(t, r.dst, func(e Event) bool { return !e.Existing && e.Route.Dst == p && e.Route.Metric == r.metric })
+		nd.waitEvent(t, r.dst, func(e event.Event) bool { return !e.Existing && e.Route.Dst == p && e.Route.Metric == r.metric })
 	}
 	got := func(dst netip.Prefix) []string {
 		var out []string

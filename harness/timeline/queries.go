@@ -23,13 +23,6 @@ import (
 // change with an unknown owner, so that a check that the span was clean
 // fails instead of passing; Judgeable says why.
 
-// Window and State are the event package's (plain data that the judges in
-// harness/judge read without the monitor); see there.
-type (
-	Window = event.Window
-	State  = event.State
-)
-
 // replay is event.Replay over the monitor's events.
 func (m *Monitor) replay(p netip.Prefix, visit func(at int64, present map[key]kroute.Route)) {
 	event.Replay(m.Events(), p, visit)
@@ -38,13 +31,13 @@ func (m *Monitor) replay(p netip.Prefix, visit func(at int64, present map[key]kr
 // NoRouteWindows returns every interval within [from, to] in which the main
 // table had no forwarding route to exactly p, and every subscription gap
 // in it as an Unjudgeable window (in order of From). to <= 0 means now.
-func (m *Monitor) NoRouteWindows(p netip.Prefix, from, to int64) []Window {
+func (m *Monitor) NoRouteWindows(p netip.Prefix, from, to int64) []event.Window {
 	if to <= 0 {
 		to = monoclock.Now()
 	}
 	out := m.observedNoRouteWindows(p, from, to)
 	for _, g := range m.GapsIn(max(from, m.startedAt), to) {
-		w := Window{From: max(g.From, from), To: g.To, Unjudgeable: (&UnjudgeableError{Gaps: []Gap{g}}).Error()}
+		w := event.Window{From: max(g.From, from), To: g.To, Unjudgeable: (&UnjudgeableError{Gaps: []event.Gap{g}}).Error()}
 		if w.To <= 0 || w.To > to {
 			w.To = to
 		}
@@ -55,7 +48,7 @@ func (m *Monitor) NoRouteWindows(p netip.Prefix, from, to int64) []Window {
 }
 
 // observedNoRouteWindows is NoRouteWindows from the recorded events alone.
-func (m *Monitor) observedNoRouteWindows(p netip.Prefix, from, to int64) []Window {
+func (m *Monitor) observedNoRouteWindows(p netip.Prefix, from, to int64) []event.Window {
 	if to <= 0 {
 		to = monoclock.Now()
 	}
@@ -85,7 +78,7 @@ type Flaps struct {
 	Owners []kroute.Protocol `json:"owners"`
 	// Unjudgeable lists the subscription gaps in the window; each counts
 	// as one change in Changes, since how many were missed is unknown.
-	Unjudgeable []Gap `json:"unjudgeable,omitempty"`
+	Unjudgeable []event.Gap `json:"unjudgeable,omitempty"`
 }
 
 // OwnerUnknown stands in Flaps.Owners for a subscription gap. It is no
@@ -106,11 +99,11 @@ func (m *Monitor) Flaps(p netip.Prefix, from, to int64) Flaps {
 	owner, started := kroute.ProtoUnspec, false
 	for _, e := range m.EventsFor(p, from, to) {
 		switch e.Kind {
-		case Add:
+		case event.Add:
 			f.Adds++
-		case Replace:
+		case event.Replace:
 			f.Replaces++
-		case Delete:
+		case event.Delete:
 			f.Deletes++
 		}
 	}
@@ -158,22 +151,22 @@ func ownerOf(present map[key]kroute.Route) kroute.Protocol {
 // from and after every event for p in (from, to], oldest first, each state
 // sorted by metric. to <= 0 means now. It knows nothing of gaps: check
 // Judgeable over the same span.
-func (m *Monitor) States(p netip.Prefix, from, to int64) []State {
+func (m *Monitor) States(p netip.Prefix, from, to int64) []event.State {
 	if to <= 0 {
 		to = monoclock.Now()
 	}
 	if from < m.startedAt {
 		from = m.startedAt
 	}
-	snap := func(at int64, present map[key]kroute.Route) State {
-		s := State{At: at}
+	snap := func(at int64, present map[key]kroute.Route) event.State {
+		s := event.State{At: at}
 		for _, r := range present {
 			s.Routes = append(s.Routes, r)
 		}
 		sort.Slice(s.Routes, func(i, j int) bool { return s.Routes[i].Metric < s.Routes[j].Metric })
 		return s
 	}
-	out := []State{{At: from}}
+	out := []event.State{{At: from}}
 	m.replay(p, func(at int64, present map[key]kroute.Route) {
 		switch {
 		case at <= from:

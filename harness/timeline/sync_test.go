@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/birdcage/birdcage/harness/timeline/event"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/procfs"
@@ -44,7 +45,7 @@ func (nd *node) recorded(ps []netip.Prefix, from, at int64) int {
 	}
 	n := 0
 	for _, e := range nd.mon.Events() {
-		if e.Kind == Add && want[e.Route.Dst] && e.At >= from && e.At <= at {
+		if e.Kind == event.Add && want[e.Route.Dst] && e.At >= from && e.At <= at {
 			delete(want, e.Route.Dst)
 			n++
 		}

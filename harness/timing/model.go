@@ -1,18 +1,17 @@
 // Package timing builds the timing model a run is under: the realistic
-// estimates of how long Felix and confd take, the zero model, and the
-// environment knobs that override one field each. The model itself is
+// estimates of how long Felix and confd take, the zero model, and the model
+// the environment's knobs (internal/env) ask for. The model itself is
 // results.results.TimingModel, which every results row records.
 package timing
 
 import (
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/internal/env"
 )
 
 // Sources of the realistic defaults. None of them was measured against a
@@ -37,16 +36,6 @@ const (
 	RealisticConfdLatency = 100 * time.Millisecond
 )
 
-// Environment knobs; each overrides one field of the model.
-const (
-	ModelEnv           = "BIRDCAGE_TIMING"                  // realistic (default) | zero
-	RestartDelayEnv    = "BIRDCAGE_RESTART_DELAY"           // ProgrammerStartupDelay, e.g. 1s
-	RestartPerRouteEnv = "BIRDCAGE_RESTART_DELAY_PER_ROUTE" // ProgrammerResyncPerRoute, e.g. 100us
-	ConfdLatencyEnv    = "BIRDCAGE_CONFD_LATENCY"           // ConfdLatency, e.g. 100ms
-	ConfdSerialEnv     = "BIRDCAGE_CONFD_SERIAL"            // 1: ConfdConcurrent false
-	ScanTimeEnv        = "BIRDCAGE_BIRD_SCAN_TIME"          // BIRDScanTime, whole seconds, e.g. 2s
-)
-
 // Realistic is the default model: the estimates above, one confd per
 // node, BIRD's scan time as the renderer sets it (Calico's 2 s).
 func Realistic() results.TimingModel {
@@ -69,49 +58,38 @@ func Zero() results.TimingModel {
 	return m
 }
 
-// FromEnv is the model a run asked for: $BIRDCAGE_TIMING (realistic
-// or zero) with the per-knob variables applied on top.
-func FromEnv() (results.TimingModel, error) {
-	var m results.TimingModel
-	switch v := os.Getenv(ModelEnv); v {
-	case "", "realistic":
-		m = Realistic()
-	case "zero":
+// FromEnv is the model a run's environment asked for (internal/env's
+// timing knobs, read at the process's edge): $BIRDCAGE_TIMING (realistic or
+// zero) with the per-field overrides applied on top, named <model>+env.
+func FromEnv(c env.Config) (results.TimingModel, error) {
+	m := Realistic()
+	if c.Timing == "zero" {
 		m = Zero()
-	default:
-		return m, fmt.Errorf("$%s=%q: valid models are realistic, zero", ModelEnv, v)
 	}
-	env := false
+	set := false
 	for _, k := range []struct {
-		name string
-		dst  *time.Duration
+		v   *time.Duration
+		dst *time.Duration
 	}{
-		{RestartDelayEnv, &m.ProgrammerStartupDelay},
-		{RestartPerRouteEnv, &m.ProgrammerResyncPerRoute},
-		{ConfdLatencyEnv, &m.ConfdLatency},
-		{ScanTimeEnv, &m.BIRDScanTime},
+		{c.RestartDelay, &m.ProgrammerStartupDelay},
+		{c.RestartDelayPerRoute, &m.ProgrammerResyncPerRoute},
+		{c.ConfdLatency, &m.ConfdLatency},
+		{c.BIRDScanTime, &m.BIRDScanTime},
 	} {
-		v := os.Getenv(k.name)
-		if v == "" {
-			continue
+		if k.v != nil {
+			*k.dst, set = *k.v, true
 		}
-		d, err := parseDelay(v)
-		if err != nil {
-			return m, fmt.Errorf("$%s: %w", k.name, err)
-		}
-		*k.dst, env = d, true
 	}
-	if v := os.Getenv(ConfdSerialEnv); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return m, fmt.Errorf("$%s=%q: want 1 or 0", ConfdSerialEnv, v)
-		}
-		m.ConfdConcurrent, env = !b, true
+	if c.ConfdSerial != nil {
+		m.ConfdConcurrent, set = !*c.ConfdSerial, true
 	}
-	if env {
+	if set {
 		m.Name += "+env"
 	}
-	return m, m.Validate()
+	if err := m.Validate(); err != nil {
+		return m, fmt.Errorf("%s and its overrides: %w", env.Timing, err)
+	}
+	return m, nil
 }
 
 // parseDelay reads a Go duration; a bare "0" is zero.

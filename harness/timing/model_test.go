@@ -7,40 +7,46 @@ import (
 
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/internal/env"
 )
 
 func TestFromEnv(t *testing.T) {
-	for _, k := range []string{ModelEnv, RestartDelayEnv, RestartPerRouteEnv, ConfdLatencyEnv, ConfdSerialEnv, ScanTimeEnv} {
-		t.Setenv(k, "")
+	vars := map[string]string{}
+	load := func() (results.TimingModel, error) {
+		c, err := env.Load(env.Map(vars))
+		if err != nil {
+			return results.TimingModel{}, err
+		}
+		return FromEnv(c)
 	}
-	m, err := FromEnv()
+	m, err := load()
 	if err != nil || m.Name != "realistic" || m.ProgrammerStartupDelay != RealisticProgrammerStartupDelay || !m.ConfdConcurrent {
 		t.Fatalf("default: %v %v", m, err)
 	}
 	if m.BIRDScanTime != time.Duration(confd.DefaultTimers.ScanTime)*time.Second {
 		t.Errorf("scan time %s is not the renderer's %ds", m.BIRDScanTime, confd.DefaultTimers.ScanTime)
 	}
-	t.Setenv(ModelEnv, "zero")
-	t.Setenv(RestartDelayEnv, "250ms")
-	t.Setenv(ConfdSerialEnv, "1")
-	if m, err = FromEnv(); err != nil {
+	vars[env.Timing] = "zero"
+	vars[env.RestartDelay] = "250ms"
+	vars[env.ConfdSerial] = "1"
+	if m, err = load(); err != nil {
 		t.Fatal(err)
 	}
 	if m.Name != "zero+env" || m.ProgrammerStartupDelay != 250*time.Millisecond || m.ConfdLatency != 0 || m.ConfdConcurrent {
 		t.Errorf("zero + env: %v", m)
 	}
-	t.Setenv(ScanTimeEnv, "1500ms")
-	if _, err := FromEnv(); err == nil {
+	vars[env.BIRDScanTime] = "1500ms"
+	if _, err := load(); err == nil {
 		t.Error("a scan time BIRD cannot express (1.5 s) accepted")
 	}
-	t.Setenv(ScanTimeEnv, "")
-	t.Setenv(ModelEnv, "fast")
-	if _, err := FromEnv(); err == nil {
+	vars[env.BIRDScanTime] = ""
+	vars[env.Timing] = "fast"
+	if _, err := load(); err == nil {
 		t.Error("unknown model accepted")
 	}
-	t.Setenv(ModelEnv, "")
-	t.Setenv(RestartDelayEnv, "-1s")
-	if _, err := FromEnv(); err == nil {
+	vars[env.Timing] = ""
+	vars[env.RestartDelay] = "-1s"
+	if _, err := load(); err == nil {
 		t.Error("negative delay accepted")
 	}
 }

@@ -2,7 +2,8 @@
 // times longer every wait may be, how many probes per second each flow can
 // carry, and whether a hypervisor stands between the run and the hardware.
 //
-// A Profile is read once (FromEnv) and handed down: harness.Start keeps it on
+// A Profile is built once at a process's edge from its environment
+// (internal/env: Config.Machine) and handed down: harness.Start keeps it on
 // the cluster, the cluster hands it to every BIRD it starts and every wait it
 // makes, and the scenarios take their Eventually limits from it. A wait is
 // written as what it is on a machine at native speed (30 s for a route to
@@ -12,23 +13,7 @@ package machine
 
 import (
 	"fmt"
-	"os"
-	"strconv"
 	"time"
-)
-
-// The variables a profile is read from.
-const (
-	// TimeoutScaleEnv stretches every waiting limit, e.g. 2 under QEMU
-	// without KVM (ci/vm/run sets it in the guest).
-	TimeoutScaleEnv = "BIRDCAGE_TIMEOUT_SCALE"
-	// ProbeRateEnv is the probe rate (per flow per second) for runners that
-	// cannot carry 1 kHz on every flow, such as a VM under software
-	// emulation.
-	ProbeRateEnv = "BIRDCAGE_PROBE_RATE"
-	// AccelEnv is set inside the VM by ci/vm/run to the accelerator in use
-	// (kvm, tcg).
-	AccelEnv = "BIRDCAGE_VM_ACCEL_USED"
 )
 
 // DefaultProbeRate is the probe rate on a machine at native speed: 1 kHz
@@ -43,33 +28,11 @@ type Profile struct {
 	TimeoutScale float64
 	// ProbeRate is probes per second per flow (0 reads as DefaultProbeRate).
 	ProbeRate int
-	// ProbeRateSet says the rate was chosen ($BIRDCAGE_PROBE_RATE), not
+	// ProbeRateSet says the rate was chosen (internal/env.ProbeRate), not
 	// defaulted: the scale scenarios run at 250/s unless one was chosen.
 	ProbeRateSet bool
 	// Accel is the VM's accelerator ("kvm", "tcg"); empty natively.
 	Accel string
-}
-
-// FromEnv reads a profile from the environment; an error names the
-// variable, the value and what is valid.
-func FromEnv() (Profile, error) {
-	var p Profile
-	if v := os.Getenv(TimeoutScaleEnv); v != "" {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || f < 1 || f > 20 {
-			return Profile{}, fmt.Errorf("%s=%q: want a number from 1 to 20 (how many times longer the harness and scenarios may wait)", TimeoutScaleEnv, v)
-		}
-		p.TimeoutScale = f
-	}
-	if v := os.Getenv(ProbeRateEnv); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100000 {
-			return Profile{}, fmt.Errorf("%s=%q: want a whole number of probes per second per flow from 1 to 100000", ProbeRateEnv, v)
-		}
-		p.ProbeRate, p.ProbeRateSet = n, true
-	}
-	p.Accel = os.Getenv(AccelEnv)
-	return p, nil
 }
 
 // Scale is TimeoutScale, 1 when unset.

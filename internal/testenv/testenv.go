@@ -1,18 +1,32 @@
 // Package testenv decides what a test does when the machine lacks something:
 // skip, naming the missing feature, or — where the run promised that feature
-// (the VM runner sets BIRDCAGE_REQUIRE=ipip) — fail, so a spec meant to run
+// (the VM runner sets $BIRDCAGE_REQUIRE=ipip) — fail, so a spec meant to run
 // under the VM can never pass by skipping.
+//
+// It is the environment's edge for the test packages that have no other
+// (Env): their helpers read the knobs from it, never from os.Getenv.
 package testenv
 
 import (
 	"errors"
 	"os"
-	"slices"
 	"strings"
+	"sync"
+
+	"github.com/birdcage/birdcage/internal/env"
 )
 
-// RequireEnv lists features (comma-separated) the environment guarantees.
-const RequireEnv = "BIRDCAGE_REQUIRE"
+// Env is the test process's knobs (internal/env), loaded once. A bad value
+// panics with the error Load names it with: a test binary run with a typo
+// in its environment stops at once instead of running another test than
+// the one asked for.
+var Env = sync.OnceValue(func() env.Config {
+	c, err := env.LoadOS()
+	if err != nil {
+		panic("test environment: " + err.Error())
+	}
+	return c
+})
 
 // Feature names.
 const (
@@ -34,16 +48,14 @@ type TB interface {
 }
 
 // Required reports whether the environment promised the feature.
-func Required(feature string) bool {
-	return slices.Contains(strings.Split(os.Getenv(RequireEnv), ","), feature)
-}
+func Required(feature string) bool { return Env().Required(feature) }
 
 // Missing skips the test with the missing feature and why, or fails it when
 // the environment promised the feature.
 func Missing(t TB, feature, why string) {
 	t.Helper()
 	if Required(feature) {
-		t.Fatalf("missing %s although %s=%s promised it: %s", feature, RequireEnv, os.Getenv(RequireEnv), why)
+		t.Fatalf("missing %s although %s=%s promised it: %s", feature, env.Require, strings.Join(Env().Require, ","), why)
 	}
 	t.Skipf("missing kernel/host feature %s: %s", feature, why)
 }

@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/ci/testlist"
+	"github.com/birdcage/birdcage/internal/env"
 	bcrun "github.com/birdcage/birdcage/internal/run"
 )
 
@@ -190,7 +191,7 @@ func run(entries []*entry, runner, timeout, work string, stdout io.Writer, enc *
 	why := fmt.Sprintf("the VM ended (%s exit %d) before this package finished", filepath.Base(runner), code)
 	switch code {
 	case 124:
-		why += ": the VM timed out (BIRDCAGE_VM_TIMEOUT); the guest's log is above"
+		why += ": the VM timed out (" + env.VMTimeout + "); the guest's log is above"
 	case 125:
 		why += ": the guest crashed or never ran the command; the guest's log is above"
 	}

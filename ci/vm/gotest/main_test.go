@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/birdcage/birdcage/internal/env"
 )
 
 const fakePkg = "github.com/birdcage/birdcage/ci/vm/gotest/testdata/fake"
@@ -156,7 +158,7 @@ func TestPlanGroupVariables(t *testing.T) {
 			t.Errorf("plan(%q): want an error", bad)
 		}
 	}
-	if s := guestScript([]*entry{{dir: "/d", importPath: "p", bin: "/b", env: []string{"BIRDCAGE_LAB=hand made's"}}}, "/t2j", "1m"); !strings.Contains(s, `BIRDCAGE_LAB='hand made'\''s' '/t2j' -t -p 'p'`) {
+	if s := guestScript([]*entry{{dir: "/d", importPath: "p", bin: "/b", env: []string{env.Set(env.Lab, "hand made's")}}}, "/t2j", "1m"); !strings.Contains(s, env.Lab+`='hand made'\''s' '/t2j' -t -p 'p'`) {
 		t.Errorf("guest script does not set the entry's variable for its run only:\n%s", s)
 	}
 }

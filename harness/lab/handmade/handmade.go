@@ -41,12 +41,12 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/birdcage/birdcage/dataplane/programmer"
-	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/lab"
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/run"
 	"github.com/birdcage/birdcage/topo"
@@ -92,12 +92,12 @@ type Options struct {
 	// writes every route at this metric instead of the release's (a
 	// departure, recorded in the rendered configs).
 	KernelMetric *int
-	// Programmer is the route programmer binary (default
-	// $BIRDCAGE_PROGRAMMER).
+	// Programmer is the route programmer binary (required: the run's
+	// $BIRDCAGE_PROGRAMMER, or one the caller built).
 	Programmer string
 	// Timing gives the programmer's restart profile and the lab confd's
 	// latency, so the lab runs under the same model as the built-in target.
-	Timing harness.TimingModel
+	Timing results.TimingModel
 }
 
 // Lab is a built hand-made lab.
@@ -136,10 +136,7 @@ func Build(ctx context.Context, r *run.Run, o Options) (*Lab, error) {
 		o.Release = config.R333
 	}
 	if o.Programmer == "" {
-		o.Programmer = os.Getenv(harness.ProgrammerEnv)
-	}
-	if o.Programmer == "" {
-		return nil, fmt.Errorf("handmade lab: no programmer binary: set %s (CGO_ENABLED=0 go build -o bin/birdcage-programmer ./cmd/birdcage-programmer)", harness.ProgrammerEnv)
+		return nil, fmt.Errorf("handmade lab: no programmer binary: set %s (CGO_ENABLED=0 go build -o bin/birdcage-programmer ./cmd/birdcage-programmer)", env.Programmer)
 	}
 	prog, err := filepath.Abs(o.Programmer)
 	if err != nil {
@@ -437,11 +434,11 @@ func (l *Lab) WaitReady(ctx context.Context, protocol kroute.Protocol) error {
 // startAgent runs the node agent in the node's namespace and registers its
 // stop: the agent stops BIRD and the programmer; whatever is left of its
 // process group after that is killed.
-func startAgent(r *run.Run, nd, nns, node, ds, prog string, timing harness.TimingModel) error {
+func startAgent(r *run.Run, nd, nns, node, ds, prog string, timing results.TimingModel) error {
 	cmd := exec.Command("ip", "netns", "exec", nns, "bash", filepath.Join(filepath.Dir(filepath.Dir(nd)), "agent.sh"), nd, node, ds, prog)
 	cmd.Env = append(os.Environ(),
-		programmer.StartupDelayEnv+"="+timing.ProgrammerStartupDelay.String(),
-		programmer.ResyncDelayPerRouteEnv+"="+timing.ProgrammerResyncPerRoute.String())
+		env.Set(env.ProgrammerStartupDelay, timing.ProgrammerStartupDelay.String()),
+		env.Set(env.ProgrammerResyncDelayPerRoute, timing.ProgrammerResyncPerRoute.String()))
 	log, err := os.Create(filepath.Join(nd, "agent.log"))
 	if err != nil {
 		return err

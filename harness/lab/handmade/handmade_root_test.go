@@ -29,7 +29,7 @@ import (
 // programmer builds the route programmer once per test binary.
 func programmer(t *testing.T) string {
 	t.Helper()
-	if p := os.Getenv(harness.ProgrammerEnv); p != "" {
+	if p := testenv.Env().Programmer; p != "" {
 		return p
 	}
 	bin := filepath.Join(t.TempDir(), "birdcage-programmer")
@@ -133,7 +133,7 @@ func attachLeavesLabAsFound(t *testing.T, flavour handmade.Flavour) {
 	waitOwned(ctx, t, l, kroute.ProtoBIRD)
 
 	// 3. Probes between every pair; they flow, so the lab really forwards.
-	s, err := l.Probes(ctx, lab.ProbeOptions{Rate: 200})
+	s, err := l.Probes(ctx, harness.ProbeOptions{Rate: 200})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,8 +19,8 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/birdcage/birdcage/dataplane/programmer"
-	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/run"
 )
 
@@ -35,7 +35,7 @@ type runcLab struct {
 	// mounts bound at their own paths in node containers: the lab's
 	// directory (read-write) and the programmer binary.
 	labDir, prog string
-	timing       harness.TimingModel
+	timing       results.TimingModel
 }
 
 // container is one created container.
@@ -52,7 +52,7 @@ type container struct {
 var nodeCapabilities = []string{"CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_NET_BIND_SERVICE", "CAP_KILL",
 	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_SETUID", "CAP_SETGID"}
 
-func newRuncLab(r *run.Run, labDir, prog string, timing harness.TimingModel) (*runcLab, error) {
+func newRuncLab(r *run.Run, labDir, prog string, timing results.TimingModel) (*runcLab, error) {
 	if _, err := exec.LookPath("runc"); err != nil {
 		return nil, fmt.Errorf("handmade lab, runc flavour: %w (Debian package runc)", err)
 	}
@@ -96,8 +96,8 @@ func (rc *runcLab) nodeProcess(labDir, node, prog string) process {
 	nd := filepath.Join(labDir, "nodes", node)
 	return process{
 		args: []string{"bash", filepath.Join(labDir, "agent.sh"), nd, node, filepath.Join(labDir, "datastore"), prog},
-		env: []string{programmer.StartupDelayEnv + "=" + rc.timing.ProgrammerStartupDelay.String(),
-			programmer.ResyncDelayPerRouteEnv + "=" + rc.timing.ProgrammerResyncPerRoute.String()},
+		env: []string{env.Set(env.ProgrammerStartupDelay, rc.timing.ProgrammerStartupDelay.String()),
+			env.Set(env.ProgrammerResyncDelayPerRoute, rc.timing.ProgrammerResyncPerRoute.String())},
 		caps: nodeCapabilities, binds: []string{labDir, prog}, graceful: true,
 	}
 }

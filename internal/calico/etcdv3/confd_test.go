@@ -119,7 +119,7 @@ func waitKeyContains(t *testing.T, ctx context.Context, srv *Server, key, want s
 // calicoConfd returns $BIRDCAGE_CALICO and the command that renders once.
 func calicoConfd(t *testing.T) (string, []string) {
 	felix := calicoFelix(t)
-	dir := os.Getenv(CalicoEnv)
+	dir := testenv.Env().Calico
 	confdir := filepath.Join(dir, "etc/calico/confd")
 	if strings.HasSuffix(felix[0], "/calico") { // 3.33 (node/pkg/node/command.go)
 		return dir, []string{felix[0], "component", "confd", "--run-once", "--confdir", confdir}

@@ -19,15 +19,12 @@ import (
 
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
+	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/poll"
 	"github.com/birdcage/birdcage/internal/run"
 	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/birdcage/birdcage/topo"
 )
-
-// CalicoEnv names a directory laid out like the calico/node image's root
-// filesystem (usr/bin/calico at 3.33, bin/calico-node before).
-const CalicoEnv = "BIRDCAGE_CALICO"
 
 // featureCalico is the feature a test without a Calico build skips for.
 const featureCalico = "calico"
@@ -174,9 +171,9 @@ func twoNodeNoEncap(t *testing.T, store *datastore.DirStore) netip.Prefix {
 // calicoFelix returns the command that runs Felix from $BIRDCAGE_CALICO, or
 // skips naming the feature.
 func calicoFelix(t *testing.T) []string {
-	dir := os.Getenv(CalicoEnv)
+	dir := testenv.Env().Calico
 	if dir == "" {
-		testenv.Missing(t, featureCalico, "set "+CalicoEnv+"=DIR, a directory laid out like the calico/node image's root filesystem")
+		testenv.Missing(t, featureCalico, "set "+env.Calico+"=DIR, a directory laid out like the calico/node image's root filesystem")
 	}
 	if p := filepath.Join(dir, "usr/bin/calico"); isExecutable(p) { // 3.33
 		return []string{p, "component", "felix"}
@@ -184,7 +181,7 @@ func calicoFelix(t *testing.T) []string {
 	if p := filepath.Join(dir, "bin/calico-node"); isExecutable(p) { // 3.31, 3.32
 		return []string{p, "-felix"}
 	}
-	t.Fatalf("%s=%s: neither usr/bin/calico (3.33) nor bin/calico-node (3.31, 3.32) is an executable there", CalicoEnv, dir)
+	t.Fatalf("%s=%s: neither usr/bin/calico (3.33) nor bin/calico-node (3.31, 3.32) is an executable there", env.Calico, dir)
 	return nil
 }
 
