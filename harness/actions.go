@@ -40,6 +40,11 @@ type UpgradeOptions struct {
 	// contract (dataplane/programmer), so one run gates old build → new
 	// build; empty keeps the node's binary.
 	Programmer string
+	// Calico, on a calico node, is the directory of the image the node's
+	// new pod runs (a Calico upgrade: 3.32's build to 3.33's); empty
+	// restarts the pod from the image it runs. The release the node is
+	// recorded on is the one the new binaries report, not to.
+	Calico string
 }
 
 // UpgradeNode replaces a node's programmer and BIRD with those of release
@@ -59,6 +64,12 @@ func (c *Cluster) UpgradeNode(ctx context.Context, name string, to config.Releas
 		if err := CheckExecutable(o.Programmer); err != nil {
 			return Event{}, fmt.Errorf("upgrade %s: field Programmer: %w", name, err)
 		}
+	}
+	if n.Calico != nil {
+		return c.upgradeCalico(ctx, n, to, o)
+	}
+	if o.Calico != "" {
+		return Event{}, fmt.Errorf("upgrade %s: field Calico: %s runs the model flavour; only a calico node's pod takes a Calico image", name, name)
 	}
 	e := c.Mark(fmt.Sprintf("UpgradeNode(%s→%s)", name, to))
 	fail := func(err error) (Event, error) { return e, fmt.Errorf("upgrade %s: %w", name, err) }

@@ -63,6 +63,10 @@ func (n *Node) BIRDRelease() bird.Release { return n.BIRD.Release() }
 func (m *Measure) BIRDReleases() map[string]string {
 	out := map[string]string{}
 	for _, n := range m.c.nodes {
+		if n.Calico != nil {
+			out[n.Name] = "calico (" + n.CalicoVersions().BIRD + ")"
+			continue
+		}
 		r := n.BIRD.Release()
 		out[n.Name] = string(r.Name) + " (" + r.Package + ")"
 	}

@@ -53,8 +53,8 @@ type readyMsg struct {
 // clusterUp gives `up` the --cluster mode.
 func clusterUp(up *cobra.Command) *cobra.Command {
 	var cluster, detach, allowUnknown, noPassive, directPeers bool
-	var release string
-	var felix, bgp []string
+	var release, calico string
+	var felix, bgp, nodeCalico []string
 	plain := up.RunE
 	up.Short = "Build a topology (--cluster: the whole cluster, programmer and BIRD per node, driven by the verbs)"
 	f := up.Flags()
@@ -62,6 +62,8 @@ func clusterUp(up *cobra.Command) *cobra.Command {
 	f.StringVar(&release, "release", string(config.R333), "with --cluster: the Calico release every node starts on: "+config.ReleaseList())
 	f.StringArrayVar(&felix, "felix", nil, "with --cluster: FelixConfiguration KEY=VALUE (programClusterRoutes, deviceRouteProtocol, routeRefreshInterval); repeatable")
 	f.StringArrayVar(&bgp, "bgp", nil, "with --cluster: BGPConfiguration KEY=VALUE (programClusterRoutes, nodeToNodeMeshEnabled, asNumber, bgpEnabled, kernelMetric); repeatable")
+	f.StringVar(&calico, "calico", "", "with --cluster: run Calico's own Felix, confd and BIRD on every node from this directory, laid out like the calico/node image's root filesystem (the `calico` flavour; default: birdcage's model)")
+	f.StringArrayVar(&nodeCalico, "node-calico", nil, "with --cluster: NODE=DIR runs that node from DIR (NODE= runs the model there); repeatable")
 	f.BoolVar(&detach, "detach", false, "with --cluster: run the supervisor in the background and return once the cluster is converged")
 	f.BoolVar(&allowUnknown, "allow-unknown", false, "with --cluster: let programClusterRoutes take a value outside the enum (both sides then use their release default)")
 	f.BoolVar(&noPassive, "no-passive", false, "with --cluster: depart from the release: no `passive on`, both ends of every mesh session connect")
@@ -69,7 +71,7 @@ func clusterUp(up *cobra.Command) *cobra.Command {
 	requireRoot(up)
 	up.RunE = func(cmd *cobra.Command, args []string) error {
 		if !cluster {
-			for _, fl := range []string{"release", "felix", "bgp", "detach", "allow-unknown", "no-passive", "direct-peers"} {
+			for _, fl := range []string{"release", "felix", "bgp", "detach", "allow-unknown", "no-passive", "direct-peers", "calico", "node-calico"} {
 				if cmd.Flags().Changed(fl) {
 					return fmt.Errorf("--%s needs --cluster", fl)
 				}
@@ -88,7 +90,17 @@ func clusterUp(up *cobra.Command) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		opts := harness.Options{Release: rel, Knobs: confd.Knobs{NoPassive: noPassive, DirectPeers: directPeers}}
+		opts := harness.Options{Release: rel, Knobs: confd.Knobs{NoPassive: noPassive, DirectPeers: directPeers}, Calico: calico}
+		for _, kv := range nodeCalico {
+			node, dir, ok := strings.Cut(kv, "=")
+			if !ok || node == "" {
+				return fmt.Errorf("--node-calico %q: want NODE=DIR (NODE= to run the model there)", kv)
+			}
+			if opts.NodeCalico == nil {
+				opts.NodeCalico = map[string]string{}
+			}
+			opts.NodeCalico[node] = dir
+		}
 		if err := (control.Settings{Felix: felix, BGP: bgp, AllowUnknown: allowUnknown}).Apply(&opts.Felix, &opts.BGP); err != nil {
 			return err
 		}
