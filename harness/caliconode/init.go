@@ -5,8 +5,8 @@ package caliconode
 // etc/rc.local, etc/service/available/*/run at the commits in doc.go).
 // It starts the services rc.local enables for the BIRD backend — felix,
 // bird, bird6, confd — each as its run script does (`exec 2>&1`, the same
-// argv and environment), each restarted a second after it exits as runsv
-// restarts a service. What it leaves out: the startup step (`calico-node
+// argv and environment), each restarted when it exits, at most once a
+// second, as runsv restarts a service. What it leaves out: the startup step (`calico-node
 // -startup`: birdcage's etcd writer has written the Node, the pools and
 // the tunnel address that step would), allocate-tunnel-addrs, and
 // node-services (status reporting). SIGTERM stops the services with
@@ -29,11 +29,15 @@ service() {
 	(
 		while :; do
 			echo "birdcage-runit: starting $name: $*" >>/var/log/calico/$name.log
+			start=$(date +%s%N)
 			"$@" >>/var/log/calico/$name.log 2>&1 &
 			echo $! >/run/sv/$name.pid
 			wait $!
 			echo "birdcage-runit: $name exited with status $?" >>/var/log/calico/$name.log
-			sleep 1
+			# runsv starts a service at most once a second: a service
+			# that ran a second or more restarts at once.
+			ran=$(( $(date +%s%N) - start ))
+			if [ "$ran" -lt 1000000000 ]; then sleep "0.$(printf %09d $(( 1000000000 - ran )))"; fi
 		done
 	) &
 	loops="$loops $!"

@@ -331,8 +331,9 @@ func (n *Node) rootfs(src Source, start int) (string, error) {
 }
 
 // writeShim writes the layer above the source: /birdcage/init, sv, and
-// for a source without a userland /bin/sh and the /lib links that reach
-// the host's (bound at /usr/local and /usr/lib by spec).
+// for a source without a userland /bin/sh, the /lib links and Debian's
+// /etc/alternatives that reach the host's (bound at /usr/local and
+// /usr/lib by spec).
 func writeShim(shim string, src Source) error {
 	if err := os.MkdirAll(filepath.Join(shim, "birdcage/bin"), 0o755); err != nil {
 		return err
@@ -350,6 +351,22 @@ func writeShim(shim string, src Source) error {
 	for _, l := range []string{"lib", "lib64"} {
 		if !exists(filepath.Join(src.Dir, l)) {
 			links[l] = "usr/" + l
+		}
+	}
+	// Debian's alternatives (iptables -> /etc/alternatives/iptables ->
+	// /usr/sbin/iptables-nft) name the host's /usr/sbin, which the pod
+	// has at /usr/local/sbin.
+	if alts, err := os.ReadDir("/etc/alternatives"); err == nil {
+		for _, a := range alts {
+			t, err := os.Readlink(filepath.Join("/etc/alternatives", a.Name()))
+			if err != nil {
+				continue
+			}
+			for _, d := range []string{"/usr/sbin/", "/usr/bin/"} {
+				if rest, ok := strings.CutPrefix(t, d); ok && !strings.Contains(rest, "/") {
+					links["etc/alternatives/"+a.Name()] = "/usr/local/" + strings.TrimPrefix(d, "/usr/") + rest
+				}
+			}
 		}
 	}
 	for name, target := range links {
@@ -406,7 +423,7 @@ func (n *Node) spec(src Source, root string) *specs.Spec {
 	if !src.Userland {
 		// A source of Calico's files alone: the host's shell, iptables,
 		// ipset and libraries, read-only, where the image has its own.
-		for _, b := range [][2]string{{"/usr/bin", "/usr/local/bin"}, {"/usr/sbin", "/usr/local/sbin"}, {"/usr/lib", "/usr/lib"}, {"/usr/lib64", "/usr/lib64"}, {"/etc/alternatives", "/etc/alternatives"}} {
+		for _, b := range [][2]string{{"/usr/bin", "/usr/local/bin"}, {"/usr/sbin", "/usr/local/sbin"}, {"/usr/lib", "/usr/lib"}, {"/usr/lib64", "/usr/lib64"}} {
 			if _, err := os.Stat(b[0]); err != nil {
 				continue
 			}
