@@ -37,6 +37,10 @@ const (
 // calico/node image every node of a calico spec runs.
 const CalicoEnv = "BIRDCAGE_CALICO"
 
+// CalicoFromEnv names, for the suite's upgrade specs, the image an upgrade
+// starts from (CalicoEnv's is the one it moves to).
+const CalicoFromEnv = "BIRDCAGE_CALICO_FROM"
+
 // The control-plane network every calico node reaches the datastore on: a
 // namespace of its own (<prefix>cp) with a bridge, one veth per calico node
 // (cp0 in the node), link-local addresses so no cluster pool or uplink can
