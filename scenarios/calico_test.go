@@ -62,22 +62,54 @@ var _ = Describe("Real Calico", Label("calico"), func() {
 		if rel == config.R331 {
 			Skip("Calico 3.31 has no BGPConfiguration.programClusterRoutes: the live change needs 3.32 or later")
 		}
-		// 3. The live change to Felix (proto 80) and back, through etcd.
-		_, err = c.SetProgramClusterRoutes(ctx, config.Enabled, config.Disabled)
+		// 3. The live change to Felix (proto 80) and back, through etcd;
+		// each direction's lost probes and no-route windows counted apart.
+		lost := func() float64 {
+			r, err := probes.Report()
+			Expect(err).NotTo(HaveOccurred())
+			return float64(r.Total.Lost)
+		}
+		lost0 := lost()
+		toFelix, err := c.SetProgramClusterRoutes(ctx, config.Enabled, config.Disabled)
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(c).WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
 			Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(judge.ByProgrammer).Only(), "after Felix=Enabled, BGP=Disabled: Felix's routes only")
 		Eventually(flowsDelivering(probes)).WithPolling(50 * time.Millisecond).Should(Succeed())
-		_, err = c.SetProgramClusterRoutes(ctx, config.Disabled, config.Enabled)
+		lost1 := lost()
+		toBIRD, err := c.SetProgramClusterRoutes(ctx, config.Disabled, config.Enabled)
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(c).WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
 			Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(judge.ByBIRD).Only(), "after Felix=Disabled, BGP=Enabled: BIRD's routes only")
 		Eventually(flowsDelivering(probes)).WithPolling(50 * time.Millisecond).Should(Succeed())
+		end := c.Mark("converged after the change back")
 
 		rep, err := probes.Stop()
 		Expect(err).NotTo(HaveOccurred())
 		res := c.Result("real Calico: converge and live change on noencap", rep)
 		res.AddProbeFigures(rep)
-		report("real Calico (calico flavour)", strings.Join(versions, "\n")+"\n"+harness.GapTable(rep), res)
+		res.Figures["lostBIRDToFelix"] = lost1 - lost0
+		res.Figures["lostFelixToBIRD"] = float64(rep.Total.Lost) - lost1
+		for _, span := range []struct {
+			name     string
+			from, to int64
+		}{{"BIRDToFelix", toFelix.Mono, toBIRD.Mono}, {"FelixToBIRD", toBIRD.Mono, end.Mono}} {
+			var longest float64
+			windows := 0
+			for _, n := range c.Nodes() {
+				tl := c.Timeline(n.Name)
+				Expect(tl.Judgeable(span.from, span.to)).To(Succeed(), "%s's route timeline over the change %s", n.Name, span.name)
+				for _, b := range c.RemoteBlocks(n.Name) {
+					for _, w := range tl.NoRouteWindows(b, span.from, span.to) {
+						windows++
+						longest = max(longest, w.Ms())
+					}
+				}
+			}
+			res.Figures["noRouteWindows"+span.name] = float64(windows)
+			res.Figures["longestNoRouteWindowMs"+span.name] = longest
+		}
+		report("real Calico (calico flavour)", strings.Join(versions, "\n")+"\n"+harness.GapTable(rep)+
+			fmt.Sprintf("BIRD → Felix: %.0f lost, longest no-route window %.0f ms; Felix → BIRD: %.0f lost, longest no-route window %.0f ms\n",
+				res.Figures["lostBIRDToFelix"], res.Figures["longestNoRouteWindowMsBIRDToFelix"], res.Figures["lostFelixToBIRD"], res.Figures["longestNoRouteWindowMsFelixToBIRD"]), res)
 	})
 })
