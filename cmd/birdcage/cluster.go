@@ -438,9 +438,9 @@ func verb(c *cobra.Command, jsonOut *bool, build func(cmd *cobra.Command, args [
 
 // clusterCommands are the verbs that drive a live cluster.
 func clusterCommands(jsonOut *bool) []*cobra.Command {
-	var to, sig, newProgrammer string
+	var to, sig, newProgrammer, newCalico string
 	upgrade := verb(&cobra.Command{
-		Use:   "upgrade NODE --to RELEASE [--signal KILL|TERM] [--programmer PATH]",
+		Use:   "upgrade NODE --to RELEASE [--signal KILL|TERM] [--programmer PATH | --calico DIR]",
 		Short: "Replace a node's programmer and BIRD with those of a release (Cluster.UpgradeNode), optionally with a programmer build of your own",
 		Args:  cobra.ExactArgs(1),
 	}, jsonOut, func(_ *cobra.Command, args []string) (control.Request, error) {
@@ -451,10 +451,18 @@ func clusterCommands(jsonOut *bool) []*cobra.Command {
 			}
 			newProgrammer = abs
 		}
-		return control.Request{Verb: "upgrade", Node: args[0], To: to, Signal: sig, Programmer: newProgrammer}, nil
+		if newCalico != "" {
+			abs, err := filepath.Abs(newCalico)
+			if err != nil {
+				return control.Request{}, fmt.Errorf("--calico %q: %w", newCalico, err)
+			}
+			newCalico = abs
+		}
+		return control.Request{Verb: "upgrade", Node: args[0], To: to, Signal: sig, Programmer: newProgrammer, Calico: newCalico}, nil
 	})
 	upgrade.Flags().StringVar(&to, "to", "", "release to upgrade to: "+config.ReleaseList())
 	upgrade.Flags().StringVar(&sig, "signal", "KILL", "signal the old BIRD gets: KILL (a pod deletion) or TERM (BIRD sends Cease)")
+	upgrade.Flags().StringVar(&newCalico, "calico", "", "a calico node's new pod runs this image directory (a Calico upgrade: every process of the old pod gets --signal, the new image's start)")
 	upgrade.Flags().StringVar(&newProgrammer, "programmer", "", "the node runs this programmer binary from the upgrade on (your own build, under the process contract of dataplane/programmer)")
 
 	var allowUnknown bool

@@ -63,7 +63,7 @@ func (s *Server) upgrade(ctx context.Context, req Request, o *out, wait time.Dur
 	defer cancel()
 	from := n.Release()
 	err = s.withEvents(o, func() error {
-		if _, err := s.c.UpgradeNode(actx, n.Name, rel, harness.UpgradeOptions{Signal: sig, Programmer: req.Programmer}); err != nil {
+		if _, err := s.c.UpgradeNode(actx, n.Name, rel, harness.UpgradeOptions{Signal: sig, Programmer: req.Programmer, Calico: req.Calico}); err != nil {
 			return err
 		}
 		return s.settle(actx, o, n)
