@@ -123,8 +123,12 @@ func (c *Cluster) UpgradeNode(ctx context.Context, name string, to config.Releas
 
 // KillBIRD stops a node's BIRD with sig and does not bring it back.
 func (c *Cluster) KillBIRD(ctx context.Context, name string, sig syscall.Signal) (Event, error) {
+	n := c.Node(name)
+	if n.Calico != nil {
+		return Event{}, errCalicoNode(name, "KillBIRD")
+	}
 	e := c.Mark(fmt.Sprintf("KillBIRD(%s,%s)", name, sig))
-	return e, c.Node(name).BIRD.Stop(ctx, sig)
+	return e, n.BIRD.Stop(ctx, sig)
 }
 
 // StartBIRDOptions say how a BIRD is started.
@@ -137,6 +141,9 @@ type StartBIRDOptions struct {
 // StartBIRD starts a node's BIRD from a fresh render.
 func (c *Cluster) StartBIRD(ctx context.Context, name string, o StartBIRDOptions) (Event, error) {
 	n := c.Node(name)
+	if n.Calico != nil {
+		return Event{}, errCalicoNode(name, "StartBIRD")
+	}
 	e := c.Mark(fmt.Sprintf("StartBIRD(%s)", name))
 	cl, err := c.Store.Read(ctx)
 	if err != nil {
@@ -180,6 +187,9 @@ func orUnset(v config.ProgramClusterRoutes) string {
 // blocks, workloads and peerings from the datastore (the node has left).
 func (c *Cluster) RemoveNode(ctx context.Context, name string) (Event, error) {
 	n := c.Node(name)
+	if n.Calico != nil {
+		return Event{}, errCalicoNode(name, "RemoveNode")
+	}
 	e := c.Mark("RemoveNode(" + name + ")")
 	var errs []error
 	if n.BIRD.Running() {

@@ -56,7 +56,14 @@ func checkNodeBIRD(o Options, net *topo.Network) error {
 }
 
 // BIRDRelease is the BIRD release a node runs now.
-func (n *Node) BIRDRelease() bird.Release { return n.BIRD.Release() }
+// On a calico node it is the zero Release: its BIRD is the image's
+// (CalicoVersions says which).
+func (n *Node) BIRDRelease() bird.Release {
+	if n.BIRD == nil {
+		return bird.Release{}
+	}
+	return n.BIRD.Release()
+}
 
 // BIRDReleases maps every node and BGP-speaking router to the BIRD release
 // it runs now (release name and Debian package), for results.

@@ -14,6 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/birdcage/birdcage/harness/caliconode"
+	"github.com/birdcage/birdcage/harness/supervisor"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/etcdv3"
 	"github.com/birdcage/birdcage/internal/nsutil"
@@ -360,4 +361,19 @@ func (c *Cluster) upgradeCalico(ctx context.Context, n *Node, to config.Release,
 	}
 	c.Mark(fmt.Sprintf("UpgradeNode(%s) programmer synced", n.Name))
 	return e, nil
+}
+
+// errCalicoNode is an action's answer on a calico node it does not drive
+// (yet): those act on the model's processes.
+func errCalicoNode(node, action string) error {
+	return fmt.Errorf("%s(%s): %s runs the calico flavour (Calico's own pod); %s drives the model's processes only (UpgradeNode replaces a calico pod)", action, node, node, action)
+}
+
+// programmerRestarts are the model programmer's restarts; none on a
+// calico node.
+func (n *Node) programmerRestarts() []supervisor.Restart {
+	if n.Programmer == nil {
+		return nil
+	}
+	return n.Programmer.Restarts()
 }
