@@ -3,7 +3,8 @@ package scenarios_test
 // The headline upgrade on real Calico (issue 45): every node starts on
 // the image $BIRDCAGE_CALICO_FROM (a 3.32 build), node-2's pod is
 // replaced by one of $BIRDCAGE_CALICO (3.33) — every process of the old
-// image SIGKILLed, the new image's started, BIRD with -R — with probes
+// image SIGKILLed (or, the variant, SIGTERMed as runsvdir passes a pod's
+// SIGTERM on to each service), the new image's started, BIRD with -R — with probes
 // both ways between every pair of nodes. The claim is the model's: the
 // upgraded node never has a remote block without a route, and loses no
 // outbound probe beyond the platform's own loss. On no-encap BIRD owns
@@ -147,5 +148,7 @@ var _ = Describe("Real Calico upgrade", Label("calico", "upgrade", "headline", "
 		},
 		Entry("no-encap, old pod SIGKILLed: BIRD before and after", Label("noencap"), "noencap", judge.ByBIRD, syscall.SIGKILL),
 		Entry("IPIP, old pod SIGKILLed: 3.32's BIRD hands the tunnel routes to 3.33's Felix", Label("ipip"), "ipip", judge.ByProgrammer, syscall.SIGKILL),
+		Entry("no-encap, old pod SIGTERMed: each service stops on its own terms, BIRD with a Cease", Label("noencap", "sigterm"), "noencap", judge.ByBIRD, syscall.SIGTERM),
+		Entry("IPIP, old pod SIGTERMed", Label("ipip", "sigterm"), "ipip", judge.ByProgrammer, syscall.SIGTERM),
 	)
 })
