@@ -33,83 +33,107 @@ func calicoSource() string {
 	return dir
 }
 
+// calicoStep is one live change: the two fields written together, the
+// owner every remote block must end with, and the figures' name.
+type calicoStep struct {
+	felix, bgp config.ProgramClusterRoutes
+	owner      judge.Owner
+	name       string
+}
+
 var _ = Describe("Real Calico", Label("calico"), func() {
-	It("converges on Calico's own Felix, confd and BIRD, and a live programClusterRoutes change moves the no-encap routes to Felix and back", func(ctx SpecContext) {
-		src := calicoSource()
-		c := startCluster(ctx, "noencap", harness.Options{Calico: src})
+	DescribeTable("converges on Calico's own Felix, confd and BIRD, and a live programClusterRoutes change moves the routes and back",
+		func(ctx SpecContext, topology string, initial judge.Owner, steps []calicoStep) {
+			src := calicoSource()
+			c := startCluster(ctx, topology, harness.Options{Calico: src})
 
-		// 1. Guard: every node runs Calico's binaries, BIRD the 1.6 fork,
-		// not the model's programmer and upstream BIRD.
-		var versions []string
-		for _, n := range c.Nodes() {
-			Expect(n.Flavour()).To(Equal(harness.FlavourCalico), "%s's flavour", n.Name)
-			v := n.CalicoVersions()
-			Expect(v.Calico).NotTo(BeEmpty(), "%s: Calico's version", n.Name)
-			Expect(v.BIRD).To(ContainSubstring("1.6"), "%s: Calico's BIRD is the 1.6.8 fork", n.Name)
-			versions = append(versions, fmt.Sprintf("%s: calico %s, bird %s (release %s)", n.Name, v.Calico, v.BIRD, n.Release()))
-		}
-		rel := c.Nodes()[0].Release()
-
-		// 2. The release's default owner: BIRD programs no-encap cluster
-		// routes at 3.31–3.33 (BGPConfiguration.programClusterRoutes
-		// defaults to EnabledNoEncapOnly at 3.33, Enabled at 3.32).
-		Eventually(c).WithTimeout(machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).
-			Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(judge.ByBIRD).Only(), "every remote block by Calico's BIRD, and no other route")
-		probes, err := c.Probes(ctx, harness.ProbeOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		Eventually(flowsDelivering(probes)).WithPolling(50*time.Millisecond).Should(Succeed(), "every flow delivers through real Felix's dataplane")
-
-		if rel == config.R331 {
-			Skip("Calico 3.31 has no BGPConfiguration.programClusterRoutes: the live change needs 3.32 or later")
-		}
-		// 3. The live change to Felix (proto 80) and back, through etcd;
-		// each direction's lost probes and no-route windows counted apart.
-		lost := func() float64 {
-			r, err := probes.Report()
-			Expect(err).NotTo(HaveOccurred())
-			return float64(r.Total.Lost)
-		}
-		lost0 := lost()
-		toFelix, err := c.SetProgramClusterRoutes(ctx, config.Enabled, config.Disabled)
-		Expect(err).NotTo(HaveOccurred())
-		Eventually(c).WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
-			Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(judge.ByProgrammer).Only(), "after Felix=Enabled, BGP=Disabled: Felix's routes only")
-		Eventually(flowsDelivering(probes)).WithPolling(50 * time.Millisecond).Should(Succeed())
-		lost1 := lost()
-		toBIRD, err := c.SetProgramClusterRoutes(ctx, config.Disabled, config.Enabled)
-		Expect(err).NotTo(HaveOccurred())
-		Eventually(c).WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
-			Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(judge.ByBIRD).Only(), "after Felix=Disabled, BGP=Enabled: BIRD's routes only")
-		Eventually(flowsDelivering(probes)).WithPolling(50 * time.Millisecond).Should(Succeed())
-		end := c.Mark("converged after the change back")
-
-		rep, err := probes.Stop()
-		Expect(err).NotTo(HaveOccurred())
-		res := c.Result("real Calico: converge and live change on noencap", rep)
-		res.AddProbeFigures(rep)
-		res.Figures["lostBIRDToFelix"] = lost1 - lost0
-		res.Figures["lostFelixToBIRD"] = float64(rep.Total.Lost) - lost1
-		for _, span := range []struct {
-			name     string
-			from, to int64
-		}{{"BIRDToFelix", toFelix.Mono, toBIRD.Mono}, {"FelixToBIRD", toBIRD.Mono, end.Mono}} {
-			var longest float64
-			windows := 0
+			// 1. Guard: every node runs Calico's binaries, BIRD the 1.6
+			// fork, not the model's programmer and upstream BIRD.
+			var versions []string
 			for _, n := range c.Nodes() {
-				tl := c.Timeline(n.Name)
-				Expect(tl.Judgeable(span.from, span.to)).To(Succeed(), "%s's route timeline over the change %s", n.Name, span.name)
-				for _, b := range c.RemoteBlocks(n.Name) {
-					for _, w := range tl.NoRouteWindows(b, span.from, span.to) {
-						windows++
-						longest = max(longest, w.Ms())
+				Expect(n.Flavour()).To(Equal(harness.FlavourCalico), "%s's flavour", n.Name)
+				v := n.CalicoVersions()
+				Expect(v.Calico).NotTo(BeEmpty(), "%s: Calico's version", n.Name)
+				Expect(v.BIRD).To(ContainSubstring("1.6"), "%s: Calico's BIRD is the 1.6.8 fork", n.Name)
+				versions = append(versions, fmt.Sprintf("%s: calico %s, bird %s (release %s)", n.Name, v.Calico, v.BIRD, n.Release()))
+			}
+			if rel := c.Nodes()[0].Release(); rel != config.R333 {
+				Skip(fmt.Sprintf("the image is Calico %s: these owners are 3.33's defaults (BGP EnabledNoEncapOnly, Felix EnabledIPIPOnly)", rel))
+			}
+
+			// 2. The release's default owner (3.33: BIRD for no-encap,
+			// Felix for IPIP), every flow delivering through real Felix's
+			// dataplane.
+			Eventually(c).WithTimeout(machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).
+				Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(initial).Only(), "every remote block by %s, and no other route", initial)
+			probes, err := c.Probes(ctx, harness.ProbeOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Eventually(flowsDelivering(probes)).WithPolling(50*time.Millisecond).Should(Succeed(), "every flow delivers through real Felix's dataplane")
+
+			// 3. The live changes, through etcd; each one's lost probes and
+			// no-route windows counted apart.
+			lost := func() float64 {
+				r, err := probes.Report()
+				Expect(err).NotTo(HaveOccurred())
+				return float64(r.Total.Lost)
+			}
+			type span struct {
+				name     string
+				from, to int64
+				lost0    float64
+			}
+			var spans []span
+			for _, st := range steps {
+				l := lost()
+				e, err := c.SetProgramClusterRoutes(ctx, st.felix, st.bgp)
+				Expect(err).NotTo(HaveOccurred())
+				Eventually(c).WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
+					Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(st.owner).Only(), "after Felix=%s, BGP=%s: %s's routes only", st.felix, st.bgp, st.owner)
+				Eventually(flowsDelivering(probes)).WithPolling(50 * time.Millisecond).Should(Succeed())
+				if len(spans) > 0 {
+					spans[len(spans)-1].to = e.Mono
+				}
+				spans = append(spans, span{name: st.name, from: e.Mono, lost0: l})
+			}
+			spans[len(spans)-1].to = c.Mark("converged after the last change").Mono
+			lostAt := []float64{}
+			for i := 1; i < len(spans); i++ {
+				lostAt = append(lostAt, spans[i].lost0)
+			}
+
+			rep, err := probes.Stop()
+			Expect(err).NotTo(HaveOccurred())
+			lostAt = append(lostAt, float64(rep.Total.Lost))
+			res := c.Result("real Calico: converge and live change on "+topology, rep)
+			res.AddProbeFigures(rep)
+			var lines []string
+			for i, sp := range spans {
+				res.Figures["lost"+sp.name] = lostAt[i] - sp.lost0
+				var longest float64
+				windows := 0
+				for _, n := range c.Nodes() {
+					tl := c.Timeline(n.Name)
+					Expect(tl.Judgeable(sp.from, sp.to)).To(Succeed(), "%s's route timeline over the change %s", n.Name, sp.name)
+					for _, b := range c.RemoteBlocks(n.Name) {
+						for _, w := range tl.NoRouteWindows(b, sp.from, sp.to) {
+							windows++
+							longest = max(longest, w.Ms())
+						}
 					}
 				}
+				res.Figures["noRouteWindows"+sp.name] = float64(windows)
+				res.Figures["longestNoRouteWindowMs"+sp.name] = longest
+				lines = append(lines, fmt.Sprintf("%s: %.0f lost, %d no-route windows, longest %.0f ms", sp.name, res.Figures["lost"+sp.name], windows, longest))
 			}
-			res.Figures["noRouteWindows"+span.name] = float64(windows)
-			res.Figures["longestNoRouteWindowMs"+span.name] = longest
-		}
-		report("real Calico (calico flavour)", strings.Join(versions, "\n")+"\n"+harness.GapTable(rep)+
-			fmt.Sprintf("BIRD → Felix: %.0f lost, longest no-route window %.0f ms; Felix → BIRD: %.0f lost, longest no-route window %.0f ms\n",
-				res.Figures["lostBIRDToFelix"], res.Figures["longestNoRouteWindowMsBIRDToFelix"], res.Figures["lostFelixToBIRD"], res.Figures["longestNoRouteWindowMsFelixToBIRD"]), res)
-	})
+			report("real Calico (calico flavour) on "+topology, strings.Join(versions, "\n")+"\n"+harness.GapTable(rep)+strings.Join(lines, "\n")+"\n", res)
+		},
+		Entry("no-encap: BIRD's routes to Felix (Felix=Enabled, BGP=Disabled) and back", Label("noencap"), "noencap", judge.ByBIRD, []calicoStep{
+			{config.Enabled, config.Disabled, judge.ByProgrammer, "BIRDToFelix"},
+			{config.Disabled, config.Enabled, judge.ByBIRD, "FelixToBIRD"},
+		}),
+		Entry("IPIP: Felix's tunnel routes to BIRD (Felix=Disabled, BGP=Enabled) and back", Label("ipip"), "ipip", judge.ByProgrammer, []calicoStep{
+			{config.Disabled, config.Enabled, judge.ByBIRD, "FelixToBIRD"},
+			{config.Enabled, config.Disabled, judge.ByProgrammer, "BIRDToFelix"},
+		}),
+	)
 })
