@@ -137,3 +137,32 @@ var _ = Describe("Real Calico", Label("calico"), func() {
 		}),
 	)
 })
+
+var _ = Describe("Real Calico beside the model", Label("calico", "noencap"), func() {
+	It("a mixed cluster (node-2 Calico's own pod, the rest the model) converges and every flow delivers, every remote block by BIRD", func(ctx SpecContext) {
+		src := calicoSource()
+		c := startCluster(ctx, "noencap", harness.Options{NodeCalico: map[string]string{"node-2": src}})
+		// Guard: exactly node-2 runs Calico's pod.
+		for _, n := range c.Nodes() {
+			want := harness.FlavourModel
+			if n.Name == "node-2" {
+				want = harness.FlavourCalico
+			}
+			Expect(n.Flavour()).To(Equal(want), "%s's flavour", n.Name)
+		}
+		Expect(c.Node("node-2").CalicoVersions().BIRD).To(ContainSubstring("1.6"), "node-2's BIRD is Calico's fork")
+		// The model's BIRD 2 and Calico's BIRD 1.6 fork mesh with each
+		// other; with 3.33's defaults BIRD owns every no-encap block.
+		Eventually(c).WithTimeout(machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).
+			Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(judge.ByBIRD).Only(), "every remote block by BIRD, on every node")
+		probes, err := c.Probes(ctx, harness.ProbeOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(flowsDelivering(probes)).WithPolling(50*time.Millisecond).Should(Succeed(), "every flow delivers across the two flavours")
+		rep, err := probes.Stop()
+		Expect(err).NotTo(HaveOccurred())
+		res := c.Result("real Calico beside the model on noencap", rep)
+		res.AddProbeFigures(rep)
+		Expect(res.Flavours).To(Equal(map[string]string{"node-1": "model", "node-2": "calico", "node-3": "model"}), "the row records each node's flavour")
+		report("mixed cluster: node-2 real Calico", harness.GapTable(rep), res)
+	})
+})
