@@ -37,7 +37,7 @@
 //     gRPC API over TCP from their node's namespace to an address on the
 //     underlay, as to a control-plane host; they cannot tell an embedded
 //     member from a standalone one.
-//   - Weight: about forty indirect modules in go.mod (gRPC, bbolt, raft,
+//   - Weight: about fifty new modules in go.mod (gRPC, bbolt, raft,
 //     zap, OpenTelemetry, Prometheus client) and some megabytes of binary;
 //     the client alone would need most of them (gRPC, zap) anyway.
 //
@@ -45,6 +45,30 @@
 // the calling thread, run inside ns.WithNetNSPath); the HTTP gateway is off
 // because it would dial the member from outside that namespace.
 //
+// Held against real Calico (BIRDCAGE_CALICO=DIR, an image-shaped
+// directory; the tests skip for feature "calico" without one). Measured on
+// a 3.33 build (v3.33.0-0.dev-1478-g6609dea54713, cgo) and the same held on
+// a 3.32 build (release-v3.32 @ de60d98e97a7):
+//
+//   - Felix, reading only this etcd, routed another node's no-encap block
+//     (via its BGP address, proto 80, onlink) within a second, and put the
+//     Node's ipv4IPIPTunnelAddr on tunl0 and routed an IPIP block through it;
+//     it routed a WorkloadEndpoint's address to its cali veth and rendered
+//     the endpoint's profile.
+//   - Felix takes a programClusterRoutes change by exiting ("change DOES
+//     require Felix to restart", rc 129); only the restarted Felix acts on
+//     it, so whatever runs Felix must restart it as runit does.
+//   - confd rendered the mesh (peers at the Nodes' BGP addresses), the
+//     node's own blocks from its affinity keys, and a kernel filter that
+//     follows BGPConfiguration.programClusterRoutes.
+//   - calico-node's tunnel-address allocator and startup leave what the
+//     writer stored alone; startup adds only its own (the Node's interfaces
+//     and status, calicoVersion, node.<name> FelixConfiguration,
+//     IPAMConfiguration, tiers). Startup's IP must be the node's BGP
+//     address from the model (autodetection could pick another NIC).
+//
 // It must not import harness/, topo/ or anything that knows about
-// scenarios: where the control-plane address lives is the caller's choice.
+// scenarios: where the member listens is the caller's choice, normally a
+// control-plane host on the underlay (topo.Network.AddControlPlane), as
+// TestDatastoreOnTheUnderlay does.
 package etcdv3

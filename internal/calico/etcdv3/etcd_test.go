@@ -16,7 +16,9 @@ import (
 
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
+	"github.com/birdcage/birdcage/internal/run"
 	"github.com/birdcage/birdcage/internal/testenv"
+	"github.com/birdcage/birdcage/topo"
 )
 
 // TestEtcdFromANodeNamespace holds the datastore claim against a real etcd:
@@ -55,7 +57,7 @@ func TestEtcdFromANodeNamespace(t *testing.T) {
 	}
 
 	// 2. The model.
-	store, err := datastore.OpenDir(t.TempDir())
+	store, err := openStore(r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,4 +233,68 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestDatastoreOnTheUnderlay holds reachability the way a real cluster has
+// it: on a topology birdcage builds (three nodes on one segment), the
+// member runs on a control-plane host plugged into the underlay, and every
+// node reads Calico's keys from its own namespace over the underlay.
+func TestDatastoreOnTheUnderlay(t *testing.T) {
+	r := testenv.NewRun(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	net, err := topo.Build(ctx, topo.NoEncap(3, 0), r, topo.Options{})
+	if err != nil {
+		testenv.SkipIfMissing(t, err, "topology noencap")
+		t.Fatal(err)
+	}
+	cp, err := net.AddControlPlane()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := openStore(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, store.Put(datastore.KindIPPool, "noencap", datastore.IPPool{Name: "noencap", CIDR: "10.244.0.0/16", IPIPMode: datastore.EncapNever}))
+	for _, nd := range net.Nodes {
+		must(t, store.Put(datastore.KindNode, nd.Name, datastore.Node{Name: nd.Name, IPv4Address: nd.Spec.Interfaces[0].Address}))
+	}
+	srv, err := Serve(ctx, r, store, ServerOptions{NetNS: cp.Path, Listen: netip.AddrPortFrom(cp.Addr, DefaultClientPort)},
+		Options{Release: config.R333}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("control plane %s on switch %s: %s", cp.NetNS, cp.Switch, srv.Endpoint)
+	for _, nd := range net.Nodes {
+		cli := nodeClient(t, nd.NS, srv.Endpoint)
+		rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+		resp, err := cli.Get(rctx, ResourceKey(PluralNode, "", nd.Name))
+		rcancel()
+		cli.Close()
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Errorf("%s: read its Node from %s: %v (%d keys)", nd.Name, srv.Endpoint, err, countKVs(resp))
+			continue
+		}
+		if !strings.Contains(string(resp.Kvs[0].Value), `"ipv4Address":"`+nd.Spec.Interfaces[0].Address+`"`) {
+			t.Errorf("%s: its Node in etcd is %s; want its BGP address %s", nd.Name, resp.Kvs[0].Value, nd.Spec.Interfaces[0].Address)
+		}
+	}
+}
+
+func countKVs(resp *clientv3.GetResponse) int {
+	if resp == nil {
+		return 0
+	}
+	return len(resp.Kvs)
+}
+
+// openStore is a cluster model in a temp dir of the run: removed when the
+// run closes, after the writer following it has stopped.
+func openStore(r *run.Run) (*datastore.DirStore, error) {
+	dir, err := r.TempDir("model")
+	if err != nil {
+		return nil, err
+	}
+	return datastore.OpenDir(dir)
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -65,6 +66,10 @@ const (
 	routeReflectorID   = "224.0.0.1"       // Calico docs' example routeReflectorClusterID
 	routeReflectorKey  = "route-reflector"
 	ipipTunnelAttrType = "ipipTunnelAddress" // model/block.go IPAMBlockAttributeTypeIPIP
+	// clusterType is CLUSTER_TYPE of Calico's etcd manifest
+	// (manifests/calico-etcd.yaml), which startup stores in
+	// ClusterInformation.
+	clusterType = "k8s,bgp"
 )
 
 // The JSON shapes below are Calico's, written out by hand because Calico's
@@ -120,6 +125,8 @@ type nodeBGPSpec struct {
 
 type felixConfigurationSpec struct {
 	RouteRefreshInterval string  `json:"routeRefreshInterval,omitempty"` // metav1.Duration: Go's Duration.String()
+	LogSeverityScreen    string  `json:"logSeverityScreen,omitempty"`
+	ReportingInterval    string  `json:"reportingInterval,omitempty"`
 	DeviceRouteProtocol  *int    `json:"deviceRouteProtocol,omitempty"`
 	ProgramClusterRoutes *string `json:"programClusterRoutes,omitempty"`
 }
@@ -202,6 +209,9 @@ type ipamHandle struct {
 func Map(c *datastore.Cluster, o Options) (*Mapping, error) {
 	if _, err := config.ParseRelease(string(o.Release)); err != nil {
 		return nil, fmt.Errorf("etcdv3 options: Release: %w", err)
+	}
+	if o.Created.IsZero() {
+		return nil, errors.New("etcdv3 options: Created is zero: want the time the datastore's resources were created (NewWriter uses now)")
 	}
 	m := &mapper{o: o, out: &Mapping{}}
 	if err := m.run(c); err != nil {
@@ -287,11 +297,12 @@ func (m *mapper) run(c *datastore.Cluster) error {
 	ready := true
 	guid := m.o.ClusterGUID
 	if guid == "" {
-		guid = uid("ClusterInformation", "", m.created())
+		// clientv3 ensureClusterInformation: the hex of a UUID's 16 bytes.
+		guid = strings.ReplaceAll(uid("ClusterInformation", "", m.created()), "-", "")
 	}
 	m.put(ResourceKey(PluralClusterInformation, "", datastore.SingletonName),
 		resourceOf("ClusterInformation", m.meta("ClusterInformation", "", datastore.SingletonName),
-			clusterInformationSpec{ClusterGUID: guid, ClusterType: "birdcage", DatastoreReady: &ready}))
+			clusterInformationSpec{ClusterGUID: guid, ClusterType: clusterType, DatastoreReady: &ready}))
 
 	allow := []rule{{Action: "Allow"}}
 	m.put(ResourceKey(PluralProfile, "", WorkloadProfile),
@@ -355,7 +366,12 @@ func orDefault(s, d string) string {
 }
 
 func (m *mapper) felixSpec(f datastore.FelixConfiguration) (felixConfigurationSpec, error) {
-	var s felixConfigurationSpec
+	// What calico-node's startup leaves in the default FelixConfiguration
+	// (node/pkg/lifecycle/startup/startup.go ensureDefaultConfig, the same at
+	// 3cdeae8f7ace and 6609dea54713): it adds both when missing, so writing
+	// them keeps a later write of ours from taking them away again, which
+	// Felix would see as a configuration change.
+	s := felixConfigurationSpec{LogSeverityScreen: "Info", ReportingInterval: "0s"}
 	if f.RouteRefreshInterval != "" {
 		d, err := time.ParseDuration(f.RouteRefreshInterval)
 		if err != nil {

@@ -117,8 +117,8 @@ func TestMapLiteral(t *testing.T) {
 		"/calico/ipam/v2/host/node-2/ipv4/block/10.65.0.4-30":                                                     `{"state":"confirmed","deleted":false}`,
 		"/calico/resources/v3/projectcalico.org/bgpconfigurations/default":                                        `{"kind":"BGPConfiguration","apiVersion":"projectcalico.org/v3","metadata":{"name":"default","uid":"ddbf3c9c-647a-8f12-16f2-13539ff697bf","creationTimestamp":"2026-12-06T12:00:00Z"},"spec":{"nodeToNodeMeshEnabled":false,"asNumber":64512,"programClusterRoutes":"Disabled"}}`,
 		"/calico/resources/v3/projectcalico.org/bgppeers/tor-a":                                                   `{"kind":"BGPPeer","apiVersion":"projectcalico.org/v3","metadata":{"name":"tor-a","uid":"bb327143-f201-2942-bd5d-7454e2bca8b8","creationTimestamp":"2026-12-06T12:00:00Z"},"spec":{"node":"node-1","peerIP":"10.0.1.1","asNumber":65001}}`,
-		"/calico/resources/v3/projectcalico.org/clusterinformations/default":                                      `{"kind":"ClusterInformation","apiVersion":"projectcalico.org/v3","metadata":{"name":"default","uid":"8d9c0cff-6706-c7a0-1d84-b510177043a9","creationTimestamp":"2026-12-06T12:00:00Z"},"spec":{"clusterGUID":"1d0c3c54-c5b1-ba45-73d3-3cc919b27c50","clusterType":"birdcage","datastoreReady":true}}`,
-		"/calico/resources/v3/projectcalico.org/felixconfigurations/default":                                      `{"kind":"FelixConfiguration","apiVersion":"projectcalico.org/v3","metadata":{"name":"default","uid":"7213f9b7-74da-bc94-9a05-a4c28a32d38b","creationTimestamp":"2026-12-06T12:00:00Z"},"spec":{"routeRefreshInterval":"1m30s","deviceRouteProtocol":80,"programClusterRoutes":"Enabled"}}`,
+		"/calico/resources/v3/projectcalico.org/clusterinformations/default":                                      `{"kind":"ClusterInformation","apiVersion":"projectcalico.org/v3","metadata":{"name":"default","uid":"8d9c0cff-6706-c7a0-1d84-b510177043a9","creationTimestamp":"2026-12-06T12:00:00Z"},"spec":{"clusterGUID":"1d0c3c54c5b1ba4573d33cc919b27c50","clusterType":"k8s,bgp","datastoreReady":true}}`,
+		"/calico/resources/v3/projectcalico.org/felixconfigurations/default":                                      `{"kind":"FelixConfiguration","apiVersion":"projectcalico.org/v3","metadata":{"name":"default","uid":"7213f9b7-74da-bc94-9a05-a4c28a32d38b","creationTimestamp":"2026-12-06T12:00:00Z"},"spec":{"routeRefreshInterval":"1m30s","logSeverityScreen":"Info","reportingInterval":"0s","deviceRouteProtocol":80,"programClusterRoutes":"Enabled"}}`,
 		"/calico/resources/v3/projectcalico.org/ippools/ipip":                                                     `{"kind":"IPPool","apiVersion":"projectcalico.org/v3","metadata":{"name":"ipip","uid":"ff5965af-b75f-2b22-f8f1-cbd42aa6a7be","creationTimestamp":"2026-12-06T12:00:00Z"},"spec":{"cidr":"10.65.0.0/16","vxlanMode":"Never","ipipMode":"Always","blockSize":30,"nodeSelector":"all()","allowedUses":["Workload","Tunnel"],"assignmentMode":"Automatic"}}`,
 		"/calico/resources/v3/projectcalico.org/nodes/node-1":                                                     `{"kind":"Node","apiVersion":"projectcalico.org/v3","metadata":{"name":"node-1","uid":"be3908d3-ebef-aaef-1efd-e59bc90775f1","creationTimestamp":"2026-12-06T12:00:00Z"},"spec":{"bgp":{"ipv4Address":"10.0.1.11/24","ipv4IPIPTunnelAddr":"10.65.0.0"}}}`,
 		"/calico/resources/v3/projectcalico.org/nodes/node-2":                                                     `{"kind":"Node","apiVersion":"projectcalico.org/v3","metadata":{"name":"node-2","uid":"1795d5c7-7566-ee30-b1ff-9dc85e5a834a","creationTimestamp":"2026-12-06T12:00:00Z","labels":{"route-reflector":"true"}},"spec":{"bgp":{"asNumber":64513,"ipv4Address":"10.0.1.12/24","ipv4IPIPTunnelAddr":"10.65.0.4","routeReflectorClusterID":"224.0.0.1"}}}`,
@@ -148,7 +148,7 @@ func TestMapRelease331(t *testing.T) {
 	}
 	for key, want := range map[string]string{
 		"/calico/resources/v3/projectcalico.org/bgpconfigurations/default":   `{"kind":"BGPConfiguration","apiVersion":"projectcalico.org/v3","metadata":{"name":"default","uid":"ddbf3c9c-647a-8f12-16f2-13539ff697bf","creationTimestamp":"2026-12-06T12:00:00Z"},"spec":{"nodeToNodeMeshEnabled":false,"asNumber":64512}}`,
-		"/calico/resources/v3/projectcalico.org/felixconfigurations/default": `{"kind":"FelixConfiguration","apiVersion":"projectcalico.org/v3","metadata":{"name":"default","uid":"7213f9b7-74da-bc94-9a05-a4c28a32d38b","creationTimestamp":"2026-12-06T12:00:00Z"},"spec":{"routeRefreshInterval":"1m30s","deviceRouteProtocol":80,"programClusterRoutes":"Enabled"}}`,
+		"/calico/resources/v3/projectcalico.org/felixconfigurations/default": `{"kind":"FelixConfiguration","apiVersion":"projectcalico.org/v3","metadata":{"name":"default","uid":"7213f9b7-74da-bc94-9a05-a4c28a32d38b","creationTimestamp":"2026-12-06T12:00:00Z"},"spec":{"routeRefreshInterval":"1m30s","logSeverityScreen":"Info","reportingInterval":"0s","deviceRouteProtocol":80,"programClusterRoutes":"Enabled"}}`,
 		"/calico/ipam/v2/assignment/ipv4/block/10.65.0.4-30":                 `{"cidr":"10.65.0.4/30","affinity":"host:node-2","allocations":[0,null,null,null],"unallocated":[1,2,3],"attributes":[{"handle_id":"ipip-tunnel-addr-node-2","secondary":{"node":"node-2","type":"ipipTunnelAddress"}}],"sequenceNumber":1796558400000000001,"sequenceNumberForAllocation":{"0":1796558400000000000},"deleted":false}`,
 	} {
 		if byKey[key] != want {
@@ -171,8 +171,10 @@ func TestMapRelease331(t *testing.T) {
 	}
 }
 
-// TestMapUnsetAndDefaults: an empty configuration writes empty specs (the
-// components' release defaults apply), a pool without modes or block size
+// TestMapUnsetAndDefaults: an empty configuration leaves programClusterRoutes
+// unset (the components' release defaults apply; FelixConfiguration holds
+// only what calico-node's startup adds, startup.go ensureDefaultConfig @
+// 6609dea54713), a pool without modes or block size
 // is stored as clientv3 defaults it (ipipMode/vxlanMode Never, blockSize
 // 26; clientv3/ippool.go @ 6609dea54713), and a no-encap pool gives a node
 // no IPIP tunnel address.
@@ -193,7 +195,7 @@ func TestMapUnsetAndDefaults(t *testing.T) {
 	for key, want := range map[string]string{
 		ResourceKey(PluralIPPool, "", "noencap"):                          `"spec":{"cidr":"10.66.0.0/16","vxlanMode":"Never","ipipMode":"Never","blockSize":26,"nodeSelector":"all()","allowedUses":["Workload","Tunnel"],"assignmentMode":"Automatic"}`,
 		ResourceKey(PluralNode, "", "node-1"):                             `"spec":{"bgp":{"ipv4Address":"10.0.1.11/24"}}`,
-		ResourceKey(PluralFelixConfiguration, "", "default"):              `"spec":{}`,
+		ResourceKey(PluralFelixConfiguration, "", "default"):              `"spec":{"logSeverityScreen":"Info","reportingInterval":"0s"}}`,
 		ResourceKey(PluralBGPConfiguration, "", "default"):                `"spec":{}`,
 		BlockAffinityKey("node-1", netip.MustParsePrefix("10.66.0.0/26")): `{"state":"confirmed","deleted":false}`,
 	} {
@@ -225,6 +227,9 @@ func TestMapErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("error %v; want one containing %q", err, c.want)
 		}
+	}
+	if _, err := Map(smallCluster(), Options{Release: config.R333}); err == nil || !strings.Contains(err.Error(), "Created") {
+		t.Errorf("zero Created: error %v; want one naming Options.Created", err)
 	}
 	if _, err := Map(smallCluster(), Options{Release: "3.30"}); err == nil || !strings.Contains(err.Error(), "Release") {
 		t.Errorf("unknown release: error %v; want one naming Options.Release", err)

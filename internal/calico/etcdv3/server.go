@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -50,7 +51,8 @@ type Server struct {
 	// Dir holds the member's data and its log (etcd.log).
 	Dir string
 
-	e *embed.Etcd
+	e        *embed.Etcd
+	stopOnce sync.Once
 }
 
 // Start creates <run dir>/<Name>, starts an etcd member listening on
@@ -121,7 +123,7 @@ func Start(ctx context.Context, r *run.Run, o ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start etcd on %s (netns %q): %w (log: %s)", s.Endpoint, o.NetNS, err, cfg.LogOutputs[0])
 	}
-	r.DeferLocal("etcd "+cfg.Name, func() error { s.e.Close(); return nil })
+	r.DeferLocal("etcd "+cfg.Name, func() error { s.Stop(); return nil })
 
 	t := time.NewTimer(o.StartTimeout)
 	defer t.Stop()
@@ -156,5 +158,6 @@ func (s *Server) Env() []string {
 	return []string{"DATASTORE_TYPE=etcdv3", "ETCD_ENDPOINTS=" + s.Endpoint}
 }
 
-// Stop stops the member now (Close of the run does the same).
-func (s *Server) Stop() { s.e.Close() }
+// Stop stops the member now; the run's Close does the same, and a second
+// stop does nothing.
+func (s *Server) Stop() { s.stopOnce.Do(s.e.Close) }

@@ -89,11 +89,13 @@ func (w *Writer) Sync(ctx context.Context, c *datastore.Cluster) (SyncReport, er
 // programClusterRoutes edit, a block moving) reaches etcd, and so Calico's
 // components, as it reaches the model's. The first sync's error is
 // returned; later errors (an invalid document, etcd unreachable) go to
-// onSync with the report, and the next change tries again.
-func (w *Writer) Follow(ctx context.Context, s datastore.Store, onSync func(SyncReport, error)) error {
+// onSync with the report, and the next change tries again. The returned
+// channel closes once following has stopped after ctx ended; onSync is not
+// called after that, nor once ctx has ended.
+func (w *Writer) Follow(ctx context.Context, s datastore.Store, onSync func(SyncReport, error)) (<-chan struct{}, error) {
 	changes, err := s.Watch(ctx)
 	if err != nil {
-		return fmt.Errorf("watch datastore: %w", err)
+		return nil, fmt.Errorf("watch datastore: %w", err)
 	}
 	sync := func() (SyncReport, error) {
 		c, err := s.Read(ctx)
@@ -107,9 +109,11 @@ func (w *Writer) Follow(ctx context.Context, s datastore.Store, onSync func(Sync
 		onSync(rep, err)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		for {
 			select {
 			case <-ctx.Done():
@@ -125,7 +129,7 @@ func (w *Writer) Follow(ctx context.Context, s datastore.Store, onSync func(Sync
 			}
 		}
 	}()
-	return nil
+	return done, nil
 }
 
 // Serve is the datastore of one cluster in one call: it starts the member
@@ -141,10 +145,18 @@ func Serve(ctx context.Context, r *run.Run, store datastore.Store, so ServerOpti
 		return nil, err
 	}
 	followCtx, stop := context.WithCancel(context.Background())
-	// Registered after the member, so it runs first: the writer stops
-	// before the member it writes to.
-	r.DeferLocal("etcd writer", func() error { stop(); return cli.Close() })
-	if err := NewWriter(cli, o).Follow(followCtx, store, onSync); err != nil {
+	var following <-chan struct{}
+	// Registered after the member, so it runs first: the writer stops, and
+	// is waited for, before the member it writes to.
+	r.DeferLocal("etcd writer", func() error {
+		stop()
+		if following != nil {
+			<-following
+		}
+		return cli.Close()
+	})
+	following, err = NewWriter(cli, o).Follow(followCtx, store, onSync)
+	if err != nil {
 		return nil, fmt.Errorf("datastore %s: %w", srv.Endpoint, err)
 	}
 	return srv, nil
