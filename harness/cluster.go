@@ -311,7 +311,7 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 		}
 	}
 	if len(calicoNodes) > 0 {
-		srv, err := c.startControlPlane(ctx, calicoNodes)
+		srv, err := c.startControlPlane(ctx)
 		if err != nil {
 			return nil, err
 		}

@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -11,13 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/birdcage/birdcage/harness/caliconode"
 	"github.com/birdcage/birdcage/harness/supervisor"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/etcdv3"
-	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/poll"
 )
 
@@ -41,20 +37,6 @@ const CalicoEnv = "BIRDCAGE_CALICO"
 // CalicoFromEnv names, for the suite's upgrade specs, the image an upgrade
 // starts from (CalicoEnv's is the one it moves to).
 const CalicoFromEnv = "BIRDCAGE_CALICO_FROM"
-
-// The control-plane network every calico node reaches the datastore on: a
-// namespace of its own (<prefix>cp) with a bridge, one veth per calico node
-// (cp0 in the node), link-local addresses so no cluster pool or uplink can
-// collide with them. Calico's BIRD config exports only pool routes and
-// Felix manages only cali* interfaces and pool routes, so neither takes
-// this network for the cluster's.
-var (
-	controlPlaneNet  = netip.MustParsePrefix("169.254.250.0/24")
-	controlPlaneAddr = netip.MustParseAddr("169.254.250.1")
-)
-
-// controlPlaneIface is the node end of its link to the control plane.
-const controlPlaneIface = "cp0"
 
 // Flavour is the node's flavour: FlavourModel or FlavourCalico.
 func (n *Node) Flavour() string {
@@ -123,82 +105,17 @@ func calicoEnv(srv *etcdv3.Server) []string {
 	)
 }
 
-// startControlPlane makes the control-plane namespace, links every calico
-// node to it and serves Calico's datastore there, following c.Store.
-func (c *Cluster) startControlPlane(ctx context.Context, calicoNodes []*Node) (*etcdv3.Server, error) {
-	name := c.Run.Name("cp")
-	if err := c.Run.Guard("netns "+name, func() error { return nsutil.Delete(name) }); err != nil {
-		return nil, err
-	}
-	cp, err := nsutil.Create(name)
-	if err != nil {
-		return nil, fmt.Errorf("control-plane namespace: %w", err)
-	}
-	c.Run.Defer("netns handle "+name, func() error { return cp.Close() })
-	h, err := nsutil.Handle(cp)
+// startControlPlane plugs a control-plane host into the underlay
+// (topo.AddControlPlane: beside the first node, reached by every node as
+// it reaches its peers) and serves Calico's datastore there, following
+// c.Store.
+func (c *Cluster) startControlPlane(ctx context.Context) (*etcdv3.Server, error) {
+	cp, err := c.Net.AddControlPlane()
 	if err != nil {
 		return nil, err
 	}
-	defer h.Close()
-	if err := nsutil.LinkUpLoopback(cp); err != nil {
-		return nil, err
-	}
-	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br0"}}
-	if err := h.LinkAdd(br); err != nil {
-		return nil, fmt.Errorf("control plane: bridge: %w", err)
-	}
-	if err := h.AddrAdd(br, &netlink.Addr{IPNet: ipNet(netip.PrefixFrom(controlPlaneAddr, controlPlaneNet.Bits()))}); err != nil {
-		return nil, fmt.Errorf("control plane: address: %w", err)
-	}
-	if err := h.LinkSetUp(br); err != nil {
-		return nil, err
-	}
-	addr := controlPlaneAddr
-	for i, n := range calicoNodes {
-		addr = addr.Next()
-		if !controlPlaneNet.Contains(addr) {
-			return nil, fmt.Errorf("control plane %s: no address left for node %s (%d calico nodes)", controlPlaneNet, n.Name, len(calicoNodes))
-		}
-		port := fmt.Sprintf("cpn%d", i)
-		if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: port, MasterIndex: br.Attrs().Index}, PeerName: controlPlaneIface}); err != nil {
-			return nil, fmt.Errorf("control plane: veth for %s: %w", n.Name, err)
-		}
-		p, err := h.LinkByName(port)
-		if err != nil {
-			return nil, err
-		}
-		if err := h.LinkSetMaster(p, br); err != nil {
-			return nil, err
-		}
-		if err := h.LinkSetUp(p); err != nil {
-			return nil, err
-		}
-		peer, err := h.LinkByName(controlPlaneIface)
-		if err != nil {
-			return nil, err
-		}
-		if err := h.LinkSetNsFd(peer, int(n.NS.NS.Fd())); err != nil {
-			return nil, fmt.Errorf("control plane: move %s into %s: %w", controlPlaneIface, n.Name, err)
-		}
-		nh, err := n.NS.Handle()
-		if err != nil {
-			return nil, err
-		}
-		l, err := nh.LinkByName(controlPlaneIface)
-		if err == nil {
-			err = nh.AddrAdd(l, &netlink.Addr{IPNet: ipNet(netip.PrefixFrom(addr, controlPlaneNet.Bits()))})
-		}
-		if err == nil {
-			err = nh.LinkSetUp(l)
-		}
-		nh.Close()
-		if err != nil {
-			return nil, fmt.Errorf("control plane: %s in %s: %w", controlPlaneIface, n.Name, err)
-		}
-	}
-	rel := c.opts.Release
-	srv, err := etcdv3.Serve(ctx, c.Run, c.Store, etcdv3.ServerOptions{NetNS: nsutil.Path(name), Listen: netip.AddrPortFrom(controlPlaneAddr, etcdv3.DefaultClientPort)},
-		etcdv3.Options{Release: rel, Created: time.Now()}, func(rep etcdv3.SyncReport, err error) {
+	srv, err := etcdv3.Serve(ctx, c.Run, c.Store, etcdv3.ServerOptions{NetNS: cp.Path, Listen: netip.AddrPortFrom(cp.Addr, etcdv3.DefaultClientPort)},
+		etcdv3.Options{Release: c.opts.Release, Created: time.Now()}, func(_ etcdv3.SyncReport, err error) {
 			if err != nil {
 				c.log.Warn("etcd writer", "err", err)
 			}
@@ -206,11 +123,8 @@ func (c *Cluster) startControlPlane(ctx context.Context, calicoNodes []*Node) (*
 	if err != nil {
 		return nil, err
 	}
+	c.log.Info("Calico's datastore", "endpoint", srv.Endpoint, "segment", cp.Switch)
 	return srv, nil
-}
-
-func ipNet(p netip.Prefix) *net.IPNet {
-	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }
 
 // waitCalicoNode waits until the node's BIRD has every BGP session
