@@ -3,7 +3,7 @@ package harness
 // The actions a scenario, the CLI (harness/control) and a lab perform on a
 // cluster. Every one has the same shape:
 //
-//	func (c *Cluster) Verb(ctx, what..., [VerbOptions]) (Event, error)
+//	func (c *Cluster) Verb(ctx, what..., [VerbOptions]) (results.Event, error)
 //
 // It marks its own event on the run's clock before it acts (so the event
 // is the instant the change began, and a probe gap can be placed against
@@ -41,6 +41,11 @@ type UpgradeOptions struct {
 	// contract (dataplane/programmer), so one run gates old build → new
 	// build; empty keeps the node's binary.
 	Programmer string
+	// Calico, on a calico node, is the directory of the image the node's
+	// new pod runs (a Calico upgrade: 3.32's build to 3.33's); empty
+	// restarts the pod from the image it runs. The release the node is
+	// recorded on is the one the new binaries report, not to.
+	Calico string
 }
 
 // UpgradeNode replaces a node's programmer and BIRD with those of release
@@ -60,6 +65,12 @@ func (c *Cluster) UpgradeNode(ctx context.Context, name string, to config.Releas
 		if err := CheckExecutable(o.Programmer); err != nil {
 			return results.Event{}, fmt.Errorf("upgrade %s: field Programmer: %w", name, err)
 		}
+	}
+	if n.Calico != nil {
+		return c.upgradeCalico(ctx, n, to, o)
+	}
+	if o.Calico != "" {
+		return results.Event{}, fmt.Errorf("upgrade %s: field Calico: %s runs the model flavour; only a calico node's pod takes a Calico image", name, name)
 	}
 	e := c.Mark(fmt.Sprintf("UpgradeNode(%s→%s)", name, to))
 	fail := func(err error) (results.Event, error) { return e, fmt.Errorf("upgrade %s: %w", name, err) }
@@ -113,8 +124,12 @@ func (c *Cluster) UpgradeNode(ctx context.Context, name string, to config.Releas
 
 // KillBIRD stops a node's BIRD with sig and does not bring it back.
 func (c *Cluster) KillBIRD(ctx context.Context, name string, sig syscall.Signal) (results.Event, error) {
+	n := c.Node(name)
+	if n.Calico != nil {
+		return results.Event{}, errCalicoNode(name, "KillBIRD")
+	}
 	e := c.Mark(fmt.Sprintf("KillBIRD(%s,%s)", name, sig))
-	return e, c.Node(name).BIRD.Stop(ctx, sig)
+	return e, n.BIRD.Stop(ctx, sig)
 }
 
 // StartBIRDOptions say how a BIRD is started.
@@ -127,6 +142,9 @@ type StartBIRDOptions struct {
 // StartBIRD starts a node's BIRD from a fresh render.
 func (c *Cluster) StartBIRD(ctx context.Context, name string, o StartBIRDOptions) (results.Event, error) {
 	n := c.Node(name)
+	if n.Calico != nil {
+		return results.Event{}, errCalicoNode(name, "StartBIRD")
+	}
 	e := c.Mark(fmt.Sprintf("StartBIRD(%s)", name))
 	cl, err := c.Store.Read(ctx)
 	if err != nil {
@@ -170,6 +188,9 @@ func orUnset(v config.ProgramClusterRoutes) string {
 // blocks, workloads and peerings from the datastore (the node has left).
 func (c *Cluster) RemoveNode(ctx context.Context, name string) (results.Event, error) {
 	n := c.Node(name)
+	if n.Calico != nil {
+		return results.Event{}, errCalicoNode(name, "RemoveNode")
+	}
 	e := c.Mark("RemoveNode(" + name + ")")
 	var errs []error
 	if n.BIRD.Running() {

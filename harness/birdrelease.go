@@ -56,13 +56,24 @@ func checkNodeBIRD(o Options, net *topo.Network) error {
 }
 
 // BIRDRelease is the BIRD release a node runs now.
-func (n *Node) BIRDRelease() bird.Release { return n.BIRD.Release() }
+// On a calico node it is the zero Release: its BIRD is the image's
+// (CalicoVersions says which).
+func (n *Node) BIRDRelease() bird.Release {
+	if n.BIRD == nil {
+		return bird.Release{}
+	}
+	return n.BIRD.Release()
+}
 
 // BIRDReleases maps every node and BGP-speaking router to the BIRD release
 // it runs now (release name and Debian package), for results.
 func (m *Measure) BIRDReleases() map[string]string {
 	out := map[string]string{}
 	for _, n := range m.c.nodes {
+		if n.Calico != nil {
+			out[n.Name] = "calico (" + n.CalicoVersions().BIRD + ")"
+			continue
+		}
 		r := n.BIRD.Release()
 		out[n.Name] = string(r.Name) + " (" + r.Package + ")"
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/birdcage/birdcage/dataplane/programmer"
 	"github.com/birdcage/birdcage/harness/bird"
 	"github.com/birdcage/birdcage/harness/bird/release"
+	"github.com/birdcage/birdcage/harness/caliconode"
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/results"
@@ -103,6 +104,14 @@ type Options struct {
 	// BIRDCache is where prepared BIRD releases are (bird.CacheDir): ""
 	// is bird.DefaultCache. WithEnv sets $BIRDCAGE_BIRD_CACHE.
 	BIRDCache string
+	// Calico, when set, is the `calico` flavour for every node: a
+	// directory laid out like the calico/node image's root filesystem
+	// whose Felix, confd and BIRD run on the node (harness/caliconode)
+	// against Calico's etcdv3 datastore; "" runs the model (FlavourModel).
+	// NodeCalico overrides it per node ("" there runs the model on that
+	// node).
+	Calico     string
+	NodeCalico map[string]string
 }
 
 // Cluster is one cluster's life: its topology, datastore, and per node a
@@ -156,6 +165,10 @@ type Node struct {
 	NS         *topo.NodeNS
 	Programmer *supervisor.Programmer
 	BIRD       *bird.Instance
+	// Calico is the node's calico/node pod when its flavour is calico;
+	// Programmer and BIRD are nil then.
+	Calico         *caliconode.Node
+	calicoVersions caliconode.Versions
 
 	mu      sync.Mutex
 	release config.Release
@@ -254,8 +267,25 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 	if err := checkNodeBIRD(opts, c.Net); err != nil {
 		return nil, err
 	}
+	var nodeNames []string
+	for _, nd := range c.Net.Nodes {
+		nodeNames = append(nodeNames, nd.Name)
+	}
+	calicoSources, err := checkNodeCalico(opts, nodeNames)
+	if err != nil {
+		return nil, err
+	}
+	var calicoNodes []*Node
 	for _, nd := range c.Net.Nodes {
 		n := &Node{Name: nd.Name, NS: nd, release: opts.Release}
+		if dir := calicoSource(opts, nd.Name); dir != "" {
+			if n.Calico, err = caliconode.New(r, caliconode.Options{Name: nd.Name, NetNSPath: nd.Path, Machine: m, Log: c.log}); err != nil {
+				return nil, err
+			}
+			c.nodes = append(c.nodes, n)
+			calicoNodes = append(calicoNodes, n)
+			continue
+		}
 		birdRel, err := nodeBIRD(opts, nd.Name)
 		if err != nil {
 			return nil, err
@@ -278,7 +308,25 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 			return nil, err
 		}
 	}
+	if len(calicoNodes) > 0 {
+		srv, err := c.startControlPlane(ctx)
+		if err != nil {
+			return nil, err
+		}
+		c.Mark("DatastoreServing")
+		for _, n := range calicoNodes {
+			if err := n.Calico.Start(ctx, calicoSources[calicoSource(opts, n.Name)], calicoEnv(srv)); err != nil {
+				return nil, err
+			}
+			if err := n.readCalicoVersions(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
 	for _, n := range c.nodes {
+		if n.Calico != nil {
+			continue
+		}
 		if err := n.Programmer.Start(n.release); err != nil {
 			return nil, err
 		}
@@ -435,6 +483,12 @@ func (c *Cluster) WaitConverged(ctx context.Context) error {
 		}
 	}
 	for _, n := range c.nodes {
+		if n.Calico != nil {
+			if err := waitCalicoNode(ctx, n); err != nil {
+				return err
+			}
+			continue
+		}
 		if n.BIRD.Running() {
 			if err := n.BIRD.WaitEstablished(ctx); err != nil {
 				return fmt.Errorf("node %s: %w", n.Name, err)

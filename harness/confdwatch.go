@@ -49,10 +49,16 @@ type confdLoop struct{ c *Cluster }
 // one budget for every process of the user: with the programmers' own
 // watches a 100-node cluster would not start.
 func (l confdLoop) watch(ctx context.Context) error {
-	groups := [][]*Node{l.c.nodes}
+	var model []*Node // a calico node runs Calico's own confd
+	for _, n := range l.c.nodes {
+		if n.Calico == nil {
+			model = append(model, n)
+		}
+	}
+	groups := [][]*Node{model}
 	if l.c.timing.ConfdConcurrent {
 		groups = nil
-		for _, n := range l.c.nodes {
+		for _, n := range model {
 			groups = append(groups, []*Node{n})
 		}
 	}

@@ -25,6 +25,9 @@ func (c *Cluster) Measure() *Measure { return &Measure{c} }
 func (m *Measure) AddRestartFigures(s *results.ScenarioResult) {
 	var restarts, toProgram []float64
 	for _, n := range m.c.Nodes() {
+		if n.Programmer == nil {
+			continue // a calico node: Felix's restarts are its own
+		}
 		for _, r := range n.Programmer.Restarts() {
 			if r.Reason != results.ReasonConfigChanged || r.SyncedMono == 0 {
 				continue

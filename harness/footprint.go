@@ -40,6 +40,9 @@ func (m *Measure) Footprint() (Footprint, error) {
 		return nil
 	}
 	for _, n := range m.c.nodes {
+		if n.Calico != nil {
+			continue // Calico's pod is not the model's footprint
+		}
 		if err := add(n.BIRD.Pid(), &f.BIRDBytes, &f.BIRDs); err != nil {
 			return f, fmt.Errorf("node %s bird: %w", n.Name, err)
 		}

@@ -27,6 +27,9 @@ func (n *Node) HasWorkloadAddr(a netip.Addr) bool { return n.NS.HasWorkloadAddr(
 // ExportedRoutes is what n's BIRD exports to one of its protocols (a BGP
 // session, kernel4, kernel6), with the kernel's refusals flagged.
 func (n *Node) ExportedRoutes(ctx context.Context, protocol string) ([]bird.Route, error) {
+	if n.Calico != nil {
+		return n.Calico.BIRD().Routes(ctx, "export "+protocol)
+	}
 	return n.BIRD.Client().Routes(ctx, "export "+protocol)
 }
 
@@ -84,7 +87,7 @@ func (m *Measure) Handovers(from, to kroute.Protocol, toOwner judge.Owner, start
 				break
 			}
 		}
-		for _, r := range n.Programmer.Restarts() {
+		for _, r := range n.programmerRestarts() {
 			if r.ExitMono >= start && r.ProgrammedMono != 0 {
 				hn.Programmed = r.ProgrammedMono
 				break

@@ -30,7 +30,11 @@ func (c *Cluster) Result(name string, rep *probe.Report) results.ScenarioResult 
 	s.BIRDReleases = c.Measure().BIRDReleases()
 	s.Releases, s.Departures = c.Measure().releases()
 	s.ProgrammerProtocol = int(c.ProgrammerProtocol(context.Background()))
+	s.Flavours, s.Components = c.flavours()
 	for _, n := range c.nodes {
+		if n.Programmer == nil {
+			continue
+		}
 		if rs := n.Programmer.Restarts(); len(rs) > 0 {
 			if s.Restarts == nil {
 				s.Restarts = map[string][]results.Restart{}
@@ -71,6 +75,13 @@ func (c *Cluster) Diagnose(ctx context.Context, dir string) error {
 			write(p+"routes.txt", strings.Join(lines, "\n")+"\n")
 		}
 		write(p+"links.txt", linkDump(n))
+		if n.Calico != nil {
+			c.diagnoseCalico(ctx, n, dir, write)
+			if m := c.Timeline(n.Name); m != nil {
+				write(p+"timeline.json", m.Events())
+			}
+			continue
+		}
 		if n.BIRD.Running() {
 			for cmd, file := range map[string]string{"show protocols all": "bird-protocols.txt", "show route all": "bird-routes.txt"} {
 				if reply, err := n.BIRD.Client().Run(ctx, cmd); err == nil {

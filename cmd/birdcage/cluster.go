@@ -53,8 +53,8 @@ type readyMsg struct {
 // clusterUp gives `up` the --cluster mode.
 func clusterUp(up *cobra.Command) *cobra.Command {
 	var cluster, detach, allowUnknown bool
-	var release string
-	var felix, bgp []string
+	var release, calico string
+	var felix, bgp, nodeCalico []string
 	plain := up.RunE
 	up.Short = "Build a topology (--cluster: the whole cluster, programmer and BIRD per node, driven by the verbs)"
 	f := up.Flags()
@@ -62,12 +62,14 @@ func clusterUp(up *cobra.Command) *cobra.Command {
 	f.StringVar(&release, "release", string(config.R333), "with --cluster: the Calico release every node starts on: "+config.ReleaseList())
 	f.StringArrayVar(&felix, "felix", nil, "with --cluster: FelixConfiguration KEY=VALUE (programClusterRoutes, deviceRouteProtocol, routeRefreshInterval); repeatable")
 	f.StringArrayVar(&bgp, "bgp", nil, "with --cluster: BGPConfiguration KEY=VALUE (programClusterRoutes, nodeToNodeMeshEnabled, asNumber, bgpEnabled, kernelMetric); repeatable")
+	f.StringVar(&calico, "calico", "", "with --cluster: run Calico's own Felix, confd and BIRD on every node from this directory, laid out like the calico/node image's root filesystem (the `calico` flavour; default: birdcage's model)")
+	f.StringArrayVar(&nodeCalico, "node-calico", nil, "with --cluster: NODE=DIR runs that node from DIR (NODE= runs the model there); repeatable")
 	f.BoolVar(&detach, "detach", false, "with --cluster: run the supervisor in the background and return once the cluster is converged")
 	f.BoolVar(&allowUnknown, "allow-unknown", false, "with --cluster: let programClusterRoutes take a value outside the enum (both sides then use their release default)")
 	requireRoot(up)
 	up.RunE = func(cmd *cobra.Command, args []string) error {
 		if !cluster {
-			for _, fl := range []string{"release", "felix", "bgp", "detach", "allow-unknown"} {
+			for _, fl := range []string{"release", "felix", "bgp", "detach", "allow-unknown", "calico", "node-calico"} {
 				if cmd.Flags().Changed(fl) {
 					return fmt.Errorf("--%s needs --cluster", fl)
 				}
@@ -89,7 +91,17 @@ func clusterUp(up *cobra.Command) *cobra.Command {
 		// Render departures (no passive, direct peers) come from
 		// $BIRDCAGE_RENDER_KNOBS, as for every cluster a run starts
 		// (harness.WithEnv): one way to set them.
-		opts := harness.Options{Release: rel}
+		opts := harness.Options{Release: rel, Calico: calico}
+		for _, kv := range nodeCalico {
+			node, dir, ok := strings.Cut(kv, "=")
+			if !ok || node == "" {
+				return fmt.Errorf("--node-calico %q: want NODE=DIR (NODE= to run the model there)", kv)
+			}
+			if opts.NodeCalico == nil {
+				opts.NodeCalico = map[string]string{}
+			}
+			opts.NodeCalico[node] = dir
+		}
 		if err := (control.Settings{Felix: felix, BGP: bgp, AllowUnknown: allowUnknown}).Apply(&opts.Felix, &opts.BGP); err != nil {
 			return err
 		}
@@ -430,9 +442,9 @@ func verb(c *cobra.Command, jsonOut *bool, build func(cmd *cobra.Command, args [
 
 // clusterCommands are the verbs that drive a live cluster.
 func clusterCommands(jsonOut *bool) []*cobra.Command {
-	var to, sig, newProgrammer string
+	var to, sig, newProgrammer, newCalico string
 	upgrade := verb(&cobra.Command{
-		Use:   "upgrade NODE --to RELEASE [--signal KILL|TERM] [--programmer PATH]",
+		Use:   "upgrade NODE --to RELEASE [--signal KILL|TERM] [--programmer PATH | --calico DIR]",
 		Short: "Replace a node's programmer and BIRD with those of a release (Cluster.UpgradeNode), optionally with a programmer build of your own",
 		Args:  cobra.ExactArgs(1),
 	}, jsonOut, func(_ *cobra.Command, args []string) (control.Request, error) {
@@ -443,10 +455,18 @@ func clusterCommands(jsonOut *bool) []*cobra.Command {
 			}
 			newProgrammer = abs
 		}
-		return control.Request{Verb: "upgrade", Node: args[0], To: to, Signal: sig, Programmer: newProgrammer}, nil
+		if newCalico != "" {
+			abs, err := filepath.Abs(newCalico)
+			if err != nil {
+				return control.Request{}, fmt.Errorf("--calico %q: %w", newCalico, err)
+			}
+			newCalico = abs
+		}
+		return control.Request{Verb: "upgrade", Node: args[0], To: to, Signal: sig, Programmer: newProgrammer, Calico: newCalico}, nil
 	})
 	upgrade.Flags().StringVar(&to, "to", "", "release to upgrade to: "+config.ReleaseList())
 	upgrade.Flags().StringVar(&sig, "signal", "KILL", "signal the old BIRD gets: KILL (a pod deletion) or TERM (BIRD sends Cease)")
+	upgrade.Flags().StringVar(&newCalico, "calico", "", "a calico node's new pod runs this image directory (a Calico upgrade: every process of the old pod gets --signal, the new image's start)")
 	upgrade.Flags().StringVar(&newProgrammer, "programmer", "", "the node runs this programmer binary from the upgrade on (your own build, under the process contract of dataplane/programmer)")
 
 	var allowUnknown bool

@@ -39,6 +39,9 @@ type Request struct {
 	// path on the supervisor's host) the node runs from the upgrade on.
 	To         string `json:"to,omitempty"`
 	Programmer string `json:"programmer,omitempty"`
+	// upgrade of a calico node: the image directory (absolute) its new
+	// pod runs; empty restarts the pod from its image.
+	Calico string `json:"calico,omitempty"`
 	// upgrade, bird kill: KILL or TERM
 	Signal string `json:"signal,omitempty"`
 	// bird: kill or start; Recovery starts it with -R.

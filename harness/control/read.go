@@ -188,6 +188,18 @@ func (s *Server) birdOf(name string) (*bird.Instance, error) {
 }
 
 func (s *Server) birdc(ctx context.Context, req Request, o *out) error {
+	if len(req.Command) > 0 {
+		for _, n := range s.c.Nodes() {
+			if n.Name == req.Node && n.Calico != nil {
+				// Calico's BIRD, on its socket in the pod's /var/run/calico.
+				reply, err := n.Calico.BIRD().Run(ctx, strings.Join(req.Command, " "))
+				if t := strings.TrimRight(reply.Text(), "\n"); t != "" {
+					o.text("%s", t)
+				}
+				return err
+			}
+		}
+	}
 	b, err := s.birdOf(req.Node)
 	if err != nil {
 		return err
@@ -241,10 +253,13 @@ func (s *Server) routes(req Request, o *out) error {
 		return protos[i] < protos[j]
 	})
 	pools := s.pools()
-	o.text("%s (%s): %d main-table routes by owner; * = inside a cluster pool", n.Name, n.Release(), len(rs))
+	o.text("%s (%s, %s): %d main-table routes by owner; * = inside a cluster pool", n.Name, n.Release(), n.Flavour(), len(rs))
 	data := map[string][]kroute.Route{}
 	for _, p := range protos {
 		name := s.ownerName(p)
+		if n.Calico != nil && p == kroute.ProtoCalicoDefault {
+			name = fmt.Sprintf("Felix (proto %s)", p)
+		}
 		data[name] = groups[p]
 		o.text("%s: %d", name, len(groups[p]))
 		for _, r := range groups[p] {

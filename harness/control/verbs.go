@@ -27,8 +27,8 @@ func actionContext(ctx context.Context, wait time.Duration) (context.Context, co
 // sessions were seen up.
 func (s *Server) settle(ctx context.Context, o *out, nodes ...*harness.Node) error {
 	for _, n := range nodes {
-		if !n.BIRD.Running() {
-			continue
+		if n.BIRD == nil || !n.BIRD.Running() {
+			continue // a calico node's pod: WaitConverged waits for it
 		}
 		if err := n.BIRD.WaitEstablished(ctx); err != nil {
 			return fmt.Errorf("BIRD on %s: %w", n.Name, err)
@@ -64,7 +64,7 @@ func (s *Server) upgrade(ctx context.Context, req Request, o *out, wait time.Dur
 	defer cancel()
 	from := n.Release()
 	err = s.withEvents(o, func() error {
-		if _, err := s.c.UpgradeNode(actx, n.Name, rel, harness.UpgradeOptions{Signal: sig, Programmer: req.Programmer}); err != nil {
+		if _, err := s.c.UpgradeNode(actx, n.Name, rel, harness.UpgradeOptions{Signal: sig, Programmer: req.Programmer, Calico: req.Calico}); err != nil {
 			return err
 		}
 		return s.settle(actx, o, n)
@@ -102,7 +102,13 @@ func (s *Server) set(ctx context.Context, req Request, o *out, wait time.Duratio
 	renders := map[string]int{}
 	restarts := map[string]int{}
 	confd := map[string]int{}
+	var model []*harness.Node // a calico node's Felix and confd read etcd, not the programmer's status
 	for _, n := range nodes {
+		if n.Calico == nil {
+			model = append(model, n)
+		}
+	}
+	for _, n := range model {
 		renders[n.Name], restarts[n.Name], confd[n.Name] = n.Renders(), len(n.Programmer.Restarts()), len(n.ConfdActions())
 	}
 	var mark int64
@@ -130,7 +136,7 @@ func (s *Server) set(ctx context.Context, req Request, o *out, wait time.Duratio
 	// The change has landed once every programmer runs with the new
 	// effective value and has synced since, and every running BIRD's confd
 	// has rendered the new documents.
-	for _, n := range nodes {
+	for _, n := range model {
 		want := string(config.Resolve(f.ProgramClusterRoutes, n.Release(), config.Programmer, nil))
 		if err := poll.Until(actx, 10*time.Millisecond, func() bool {
 			ps, err := n.Programmer.Status()
@@ -145,7 +151,7 @@ func (s *Server) set(ctx context.Context, req Request, o *out, wait time.Duratio
 		}
 	}
 	var evs []timed
-	for _, n := range nodes {
+	for _, n := range model {
 		for _, r := range n.Programmer.Restarts()[restarts[n.Name]:] {
 			evs = append(evs, timed{r.ExitMono, fmt.Sprintf("programmer(%s) exited %d (%s)", n.Name, r.ExitCode, r.Reason)})
 			if r.StartMono != 0 {
@@ -168,6 +174,10 @@ func (s *Server) set(ctx context.Context, req Request, o *out, wait time.Duratio
 		return err
 	}
 	for _, n := range nodes {
+		if n.Calico != nil {
+			o.text("  %s (%s, calico): Felix and confd read the change from etcd", n.Name, n.Release())
+			continue
+		}
 		ps, _ := n.Programmer.Status()
 		o.text("  %s (%s): programmer programClusterRoutes=%s (IPIP %v, no-encap %v); BIRD programClusterRoutes=%s",
 			n.Name, n.Release(), ps.ProgramClusterRoutes, ps.ProgramIPIPClusterRoutes, ps.ProgramNoEncapClusterRoutes,
@@ -180,6 +190,9 @@ func (s *Server) bird(ctx context.Context, req Request, o *out, wait time.Durati
 	n, err := s.node(req.Node)
 	if err != nil {
 		return err
+	}
+	if n.Calico != nil {
+		return fmt.Errorf("bird %s: %s runs Calico's own BIRD in its calico/node pod; the bird verb drives the model's BIRD only", n.Name, n.Name)
 	}
 	s.act.Lock()
 	defer s.act.Unlock()

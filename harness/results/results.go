@@ -107,6 +107,14 @@ type ScenarioResult struct {
 	// BIRDReleases is the BIRD release each node and router ran at the end
 	// ("3.1 (bird3 3.1.8-0+deb13u1)").
 	BIRDReleases map[string]string `json:"birdReleases,omitempty"`
+	// Flavours is what ran on each node at the end: "model" (birdcage's
+	// programmer, renderer and upstream BIRD) or "calico" (Calico's own
+	// Felix, confd and BIRD); absent in files written before flavours.
+	Flavours map[string]string `json:"flavours,omitempty"`
+	// Components are each node's component versions as its binaries
+	// report them ("calico": `calico version`, "bird": `bird --version`
+	// on a calico node; "bird" the package on a model node).
+	Components map[string]map[string]string `json:"components,omitempty"`
 	// Releases is the Calico release profile each node ran at the end
 	// ("3.32", "3.33"; never an alias).
 	Releases map[string]string `json:"releases,omitempty"`

@@ -27,6 +27,7 @@ type Config struct {
 	RaiseNeighLimits  bool
 	BIRDCache         string
 	Calico            string
+	CalicoFrom        string
 
 	// Timing model.
 	Timing               string

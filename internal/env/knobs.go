@@ -58,6 +58,9 @@ func (c *Config) knobs() []Knob {
 		{Calico, "Cluster", "unset (the real-Calico tests skip, naming feature calico)", "a directory laid out like the calico/node image's root filesystem",
 			"Calico's own Felix, confd and BIRD for the `calico` node flavour and its tests.",
 			setString(&c.Calico)},
+		{CalicoFrom, "Cluster", "unset (the real-Calico upgrade specs skip, naming feature calico)", "a directory laid out like the calico/node image's root filesystem",
+			"The Calico build a real-Calico upgrade starts from (" + Calico + " is the one it moves to).",
+			setString(&c.CalicoFrom)},
 
 		{Timing, "Timing model", "realistic", "realistic or zero",
 			"The timing model (docs/timing.md): realistic estimates of Felix's restart and confd's latency, or zero. The variables below override one field each; the results record the model as <name>+env.",

@@ -16,6 +16,7 @@ const (
 	RaiseNeighLimits  = "BIRDCAGE_RAISE_NEIGH_LIMITS"
 	BIRDCache         = "BIRDCAGE_BIRD_CACHE"
 	Calico            = "BIRDCAGE_CALICO"
+	CalicoFrom        = "BIRDCAGE_CALICO_FROM"
 
 	// Timing model.
 	Timing               = "BIRDCAGE_TIMING"

@@ -128,6 +128,15 @@ func Clean(opts CleanOptions) (CleanReport, error) {
 				}
 			}
 		}
+		// Mounts under the state dir (a calico pod's overlay root) go
+		// before it, so removing it never descends into a mount.
+		if !opts.DryRun {
+			for _, m := range mountsUnder(filepath.Join(StateRoot, id)) {
+				if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
+					errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
+				}
+			}
+		}
 		dirs := []string{filepath.Join(StateRoot, id)}
 		for _, t := range tmps {
 			if tid, ok := tmpRunID(t); ok && tid == id {
@@ -220,4 +229,25 @@ func processesIn(inodes map[uint64]string) []int {
 		}
 	}
 	return pids
+}
+
+// mountsUnder lists the mount points of this mount namespace inside dir,
+// deepest first.
+func mountsUnder(dir string) []string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		if p := f[4]; strings.HasPrefix(p, dir+"/") {
+			out = append(out, p)
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(out)))
+	return out
 }

@@ -38,6 +38,10 @@ const (
 	// kernel with the module has it).
 	KernelIPIP = "ipip-module"
 	Root       = "root"
+	// Calico is a Calico build for the calico node flavour: a directory
+	// laid out like the calico/node image's root filesystem
+	// ($BIRDCAGE_CALICO).
+	Calico = "calico"
 )
 
 // TB is the part of testing.TB (and of Ginkgo's GinkgoT) this needs.
