@@ -7,7 +7,8 @@ package scenarios_test
 // SIGTERM on to each service), the new image's started, BIRD with -R — with probes
 // both ways between every pair of nodes. The claim is the model's: the
 // upgraded node never has a remote block without a route, and loses no
-// outbound probe beyond the platform's own loss. On no-encap BIRD owns
+// outbound probe beyond the platform's own loss; on IPIP from a 3.32
+// build, the model's known gap (a window per block) instead. On no-encap BIRD owns
 // the routes on both sides (3.32's BGPConfiguration.programClusterRoutes
 // default Enabled, 3.33's EnabledNoEncapOnly); on IPIP 3.32's BIRD
 // hands them to 3.33's Felix (FelixConfiguration.programClusterRoutes
@@ -48,7 +49,7 @@ func calicoFromSource() string {
 }
 
 var _ = Describe("Real Calico upgrade", Label("calico", "upgrade", "headline", "timing"), func() {
-	DescribeTable("the upgraded node keeps a route to every remote block and loses no outbound probe",
+	DescribeTable("the upgraded node keeps a route to every remote block and loses no outbound probe (on IPIP from a 3.32 build: the known per-block window, upgrade_window)",
 		func(ctx SpecContext, topology string, after judge.Owner, sig syscall.Signal) {
 			to := calicoSource()
 			from := calicoFromSource()
@@ -137,7 +138,19 @@ var _ = Describe("Real Calico upgrade", Label("calico", "upgrade", "headline", "
 			res.Figures["platformMissingPerControlFlowMax"] = float64(platform.Max)
 			report(name, results.GapTable(rep), res)
 
-			// 4. The claim, as the model's headline states it.
+			// 4. The claim, as the model's headline states it — except on
+			// IPIP from 3.32, where the model holds a known gap
+			// (upgrade_window_test.go: 3.32's BIRD writes at 1024, 3.33's
+			// Felix deletes before it adds) and real Calico is held to the
+			// same: a window, reported, and the gap's closing a failure
+			// that asks for the design and upgrade_window to be updated.
+			// Measured on the 3.32 and 3.33 builds here, 5 runs per
+			// signal: a window on every block every run (0.011-16.8 ms).
+			if topology == "ipip" && fromRel == config.R332 {
+				res.Notes = append(res.Notes, "known gap (upgrade_window): from 3.32 Felix's delete-first leaves each block without a route for a moment")
+				Expect(windows).To(BeNumerically(">", 0), "known gap closed on real Calico: the 3.32 → 3.33 IPIP upgrade left no remote block of %s without a route; update the design's §4 and upgrade_window_test.go", upgraded)
+				return
+			}
 			for _, b := range remote {
 				Expect(tl.NoRouteWindows(b, begin.Mono, end.Mono)).To(BeEmpty(), "%s had no route to %s for a while during its upgrade", upgraded, b)
 			}
