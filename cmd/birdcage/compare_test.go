@@ -88,7 +88,14 @@ func TestCompareIdenticalRuns(t *testing.T) {
 }
 
 func TestCompareWorseGap(t *testing.T) {
+	// One run a side: the worse gap cannot be told from noise, and the
+	// gate says so instead of crying wolf or passing in silence.
 	out, code := cli(t, nil, "compare", recorded, worseGap)
+	if code != 0 || !strings.Contains(out, "not enough samples to judge: 2 figures in 1 scenarios") {
+		t.Fatalf("worse gap, one run a side: exit %d, want 0 and the undecided figures counted\n%s", code, out)
+	}
+	// --min-samples makes it an error.
+	out, code = cli(t, nil, "compare", "--min-samples", "1", recorded, worseGap)
 	if code != 1 {
 		t.Fatalf("worse gap: exit %d, want 1\n%s", code, out)
 	}
@@ -98,11 +105,11 @@ func TestCompareWorseGap(t *testing.T) {
 		}
 	}
 	// A looser threshold lets the same change through.
-	if out, code := cli(t, nil, "compare", "--max-gap-increase", "10s", recorded, worseGap); code != 0 {
+	if out, code := cli(t, nil, "compare", "--min-samples", "1", "--max-gap-increase", "10s", recorded, worseGap); code != 0 {
 		t.Errorf("with --max-gap-increase 10s: exit %d, want 0\n%s", code, out)
 	}
 	html := filepath.Join(t.TempDir(), "compare.html")
-	if out, code := cli(t, nil, "compare", "--html", html, recorded, worseGap); code != 1 {
+	if out, code := cli(t, nil, "compare", "--min-samples", "1", "--html", html, recorded, worseGap); code != 1 {
 		t.Errorf("with --html: exit %d, want 1\n%s", code, out)
 	}
 	b, err := os.ReadFile(html)
@@ -120,7 +127,7 @@ func TestCompareWorseGap(t *testing.T) {
 // and the exit status still judges the comparison.
 func TestCompareMarkdownTable(t *testing.T) {
 	md := filepath.Join(t.TempDir(), "compare.md")
-	out, code := cli(t, nil, "compare", "--markdown", md, recorded, worseGap)
+	out, code := cli(t, nil, "compare", "--min-samples", "1", "--markdown", md, recorded, worseGap)
 	if code != 1 || !strings.Contains(out, "side-by-side table: "+md) {
 		t.Fatalf("with --markdown: exit %d (want 1) or no line naming the table\n%s", code, out)
 	}
@@ -165,6 +172,8 @@ func TestCompareBadInput(t *testing.T) {
 		{[]string{"compare", notResults, recorded}, []string{notResults, "field scenarios"}},
 		{[]string{"compare", recorded, filepath.Join(dir, "missing.json")}, []string{"missing.json"}},
 		{[]string{"compare", "--max-ratio", "0.5", recorded, recorded}, []string{"--max-ratio"}},
+		{[]string{"compare", "--alpha", "0", recorded, recorded}, []string{"--alpha"}},
+		{[]string{"compare", "--min-samples", "0", recorded, recorded}, []string{"--min-samples"}},
 	} {
 		out, code := cli(t, nil, tc.args...)
 		if code != 2 {
