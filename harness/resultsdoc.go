@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/timeline"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/topo"
@@ -15,7 +16,7 @@ import (
 // CurrentRunEnv describes this process's environment.
 func CurrentRunEnv() *RunEnv {
 	m, _ := MachineFromEnv() // a bad profile fails the run's Start, naming the variable
-	e := &RunEnv{Where: m.Where(), VMAccel: m.Accel, ProbeRate: m.Rate(), TimeoutScale: m.Scale(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Tunnel: topo.ChosenTunnel()}
+	e := &RunEnv{Where: m.Where(), VMAccel: m.Accel, ProbeRate: m.Rate(), TimeoutScale: m.Scale(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Tunnel: topo.ChosenTunnel(), Build: results.CurrentBuild()}
 	// BIRD prints its version on stderr: "BIRD version 2.0.12".
 	if out, err := exec.Command("bird", "--version").CombinedOutput(); err == nil || len(out) > 0 {
 		e.BIRDVersion = strings.TrimPrefix(strings.TrimSpace(string(out)), "BIRD version ")

@@ -30,7 +30,7 @@ func compareCmd(jsonOut *bool) *cobra.Command {
 	var alpha float64
 	var minSamples int
 	c := &cobra.Command{
-		Use:   "compare BASE.json NEW.json",
+		Use:   "compare BASE NEW  (each a results file, or a directory of runs' results files)",
 		Short: "Compare two runs' results (release A, release B): exit 1 on any regression past the thresholds",
 		Long: "Compare two results files scenario by scenario (matched by the spec's full text, so a spec that failed\n" +
 			"before registering its title still pairs) and figure by figure, and per probe flow where both have\n" +
@@ -46,6 +46,8 @@ func compareCmd(jsonOut *bool) *cobra.Command {
 			"and skipped in NEW, skipped in BASE and fails in NEW, is missing from NEW, is new and fails, or\n" +
 			"(--fail-on-fail) fails on both sides; --allow NAME turns its absence or skip into a remark.\n" +
 			"A budget (--budget FILE, or the flags below, else the scenario's own) judges every flow of NEW.\n" +
+			"BASE or NEW may be a directory: every *.json in it is a run of the suite (the last K accepted runs of a\n" +
+			"baseline, or NEW's repeats), joined as one history whose rows are each scenario's samples.\n" +
 			"Exit status: 0 no regression, 1 a regression, 2 bad input.",
 		Args: cobra.ExactArgs(2),
 		Run: func(cmd *cobra.Command, args []string) {
@@ -81,11 +83,11 @@ func compareCmd(jsonOut *bool) *cobra.Command {
 			if th.MaxRatio != 0 && th.MaxRatio <= 1 {
 				badInput(fmt.Errorf("--max-ratio %g: want a ratio above 1 (1.5 = new may be 1.5× base), or 0 for none", th.MaxRatio))
 			}
-			base, err := results.ReadResults(args[0])
+			base, baseLabel, err := results.ReadSide(args[0])
 			if err != nil {
 				badInput(err)
 			}
-			nw, err := results.ReadResults(args[1])
+			nw, newLabel, err := results.ReadSide(args[1])
 			if err != nil {
 				badInput(err)
 			}
@@ -102,7 +104,7 @@ func compareCmd(jsonOut *bool) *cobra.Command {
 			}
 			opts := compare.Options{Thresholds: th, Budgets: budgets, FailOnFail: failOnFail, Allow: allow,
 				Alpha: alpha, MinSamples: minSamples, StrictSamples: cmd.Flags().Changed("min-samples")}
-			r := compare.Compare(args[0], base, args[1], nw, opts)
+			r := compare.Compare(baseLabel, base, newLabel, nw, opts)
 			if *jsonOut {
 				b, _ := json.MarshalIndent(r, "", "  ")
 				fmt.Println(string(b))

@@ -225,3 +225,28 @@ func TestReportHTMLAndMarkdown(t *testing.T) {
 		t.Errorf("HTML report not written (%v)", err)
 	}
 }
+
+// `birdcage results merge` refuses a scenario in two shards with exit 2
+// naming both files, joins them as a history, and compare takes a
+// directory of runs as a side: the recorded run twice is two samples of
+// each scenario, still no regression against the one run.
+func TestResultsMergeAndDirectorySide(t *testing.T) {
+	dir := t.TempDir()
+	merged := filepath.Join(dir, "merged.json")
+	out, code := cli(t, nil, "results", "merge", "-o", merged, recorded, recorded)
+	if code != 2 || !strings.Contains(out, "duplicate scenario") || !strings.Contains(out, "liveconfig-noencap.json") {
+		t.Fatalf("merging a run with itself as shards: exit %d, want 2 naming the duplicate\n%s", code, out)
+	}
+	if out, code := cli(t, nil, "results", "merge", "--history", "-o", merged, recorded, recorded); code != 0 || !strings.Contains(out, "merged 2 files, 4 scenario rows") {
+		t.Fatalf("--history: exit %d\n%s", code, out)
+	}
+	runs := filepath.Join(dir, "runs")
+	os.Mkdir(runs, 0o755)
+	b, _ := os.ReadFile(recorded)
+	os.WriteFile(filepath.Join(runs, "1.json"), b, 0o644)
+	os.WriteFile(filepath.Join(runs, "2.json"), b, 0o644)
+	out, code = cli(t, nil, "compare", runs, recorded)
+	if code != 0 || !strings.Contains(out, "(2 runs: 1.json, 2.json)") || !strings.Contains(out, "repeated: 2 runs in BASE, 1 in NEW") {
+		t.Fatalf("a directory as BASE: exit %d\n%s", code, out)
+	}
+}
