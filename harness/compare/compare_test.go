@@ -330,8 +330,19 @@ func TestCompareRepeatedVerdictsFlowsBudget(t *testing.T) {
 	if r.Regressions != 0 {
 		t.Errorf("flow noise flagged: %v", r.Scenarios[0].Reasons)
 	}
+	// The sender's own pause is the machine's: a NEW whose sender paused
+	// 50 ms inside every flow's gap, with nothing else worse, is not a
+	// regression (the control: the same gaps without the pause are).
+	paused := withFlow(60, 61, 62, 62, 63)
+	for i := range paused {
+		paused[i].Probes.Flows[0].SenderPauseInGapMs = 50
+	}
+	r = Compare("b", &results.ResultsFile{Scenarios: withFlow(10, 12, 14, 11, 13)}, "n", &results.ResultsFile{Scenarios: paused}, Options{Thresholds: DefaultThresholds()})
+	if d := r.Scenarios[0]; strings.Contains(strings.Join(d.Reasons, "\n"), "longest gap") {
+		t.Errorf("a gap the sender's own pause explains regressed: %v", d.Reasons)
+	}
 	r = Compare("b", &results.ResultsFile{Scenarios: withFlow(10, 12, 14, 11, 13)}, "n", &results.ResultsFile{Scenarios: withFlow(60, 61, 12, 62, 63)}, Options{Thresholds: DefaultThresholds()})
-	if d := r.Scenarios[0]; !d.Regression || !strings.Contains(strings.Join(d.Reasons, "\n"), "flow a->b longest gap ms: median 12 → 61") {
+	if d := r.Scenarios[0]; !d.Regression || !strings.Contains(strings.Join(d.Reasons, "\n"), "flow a->b longest gap ms (sender pause out): median 12 → 61") {
 		t.Errorf("a shifted flow should regress, naming it: %v", d.Reasons)
 	}
 	maxGap := 40.0
