@@ -446,7 +446,11 @@ func compareScenario(bs, ns []results.ScenarioResult, o Options) ScenarioDiff {
 	case bran > 0 && nran > 0 && float64(nf)/float64(nran) > float64(bf)/float64(bran):
 		d.Regression = true
 		if repeated {
-			d.Reasons = append(d.Reasons, fmt.Sprintf("failed in %d of %d runs in NEW, %d of %d in BASE: %s", nf, len(ns), bf, len(bs), firstLine(ns[nt].Failure)))
+			// A failure is a broken claim: judged on any number of runs.
+			// Fisher's p says how far chance alone could explain the
+			// shares (a flaky claim), for the reader.
+			d.Reasons = append(d.Reasons, fmt.Sprintf("failed in %d of %d runs in NEW, %d of %d in BASE (Fisher p=%.3g): %s", nf, nran, bf, bran,
+				stattest.FisherGreater(bf, bran, nf, nran), firstLine(ns[nt].Failure)))
 		} else {
 			d.Reasons = append(d.Reasons, "passed in BASE, fails in NEW: "+firstLine(n.Failure))
 		}

@@ -301,7 +301,7 @@ func TestCompareRepeatedVerdictsFlowsBudget(t *testing.T) {
 		regression bool
 		reason     string
 	}{
-		{"a NEW failure where BASE had none", runs("s", 1, 1, 1), fail(runs("s", 1, 1, 1), 1), true, "failed in 1 of 3 runs in NEW, 0 of 3 in BASE: lost 40 probes"},
+		{"a NEW failure where BASE had none", runs("s", 1, 1, 1), fail(runs("s", 1, 1, 1), 1), true, "failed in 1 of 3 runs in NEW, 0 of 3 in BASE (Fisher p=0.5): lost 40 probes"},
 		{"the same failure share", fail(runs("s", 1, 1, 1), 0), fail(runs("s", 1, 1, 1), 2), false, ""},
 		{"fewer failures", fail(fail(runs("s", 1, 1, 1), 0), 1), fail(runs("s", 1, 1, 1), 2), false, ""},
 		{"skips do not count", runs("s", 1, 1), skip(runs("s", 1, 1), 0), false, ""},
