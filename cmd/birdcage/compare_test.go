@@ -250,3 +250,37 @@ func TestResultsMergeAndDirectorySide(t *testing.T) {
 		t.Fatalf("a directory as BASE: exit %d\n%s", code, out)
 	}
 }
+
+// Distributions from real runs (testdata/results/README.md): five runs of
+// the headline SIGKILL upgrade against five of a build with the
+// gatecheck's 100 ms takeover window. compare exits 1 naming the scenario,
+// the figure, its effect and the p-value; the clean runs against
+// themselves pass; an α five runs a side cannot reach leaves the figures
+// undecided and the verdict judged.
+func TestCompareRepeatedRealRuns(t *testing.T) {
+	const (
+		clean    = "../../testdata/results/headline-upgrade-killed-5runs.json"
+		injected = "../../testdata/results/headline-upgrade-killed-takeover-gap-5runs.json"
+	)
+	out, code := cli(t, nil, "compare", clean, injected)
+	if code != 1 {
+		t.Fatalf("clean vs injected window: exit %d, want 1\n%s", code, out)
+	}
+	for _, want := range []string{"REGRESSION  upgrade handover IPIP (killed)",
+		"longestNoRouteWindowMs: median 0 → 100.7 (+100.7; +20 ms allowed), Mann–Whitney p=0.00794 < α 0.05 (n=5 vs 5)",
+		"failed in 5 of 5 runs in NEW, 0 of 5 in BASE"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// Positive control: the same runs on both sides.
+	if out, code := cli(t, nil, "compare", clean, clean); code != 0 || !strings.Contains(out, "1 scenarios compared, 0 regressed") {
+		t.Errorf("clean vs clean: exit %d\n%s", code, out)
+	}
+	// A stricter α than five runs a side can reach (the smallest p is
+	// 0.0079): the figures are not enough samples; the verdict still is.
+	out, code = cli(t, nil, "compare", "--alpha", "0.005", clean, injected)
+	if code != 1 || !strings.Contains(out, "not enough samples to judge") || !strings.Contains(out, "failed in 5 of 5 runs") {
+		t.Errorf("--alpha 0.005: exit %d\n%s", code, out)
+	}
+}
