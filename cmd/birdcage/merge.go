@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -34,7 +35,12 @@ func mergeCmd() *cobra.Command {
 		Args: cobra.MinimumNArgs(1),
 		Run: func(_ *cobra.Command, args []string) {
 			fail := func(err error) {
-				fmt.Fprintln(os.Stderr, "birdcage results merge:", err)
+				// Merge's errors begin "results merge:" already.
+				msg := err.Error()
+				if !strings.HasPrefix(msg, "results merge:") {
+					msg = "results merge: " + msg
+				}
+				fmt.Fprintln(os.Stderr, "birdcage "+msg)
 				os.Exit(exitBadInput)
 			}
 			if out == "" {
