@@ -8,6 +8,6 @@ import (
 // OpenResults starts (or, with join, the run's $BIRDCAGE_RESULTS_JOIN,
 // joins) the results file at path, recording this process's CurrentRunEnv
 // on machine m. The results model itself is harness/results.
-func OpenResults(path, join string, m machine.Profile) (*results.Results, error) {
-	return results.OpenResultsJoin(path, join, CurrentRunEnv(m))
+func OpenResults(path, join, build string, m machine.Profile) (*results.Results, error) {
+	return results.OpenResultsJoin(path, join, CurrentRunEnv(m, build))
 }

@@ -15,8 +15,8 @@ import (
 )
 
 // CurrentRunEnv describes where this process runs, on machine m.
-func CurrentRunEnv(m machine.Profile) *results.RunEnv {
-	e := &results.RunEnv{Where: m.Where(), VMAccel: m.Accel, ProbeRate: m.Rate(), TimeoutScale: m.Scale(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Tunnel: topo.ChosenTunnel()}
+func CurrentRunEnv(m machine.Profile, build string) *results.RunEnv {
+	e := &results.RunEnv{Where: m.Where(), VMAccel: m.Accel, ProbeRate: m.Rate(), TimeoutScale: m.Scale(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Tunnel: topo.ChosenTunnel(), Build: results.CurrentBuild(build)}
 	// BIRD prints its version on stderr: "BIRD version 2.0.12".
 	if out, err := exec.Command("bird", "--version").CombinedOutput(); err == nil || len(out) > 0 {
 		e.BIRDVersion = strings.TrimPrefix(strings.TrimSpace(string(out)), "BIRD version ")

@@ -39,7 +39,7 @@ var _ = BeforeSuite(func() {
 	// settle, on this machine.
 	SetDefaultEventuallyTimeout(machine.Wait(30 * time.Second))
 	var err error
-	resultsFile, err = harness.OpenResults(results.ResultsPath(cfg.Artifacts, cfg.Lab), cfg.ResultsJoin, machine)
+	resultsFile, err = harness.OpenResults(results.ResultsPath(cfg.Artifacts, cfg.Lab), cfg.ResultsJoin, cfg.Build, machine)
 	Expect(err).NotTo(HaveOccurred())
 })
 

@@ -27,17 +27,27 @@ func compareCmd(jsonOut *bool) *cobra.Command {
 	var maxLost int64
 	var failOnFail bool
 	var allow []string
+	var alpha float64
+	var minSamples int
 	c := &cobra.Command{
-		Use:   "compare BASE.json NEW.json",
+		Use:   "compare BASE NEW  (each a results file, or a directory of runs' results files)",
 		Short: "Compare two runs' results (release A, release B): exit 1 on any regression past the thresholds",
 		Long: "Compare two results files scenario by scenario (matched by the spec's full text, so a spec that failed\n" +
 			"before registering its title still pairs) and figure by figure, and per probe flow where both have\n" +
-			"probe reports. A figure regresses when it got worse by more than every threshold of its kind (gap\n" +
-			"figures: --max-gap-increase; loss figures: --max-lost-increase; any figure with a non-zero base:\n" +
-			"--max-ratio when given). A scenario regresses when it passed in BASE and fails in NEW, ran in BASE\n" +
+			"probe reports. Every run of a scenario is a sample (birdcage run --repeat N). A figure regresses when\n" +
+			"NEW's median is worse than BASE's by more than the minimum effect of its kind (gap figures:\n" +
+			"--max-gap-increase; loss figures: --max-lost-increase; counts: --max-count-increase; any figure with a\n" +
+			"non-zero base: --max-ratio when given) AND a two-sided Mann–Whitney U test of the runs gives p < --alpha;\n" +
+			"a bimodal figure (two modes further apart than the minimum effect) also regresses when more of NEW's\n" +
+			"runs fall in its slow mode (Fisher's exact test, p < --alpha). A count 0 in every BASE run must stay 0\n" +
+			"and is judged on any number of runs. A figure that moved past its minimum effect on fewer runs than\n" +
+			"the test can judge is \"not enough samples to judge\": counted in the summary, an error with --min-samples.\n" +
+			"A scenario regresses when it passed in BASE and fails in NEW, ran in BASE\n" +
 			"and skipped in NEW, skipped in BASE and fails in NEW, is missing from NEW, is new and fails, or\n" +
 			"(--fail-on-fail) fails on both sides; --allow NAME turns its absence or skip into a remark.\n" +
 			"A budget (--budget FILE, or the flags below, else the scenario's own) judges every flow of NEW.\n" +
+			"BASE or NEW may be a directory: every *.json in it is a run of the suite (the last K accepted runs of a\n" +
+			"baseline, or NEW's repeats), joined as one history whose rows are each scenario's samples.\n" +
 			"Exit status: 0 no regression, 1 a regression, 2 bad input.",
 		Args: cobra.ExactArgs(2),
 		Run: func(cmd *cobra.Command, args []string) {
@@ -73,11 +83,11 @@ func compareCmd(jsonOut *bool) *cobra.Command {
 			if th.MaxRatio != 0 && th.MaxRatio <= 1 {
 				badInput(fmt.Errorf("--max-ratio %g: want a ratio above 1 (1.5 = new may be 1.5× base), or 0 for none", th.MaxRatio))
 			}
-			base, err := results.ReadResults(args[0])
+			base, baseLabel, err := results.ReadSide(args[0])
 			if err != nil {
 				badInput(err)
 			}
-			nw, err := results.ReadResults(args[1])
+			nw, newLabel, err := results.ReadSide(args[1])
 			if err != nil {
 				badInput(err)
 			}
@@ -86,7 +96,15 @@ func compareCmd(jsonOut *bool) *cobra.Command {
 					badInput(fmt.Errorf("budget %s: scenarios %q are not in %s", budgetFile, unknown, args[1]))
 				}
 			}
-			r := compare.Compare(args[0], base, args[1], nw, compare.Options{Thresholds: th, Budgets: budgets, FailOnFail: failOnFail, Allow: allow})
+			if alpha <= 0 || alpha >= 1 {
+				badInput(fmt.Errorf("--alpha %g: want a significance between 0 and 1 (0.05: one false alarm in 20 for a figure that did not change)", alpha))
+			}
+			if cmd.Flags().Changed("min-samples") && minSamples < 1 {
+				badInput(fmt.Errorf("--min-samples %d: want 1 or more runs a side", minSamples))
+			}
+			opts := compare.Options{Thresholds: th, Budgets: budgets, FailOnFail: failOnFail, Allow: allow,
+				Alpha: alpha, MinSamples: minSamples, StrictSamples: cmd.Flags().Changed("min-samples")}
+			r := compare.Compare(baseLabel, base, newLabel, nw, opts)
 			if *jsonOut {
 				b, _ := json.MarshalIndent(r, "", "  ")
 				fmt.Println(string(b))
@@ -117,6 +135,8 @@ func compareCmd(jsonOut *bool) *cobra.Command {
 	f.Int64Var(&th.MaxLostIncrease, "max-lost-increase", th.MaxLostIncrease, "how many more probes may be lost (figure or per flow); negative: not judged")
 	f.Int64Var(&th.MaxCountIncrease, "max-count-increase", th.MaxCountIncrease, "how much a count figure (deletes, flaps, refused writes, prefixes with two routes) may grow; 0: not at all; negative: not judged")
 	f.Float64Var(&th.MaxRatio, "max-ratio", 0, "how many times its base a gap, loss, count or duration figure may become (e.g. 1.5); 0: not judged")
+	f.Float64Var(&alpha, "alpha", compare.DefaultAlpha, "significance a figure's Mann–Whitney test (and a bimodal figure's slow-mode test) must reach to regress")
+	f.IntVar(&minSamples, "min-samples", 0, "fewest runs a side a noisy figure is judged on; given, a figure with too few runs to judge is an error (exit 1), not a counted note")
 	f.StringVar(&budgetFile, "budget", "", "budget file (YAML: default and per-scenario maxGapMs, allowedDisruptions, maxLost), judged per flow of NEW")
 	f.DurationVar(&maxGapPerFlow, "max-gap-per-flow", 0, "budget: longest gap any flow of NEW may have")
 	f.IntVar(&allowedDisruptions, "allowed-disruptions", 0, "budget: distinct gaps (runs of lost probes) any flow of NEW may have")

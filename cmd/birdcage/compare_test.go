@@ -90,7 +90,14 @@ func TestCompareIdenticalRuns(t *testing.T) {
 }
 
 func TestCompareWorseGap(t *testing.T) {
+	// One run a side: the worse gap cannot be told from noise, and the
+	// gate says so instead of crying wolf or passing in silence.
 	out, code := cli(t, nil, "compare", recorded, worseGap)
+	if code != 0 || !strings.Contains(out, "not enough samples to judge: 2 figures in 1 scenarios") {
+		t.Fatalf("worse gap, one run a side: exit %d, want 0 and the undecided figures counted\n%s", code, out)
+	}
+	// --min-samples makes it an error.
+	out, code = cli(t, nil, "compare", "--min-samples", "1", recorded, worseGap)
 	if code != 1 {
 		t.Fatalf("worse gap: exit %d, want 1\n%s", code, out)
 	}
@@ -100,11 +107,11 @@ func TestCompareWorseGap(t *testing.T) {
 		}
 	}
 	// A looser threshold lets the same change through.
-	if out, code := cli(t, nil, "compare", "--max-gap-increase", "10s", recorded, worseGap); code != 0 {
+	if out, code := cli(t, nil, "compare", "--min-samples", "1", "--max-gap-increase", "10s", recorded, worseGap); code != 0 {
 		t.Errorf("with --max-gap-increase 10s: exit %d, want 0\n%s", code, out)
 	}
 	html := filepath.Join(t.TempDir(), "compare.html")
-	if out, code := cli(t, nil, "compare", "--html", html, recorded, worseGap); code != 1 {
+	if out, code := cli(t, nil, "compare", "--min-samples", "1", "--html", html, recorded, worseGap); code != 1 {
 		t.Errorf("with --html: exit %d, want 1\n%s", code, out)
 	}
 	b, err := os.ReadFile(html)
@@ -122,7 +129,7 @@ func TestCompareWorseGap(t *testing.T) {
 // and the exit status still judges the comparison.
 func TestCompareMarkdownTable(t *testing.T) {
 	md := filepath.Join(t.TempDir(), "compare.md")
-	out, code := cli(t, nil, "compare", "--markdown", md, recorded, worseGap)
+	out, code := cli(t, nil, "compare", "--min-samples", "1", "--markdown", md, recorded, worseGap)
 	if code != 1 || !strings.Contains(out, "side-by-side table: "+md) {
 		t.Fatalf("with --markdown: exit %d (want 1) or no line naming the table\n%s", code, out)
 	}
@@ -167,6 +174,8 @@ func TestCompareBadInput(t *testing.T) {
 		{[]string{"compare", notResults, recorded}, []string{notResults, "field scenarios"}},
 		{[]string{"compare", recorded, filepath.Join(dir, "missing.json")}, []string{"missing.json"}},
 		{[]string{"compare", "--max-ratio", "0.5", recorded, recorded}, []string{"--max-ratio"}},
+		{[]string{"compare", "--alpha", "0", recorded, recorded}, []string{"--alpha"}},
+		{[]string{"compare", "--min-samples", "0", recorded, recorded}, []string{"--min-samples"}},
 	} {
 		out, code := cli(t, nil, tc.args...)
 		if code != 2 {
@@ -216,5 +225,64 @@ func TestReportHTMLAndMarkdown(t *testing.T) {
 	}
 	if b, err := os.ReadFile(html); err != nil || !strings.Contains(string(b), "<svg") {
 		t.Errorf("HTML report not written (%v)", err)
+	}
+}
+
+// `birdcage results merge` refuses a scenario in two shards with exit 2
+// naming both files, joins them as a history, and compare takes a
+// directory of runs as a side: the recorded run twice is two samples of
+// each scenario, still no regression against the one run.
+func TestResultsMergeAndDirectorySide(t *testing.T) {
+	dir := t.TempDir()
+	merged := filepath.Join(dir, "merged.json")
+	out, code := cli(t, nil, "results", "merge", "-o", merged, recorded, recorded)
+	if code != 2 || !strings.Contains(out, "duplicate scenario") || !strings.Contains(out, "liveconfig-noencap.json") {
+		t.Fatalf("merging a run with itself as shards: exit %d, want 2 naming the duplicate\n%s", code, out)
+	}
+	if out, code := cli(t, nil, "results", "merge", "--history", "-o", merged, recorded, recorded); code != 0 || !strings.Contains(out, "merged 2 files, 4 scenario rows") {
+		t.Fatalf("--history: exit %d\n%s", code, out)
+	}
+	runs := filepath.Join(dir, "runs")
+	os.Mkdir(runs, 0o755)
+	b, _ := os.ReadFile(recorded)
+	os.WriteFile(filepath.Join(runs, "1.json"), b, 0o644)
+	os.WriteFile(filepath.Join(runs, "2.json"), b, 0o644)
+	out, code = cli(t, nil, "compare", runs, recorded)
+	if code != 0 || !strings.Contains(out, "(2 runs: 1.json, 2.json)") || !strings.Contains(out, "repeated: 2 runs in BASE, 1 in NEW") {
+		t.Fatalf("a directory as BASE: exit %d\n%s", code, out)
+	}
+}
+
+// Distributions from real runs (testdata/results/README.md): five runs of
+// the headline SIGKILL upgrade against five of a build with the
+// gatecheck's 100 ms takeover window. compare exits 1 naming the scenario,
+// the figure, its effect and the p-value; the clean runs against
+// themselves pass; an α five runs a side cannot reach leaves the figures
+// undecided and the verdict judged.
+func TestCompareRepeatedRealRuns(t *testing.T) {
+	const (
+		clean    = "../../testdata/results/headline-upgrade-killed-5runs.json"
+		injected = "../../testdata/results/headline-upgrade-killed-takeover-gap-5runs.json"
+	)
+	out, code := cli(t, nil, "compare", clean, injected)
+	if code != 1 {
+		t.Fatalf("clean vs injected window: exit %d, want 1\n%s", code, out)
+	}
+	for _, want := range []string{"REGRESSION  upgrade handover IPIP (killed)",
+		"longestNoRouteWindowMs: median 0 → 100.7 (+100.7; +20 ms allowed), Mann–Whitney p=0.00794 < α 0.05 (n=5 vs 5)",
+		"failed in 5 of 5 runs in NEW, 0 of 5 in BASE"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// Positive control: the same runs on both sides.
+	if out, code := cli(t, nil, "compare", clean, clean); code != 0 || !strings.Contains(out, "1 scenarios compared, 0 regressed") {
+		t.Errorf("clean vs clean: exit %d\n%s", code, out)
+	}
+	// A stricter α than five runs a side can reach (the smallest p is
+	// 0.0079): the figures are not enough samples; the verdict still is.
+	out, code = cli(t, nil, "compare", "--alpha", "0.005", clean, injected)
+	if code != 1 || !strings.Contains(out, "not enough samples to judge") || !strings.Contains(out, "failed in 5 of 5 runs") {
+		t.Errorf("--alpha 0.005: exit %d\n%s", code, out)
 	}
 }

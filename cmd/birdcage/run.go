@@ -10,18 +10,36 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/env"
-	"github.com/spf13/cobra"
+	"github.com/birdcage/birdcage/internal/shard"
 )
+
+// suiteRun is how runScenarios runs the suite: Repeat times one after
+// another into one results file, each time only the specs Focus selects
+// (a shard's; "" every spec the filter selects).
+type suiteRun struct {
+	Repeat int
+	Focus  string
+	Shard  string // "i/n", for what is printed
+}
 
 // runScenarios runs the suite with progress, then prints the summary and
 // writes the HTML report.
-func runScenarios(filter string, vars ...string) error {
-	// Where the suite writes its results (harness.ResultsPath, which a lab
+func runScenarios(filter string, sr suiteRun, vars ...string) error {
+	// Where the suite writes its results (results.ResultsPath, which a lab
 	// run changes) is where we read them: the knobs the suite will load.
 	vars = append([]string{env.Set(env.Progress, "1")}, vars...)
+	if sr.Repeat > 1 {
+		// The runs write one results file together: each run's rows are
+		// every scenario's samples (compare judges their distributions).
+		if cur, err := env.Load(env.Overlay(vars, os.LookupEnv)); err == nil && cur.ResultsJoin == "" {
+			vars = append(vars, env.Set(env.ResultsJoin, fmt.Sprintf("run-%d-%d", os.Getpid(), time.Now().UnixNano())))
+		}
+	}
 	suite, err := env.Load(env.Overlay(vars, os.LookupEnv))
 	if err != nil {
 		return err
@@ -36,12 +54,63 @@ func runScenarios(filter string, vars ...string) error {
 		return err
 	}
 	defer logf.Close()
-	cmd := exec.Command("go", "test", "-count=1", "-v", "./scenarios", "-args", "-ginkgo.label-filter="+filter)
-	cmd.Env = append(os.Environ(), vars...)
+	args := []string{"test", "-count=1", "-v", "./scenarios", "-run", "^TestScenarios$", "-args", "-ginkgo.label-filter=" + filter}
+	if sr.Focus != "" {
+		args = append(args, "-ginkgo.focus="+sr.Focus)
+	}
+	suiteEnv := append(os.Environ(), vars...)
+	var runErr error
+	var kept []string
+	for i := 1; i <= max(sr.Repeat, 1); i++ {
+		if sr.Repeat > 1 || sr.Shard != "" {
+			fmt.Printf("== run %d of %d%s\n", i, max(sr.Repeat, 1), shardNote(sr.Shard))
+		}
+		p, err := runSuiteOnce(args, suiteEnv, logf)
+		if err != nil && runErr == nil {
+			runErr = err
+		}
+		kept = append(kept, p.kept...)
+	}
+	fmt.Printf("\nsuite output: %s\n", logPath)
+	doc, rerr := results.ReadResults(results.ResultsPath(suite.Artifacts, suite.Lab))
+	if rerr == nil {
+		runSummary(os.Stdout, doc)
+		html := filepath.Join(art, "report.html")
+		if err := writeReports([]string{results.ResultsPath(suite.Artifacts, suite.Lab)}, html, false); err != nil {
+			fmt.Fprintln(os.Stderr, "birdcage run:", err)
+		}
+	} else {
+		fmt.Fprintln(os.Stderr, "birdcage run: no results to summarise:", rerr)
+	}
+	if len(kept) > 0 {
+		// Last, where a person looks: how to get into the kept cluster.
+		fmt.Println("\nkept for debugging:")
+		for _, l := range kept {
+			fmt.Println(l)
+		}
+	}
+	if runErr != nil {
+		return fmt.Errorf("scenarios failed: %w (diagnostics: %s)", runErr, art)
+	}
+	return nil
+}
+
+func shardNote(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ", shard " + s
+}
+
+// runSuiteOnce runs go test with args once in environment vars, showing
+// progress.
+func runSuiteOnce(args, vars []string, logf io.Writer) (*runProgress, error) {
+	cmd := exec.Command("go", args...)
+	cmd.Env = vars
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {
-		return err
+		return &runProgress{}, err
 	}
 	lines := make(chan string)
 	go func() {
@@ -71,28 +140,7 @@ func runScenarios(filter string, vars ...string) error {
 	}
 	runErr := <-waited
 	p.finish()
-	fmt.Printf("\nsuite output: %s\n", logPath)
-	doc, rerr := results.ReadResults(results.ResultsPath(suite.Artifacts, suite.Lab))
-	if rerr == nil {
-		runSummary(os.Stdout, doc)
-		html := filepath.Join(art, "report.html")
-		if err := writeReports([]string{results.ResultsPath(suite.Artifacts, suite.Lab)}, html, false); err != nil {
-			fmt.Fprintln(os.Stderr, "birdcage run:", err)
-		}
-	} else {
-		fmt.Fprintln(os.Stderr, "birdcage run: no results to summarise:", rerr)
-	}
-	if len(p.kept) > 0 {
-		// Last, where a person looks: how to get into the kept cluster.
-		fmt.Println("\nkept for debugging:")
-		for _, l := range p.kept {
-			fmt.Println(l)
-		}
-	}
-	if runErr != nil {
-		return fmt.Errorf("scenarios failed: %w (diagnostics: %s)", runErr, art)
-	}
-	return nil
+	return p, runErr
 }
 
 // runSummary is the closing table: one row per scenario.
@@ -142,6 +190,8 @@ func programmerRun(old, upgrade string, lab bool) ([]string, error) {
 func runCmd() *cobra.Command {
 	var label, labPath, programmer, upgradeProgrammer string
 	var keepOnFail, pcap bool
+	var repeat int
+	var shardSpec, durations string
 	c := &cobra.Command{
 		Use:         "run [--lab MANIFEST] [LABEL-FILTER]",
 		Annotations: map[string]string{needsRootKey: "yes"},
@@ -151,7 +201,11 @@ func runCmd() *cobra.Command {
 			"a terminal it prints the suite's lines as they come. It ends with a summary table and writes the HTML\n" +
 			"report (artifacts/report.html), printing its path.\n\n" +
 			"With --lab MANIFEST only the lab specs run (label lab, narrowed by the filter if one is given), against\n" +
-			"the nodes the manifest describes (harness/lab); specs whose actions it lacks skip, naming them.",
+			"the nodes the manifest describes (harness/lab); specs whose actions it lacks skip, naming them.\n\n" +
+			"With --repeat N the suite runs N times into one results file: every run's figures are samples that\n" +
+			"birdcage compare judges as distributions. With --shard i/n only the i-th of n shards of the specs the\n" +
+			"filter selects runs (birdcage shard; balanced by --durations); birdcage results merge joins the shards'\n" +
+			"results files into the run's.",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cc *cobra.Command, args []string) error {
 			if len(args) == 1 {
@@ -175,7 +229,26 @@ func runCmd() *cobra.Command {
 			if pcap {
 				vars = append(vars, env.Set(env.Pcap, "1"))
 			}
-			return runScenarios(filter, vars...)
+			if repeat < 1 {
+				return fmt.Errorf("--repeat %d: want 1 or more runs", repeat)
+			}
+			sr := suiteRun{Repeat: repeat}
+			if shardSpec != "" {
+				w, err := shard.Parse("--shard", shardSpec)
+				if err != nil {
+					return err
+				}
+				specs, err := shardOf(w, filter, "", durationsDefault(durations))
+				if err != nil {
+					return err
+				}
+				if len(specs) == 0 {
+					return fmt.Errorf("--shard %s: the shard has no spec (the filter %q selects fewer specs than shards)", w, filter)
+				}
+				sr.Focus, sr.Shard = shard.Focus(suiteDescription, specs), w.String()
+				fmt.Printf("shard %s: %d specs\n", w, len(specs))
+			}
+			return runScenarios(filter, sr, vars...)
 		},
 	}
 	c.Flags().StringVarP(&label, "label", "l", "headline", "Ginkgo label filter (headline, ipip, noencap, upgrade, ...); the argument wins")
@@ -183,6 +256,9 @@ func runCmd() *cobra.Command {
 	c.Flags().BoolVar(&keepOnFail, "keep-on-fail", false, "leave the first failed spec's cluster up and print how to get in (birdcage exec/routes/down); sets $"+env.KeepOnFail)
 	c.Flags().StringVar(&programmer, "programmer", "", "run this route programmer binary on every node (your own build, under the process contract of dataplane/programmer); sets $"+env.Programmer)
 	c.Flags().StringVar(&upgradeProgrammer, "upgrade-programmer", "", "the headline upgrade's node runs this programmer binary from its upgrade on (old build → new build in one run, judged by the claim); sets $"+env.UpgradeProgrammer)
+	c.Flags().IntVar(&repeat, "repeat", 1, "run the suite this many times into one results file (each run's figures are samples for compare)")
+	c.Flags().StringVar(&shardSpec, "shard", "", "run only shard i/n of the specs the filter selects (i of n machines; birdcage results merge joins them)")
+	c.Flags().StringVar(&durations, "durations", "", "recorded durations that balance the shards: a results file or a directory of them (default $"+env.ShardDurations+")")
 	c.Flags().BoolVar(&pcap, "pcap", false, "capture the probes on every node's uplinks (and tunl0) during the probe window into the artifacts, linked from the report; sets $"+env.Pcap)
 	return c
 }

@@ -3,10 +3,12 @@ package compare
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/internal/stattest"
 )
 
 // Thresholds say how much worse a figure may get before it is a
@@ -119,6 +121,15 @@ type Options struct {
 	// Budgets judges NEW's flows; nil: each scenario's own budget (the
 	// one its result carries), if any.
 	Budgets *Budgets
+	// Alpha is the significance a noisy figure's rank test (and a bimodal
+	// figure's slow-mode test) must reach for a regression; 0: DefaultAlpha.
+	Alpha float64
+	// MinSamples is the fewest runs on each side a noisy figure is judged
+	// on (0: as few as the rank test can reach Alpha with). StrictSamples
+	// turns a figure that could not be judged for want of samples into a
+	// regression instead of a counted note (`compare --min-samples`).
+	MinSamples    int
+	StrictSamples bool
 	// FailOnFail: a scenario that failed in BASE and fails again in NEW
 	// regresses (the claim is still broken); without it that is a remark.
 	FailOnFail bool
@@ -128,6 +139,18 @@ type Options struct {
 	// failure is never allowed; figures and budgets are judged all the
 	// same.
 	Allow []string
+}
+
+// DefaultAlpha is the significance compare judges at unless told: one
+// false alarm in 20 for a figure whose runs did not change at all, before
+// the minimum effect, which most noise does not pass, is asked too.
+const DefaultAlpha = 0.05
+
+func (o Options) alpha() float64 {
+	if o.Alpha <= 0 {
+		return DefaultAlpha
+	}
+	return o.Alpha
 }
 
 func (o Options) allowed(rs ...results.ScenarioResult) bool {
@@ -159,6 +182,16 @@ type Report struct {
 	// Regressions counts regressed scenarios, one-sided ones included.
 	Regressions int        `json:"regressions"`
 	Thresholds  Thresholds `json:"thresholds"`
+	// Alpha is the significance the tests were judged at; MinSamples the
+	// fewest runs a side needed (0: what the test needs).
+	Alpha      float64 `json:"alpha"`
+	MinSamples int     `json:"minSamples,omitempty"`
+	// StrictSamples: undecided figures were counted as regressions.
+	StrictSamples bool `json:"strictSamples,omitempty"`
+	// Undecided counts the figures (and flows' gaps and losses) that moved
+	// past their minimum effect on too few samples to tell from noise:
+	// "not enough samples to judge", never a silent pass.
+	Undecided int `json:"undecided"`
 	// EnvDiffers names what differs between the two runs' environments
 	// (a TCG VM against native makes every figure incomparable).
 	EnvDiffers []string `json:"envDiffers,omitempty"`
@@ -193,6 +226,9 @@ type ScenarioDiff struct {
 	Reasons []string `json:"reasons,omitempty"`
 	// Remarks are changes worth reading that are not regressions.
 	Remarks []string `json:"remarks,omitempty"`
+	// Undecided are the figures that could not be judged for want of
+	// samples, each with why.
+	Undecided []string `json:"undecided,omitempty"`
 }
 
 // FigureDiff is one figure on both sides.
@@ -213,6 +249,30 @@ type FigureDiff struct {
 	// scenario that ran once on each side.
 	BaseStats *results.Stats `json:"baseStats,omitempty"`
 	NewStats  *results.Stats `json:"newStats,omitempty"`
+	// Exact says the figure was judged as one that must stay 0 (a count
+	// that was 0 in every BASE run), on any number of samples.
+	Exact bool `json:"exact,omitempty"`
+	// Test is the Mann–Whitney U test of NEW's runs against BASE's, when
+	// the medians moved past the minimum effect and there were samples
+	// enough to test.
+	Test *stattest.MannWhitney `json:"test,omitempty"`
+	// SlowMode is the bimodal figure's split, when its runs fall in two
+	// modes (see slowModeOf).
+	SlowMode *SlowMode `json:"slowMode,omitempty"`
+	// Undecided: the medians moved past the minimum effect on fewer
+	// samples than the test can tell from noise (Why says so).
+	Undecided bool `json:"undecided,omitempty"`
+}
+
+// SlowMode is how many runs of a bimodal figure fell in its slow mode on
+// each side, and Fisher's exact p of NEW having the larger share.
+type SlowMode struct {
+	// From is the slow mode's lowest value; Below the fast mode's highest.
+	From  float64 `json:"from"`
+	Below float64 `json:"below"`
+	Base  int     `json:"base"`
+	New   int     `json:"new"`
+	P     float64 `json:"p"`
 }
 
 // FlowDiff is one probe flow's gap and loss on both sides.
@@ -227,6 +287,10 @@ type FlowDiff struct {
 	DisruptionsMeasured bool `json:"disruptionsMeasured"`
 }
 
+// flowGapName is how a flow's judged gap is named: its longest gap less
+// the sender's own pause inside it.
+const flowGapName = "longest gap ms (sender pause out)"
+
 // Compare compares new against base. Scenarios are paired by their key
 // (results.ScenarioResult.Key: the spec's full text), never by the title a
 // spec registers, which a spec that failed early never got to. A key that
@@ -234,7 +298,7 @@ type FlowDiff struct {
 // is compared as a distribution over all its runs on each side (see
 // compareScenario), never run i against run i.
 func Compare(baseName string, base *results.ResultsFile, newName string, nw *results.ResultsFile, o Options) *Report {
-	r := &Report{Base: baseName, New: newName, BaseEnv: base.Env, NewEnv: nw.Env, Thresholds: o.Thresholds}
+	r := &Report{Base: baseName, New: newName, BaseEnv: base.Env, NewEnv: nw.Env, Thresholds: o.Thresholds, Alpha: o.alpha(), MinSamples: o.MinSamples, StrictSamples: o.StrictSamples}
 	r.EnvDiffers = envDiffers(base, nw)
 	bruns, border := runsByKey(base.Scenarios)
 	nruns, norder := runsByKey(nw.Scenarios)
@@ -273,6 +337,7 @@ func Compare(baseName string, base *results.ResultsFile, newName string, nw *res
 		if d.Regression {
 			r.Regressions++
 		}
+		r.Undecided += len(d.Undecided)
 		r.Scenarios = append(r.Scenarios, d)
 	}
 	r.Regressions += len(r.OneSided)
@@ -358,15 +423,18 @@ func paren(s string) string {
 // compareScenario compares one scenario's runs on each side (one run
 // each unless it was repeated).
 //
-// The rule for a repeated scenario, stated once: a figure (or a flow's gap
-// or loss) regresses when NEW's median is worse than BASE's median by more
-// than the thresholds AND worse than every BASE run (NEW's median > BASE's
-// max). A single noisy run on either side moves neither a median nor, on
-// the NEW side, the comparison; a shift of the typical run past the whole
-// BASE distribution does. With one run per side this is exactly the
-// single-run rule (median = max = the value). The verdict regresses when
-// NEW failed in a larger share of its runs than BASE did (a failure is a
-// broken claim, not noise; skipped runs judged nothing and do not count);
+// The rule for figures (and each flow's gap and loss), stated once (see
+// judgeRuns): a figure regresses when NEW's median is worse than BASE's by
+// more than its kind's minimum effect AND the runs say it is no accident —
+// a two-sided Mann–Whitney U test of NEW's runs against BASE's at α; or,
+// for a bimodal figure, when a larger share of NEW's runs fell in its slow
+// mode (Fisher's exact test at α). A count that was 0 in every BASE run is
+// exact: it regresses on any number of samples. Any other figure whose
+// medians moved past the minimum effect on fewer samples than the test
+// can tell from noise is "not enough samples to judge": counted, never
+// passed in silence. The verdict regresses when NEW failed in a larger
+// share of its runs than BASE did (a failure is a broken claim, not noise;
+// skipped runs judged nothing and do not count), on any number of runs;
 // a budget judges every NEW run.
 func compareScenario(bs, ns []results.ScenarioResult, o Options) ScenarioDiff {
 	b, n := bs[0], ns[0]
@@ -378,7 +446,11 @@ func compareScenario(bs, ns []results.ScenarioResult, o Options) ScenarioDiff {
 	case bran > 0 && nran > 0 && float64(nf)/float64(nran) > float64(bf)/float64(bran):
 		d.Regression = true
 		if repeated {
-			d.Reasons = append(d.Reasons, fmt.Sprintf("failed in %d of %d runs in NEW, %d of %d in BASE: %s", nf, len(ns), bf, len(bs), firstLine(ns[nt].Failure)))
+			// A failure is a broken claim: judged on any number of runs.
+			// Fisher's p says how far chance alone could explain the
+			// shares (a flaky claim), for the reader.
+			d.Reasons = append(d.Reasons, fmt.Sprintf("failed in %d of %d runs in NEW, %d of %d in BASE (Fisher p=%.3g): %s", nf, nran, bf, bran,
+				stattest.FisherGreater(bf, bran, nf, nran), firstLine(ns[nt].Failure)))
 		} else {
 			d.Reasons = append(d.Reasons, "passed in BASE, fails in NEW: "+firstLine(n.Failure))
 		}
@@ -424,11 +496,8 @@ func compareScenario(bs, ns []results.ScenarioResult, o Options) ScenarioDiff {
 	}
 	for _, name := range names.Sorted() {
 		kind := kinds.of(name)
-		f := judgeRuns(name, kind, figureSamples(bs, name), figureSamples(ns, name), repeated, o.Thresholds)
-		if f.Regression {
-			d.Regression = true
-			d.Reasons = append(d.Reasons, fmt.Sprintf("%s: %s", name, f.Why))
-		}
+		f := judgeRuns(name, kind, figureSamples(bs, name), figureSamples(ns, name), o)
+		d.note(name, f)
 		if !judged(kind) && f.HasBase && f.HasNew && f.Delta != 0 {
 			d.Remarks = append(d.Remarks, fmt.Sprintf("%s (%s) %s → %s: not judged", name, kindName(kind), fmtNum(f.Base), fmtNum(f.New)))
 		}
@@ -443,17 +512,14 @@ func compareScenario(bs, ns []results.ScenarioResult, o Options) ScenarioDiff {
 		}
 		nfr := nflows.byFlow[flow]
 		fd := FlowDiff{Flow: flow,
-			Gap:                 judgeRuns("longest gap ms", results.KindGap, bfr.gap, nfr.gap, repeated, o.Thresholds),
-			Lost:                judgeRuns("lost", results.KindLoss, bfr.lost, nfr.lost, repeated, o.Thresholds),
+			Gap:                 judgeRuns(flowGapName, results.KindGap, bfr.gap, nfr.gap, o),
+			Lost:                judgeRuns("lost", results.KindLoss, bfr.lost, nfr.lost, o),
 			BaseDisruptions:     bfr.disruptions,
 			NewDisruptions:      nfr.disruptions,
 			DisruptionsMeasured: bfr.measured && nfr.measured,
 		}
 		for _, x := range []FigureDiff{fd.Gap, fd.Lost} {
-			if x.Regression {
-				d.Regression = true
-				d.Reasons = append(d.Reasons, fmt.Sprintf("flow %s %s: %s", flow, x.Name, x.Why))
-			}
+			d.note("flow "+flow+" "+x.Name, x)
 		}
 		d.Flows = append(d.Flows, fd)
 	}
@@ -532,8 +598,9 @@ func figureSamples(rs []results.ScenarioResult, name string) []float64 {
 	return out
 }
 
-// flowSamples is one flow's longest gap and loss in every run that probed
-// it, and the most disruptions any of those runs saw.
+// flowSamples is one flow's longest gap (net of the sender's own pause in
+// it) and loss in every run that probed it, and the most disruptions any
+// of those runs saw.
 type flowSamples struct {
 	gap, lost   []float64
 	disruptions int
@@ -558,7 +625,11 @@ func flowRuns(rs []results.ScenarioResult) flowSet {
 				s.byFlow[f.Flow] = fs
 				s.order = append(s.order, f.Flow)
 			}
-			fs.gap = append(fs.gap, f.LongestGapMs)
+			// The sender's own pause inside the gap is the machine's
+			// (senderPauseInGapMs, a machine figure): on a loaded host every
+			// flow of a run shows the same 30–90 ms with nothing lost. What
+			// is judged is the gap no pause of the sender explains.
+			fs.gap = append(fs.gap, max(0, f.LongestGapMs-f.SenderPauseInGapMs))
 			fs.lost = append(fs.lost, float64(f.Lost))
 			fs.disruptions = max(fs.disruptions, f.DisruptionCount)
 			fs.measured = fs.measured && f.Delivery != nil
@@ -567,30 +638,175 @@ func flowRuns(rs []results.ScenarioResult) flowSet {
 	return s
 }
 
+// note records a judged figure's outcome in the scenario's reasons or its
+// undecided list.
+func (d *ScenarioDiff) note(what string, f FigureDiff) {
+	switch {
+	case f.Regression:
+		d.Regression = true
+		d.Reasons = append(d.Reasons, what+": "+f.Why)
+	case f.Undecided:
+		d.Undecided = append(d.Undecided, what+": "+f.Why)
+	}
+	if f.Regression && f.Undecided {
+		d.Undecided = append(d.Undecided, what+": "+f.Why) // counted all the same
+	}
+}
+
 // judgeRuns judges a figure measured in one or more runs per side by the
-// rule of compareScenario. Base and New are the medians; with repeated,
-// BaseStats and NewStats carry both distributions with every sample.
-func judgeRuns(name string, kind Kind, bv, nv []float64, repeated bool, t Thresholds) FigureDiff {
+// rule of compareScenario. Base and New are the medians; with more than
+// one run on a side, BaseStats and NewStats carry both distributions with
+// every sample.
+func judgeRuns(name string, kind Kind, bv, nv []float64, o Options) FigureDiff {
 	bst, nst := results.Summarize(bv), results.Summarize(nv)
-	f := judge(name, kind, bst.Median, bst.N > 0, nst.Median, nst.N > 0, t)
-	if !repeated {
+	f := judge(name, kind, bst.Median, bst.N > 0, nst.Median, nst.N > 0, o.Thresholds)
+	if bst.N > 1 || nst.N > 1 {
+		if bst.N > 0 {
+			f.BaseStats = &bst
+		}
+		if nst.N > 0 {
+			f.NewStats = &nst
+		}
+	}
+	// judge said whether the medians moved past the minimum effect; the
+	// samples decide the rest.
+	effect, past := f.Why, f.Regression
+	f.Regression, f.Why = false, ""
+	if bst.N == 0 || nst.N == 0 || !judged(kind) {
 		return f
 	}
-	if bst.N > 0 {
-		f.BaseStats = &bst
-	}
-	if nst.N > 0 {
-		f.NewStats = &nst
-	}
-	if f.Regression && nst.Median <= bst.Max {
-		// Within BASE's own spread: repeat noise, not a regression.
-		f.Regression, f.Why = false, ""
-		return f
-	}
-	if f.Regression {
-		f.Why = fmt.Sprintf("median %s, above BASE's max %s (n=%d vs %d)", f.Why, fmtNum(bst.Max), bst.N, nst.N)
+	alpha := o.alpha()
+	enough := min(bst.N, nst.N) >= o.MinSamples
+	f.Why = judgeMedians(&f, kind, effect, past, bst, nst, bv, nv, enough, o)
+	if sm := slowModeOf(kind, bv, nv, o.Thresholds); sm != nil {
+		f.SlowMode = sm
+		if enough && stattest.FisherMinP(bst.N, nst.N) < alpha {
+			sm.P = stattest.FisherGreater(sm.Base, bst.N, sm.New, nst.N)
+			if sm.P < alpha {
+				slow := fmt.Sprintf("slow mode (≥ %s, the fast one ≤ %s) in %d of %d runs in NEW, %d of %d in BASE: Fisher p=%.3g < α %g",
+					fmtNum(sm.From), fmtNum(sm.Below), sm.New, nst.N, sm.Base, bst.N, sm.P, alpha)
+				if f.Undecided {
+					// The slow mode judged what the medians could not.
+					f.Undecided, f.Why = false, ""
+				}
+				if f.Regression {
+					slow = f.Why + "; " + slow
+				}
+				f.Regression, f.Why = true, slow
+			}
+		}
 	}
 	return f
+}
+
+// judgeMedians is the median rule of judgeRuns for a figure whose medians
+// moved by effect (past: by more than its minimum effect): exact for a
+// count 0 in every BASE run, else the rank test when the samples allow it,
+// else undecided. It sets f's verdict and returns why.
+func judgeMedians(f *FigureDiff, kind Kind, effect string, past bool, bst, nst results.Stats, bv, nv []float64, enough bool, o Options) string {
+	if !past {
+		return ""
+	}
+	alpha := o.alpha()
+	if kind == results.KindCount && bst.Max == 0 {
+		// A count that must stay 0 and did in every BASE run: exact, no
+		// test needed.
+		f.Exact, f.Regression = true, true
+		return fmt.Sprintf("median %s; 0 in every BASE run (n=%d): a count that must stay 0", effect, bst.N)
+	}
+	if !enough || stattest.MinP(bst.N, nst.N) >= alpha {
+		f.Undecided = true
+		why := fmt.Sprintf("not enough samples to judge: median %s on n=%d vs %d; a rank test at α %g needs e.g. %d runs a side",
+			effect, bst.N, nst.N, alpha, max(o.MinSamples, runsFor(alpha)))
+		if o.StrictSamples {
+			f.Regression = true
+			why += " (--min-samples)"
+		}
+		return why
+	}
+	mw, err := stattest.MannWhitneyU(bv, nv)
+	if err != nil {
+		return ""
+	}
+	f.Test = &mw
+	if mw.P >= alpha {
+		return ""
+	}
+	f.Regression = true
+	return fmt.Sprintf("median %s, Mann–Whitney p=%.3g < α %g (n=%d vs %d)", effect, mw.P, alpha, bst.N, nst.N)
+}
+
+// runsFor is the fewest runs a side (equal on both) with which a rank
+// test can reach alpha.
+func runsFor(alpha float64) int {
+	for n := 1; n < 100; n++ {
+		if stattest.MinP(n, n) < alpha {
+			return n
+		}
+	}
+	return 100
+}
+
+// slowModeOf finds a bimodal figure's two modes, the rule stated once:
+// pool both sides' samples, sort them and split them at the widest step
+// between neighbours; the figure is bimodal when that step is wider than
+// the kind's minimum effect and more than twice as wide as either mode's
+// own range (the live change on IPIP lost 0 probes in some runs and ~1100,
+// one BIRD kernel scan later, in others). Figures without an absolute
+// minimum effect (durations, a kind not judged) have no slow mode; nil
+// when the samples are not bimodal.
+func slowModeOf(kind Kind, bv, nv []float64, t Thresholds) *SlowMode {
+	var limit float64
+	switch kind {
+	case results.KindGap:
+		if t.MaxGapIncrease < 0 {
+			return nil
+		}
+		limit = float64(t.MaxGapIncrease) / float64(time.Millisecond)
+	case results.KindLoss:
+		if t.MaxLostIncrease < 0 {
+			return nil
+		}
+		limit = float64(t.MaxLostIncrease)
+	case results.KindCount:
+		if t.MaxCountIncrease < 0 {
+			return nil
+		}
+		limit = float64(t.MaxCountIncrease)
+	default:
+		return nil
+	}
+	pool := append(append([]float64{}, bv...), nv...)
+	if len(pool) < 2 {
+		return nil
+	}
+	sort.Float64s(pool)
+	split, step := 0, 0.0
+	for i := 1; i < len(pool); i++ {
+		if d := pool[i] - pool[i-1]; d > step {
+			split, step = i, d
+		}
+	}
+	if split == 0 {
+		return nil
+	}
+	lowRange, highRange := pool[split-1]-pool[0], pool[len(pool)-1]-pool[split]
+	if step <= limit || step <= 2*max(lowRange, highRange) {
+		return nil
+	}
+	sm := &SlowMode{From: pool[split], Below: pool[split-1]}
+	for _, v := range bv {
+		if v >= sm.From {
+			sm.Base++
+		}
+	}
+	for _, v := range nv {
+		if v >= sm.From {
+			sm.New++
+		}
+	}
+	sm.P = 1
+	return sm
 }
 
 // judged says whether compare judges figures of kind at all: sizes, the

@@ -17,10 +17,24 @@ func declared(name string, figs map[string]float64) results.ScenarioResult {
 	return s
 }
 
+// compareOne compares one run a side. What these tests hold is which
+// figures are judged and by which minimum effect, so a figure past it is a
+// regression (StrictSamples: one run a side is otherwise "not enough
+// samples to judge"); compareOneLenient is the default gate.
 func compareOne(t *testing.T, base, nw results.ScenarioResult, th Thresholds) ScenarioDiff {
 	t.Helper()
+	return compareWith(t, base, nw, Options{Thresholds: th, StrictSamples: true})
+}
+
+func compareOneLenient(t *testing.T, base, nw results.ScenarioResult, th Thresholds) ScenarioDiff {
+	t.Helper()
+	return compareWith(t, base, nw, Options{Thresholds: th})
+}
+
+func compareWith(t *testing.T, base, nw results.ScenarioResult, o Options) ScenarioDiff {
+	t.Helper()
 	r := Compare("base", &results.ResultsFile{Scenarios: []results.ScenarioResult{base}},
-		"new", &results.ResultsFile{Scenarios: []results.ScenarioResult{nw}}, Options{Thresholds: th})
+		"new", &results.ResultsFile{Scenarios: []results.ScenarioResult{nw}}, o)
 	if len(r.Scenarios) != 1 {
 		t.Fatalf("%d paired scenarios, want 1: %+v", len(r.Scenarios), r)
 	}
@@ -62,6 +76,24 @@ func TestJudgeByDeclaredKind(t *testing.T) {
 				t.Errorf("rows with kinds were judged by name: %q", d.Remarks)
 			}
 		})
+	}
+}
+
+// A count that was 0 in BASE and must stay 0 is exact: it regresses on one
+// run a side under the default gate; a gap or loss that moved on one run a
+// side is "not enough samples to judge" instead.
+func TestExactCountsOnOneRun(t *testing.T) {
+	d := compareOneLenient(t, declared("s", map[string]float64{"deletesOfRemoteBlocks": 0}), declared("s", map[string]float64{"deletesOfRemoteBlocks": 1}), DefaultThresholds())
+	if !d.Regression || !strings.Contains(strings.Join(d.Reasons, ""), "must stay 0") || !d.Figures[0].Exact {
+		t.Errorf("0 → 1 deletes on one run: regression %v, reasons %q; want an exact regression", d.Regression, d.Reasons)
+	}
+	d = compareOneLenient(t, declared("s", map[string]float64{"deletesOfRemoteBlocks": 2}), declared("s", map[string]float64{"deletesOfRemoteBlocks": 3}), DefaultThresholds())
+	if d.Regression || len(d.Undecided) != 1 {
+		t.Errorf("2 → 3 deletes on one run: regression %v, undecided %q; want not enough samples", d.Regression, d.Undecided)
+	}
+	d = compareOneLenient(t, declared("s", map[string]float64{"lostProbes": 0}), declared("s", map[string]float64{"lostProbes": 1103}), DefaultThresholds())
+	if d.Regression || len(d.Undecided) != 1 || !strings.Contains(d.Undecided[0], "not enough samples to judge") {
+		t.Errorf("lost 0 → 1103 on one run (the bimodal live change): regression %v, undecided %q; want not enough samples", d.Regression, d.Undecided)
 	}
 }
 

@@ -17,29 +17,38 @@ func (r *Report) Text() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "BASE %s (%s)\nNEW  %s (%s)\n", r.Base, r.BaseEnv, r.New, r.NewEnv)
 	fmt.Fprintf(&b, "thresholds: %s\n", r.Thresholds)
+	fmt.Fprintf(&b, "rule: a figure regresses when NEW's median is worse by more than its minimum effect AND a Mann–Whitney U test of the runs gives p < α %g (a bimodal figure also when more of NEW's runs fall in its slow mode, Fisher p < α); a count 0 in every BASE run is judged on any number of runs%s\n", r.Alpha, minSamplesNote(r.MinSamples))
 	for _, e := range r.EnvDiffers {
 		fmt.Fprintf(&b, "warning: the runs differ in %s: figures may not be comparable\n", e)
 	}
 	for _, s := range r.Scenarios {
 		mark := "ok        "
-		if s.Regression {
+		switch {
+		case s.Regression:
 			mark = "REGRESSION"
+		case len(s.Undecided) > 0:
+			mark = "UNDECIDED "
 		}
 		fmt.Fprintf(&b, "\n%s  %s  [%s → %s]\n", mark, s.Name, s.BaseVerdict, s.NewVerdict)
 		if len(s.BaseRuns)+len(s.NewRuns) > 0 {
-			fmt.Fprintf(&b, "  repeated: %d runs in BASE, %d in NEW; medians [min–max], a figure regresses only when NEW's median is past the thresholds and above BASE's max\n", len(s.BaseRuns), len(s.NewRuns))
+			fmt.Fprintf(&b, "  repeated: %d runs in BASE, %d in NEW; medians [min–max]\n", len(s.BaseRuns), len(s.NewRuns))
 		}
 		for _, why := range s.Reasons {
 			fmt.Fprintf(&b, "  ! %s\n", why)
+		}
+		if !s.Regression {
+			for _, u := range s.Undecided {
+				fmt.Fprintf(&b, "  ? %s\n", u)
+			}
 		}
 		for _, rm := range s.Remarks {
 			fmt.Fprintf(&b, "  note: %s\n", rm)
 		}
 		if len(s.Figures) > 0 {
 			w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(w, "  figure\tbase\tnew\tdelta\t\tkind\t")
+			fmt.Fprintln(w, "  figure\tbase\tnew\tdelta\tp\t\tkind\t")
 			for _, f := range s.Figures {
-				fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\t%s\t\n", f.Name, dist(f.Base, f.HasBase, f.BaseStats), dist(f.New, f.HasNew, f.NewStats), delta(f), regMark(f.Regression), kindName(f.Kind))
+				fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", f.Name, dist(f.Base, f.HasBase, f.BaseStats), dist(f.New, f.HasNew, f.NewStats), delta(f), pValue(f), regMark(f), kindName(f.Kind))
 			}
 			w.Flush()
 		}
@@ -52,8 +61,8 @@ func (r *Report) Text() string {
 					dis = fmt.Sprintf("%d → %d", f.BaseDisruptions, f.NewDisruptions)
 				}
 				fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", f.Flow,
-					dist(f.Gap.Base, true, f.Gap.BaseStats), dist(f.Gap.New, true, f.Gap.NewStats), delta(f.Gap), regMark(f.Gap.Regression),
-					dist(f.Lost.Base, true, f.Lost.BaseStats), dist(f.Lost.New, true, f.Lost.NewStats), delta(f.Lost), regMark(f.Lost.Regression), dis)
+					dist(f.Gap.Base, true, f.Gap.BaseStats), dist(f.Gap.New, true, f.Gap.NewStats), delta(f.Gap), regMark(f.Gap),
+					dist(f.Lost.Base, true, f.Lost.BaseStats), dist(f.Lost.New, true, f.Lost.NewStats), delta(f.Lost), regMark(f.Lost), dis)
 			}
 			w.Flush()
 		}
@@ -97,23 +106,28 @@ func (r *Report) Text() string {
 		fmt.Fprintf(&b, ": %s", strings.Join(names, "; "))
 	}
 	b.WriteString("\n")
-	if n := r.singleRunFigureRegressions(); n > 0 {
-		fmt.Fprintf(&b, "note: %d of them regressed on figures from one run on each side: one sample per side, and two runs of one build here differed past the default thresholds in 21 of 73 scenarios (2026-12-04); run both sides with "+env.Repeat+"=N to compare distributions\n", n)
+	if r.Undecided > 0 {
+		var names []string
+		for _, s := range r.Scenarios {
+			if len(s.Undecided) > 0 {
+				names = append(names, s.Name)
+			}
+		}
+		verdict := "not judged: run both sides with --repeat N (" + env.Repeat + ") or compare against a directory of runs; --min-samples makes this an error"
+		if r.StrictSamples {
+			verdict = "counted as regressions (--min-samples)"
+		}
+		fmt.Fprintf(&b, "not enough samples to judge: %d figures in %d scenarios moved past their minimum effect on too few runs (%s): %s\n",
+			r.Undecided, len(names), verdict, strings.Join(names, "; "))
 	}
 	return b.String()
 }
 
-// singleRunFigureRegressions counts the scenarios that regressed with the
-// same verdict on both sides (on figures, flows or a budget) and one run
-// on each side.
-func (r *Report) singleRunFigureRegressions() int {
-	n := 0
-	for _, s := range r.Scenarios {
-		if s.Regression && s.BaseVerdict == s.NewVerdict && len(s.BaseRuns)+len(s.NewRuns) == 0 {
-			n++
-		}
+func minSamplesNote(n int) string {
+	if n == 0 {
+		return ""
 	}
-	return n
+	return fmt.Sprintf("; at least %d runs a side (--min-samples)", n)
 }
 
 func (t Thresholds) String() string {
@@ -165,9 +179,24 @@ func delta(f FigureDiff) string {
 	return fmt.Sprintf("%+g", round(f.Delta))
 }
 
-func regMark(r bool) string {
-	if r {
+func regMark(f FigureDiff) string {
+	switch {
+	case f.Regression:
 		return "REGRESSION"
+	case f.Undecided:
+		return "not enough samples"
 	}
 	return ""
+}
+
+// pValue is the figure's test p-value: Mann–Whitney's, else the slow
+// mode's Fisher p, else "-".
+func pValue(f FigureDiff) string {
+	switch {
+	case f.Test != nil:
+		return fmt.Sprintf("%.3g", f.Test.P)
+	case f.SlowMode != nil && f.SlowMode.P < 1:
+		return fmt.Sprintf("%.3g (slow mode)", f.SlowMode.P)
+	}
+	return "-"
 }

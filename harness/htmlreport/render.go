@@ -82,8 +82,11 @@ func RenderCompare(w io.Writer, base, nw Run, r *compare.Report) error {
 	b.WriteString(`</div></div>`)
 	for i, d := range r.Scenarios {
 		mark := `<span class="badge pass">ok</span>`
-		if d.Regression {
+		switch {
+		case d.Regression:
 			mark = `<span class="badge fail">REGRESSION</span>`
+		case len(d.Undecided) > 0:
+			mark = `<span class="badge skip">not enough samples</span>`
 		}
 		fmt.Fprintf(&b, `<section class="pair" id="pair-%d"><h2>%s %s</h2>`, i, mark, esc(d.Name))
 		if len(d.Reasons) > 0 {
@@ -93,8 +96,15 @@ func RenderCompare(w io.Writer, base, nw Run, r *compare.Report) error {
 			}
 			b.WriteString("</ul>")
 		}
+		if len(d.Undecided) > 0 && !d.Regression {
+			b.WriteString(`<ul class="reasons">`)
+			for _, why := range d.Undecided {
+				fmt.Fprintf(&b, "<li>%s</li>", esc(why))
+			}
+			b.WriteString("</ul>")
+		}
 		if len(d.BaseRuns)+len(d.NewRuns) > 0 {
-			fmt.Fprintf(&b, `<p class="note">Repeated: %d runs in BASE, %d in NEW. The table gives medians [min–max]; a figure regresses only when NEW's median is past the thresholds and above BASE's max. Below, each side's first run.</p>`, len(d.BaseRuns), len(d.NewRuns))
+			fmt.Fprintf(&b, `<p class="note">Repeated: %d runs in BASE, %d in NEW. The table gives medians [min–max] and the Mann–Whitney p; a figure regresses when NEW's median is worse by more than its minimum effect and p &lt; α %g. Below, each side's first run.</p>`, len(d.BaseRuns), len(d.NewRuns), r.Alpha)
 		}
 		compareTable(&b, d)
 		bs, ns := base.File.Scenarios[d.BaseIndex], nw.File.Scenarios[d.NewIndex]
@@ -110,12 +120,12 @@ func RenderCompare(w io.Writer, base, nw Run, r *compare.Report) error {
 }
 
 func compareTable(b *strings.Builder, d compare.ScenarioDiff) {
-	b.WriteString(`<table class="figures"><tr><th>figure</th><th>base</th><th>new</th><th>delta</th><th></th></tr>`)
+	b.WriteString(`<table class="figures"><tr><th>figure</th><th>base</th><th>new</th><th>delta</th><th>p</th><th></th></tr>`)
 	for _, f := range d.Figures {
 		row(b, f.Name, f)
 	}
 	for _, f := range d.Flows {
-		row(b, "flow "+f.Flow+" longest gap ms", f.Gap)
+		row(b, "flow "+f.Flow+" "+f.Gap.Name, f.Gap)
 		row(b, "flow "+f.Flow+" lost", f.Lost)
 	}
 	b.WriteString("</table>")
@@ -123,8 +133,15 @@ func compareTable(b *strings.Builder, d compare.ScenarioDiff) {
 
 func row(b *strings.Builder, name string, f compare.FigureDiff) {
 	cls, mark := "", ""
-	if f.Regression {
+	switch {
+	case f.Regression:
 		cls, mark = ` class="regression"`, "REGRESSION"
+	case f.Undecided:
+		mark = "not enough samples"
+	}
+	p := ""
+	if f.Test != nil {
+		p = fmt.Sprintf("%.3g", f.Test.P)
 	}
 	side := func(v float64, ok bool, st *results.Stats) string {
 		if !ok {
@@ -142,7 +159,7 @@ func row(b *strings.Builder, name string, f compare.FigureDiff) {
 			delta = "+" + delta
 		}
 	}
-	fmt.Fprintf(b, "<tr%s><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>", cls, esc(name), side(f.Base, f.HasBase, f.BaseStats), side(f.New, f.HasNew, f.NewStats), delta, mark)
+	fmt.Fprintf(b, "<tr%s><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>", cls, esc(name), side(f.Base, f.HasBase, f.BaseStats), side(f.New, f.HasNew, f.NewStats), delta, p, mark)
 }
 
 func anchor(run, scen int) string { return fmt.Sprintf("s%d-%d", run, scen) }

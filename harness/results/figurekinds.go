@@ -118,6 +118,7 @@ var figureKinds = map[string]FigureKind{
 	// Counts: events that are bad when they grow.
 	"deletesOfRemoteBlocks":     KindCount,
 	"deletesAtUpgradedNode":     KindCount,
+	"noRouteWindows":            KindCount,
 	"prefixesWithTwoRoutes":     KindCount,
 	"blocksWithNoRouteWindow":   KindCount,
 	"stepsWithPeerWithoutRoute": KindCount,

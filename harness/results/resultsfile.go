@@ -41,6 +41,10 @@ type RunEnv struct {
 	// module) or "ebpf" (the emulation, topo.TunnelEBPF); empty where no
 	// scenario needed one.
 	Tunnel string `json:"tunnel,omitempty"`
+	// Build is the build the run tested (CurrentBuild: $BIRDCAGE_BUILD,
+	// else the checkout's commit); absent in files written before it was
+	// recorded. Shards of one run must agree on it.
+	Build string `json:"build,omitempty"`
 	// TimeoutScale is $BIRDCAGE_TIMEOUT_SCALE as the run used it: how many
 	// times longer the harness and the scenarios waited (0 in files
 	// written before it was recorded, read as 1).
@@ -61,6 +65,9 @@ func (e *RunEnv) String() string {
 	}
 	if e.TimeoutScale > 1 {
 		s += fmt.Sprintf(", waits ×%g", e.TimeoutScale)
+	}
+	if e.Build != "" {
+		s += ", build " + e.Build
 	}
 	return s
 }

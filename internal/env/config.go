@@ -52,19 +52,21 @@ type Config struct {
 	ResultsJoin string
 	Lab         string
 	Repeat      int
+	Build       string
 
 	// Scenario runs.
-	Depth       []string
-	SweepDelays []time.Duration
-	ScaleNodes  []int
-	Selftest    string
-	Progress    bool
-	KeepOnFail  bool
-	Pcap        bool
-	WhatIf      bool
-	Require     []string
-	Perf        bool
-	CLI         string
+	Depth          []string
+	SweepDelays    []time.Duration
+	ScaleNodes     []int
+	Selftest       string
+	ShardDurations string
+	Progress       bool
+	KeepOnFail     bool
+	Pcap           bool
+	WhatIf         bool
+	Require        []string
+	Perf           bool
+	CLI            string
 
 	// The kernel VM runner.
 	VMTests            bool
