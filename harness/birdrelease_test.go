@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/harness/bird"
+	"github.com/birdcage/birdcage/harness/bird/birdtest"
 	"github.com/birdcage/birdcage/harness/bird/release"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/results"
@@ -72,7 +73,7 @@ func TestClusterPerBIRDRelease(t *testing.T) {
 	for _, br := range release.All {
 		t.Run(string(br), func(t *testing.T) {
 			testenv.NeedRoot(t)
-			rel := bird.NeedRelease(t, string(br))
+			rel := birdtest.NeedRelease(t, string(br))
 			start := time.Now()
 			c := startOrSkip(t, "noencap", Options{BIRD: string(br)})
 			converged := time.Since(start)
@@ -120,8 +121,8 @@ func TestUpgradeNodeBIRDRelease(t *testing.T) {
 	for _, tc := range []struct{ from, to release.Name }{{release.BIRD20, release.BIRD31}, {release.BIRD16, release.BIRD20}} {
 		t.Run(string(tc.from)+"-"+string(tc.to), func(t *testing.T) {
 			testenv.NeedRoot(t)
-			bird.NeedRelease(t, string(tc.from))
-			bird.NeedRelease(t, string(tc.to))
+			birdtest.NeedRelease(t, string(tc.from))
+			birdtest.NeedRelease(t, string(tc.to))
 			c := startOrSkip(t, "noencap", Options{BIRD: string(tc.from)})
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/bird"
+	"github.com/birdcage/birdcage/harness/bird/birdtest"
 	"github.com/birdcage/birdcage/harness/bird/release"
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/judge"
@@ -52,7 +53,7 @@ func needFull(what string) {
 // it (fails where BIRDCAGE_REQUIRE promised bird-<release>).
 func needRelease(name release.Name) bird.Release {
 	GinkgoHelper()
-	return bird.NeedRelease(GinkgoT(), string(name))
+	return birdtest.NeedRelease(GinkgoT(), string(name))
 }
 
 // releaseLabel is the per-release label of the cross-release specs.

@@ -17,18 +17,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/birdcage/birdcage/harness/bird"
+	"github.com/birdcage/birdcage/harness/bird/birdtest"
 	"github.com/birdcage/birdcage/harness/bird/release"
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/internal/calico/config"
-	"github.com/vishvananda/netlink"
 )
 
 func TestReleaseMesh(t *testing.T) {
 	for _, br := range release.All {
 		t.Run(string(br), func(t *testing.T) {
 			requireRoot(t)
-			rel := bird.NeedRelease(t, string(br))
+			rel := birdtest.NeedRelease(t, string(br))
 			releaseMesh(t, rel)
 		})
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/birdcage/birdcage/harness/bird/release"
 	"github.com/birdcage/birdcage/internal/run"
-	"github.com/birdcage/birdcage/internal/testenv"
 )
 
 // DefaultCache is where ci/bird-releases keeps prepared releases.
@@ -68,22 +67,6 @@ func FindRelease(cache, name string) (Release, error) {
 		return Release{}, fmt.Errorf("BIRD %s: %w in %s (run: sudo ci/bird-releases %s)", n, ErrReleaseMissing, dir, n)
 	}
 	return Release{Name: n, Package: strings.TrimSpace(string(ver)), Rootfs: root}, nil
-}
-
-// NeedRelease finds a release for a test, or skips it naming the release
-// (fails instead where BIRDCAGE_REQUIRE promised bird-<release>).
-func NeedRelease(t testenv.TB, name string) Release {
-	t.Helper()
-	r, err := FindRelease(testenv.Env().BIRDCache, name)
-	if errors.Is(err, ErrReleaseMissing) {
-		n, _ := release.Parse(name)
-		testenv.Missing(t, n.Feature(), err.Error())
-		return Release{}
-	}
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
-	return r
 }
 
 // Command is the host-side command line that runs one of the release's

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/birdcage/birdcage/harness/bird"
+	"github.com/birdcage/birdcage/harness/bird/birdtest"
 	"github.com/birdcage/birdcage/harness/bird/release"
 	"github.com/birdcage/birdcage/internal/calico/config"
 )
@@ -137,7 +137,7 @@ func TestGoldenPerRelease(t *testing.T) {
 func TestReleaseParses(t *testing.T) {
 	for _, br := range append([]release.Name{release.BIRD20}, releaseGoldens...) {
 		t.Run(string(br), func(t *testing.T) {
-			rel := bird.NeedRelease(t, string(br))
+			rel := birdtest.NeedRelease(t, string(br))
 			var gs []releaseGolden
 			if br == release.BIRD20 {
 				for _, g := range allRenders(t) {
@@ -156,7 +156,7 @@ func TestReleaseParses(t *testing.T) {
 	}
 	// Positive control: a config each release must reject is rejected, so
 	// an accepting Validate is not vacuous.
-	rel := bird.NeedRelease(t, string(release.BIRD31))
+	rel := birdtest.NeedRelease(t, string(release.BIRD31))
 	c := testCluster("ipip")
 	c.BGP.ProgramClusterRoutes = string(config.Enabled)
 	r, err := Render(c, "node-1", config.R333, Options{Log: discard()})
