@@ -2,6 +2,7 @@ package harness
 
 import (
 	"fmt"
+	"net/netip"
 	"sync"
 
 	"github.com/birdcage/birdcage/bpf"
@@ -69,4 +70,31 @@ func (rt *RouteTrace) Requests() (bpf.RouteRequests, error) {
 		return nil, fmt.Errorf("route trace of %s: %w", rt.Node, err)
 	}
 	return bpf.RouteRequests(evs), nil
+}
+
+// Record adds the requests sent in [from, to) to destinations keep admits
+// to res.RouteRequests under the trace's node, so that the results file
+// says in what order the node's components asked the kernel for what
+// (report: `birdcage conformance`).
+func (rt *RouteTrace) Record(res *results.ScenarioResult, from, to int64, keep func(netip.Prefix) bool) error {
+	rs, err := rt.Requests()
+	if err != nil {
+		return err
+	}
+	if res.RouteRequests == nil {
+		res.RouteRequests = map[string][]results.KernelRequest{}
+	}
+	if res.RouteRequests[rt.Node] == nil {
+		res.RouteRequests[rt.Node] = []results.KernelRequest{} // traced, whatever it found
+	}
+	for _, r := range rs.Between(from, to) {
+		if keep != nil && !keep(r.Dst) {
+			continue
+		}
+		res.RouteRequests[rt.Node] = append(res.RouteRequests[rt.Node], results.KernelRequest{
+			At: r.At, Op: r.Op(), Dst: r.Dst, Protocol: int(r.Protocol), Metric: int(r.Metric), HasMetric: r.HasMetric,
+			Flags: r.Flags, Errno: int(r.Errno), Answered: r.Answered, Comm: r.Comm,
+		})
+	}
+	return nil
 }

@@ -16,7 +16,7 @@ import (
 
 // resultsCommands are the commands that drive or read whole scenario runs.
 func resultsCommands(jsonOut *bool) []*cobra.Command {
-	return []*cobra.Command{reportCmd(jsonOut), runCmd(), compareCmd(jsonOut), resultsCmd(), shardCmd()}
+	return []*cobra.Command{reportCmd(jsonOut), runCmd(), compareCmd(jsonOut), conformanceCmd(jsonOut), resultsCmd(), shardCmd()}
 }
 
 func reportCmd(jsonOut *bool) *cobra.Command {

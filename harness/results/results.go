@@ -135,6 +135,12 @@ type ScenarioResult struct {
 	// BIRD writes the kernel, where Calico's BIRD 1.6 fork writes it
 	// otherwise: the verdict is this BIRD's, not necessarily Calico's.
 	UpstreamBIRD []BIRDDependence `json:"upstreamBIRD,omitempty"`
+	// Conformance is the model-vs-real case this row measures, if any
+	// (conformance.go).
+	Conformance *Conformance `json:"conformance,omitempty"`
+	// RouteRequests are the route requests the netlink trace recorded per
+	// node, for the specs that trace (oldest first).
+	RouteRequests map[string][]KernelRequest `json:"routeRequests,omitempty"`
 }
 
 // ForkCommit is the commit of Calico's BIRD fork (projectcalico/bird,
