@@ -19,6 +19,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strings"
 	"syscall"
 	"time"
 
@@ -51,9 +52,15 @@ func calicoFromSource() string {
 var _ = Describe("Real Calico upgrade", Label("calico", "upgrade", "headline", "timing"), func() {
 	DescribeTable("the upgraded node keeps a route to every remote block and loses no outbound probe (on IPIP from a 3.32 build: the known per-block window, upgrade_window)",
 		func(ctx SpecContext, topology string, after judge.Owner, sig syscall.Signal) {
-			to := calicoSource()
-			from := calicoFromSource()
-			c := startCluster(ctx, topology, harness.Options{Calico: from})
+			to := sideOf(calicoSource(), env.Calico)
+			from := sideOf(calicoFromSource(), env.CalicoFrom)
+			Expect(to.flavour()).To(Equal(from.flavour()), "%s and %s: both Calico directories, or both model:REL", env.Calico, env.CalicoFrom)
+			toRel := config.R333
+			if to.dir == "" {
+				toRel = to.model
+			}
+			c := startCluster(ctx, topology, from.options())
+			versions := expectSide(c, from)
 			const upgraded = "node-2"
 			n := c.Node(upgraded)
 			fromRel := n.Release()
@@ -75,14 +82,16 @@ var _ = Describe("Real Calico upgrade", Label("calico", "upgrade", "headline", "
 				Eventually(n).WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
 					Should(route(b, judge.ByBIRD).Only(), "guard: on %s BIRD owns %s's route to %s", fromRel, upgraded, b)
 			}
+			trace := traceConformance(c, upgraded)
 			probes, err := c.Probes(ctx, harness.ProbeOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			atBegin, err := probes.Report()
 			Expect(err).NotTo(HaveOccurred())
 
-			// 2. The pod replacement.
-			begin := act(c.UpgradeNode(ctx, upgraded, config.R333, harness.UpgradeOptions{Signal: sig, Calico: to}))
-			toRel := n.Release()
+			// 2. The pod replacement (on the model: its programmer and
+			// BIRD replaced, the same signal).
+			begin := act(c.UpgradeNode(ctx, upgraded, toRel, harness.UpgradeOptions{Signal: sig, Calico: to.dir}))
+			toRel = n.Release()
 			for _, b := range remote {
 				Eventually(n).WithTimeout(machine.Wait(60*time.Second)).WithPolling(20*time.Millisecond).
 					Should(route(b, after).Only(), "after the upgrade to %s: %s's route to %s by %s alone", toRel, upgraded, b, after)
@@ -98,8 +107,9 @@ var _ = Describe("Real Calico upgrade", Label("calico", "upgrade", "headline", "
 
 			// 3. Figures: loss each way, the longest gap, the no-route
 			// windows per block and the deletes at the upgraded node.
-			name := fmt.Sprintf("real Calico upgrade %s → %s on %s, old pod %s", fromRel, toRel, topology, sig)
+			name := fmt.Sprintf("%s upgrade %s → %s on %s, old pod %s", from.flavour(), fromRel, toRel, topology, sig)
 			res := c.Result(name, rep)
+			recordConformance(c, &res, trace, fmt.Sprintf("upgrade %s → %s, %s, %s", fromRel, toRel, topology, sig), begin.Mono, end.Mono)
 			res.AddProbeFigures(rep)
 			res.Figures["lostOutboundUpgradedNode"], res.Figures["lostInboundUpgradedNode"] = 0, 0
 			for _, f := range rep.Flows {
@@ -136,7 +146,7 @@ var _ = Describe("Real Calico upgrade", Label("calico", "upgrade", "headline", "
 			platform, err := judge.PlatformLossOf(controls, machine.Stalls())
 			Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve %s measure the platform's own loss", upgraded)
 			res.Figures["platformMissingPerControlFlowMax"] = float64(platform.Max)
-			report(name, results.GapTable(rep), res)
+			report(name, strings.Join(versions, "\n")+"\n"+results.GapTable(rep), res)
 
 			// 4. The claim, as the model's headline states it — except on
 			// IPIP from 3.32, where the model holds a known gap
