@@ -271,7 +271,7 @@ func Start(ctx context.Context, t *topo.Topology, opts Options) (_ *Cluster, err
 	for _, nd := range c.Net.Nodes {
 		nodeNames = append(nodeNames, nd.Name)
 	}
-	calicoSources, err := checkNodeCalico(opts, nodeNames)
+	calicoSources, err := checkNodeCalico(ctx, opts, nodeNames)
 	if err != nil {
 		return nil, err
 	}

@@ -49,7 +49,7 @@ func calicoSource(opts Options, node string) string {
 
 // checkNodeCalico rejects a NodeCalico entry for a node the topology
 // lacks, and opens every named source once.
-func checkNodeCalico(opts Options, nodes []string) (map[string]caliconode.Source, error) {
+func checkNodeCalico(ctx context.Context, opts Options, nodes []string) (map[string]caliconode.Source, error) {
 	for name := range opts.NodeCalico {
 		if !slices.Contains(nodes, name) {
 			return nil, fmt.Errorf("Options.NodeCalico: no node %q in the topology (nodes: %s)", name, strings.Join(nodes, ", "))
@@ -64,7 +64,7 @@ func checkNodeCalico(opts Options, nodes []string) (map[string]caliconode.Source
 		if _, ok := srcs[dir]; ok {
 			continue
 		}
-		s, err := caliconode.OpenSource(dir)
+		s, err := caliconode.Open(ctx, dir)
 		if err != nil {
 			return nil, err
 		}
@@ -243,7 +243,7 @@ func (c *Cluster) upgradeCalico(ctx context.Context, n *Node, to config.Release,
 	src := n.Calico.Source()
 	if o.Calico != "" {
 		var err error
-		if src, err = caliconode.OpenSource(o.Calico); err != nil {
+		if src, err = caliconode.Open(ctx, o.Calico); err != nil {
 			return results.Event{}, fmt.Errorf("upgrade %s: field Calico: %w", n.Name, err)
 		}
 	}

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -28,11 +29,11 @@ func TestNodeCalicoPicksEachNodesSource(t *testing.T) {
 			t.Errorf("calicoSource(%s) = %q, want %q", node, got, want)
 		}
 	}
-	_, err := checkNodeCalico(Options{NodeCalico: map[string]string{"node-9": "/x"}}, []string{"node-1", "node-2"})
+	_, err := checkNodeCalico(context.Background(), Options{NodeCalico: map[string]string{"node-9": "/x"}}, []string{"node-1", "node-2"})
 	if err == nil || !strings.Contains(err.Error(), `no node "node-9"`) {
 		t.Errorf("a NodeCalico entry for a node the topology lacks: %v", err)
 	}
-	if _, err := checkNodeCalico(Options{}, []string{"node-1"}); err != nil {
+	if _, err := checkNodeCalico(context.Background(), Options{}, []string{"node-1"}); err != nil {
 		t.Errorf("no calico node at all: %v", err)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/harness/caliconode"
 	"github.com/birdcage/birdcage/harness/control"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/env"
@@ -62,7 +63,7 @@ func clusterUp(up *cobra.Command) *cobra.Command {
 	f.StringVar(&release, "release", string(config.R333), "with --cluster: the Calico release every node starts on: "+config.ReleaseList())
 	f.StringArrayVar(&felix, "felix", nil, "with --cluster: FelixConfiguration KEY=VALUE (programClusterRoutes, deviceRouteProtocol, routeRefreshInterval); repeatable")
 	f.StringArrayVar(&bgp, "bgp", nil, "with --cluster: BGPConfiguration KEY=VALUE (programClusterRoutes, nodeToNodeMeshEnabled, asNumber, bgpEnabled, kernelMetric); repeatable")
-	f.StringVar(&calico, "calico", "", "with --cluster: run Calico's own Felix, confd and BIRD on every node from this directory, laid out like the calico/node image's root filesystem (the `calico` flavour; default: birdcage's model)")
+	f.StringVar(&calico, "calico", "", "with --cluster: run Calico's own Felix, confd and BIRD on every node from this directory, laid out like the calico/node image's root filesystem, or from this image (calico/node:v3.33.0, exported through docker or podman) (the `calico` flavour; default: birdcage's model)")
 	f.StringArrayVar(&nodeCalico, "node-calico", nil, "with --cluster: NODE=DIR runs that node from DIR (NODE= runs the model there); repeatable")
 	f.BoolVar(&detach, "detach", false, "with --cluster: run the supervisor in the background and return once the cluster is converged")
 	f.BoolVar(&allowUnknown, "allow-unknown", false, "with --cluster: let programClusterRoutes take a value outside the enum (both sides then use their release default)")
@@ -455,7 +456,7 @@ func clusterCommands(jsonOut *bool) []*cobra.Command {
 			}
 			newProgrammer = abs
 		}
-		if newCalico != "" {
+		if newCalico != "" && !caliconode.IsImageRef(newCalico) {
 			abs, err := filepath.Abs(newCalico)
 			if err != nil {
 				return control.Request{}, fmt.Errorf("--calico %q: %w", newCalico, err)
@@ -466,7 +467,7 @@ func clusterCommands(jsonOut *bool) []*cobra.Command {
 	})
 	upgrade.Flags().StringVar(&to, "to", "", "release to upgrade to: "+config.ReleaseList())
 	upgrade.Flags().StringVar(&sig, "signal", "KILL", "signal the old BIRD gets: KILL (a pod deletion) or TERM (BIRD sends Cease)")
-	upgrade.Flags().StringVar(&newCalico, "calico", "", "a calico node's new pod runs this image directory (a Calico upgrade: every process of the old pod gets --signal, the new image's start)")
+	upgrade.Flags().StringVar(&newCalico, "calico", "", "a calico node's new pod runs this image directory or image (a Calico upgrade: every process of the old pod gets --signal, the new image's start)")
 	upgrade.Flags().StringVar(&newProgrammer, "programmer", "", "the node runs this programmer binary from the upgrade on (your own build, under the process contract of dataplane/programmer)")
 
 	var allowUnknown bool

@@ -55,10 +55,10 @@ func (c *Config) knobs() []Knob {
 		{BIRDCache, "Cluster", "/var/cache/birdcage/bird", "a directory",
 			"Where ci/bird-releases keeps prepared BIRD releases.",
 			setString(&c.BIRDCache)},
-		{Calico, "Cluster", "unset (the real-Calico tests skip, naming feature calico)", "a directory laid out like the calico/node image's root filesystem; in the real-Calico specs also model:REL (the model at release REL, e.g. model:3.33)",
+		{Calico, "Cluster", "unset (the real-Calico tests skip, naming feature calico)", "a directory laid out like the calico/node image's root filesystem, or an image reference (calico/node:v3.33.0, exported through docker or podman); in the real-Calico specs also model:REL (the model at release REL, e.g. model:3.33)",
 			"Calico's own Felix, confd and BIRD for the `calico` node flavour and its tests. model:REL runs the real-Calico specs on the model instead: the model's side of the conformance table (`birdcage conformance`, docs/conformance.md).",
 			setString(&c.Calico)},
-		{CalicoFrom, "Cluster", "unset (the real-Calico upgrade specs skip, naming feature calico)", "a directory laid out like the calico/node image's root filesystem; model:REL with " + Calico + "=model:REL",
+		{CalicoFrom, "Cluster", "unset (the real-Calico upgrade specs skip, naming feature calico)", "a directory laid out like the calico/node image's root filesystem, or an image reference; model:REL with " + Calico + "=model:REL",
 			"The Calico build a real-Calico upgrade starts from (" + Calico + " is the one it moves to).",
 			setString(&c.CalicoFrom)},
 

@@ -42,6 +42,9 @@ const (
 	// laid out like the calico/node image's root filesystem
 	// ($BIRDCAGE_CALICO).
 	Calico = "calico"
+	// Docker is docker or podman with a running daemon (podman needs
+	// none), to export a container image as a calico source.
+	Docker = "docker"
 )
 
 // TB is the part of testing.TB (and of Ginkgo's GinkgoT) this needs.
