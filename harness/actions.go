@@ -122,13 +122,16 @@ func (c *Cluster) UpgradeNode(ctx context.Context, name string, to config.Releas
 	return e, nil
 }
 
-// KillBIRD stops a node's BIRD with sig and does not bring it back.
+// KillBIRD stops a node's BIRD with sig and does not bring it back. On a
+// calico node it is the pod's bird service, kept down until StartBIRD.
 func (c *Cluster) KillBIRD(ctx context.Context, name string, sig syscall.Signal) (results.Event, error) {
 	n := c.Node(name)
-	if n.Calico != nil {
-		return results.Event{}, errCalicoNode(name, "KillBIRD")
-	}
 	e := c.Mark(fmt.Sprintf("KillBIRD(%s,%s)", name, sig))
+	if n.Calico != nil {
+		// The pod's bird service, kept down as runit's `sv down` keeps
+		// it (IPv4 only: bird6 runs on).
+		return e, n.Calico.StopService(ctx, "bird", sig)
+	}
 	return e, n.BIRD.Stop(ctx, sig)
 }
 
@@ -143,7 +146,11 @@ type StartBIRDOptions struct {
 func (c *Cluster) StartBIRD(ctx context.Context, name string, o StartBIRDOptions) (results.Event, error) {
 	n := c.Node(name)
 	if n.Calico != nil {
-		return results.Event{}, errCalicoNode(name, "StartBIRD")
+		if !o.Recovery {
+			return results.Event{}, fmt.Errorf("StartBIRD(%s): %s runs the calico flavour, whose bird service always starts as its run script does, with -R: set StartBIRDOptions.Recovery", name, name)
+		}
+		e := c.Mark(fmt.Sprintf("StartBIRD(%s)", name))
+		return e, n.Calico.StartService(ctx, "bird")
 	}
 	e := c.Mark(fmt.Sprintf("StartBIRD(%s)", name))
 	cl, err := c.Store.Read(ctx)

@@ -34,6 +34,9 @@ service() {
 			echo $! >/run/sv/$name.pid
 			wait $!
 			echo "birdcage-runit: $name exited with status $?" >>/var/log/calico/$name.log
+			# runsv does not restart a service that 'sv down' stopped
+			# until 'sv up'.
+			while [ -e /run/sv/$name.down ]; do sleep 0.05; done
 			# runsv starts a service at most once a second: a service
 			# that ran a second or more restarts at once.
 			ran=$(( $(date +%s%N) - start ))
@@ -65,9 +68,17 @@ while :; do wait; sleep 1; done
 // svScript is runit's sv as far as confd uses it: conf.d/bird.toml's
 // reload_cmd is "sv hup bird || true", so without an sv BIRD never
 // reloads a changed config.
+//
+// It also has runit's down and up (sv(8)): down marks the service down
+// (its loop in initScript does not restart it) and sends it TERM, then
+// CONT; up clears the mark, so the loop starts it again. birdcage's
+// KillBIRD and StartBIRD on a calico node use them.
 const svScript = `#!/bin/sh
+svc=$(basename "$2")
 case "$1" in
-hup|h) exec kill -HUP "$(cat /run/sv/$(basename "$2").pid)" ;;
-*) echo "birdcage's sv: only 'sv hup SERVICE' (confd's reload_cmd) is provided, not: $*" >&2; exit 1 ;;
+hup|h) exec kill -HUP "$(cat /run/sv/$svc.pid)" ;;
+down|d) touch /run/sv/$svc.down && kill -TERM "$(cat /run/sv/$svc.pid)" && exec kill -CONT "$(cat /run/sv/$svc.pid)" ;;
+up|u) exec rm -f /run/sv/$svc.down ;;
+*) echo "birdcage's sv: only 'sv hup|down|up SERVICE' are provided, not: $*" >&2; exit 1 ;;
 esac
 `

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -529,4 +530,27 @@ func lastLines(s string, k int) string {
 		lines = lines[len(lines)-k:]
 	}
 	return strings.Join(lines, " | ")
+}
+
+// StopService stops one of the pod's services (bird, bird6, confd, felix)
+// with sig and keeps it down, as runit's `sv down` does (which sends TERM
+// then CONT): its loop does not restart it until StartService. It returns
+// once the process has exited.
+func (n *Node) StopService(ctx context.Context, svc string, sig syscall.Signal) error {
+	if !slices.Contains(Services, svc) {
+		return fmt.Errorf("calico node %s: service %q: the pod runs %s", n.o.Name, svc, strings.Join(Services, ", "))
+	}
+	script := fmt.Sprintf(`p=$(cat /run/sv/%[1]s.pid) && touch /run/sv/%[1]s.down && kill -%[2]d "$p" && kill -CONT "$p" 2>/dev/null; while kill -0 "$p" 2>/dev/null; do sleep 0.02; done`, svc, int(sig))
+	_, err := n.Exec(ctx, "/bin/sh", "-c", script)
+	return err
+}
+
+// StartService lets a service StopService stopped run again (`sv up`):
+// its loop starts it as its run script does (BIRD with -R).
+func (n *Node) StartService(ctx context.Context, svc string) error {
+	if !slices.Contains(Services, svc) {
+		return fmt.Errorf("calico node %s: service %q: the pod runs %s", n.o.Name, svc, strings.Join(Services, ", "))
+	}
+	_, err := n.Exec(ctx, "/birdcage/bin/sv", "up", svc)
+	return err
 }
