@@ -100,6 +100,7 @@ var _ = Describe("Real Calico re-advertisement", Label("calico", "readvertise"),
 			// 3. The owner withdraws: its BIRD stops with a Cease and stays
 			// down, while every Felix keeps its route.
 			const watched = "node-1"
+			nameConformance("re-advertisement "+topology+" (Felix owns it), owner withdraws", watched)
 			trace := traceConformance(c, watched)
 			withdrew := act(c.KillBIRD(ctx, owner, syscall.SIGTERM))
 			for _, n := range remaining {

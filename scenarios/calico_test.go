@@ -103,6 +103,16 @@ func traceConformance(c *harness.Cluster, node string) *harness.RouteTrace {
 	return t
 }
 
+// conformanceCase is the running spec's conformance case as soon as it is
+// known (nameConformance): the suite's row writer gives it to a row that
+// failed before it registered its own, so the failure still pairs.
+var conformanceCase *results.Conformance
+
+// nameConformance names the running spec's conformance case and node.
+func nameConformance(name, node string) {
+	conformanceCase = &results.Conformance{Case: name, Node: node}
+}
+
 // recordConformance names the row's conformance case and records the
 // node's route requests to cluster routes between from and to.
 func recordConformance(c *harness.Cluster, res *results.ScenarioResult, t *harness.RouteTrace, name string, from, to int64) {
@@ -155,6 +165,7 @@ var _ = Describe("Real Calico", Label("calico"), func() {
 			Eventually(c).WithTimeout(machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).
 				Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(start.owner).Only(), "every remote block by %s, and no other route", start.owner)
 			const watched = "node-2"
+			nameConformance(fmt.Sprintf("live change %s, %s", topology, st.name), watched)
 			trace := traceConformance(c, watched)
 			probes, err := c.Probes(ctx, harness.ProbeOptions{})
 			Expect(err).NotTo(HaveOccurred())

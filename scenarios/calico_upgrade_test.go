@@ -64,6 +64,7 @@ var _ = Describe("Real Calico upgrade", Label("calico", "upgrade", "headline", "
 			const upgraded = "node-2"
 			n := c.Node(upgraded)
 			fromRel := n.Release()
+			nameConformance(fmt.Sprintf("upgrade %s → %s, %s, %s", fromRel, toRel, topology, sig), upgraded)
 			remote := c.RemoteBlocks(upgraded)
 			Expect(remote).NotTo(BeEmpty(), "guard: %s has remote blocks to judge", upgraded)
 			isUp := func(a netip.Addr) bool { return c.WorkloadNode(a) == upgraded }

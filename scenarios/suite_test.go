@@ -145,7 +145,7 @@ func report(title, table string, res results.ScenarioResult) {
 	addFigureEntries(res)
 }
 
-var _ = ReportBeforeEach(func(SpecReport) { registered, clusterWarnings, earlierRuns = nil, nil, nil })
+var _ = ReportBeforeEach(func(SpecReport) { registered, clusterWarnings, earlierRuns, conformanceCase = nil, nil, nil, nil })
 
 // earlierRuns are the rows of a repeated spec's runs before its last
 // (MustPassRepeatedly, $BIRDCAGE_REPEAT): Ginkgo reports a repeated spec
@@ -205,6 +205,13 @@ var _ = ReportAfterEach(func(sr SpecReport) {
 	}
 	earlierRuns = nil
 	row := scenarioRow(sr, res)
+	if row.Conformance == nil && conformanceCase != nil {
+		// Named early, so that a spec that failed before its figures
+		// still pairs in the conformance table.
+		cc := *conformanceCase
+		row.Conformance = &cc
+	}
+	conformanceCase = nil
 	if sr.MaxMustPassRepeatedly > 1 {
 		row.Notes = append(row.Notes, fmt.Sprintf("run %d of %d", sr.NumAttempts, sr.MaxMustPassRepeatedly))
 	}
