@@ -189,8 +189,9 @@ func shapesAt(evs []event.Event, at int64) []string {
 }
 
 // requestOrder is the order of route requests to each prefix in [from,
-// to), each request as "op proto [metric] [!ERRNO]", the prefixes that
-// share an order counted together: "3× del bird → add 80".
+// to), each request as "op proto [metric] [!ERRNO]" (one repeated back
+// to back written once with its count), the prefixes that share an order
+// counted together: "3× del bird → add 80".
 func requestOrder(rs []results.KernelRequest, from, to int64) string {
 	if rs == nil {
 		return "not traced"
@@ -222,7 +223,7 @@ func requestOrder(rs []results.KernelRequest, from, to int64) string {
 	count := map[string]int{}
 	var pats []string
 	for _, p := range order {
-		pat := strings.Join(per[p], " → ")
+		pat := strings.Join(runs(per[p]), " → ")
 		if count[pat] == 0 {
 			pats = append(pats, pat)
 		}
@@ -233,6 +234,25 @@ func requestOrder(rs []results.KernelRequest, from, to int64) string {
 		parts = append(parts, fmt.Sprintf("%d× %s", count[p], p))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// runs writes a request repeated back to back once, with its count
+// ("add bird !EEXIST ×4"): the fork retries a refused add at every scan.
+func runs(toks []string) []string {
+	var out []string
+	for i := 0; i < len(toks); {
+		j := i
+		for j < len(toks) && toks[j] == toks[i] {
+			j++
+		}
+		if j-i > 1 {
+			out = append(out, fmt.Sprintf("%s ×%d", toks[i], j-i))
+		} else {
+			out = append(out, toks[i])
+		}
+		i = j
+	}
+	return out
 }
 
 // tally is the one value every run gave, or each value with how many runs

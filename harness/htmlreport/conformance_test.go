@@ -69,6 +69,12 @@ func TestConformancePairsByCase(t *testing.T) {
 	if want := "1× del bird → add 80 → add 80 !EEXIST ×1; 1× del bird → add 80 ×1"; r.Real.Requests != want {
 		t.Errorf("real requests %q, want %q", r.Real.Requests, want)
 	}
+	if got := requestOrder([]results.KernelRequest{refused, refused, refused, del, add}, 0, 0); got != "1× add 80 !EEXIST ×3 → del bird → add 80" {
+		t.Errorf("a refused add retried: %q", got)
+	}
+	if want := "1× del bird → add 80 → add 80 !EEXIST ×1; 1× del bird → add 80 ×1"; r.Real.Requests != want {
+		t.Errorf("real requests %q, want %q", r.Real.Requests, want)
+	}
 	if want := "P via GW dev tunl0 proto bird metric 1024 onlink"; r.Model.Before != want {
 		t.Errorf("model before %q, want %q", r.Model.Before, want)
 	}
