@@ -106,3 +106,66 @@ func TestConformanceRefusesTheWrongFlavour(t *testing.T) {
 		t.Errorf("a real row on the model's side: err %v", err)
 	}
 }
+
+// TestConformanceOnRecordedRuns reads the two recorded sides of the
+// model-vs-real table (testdata/results/README.md): every case ran on both
+// flavours, and the differences docs/conformance.md explains are the ones
+// the table finds.
+func TestConformanceOnRecordedRuns(t *testing.T) {
+	model, err := results.ReadResults("../../testdata/results/conformance-model.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	real, err := results.ReadResults("../../testdata/results/conformance-calico.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := Conformance(model, real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) < 12 {
+		t.Fatalf("%d cases, want at least 12", len(rows))
+	}
+	by := map[string]ConformanceRow{}
+	for _, r := range rows {
+		if r.Model.Runs == 0 || r.Real.Runs == 0 {
+			t.Errorf("case %q: model %d runs, Calico %d: want both", r.Case, r.Model.Runs, r.Real.Runs)
+		}
+		by[r.Case] = r
+	}
+	up := by["upgrade 3.32 → 3.33, ipip, killed"]
+	// The same write order on both: Felix deletes BIRD's metric-1024
+	// route (any protocol) before it adds its own.
+	for _, side := range []ConformanceSide{up.Model, up.Real} {
+		if !strings.Contains(side.Requests, "3× del any m1024 → add 80") {
+			t.Errorf("3.32 → 3.33 IPIP requests %q: want Felix's delete-first per remote block", side.Requests)
+		}
+	}
+	// Real Felix alone writes a blackhole for its own IPIP block, and its
+	// workload routes at proto boot metric 1024.
+	if !strings.Contains(up.Real.After, "blackhole P proto 80 metric 0") || strings.Contains(up.Model.After, "blackhole P proto 80") {
+		t.Errorf("own-block blackhole: model %q, Calico %q", up.Model.After, up.Real.After)
+	}
+	if !strings.Contains(up.Real.After, "P dev cali* proto boot metric 1024") || !strings.Contains(up.Model.After, "P dev cali* proto 80 metric 0") {
+		t.Errorf("workload routes: model %q, Calico %q", up.Model.After, up.Real.After)
+	}
+	if r := by["upgrade 3.31 → 3.33, noencap, killed"]; !strings.Contains(r.Real.Requests, "del any → add boot m1024") || r.Model.Requests != "none" {
+		t.Errorf("3.31 → 3.33 no-encap: Calico rewrites each workload route at its new metric, the model writes nothing: model %q, Calico %q", r.Model.Requests, r.Real.Requests)
+	}
+	if r := by["live change ipip, Felix → BIRD"]; r.Model.Verdict != "fail" || r.Real.Verdict != "pass" {
+		t.Errorf("IPIP Felix → BIRD: model %q, Calico %q; want the model's BIRD 2 failing where the fork passes", r.Model.Verdict, r.Real.Verdict)
+	}
+	for _, c := range []string{"re-advertisement ipip (Felix owns it), owner withdraws", "re-advertisement noencap (Felix owns it), owner withdraws", "cleanup: BIRD killed, strays (block released, pool deleted), Felix given IPIP"} {
+		if r := by[c]; r.Model.Verdict != "pass" || r.Real.Verdict != "pass" {
+			t.Errorf("%s: model %q, Calico %q; want both to pass", c, r.Model.Verdict, r.Real.Verdict)
+		}
+	}
+	var b strings.Builder
+	if err := ConformanceMarkdown(&b, Run{Name: "model", File: model}, Run{Name: "calico", File: real}); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(b.String(), "\n| "); n != 2*len(rows)+1 {
+		t.Errorf("markdown has %d table lines, want the header and 2 per case (%d)", n, 2*len(rows)+1)
+	}
+}
