@@ -191,7 +191,7 @@ func shapesAt(evs []event.Event, at int64) []string {
 // requestOrder is the order of route requests to each prefix in [from,
 // to), each request as "op proto [metric] [!ERRNO]" (one repeated back
 // to back written once with its count), the prefixes that share an order
-// counted together: "3× del bird → add 80".
+// counted together, the orders sorted: "3× del bird → add 80".
 func requestOrder(rs []results.KernelRequest, from, to int64) string {
 	if rs == nil {
 		return "not traced"
@@ -229,6 +229,9 @@ func requestOrder(rs []results.KernelRequest, from, to int64) string {
 		}
 		count[pat]++
 	}
+	// Sorted by order, not by which prefix came first: which block a
+	// component reached first is not part of its behaviour.
+	sort.Strings(pats)
 	var parts []string
 	for _, p := range pats {
 		parts = append(parts, fmt.Sprintf("%d× %s", count[p], p))
