@@ -107,7 +107,7 @@ func (cs *Captures) Stop(rel string) ([]results.CaptureFile, error) {
 				p = q
 			}
 		}
-		out = append(out, results.CaptureFile{Node: r.node, Iface: r.iface, Path: p, CaptureStats: st})
+		out = append(out, results.CaptureFile{Node: r.node, Iface: r.iface, Path: p, Stats: st})
 	}
 	if len(errs) > 0 {
 		return out, fmt.Errorf("packet captures: %v", errs)

@@ -23,6 +23,7 @@ import (
 	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/harness/supervisor"
 	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/harness/timing"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/env"
@@ -84,7 +85,7 @@ type Options struct {
 	// Timing is the timing model (programmer restart profile, confd
 	// latency and concurrency, BIRD scan time); nil: timing.Realistic().
 	// WithEnv sets the one the environment asks for.
-	Timing *results.TimingModel
+	Timing *timing.Model
 	// BIRD is the BIRD release every node runs ("" is the host's bird2,
 	// 2.0); NodeBIRD overrides it per node (harness/birdrelease.go).
 	BIRD     string
@@ -125,7 +126,7 @@ type Cluster struct {
 	Machine machine.Profile
 
 	opts    Options
-	timing  results.TimingModel
+	timing  timing.Model
 	log     *slog.Logger
 	binary  string
 	nodes   []*Node

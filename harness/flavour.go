@@ -12,6 +12,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness/caliconode"
 	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/harness/supervisor"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/etcdv3"
 	"github.com/birdcage/birdcage/internal/poll"
@@ -277,7 +278,7 @@ func errCalicoNode(node, action string) error {
 
 // programmerRestarts are the model programmer's restarts; none on a
 // calico node.
-func (n *Node) programmerRestarts() []results.Restart {
+func (n *Node) programmerRestarts() []supervisor.Restart {
 	if n.Programmer == nil {
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness/probe"
 	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/harness/supervisor"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/nsutil"
 )
@@ -37,7 +38,7 @@ func (c *Cluster) Result(name string, rep *probe.Report) results.ScenarioResult 
 		}
 		if rs := n.Programmer.Restarts(); len(rs) > 0 {
 			if s.Restarts == nil {
-				s.Restarts = map[string][]results.Restart{}
+				s.Restarts = map[string][]supervisor.Restart{}
 			}
 			s.Restarts[n.Name] = rs
 		}

@@ -99,7 +99,7 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 			noRoute := results.NewSweep("programmerStartupDelay", "ms")
 			var budget sweepBudget
 			var stated judge.SweepStated
-			var model results.TimingModel
+			var model timing.Model
 			var allHandovers judge.Handovers
 			base, err := timing.FromEnv(cfg)
 

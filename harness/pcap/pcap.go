@@ -11,7 +11,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/birdcage/birdcage/harness/results"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
@@ -49,7 +48,7 @@ type Capture struct {
 	w      *pcapgo.Writer
 	done   chan struct{}
 	mu     sync.Mutex
-	stats  results.CaptureStats
+	stats  Stats
 	err    error
 	closed bool
 }
@@ -229,7 +228,7 @@ func (c *Capture) setErr(err error) {
 }
 
 // Stats is what the capture wrote so far.
-func (c *Capture) Stats() results.CaptureStats {
+func (c *Capture) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.stats
@@ -237,7 +236,7 @@ func (c *Capture) Stats() results.CaptureStats {
 
 // Stop ends the capture, flushes and closes the file, and returns its
 // statistics. It is safe to call more than once.
-func (c *Capture) Stop() (results.CaptureStats, error) {
+func (c *Capture) Stop() (Stats, error) {
 	c.mu.Lock()
 	if c.closed {
 		defer c.mu.Unlock()

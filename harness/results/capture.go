@@ -1,5 +1,7 @@
 package results
 
+import "github.com/birdcage/birdcage/harness/pcap"
+
 // Event is something the harness did, on the same monotonic clock as the
 // probes, the BPF counters and the route timeline.
 type Event struct {
@@ -15,17 +17,5 @@ type CaptureFile struct {
 	// Path is the pcap file, relative to the artifacts dir (the results
 	// file's dir), so a report beside the results links it.
 	Path string `json:"path"`
-	CaptureStats
-}
-
-// CaptureStats is what a capture saw.
-type CaptureStats struct {
-	Packets int64 `json:"packets"` // written to the file
-	Bytes   int64 `json:"bytes"`   // the file's size
-	// OverLimit counts kept packets not written because the file reached
-	// MaxBytes.
-	OverLimit int64 `json:"overLimit,omitempty"`
-	// KernelDrops is what the socket's receive queue dropped
-	// (PACKET_STATISTICS): packets the capture missed.
-	KernelDrops int64 `json:"kernelDrops,omitempty"`
+	pcap.Stats
 }

@@ -23,7 +23,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/birdcage/birdcage/harness/probe/report"
+	"github.com/birdcage/birdcage/harness/supervisor"
 	"github.com/birdcage/birdcage/harness/timeline/event"
+	"github.com/birdcage/birdcage/harness/timing"
 )
 
 // ArtifactsDir is where diagnostics and results files go, the same place
@@ -82,18 +84,18 @@ type ScenarioResult struct {
 	// compare judges it by; "" for a figure with no declared kind (then
 	// compare does not judge it). Absent in files written before kinds
 	// existed: compare then falls back to judging by name.
-	FigureKinds map[string]FigureKind `json:"figureKinds,omitempty"`
-	Notes       []string              `json:"notes,omitempty"`
-	Probes      *report.Report        `json:"probes,omitempty"`
-	Events      []Event               `json:"events,omitempty"`
-	Restarts    map[string][]Restart  `json:"restarts,omitempty"`
+	FigureKinds map[string]FigureKind           `json:"figureKinds,omitempty"`
+	Notes       []string                        `json:"notes,omitempty"`
+	Probes      *report.Report                  `json:"probes,omitempty"`
+	Events      []Event                         `json:"events,omitempty"`
+	Restarts    map[string][]supervisor.Restart `json:"restarts,omitempty"`
 	// ProgrammerProtocol is the route protocol the programmers wrote with
 	// (FelixConfiguration.deviceRouteProtocol, Calico's default when unset):
 	// what the report calls "the programmer's" in the route timeline.
 	ProgrammerProtocol int `json:"programmerProtocol,omitempty"`
 	// Timing is the timing model the scenario ran under: its figures are
 	// functions of it.
-	Timing *TimingModel `json:"timing,omitempty"`
+	Timing *timing.Model `json:"timing,omitempty"`
 	// Samples holds figures measured more than once in one scenario (per
 	// node, per flow, per repeat), each as its distribution with every
 	// sample.

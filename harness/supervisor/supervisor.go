@@ -21,7 +21,6 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/birdcage/birdcage/dataplane/programmer"
-	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/machine"
 	"github.com/birdcage/birdcage/internal/monoclock"
@@ -47,7 +46,7 @@ type Programmer struct {
 	cmd      *exec.Cmd
 	exited   chan struct{} // closed when the current process exits
 	stopping bool
-	restarts []results.Restart
+	restarts []Restart
 	logFile  *os.File
 }
 
@@ -59,7 +58,7 @@ type Config struct {
 	Store   string         // the datastore directory (--datastore)
 	Release config.Release // the release it starts as (--release)
 	// Env is added to the process's environment (the restart profile of
-	// results.TimingModel).
+	// timing.Model).
 	Env []string
 	Log *slog.Logger
 	// Machine stretches the wait for the process to exit after a signal
@@ -113,11 +112,11 @@ func (p *Programmer) Status() (programmer.Status, error) {
 
 // Restarts lists every exit so far, with the replacement's first sync
 // where it has happened.
-func (p *Programmer) Restarts() []results.Restart {
+func (p *Programmer) Restarts() []Restart {
 	p.noteSync()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return append([]results.Restart(nil), p.restarts...)
+	return append([]Restart(nil), p.restarts...)
 }
 
 // Start starts the process (with release rel) and supervises it.
@@ -190,11 +189,11 @@ func (p *Programmer) wait(cmd *exec.Cmd, exited chan struct{}) {
 	if p.stopping {
 		return
 	}
-	reason := results.ReasonCrash
+	reason := ReasonCrash
 	if code == programmer.ExitConfigChanged {
-		reason = results.ReasonConfigChanged
+		reason = ReasonConfigChanged
 	}
-	rs := results.Restart{ExitCode: code, ExitMono: now, Reason: reason}
+	rs := Restart{ExitCode: code, ExitMono: now, Reason: reason}
 	p.log.Info("programmer exited; restarting", "code", code, "reason", reason, "err", err)
 	// The start is stamped before the replacement exists: with no restart
 	// delay it can finish its first sync before startLocked returns, and a

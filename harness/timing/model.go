@@ -1,7 +1,7 @@
 // Package timing builds the timing model a run is under: the realistic
 // estimates of how long Felix and confd take, the zero model, and the model
 // the environment's knobs (internal/env) ask for. The model itself is
-// results.results.TimingModel, which every results row records.
+// Model (modeltype.go), which every results row records.
 package timing
 
 import (
@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/harness/confd"
-	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/env"
 )
 
@@ -38,8 +37,8 @@ const (
 
 // Realistic is the default model: the estimates above, one confd per
 // node, BIRD's scan time as the renderer sets it (Calico's 2 s).
-func Realistic() results.TimingModel {
-	return results.TimingModel{
+func Realistic() Model {
+	return Model{
 		Name:                     "realistic",
 		ProgrammerStartupDelay:   RealisticProgrammerStartupDelay,
 		ProgrammerResyncPerRoute: RealisticProgrammerResyncPerRoute,
@@ -51,7 +50,7 @@ func Realistic() results.TimingModel {
 
 // Zero is the fastest possible case: no modelled delay anywhere, one
 // confd per node. What remains is the processes' own speed.
-func Zero() results.TimingModel {
+func Zero() Model {
 	m := Realistic()
 	m.Name = "zero"
 	m.ProgrammerStartupDelay, m.ProgrammerResyncPerRoute, m.ConfdLatency = 0, 0, 0
@@ -61,7 +60,7 @@ func Zero() results.TimingModel {
 // FromEnv is the model a run's environment asked for (internal/env's
 // timing knobs, read at the process's edge): $BIRDCAGE_TIMING (realistic or
 // zero) with the per-field overrides applied on top, named <model>+env.
-func FromEnv(c env.Config) (results.TimingModel, error) {
+func FromEnv(c env.Config) (Model, error) {
 	m := Realistic()
 	if c.Timing == "zero" {
 		m = Zero()

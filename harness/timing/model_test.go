@@ -6,16 +6,15 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/harness/confd"
-	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/env"
 )
 
 func TestFromEnv(t *testing.T) {
 	vars := map[string]string{}
-	load := func() (results.TimingModel, error) {
+	load := func() (Model, error) {
 		c, err := env.Load(env.Map(vars))
 		if err != nil {
-			return results.TimingModel{}, err
+			return Model{}, err
 		}
 		return FromEnv(c)
 	}
@@ -57,7 +56,7 @@ func TestModelJSONRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back results.TimingModel
+	var back Model
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/lab"
-	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/harness/timing"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/env"
@@ -97,7 +97,7 @@ type Options struct {
 	Programmer string
 	// Timing gives the programmer's restart profile and the lab confd's
 	// latency, so the lab runs under the same model as the built-in target.
-	Timing results.TimingModel
+	Timing timing.Model
 }
 
 // Lab is a built hand-made lab.
@@ -434,7 +434,7 @@ func (l *Lab) WaitReady(ctx context.Context, protocol kroute.Protocol) error {
 // startAgent runs the node agent in the node's namespace and registers its
 // stop: the agent stops BIRD and the programmer; whatever is left of its
 // process group after that is killed.
-func startAgent(r *run.Run, nd, nns, node, ds, prog string, timing results.TimingModel) error {
+func startAgent(r *run.Run, nd, nns, node, ds, prog string, timing timing.Model) error {
 	cmd := exec.Command("ip", "netns", "exec", nns, "bash", filepath.Join(filepath.Dir(filepath.Dir(nd)), "agent.sh"), nd, node, ds, prog)
 	cmd.Env = append(os.Environ(),
 		env.Set(env.ProgrammerStartupDelay, timing.ProgrammerStartupDelay.String()),

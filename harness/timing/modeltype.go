@@ -1,4 +1,4 @@
-package results
+package timing
 
 import (
 	"encoding/json"
@@ -8,7 +8,7 @@ import (
 	"github.com/birdcage/birdcage/internal/monoclock"
 )
 
-// TimingModel is how long the components birdcage stands in for take to
+// Model is how long the components birdcage stands in for take to
 // react, as named knobs. Every figure that depends on them (a live change's
 // gap above all) is a function of this model, not of how fast the harness
 // happens to be, and every ScenarioResult records the model it ran under.
@@ -17,7 +17,7 @@ import (
 // harness: the programmer's restart profile is implemented by the
 // programmer process (dataplane/programmer.RestartProfile), and confd's
 // latency by each node's confd goroutine before it renders.
-type TimingModel struct {
+type Model struct {
 	// Name says where the values came from: "realistic" (the defaults
 	// below), "zero", or either with environment overrides ("+env").
 	Name string
@@ -44,7 +44,7 @@ type TimingModel struct {
 }
 
 // Validate checks the knobs.
-func (m TimingModel) Validate() error {
+func (m Model) Validate() error {
 	switch {
 	case m.ProgrammerStartupDelay < 0, m.ProgrammerResyncPerRoute < 0, m.ConfdLatency < 0:
 		return fmt.Errorf("timing model %s: delays must not be negative", m)
@@ -54,7 +54,7 @@ func (m TimingModel) Validate() error {
 	return nil
 }
 
-func (m TimingModel) String() string {
+func (m Model) String() string {
 	c := "one confd per node"
 	if !m.ConfdConcurrent {
 		c = "one confd for all nodes, in turn"
@@ -79,7 +79,7 @@ type timingJSON struct {
 }
 
 // MarshalJSON writes the model as timingJSON.
-func (m TimingModel) MarshalJSON() ([]byte, error) {
+func (m Model) MarshalJSON() ([]byte, error) {
 	return json.Marshal(timingJSON{
 		Name:                   m.Name,
 		ProgrammerStartupDelay: m.ProgrammerStartupDelay.String(), ProgrammerStartupDelayMs: monoclock.Ms(int64(m.ProgrammerStartupDelay)),
@@ -91,7 +91,7 @@ func (m TimingModel) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON reads what MarshalJSON wrote.
-func (m *TimingModel) UnmarshalJSON(b []byte) error {
+func (m *Model) UnmarshalJSON(b []byte) error {
 	var j timingJSON
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
@@ -105,7 +105,7 @@ func (m *TimingModel) UnmarshalJSON(b []byte) error {
 		d, err = time.ParseDuration(s)
 		return d
 	}
-	*m = TimingModel{Name: j.Name, ProgrammerStartupDelay: parse(j.ProgrammerStartupDelay),
+	*m = Model{Name: j.Name, ProgrammerStartupDelay: parse(j.ProgrammerStartupDelay),
 		ProgrammerResyncPerRoute: parse(j.ProgrammerResyncPerRoute), ConfdLatency: parse(j.ConfdLatency),
 		ConfdConcurrent: j.ConfdConcurrent, BIRDScanTime: parse(j.BIRDScanTime)}
 	return err
