@@ -21,13 +21,13 @@
 // IPIP encapsulation check — is harness/encap.
 //
 // The results model (the results file and its rows, verdicts, figure
-// kinds, stats, sweeps, budgets, tables) is harness/results, a leaf that
+// kinds, stats, sweeps, budgets, tables) is report/results, a leaf that
 // the tools reading results files import alone. This package keeps type
 // aliases and thin forwards for it (harness.ScenarioResult,
 // harness.NewTable, …) so the scenarios compile unchanged; new code
-// imports harness/results directly. Likewise the probe report's data
-// types are harness/probe/report, a route timeline event's
-// harness/timeline/event, and the netlink route conversion
+// imports report/results directly. Likewise the probe report's data
+// types are instrument/probe/report, a route timeline event's
+// instrument/timeline/event, and the netlink route conversion
 // internal/kroute/nlroute.
 //
 // The judges (route, probe and timeline matchers, the platform-loss rule

@@ -5,9 +5,9 @@ package harness
 // A spec adds its own claim's figures beside them.
 
 import (
-	"github.com/birdcage/birdcage/harness/results"
-	"github.com/birdcage/birdcage/harness/supervisor"
+	"github.com/birdcage/birdcage/dataplane/supervisor"
 	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // Measure reads what the cluster's processes did and cost, for a spec's

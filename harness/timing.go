@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/dataplane/programmer"
-	"github.com/birdcage/birdcage/harness/timing"
+	"github.com/birdcage/birdcage/dataplane/timing"
 	"github.com/birdcage/birdcage/internal/env"
 )
 

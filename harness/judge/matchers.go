@@ -9,8 +9,8 @@ import (
 
 	"github.com/onsi/gomega/types"
 
-	"github.com/birdcage/birdcage/harness/confd"
-	"github.com/birdcage/birdcage/harness/probe/report"
+	"github.com/birdcage/birdcage/dataplane/confd"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/kroute"
 )
 

@@ -20,7 +20,7 @@
 //
 // It exists to test the attach mode (harness/lab) against something
 // birdcage did not build. The BIRD configs are rendered ahead of time by
-// harness/confd for every programClusterRoutes value and release, which is
+// dataplane/confd for every programClusterRoutes value and release, which is
 // what the lab's "confd" installs; the datastore is birdcage's directory
 // format, which the programmer reads.
 package handmade
@@ -41,9 +41,9 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/birdcage/birdcage/harness/confd"
+	"github.com/birdcage/birdcage/dataplane/confd"
+	"github.com/birdcage/birdcage/dataplane/timing"
 	"github.com/birdcage/birdcage/harness/lab"
-	"github.com/birdcage/birdcage/harness/timing"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/env"
