@@ -19,8 +19,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/birdcage/birdcage/dataplane/caliconode"
 	"github.com/birdcage/birdcage/harness"
-	"github.com/birdcage/birdcage/harness/caliconode"
 	"github.com/birdcage/birdcage/harness/control"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/env"

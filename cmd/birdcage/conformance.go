@@ -7,9 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/birdcage/birdcage/harness/htmlreport"
-	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/env"
+	"github.com/birdcage/birdcage/report/htmlreport"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 func conformanceCmd(jsonOut *bool) *cobra.Command {
