@@ -74,7 +74,8 @@ func TestExportImage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if out, err := exec.CommandContext(ctx, tool, "info").CombinedOutput(); err != nil {
-		testenv.Missing(t, testenv.Docker, tool+" info: "+strings.TrimSpace(string(out)))
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		testenv.Missing(t, testenv.Docker, tool+" info (no daemon?): "+strings.TrimSpace(lines[len(lines)-1]))
 	}
 	src := t.TempDir()
 	for _, f := range []string{"usr/bin/calico", "bin/bird", "bin/birdcl"} {
