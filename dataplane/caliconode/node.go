@@ -554,3 +554,13 @@ func (n *Node) StartService(ctx context.Context, svc string) error {
 	_, err := n.Exec(ctx, "/birdcage/bin/sv", "up", svc)
 	return err
 }
+
+// ServiceUp says whether one of the pod's services runs and is not held
+// down by StopService.
+func (n *Node) ServiceUp(ctx context.Context, svc string) bool {
+	if !slices.Contains(Services, svc) || !n.Running() {
+		return false
+	}
+	_, err := n.Exec(ctx, "/bin/sh", "-c", fmt.Sprintf(`[ ! -e /run/sv/%[1]s.down ] && kill -0 "$(cat /run/sv/%[1]s.pid)"`, svc))
+	return err == nil
+}

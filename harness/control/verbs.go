@@ -191,8 +191,17 @@ func (s *Server) bird(ctx context.Context, req Request, o *out, wait time.Durati
 	if err != nil {
 		return err
 	}
-	if n.Calico != nil {
-		return fmt.Errorf("bird %s: %s runs Calico's own BIRD in its calico/node pod; the bird verb drives the model's BIRD only", n.Name, n.Name)
+	// A calico node's BIRD is its pod's bird service: kill holds it down
+	// (runit's sv down), start lets it up, always with -R as its run
+	// script starts it.
+	running := func() bool {
+		if n.Calico != nil {
+			return n.Calico.ServiceUp(ctx, "bird")
+		}
+		return n.BIRD.Running()
+	}
+	if n.Calico != nil && req.Action == "start" && !req.Recovery {
+		return fmt.Errorf("bird %s start: %s runs Calico's own BIRD, whose run script always starts it with -R: add --recovery", n.Name, n.Name)
 	}
 	s.act.Lock()
 	defer s.act.Unlock()
@@ -204,12 +213,12 @@ func (s *Server) bird(ctx context.Context, req Request, o *out, wait time.Durati
 		if err != nil {
 			return err
 		}
-		if !n.BIRD.Running() {
+		if !running() {
 			return fmt.Errorf("BIRD on %s is not running (birdcage bird %s start)", n.Name, n.Name)
 		}
 		return s.withEvents(o, func() error { _, err := s.c.KillBIRD(actx, n.Name, sig); return err })
 	case "start":
-		if n.BIRD.Running() {
+		if running() {
 			return fmt.Errorf("BIRD on %s is already running (birdcage bird %s kill first)", n.Name, n.Name)
 		}
 		return s.withEvents(o, func() error {
