@@ -191,19 +191,23 @@ func orUnset(v config.ProgramClusterRoutes) string {
 	return string(v)
 }
 
-// RemoveNode stops a node's programmer and BIRD and deletes the node, its
+// RemoveNode stops a node's programmer and BIRD (a calico node: kills its pod) and deletes the node, its
 // blocks, workloads and peerings from the datastore (the node has left).
 func (c *Cluster) RemoveNode(ctx context.Context, name string) (results.Event, error) {
 	n := c.Node(name)
-	if n.Calico != nil {
-		return results.Event{}, errCalicoNode(name, "RemoveNode")
-	}
 	e := c.Mark("RemoveNode(" + name + ")")
 	var errs []error
-	if n.BIRD.Running() {
-		errs = append(errs, n.BIRD.Stop(ctx, syscall.SIGKILL))
+	switch {
+	case n.Calico != nil:
+		// The node's pod goes as a deleted node's does: every process
+		// killed at once.
+		errs = append(errs, n.Calico.Stop(ctx, syscall.SIGKILL))
+	default:
+		if n.BIRD.Running() {
+			errs = append(errs, n.BIRD.Stop(ctx, syscall.SIGKILL))
+		}
+		errs = append(errs, n.Programmer.Kill(ctx))
 	}
-	errs = append(errs, n.Programmer.Kill(ctx))
 	cl, err := c.Store.Read(ctx)
 	if err != nil {
 		return e, err

@@ -7,11 +7,11 @@ package scenarios_test
 // felix/routetable/ownershippol/main_route_table_policy.go @ 6609dea54713)
 // and its reconciliation removes the ones it does not want. Here BIRD
 // programs IPIP (Felix Disabled, BGP Enabled), node-2's BIRD is killed
-// and stays down (its routes persist), two destinations stop being
-// wanted — a block released, a pool deleted — and then Felix is given
-// IPIP (EnabledIPIPOnly): it restarts and must remove both strays, and
-// nothing else. The third cause, a node gone, needs RemoveNode, which a
-// calico node does not support yet.
+// and stays down (its routes persist), destinations stop being wanted
+// — a block released, a node gone (its pod killed, its Node, blocks and
+// workloads deleted), a pool deleted — and then Felix is given IPIP
+// (EnabledIPIPOnly): it restarts and must remove every stray, and
+// nothing else.
 
 import (
 	"fmt"
@@ -32,7 +32,7 @@ import (
 )
 
 var _ = Describe("Real Calico persisted-route cleanup", Label("calico", "cleanup", "ipip"), func() {
-	It("with node-2's BIRD killed and not restarted, Felix given IPIP removes BIRD's stray tunnel routes (block released, pool deleted) and nothing else", func(ctx SpecContext) {
+	It("with node-2's BIRD killed and not restarted, Felix given IPIP removes BIRD's stray tunnel routes (block released, node gone, pool deleted) and nothing else", func(ctx SpecContext) {
 		side := sideOf(calicoSource(), env.Calico)
 		t, err := topo.Builtin("ipip")
 		Expect(err).NotTo(HaveOccurred())
@@ -46,7 +46,7 @@ var _ = Describe("Real Calico persisted-route cleanup", Label("calico", "cleanup
 			Skip(fmt.Sprintf("the image is Calico %s: the claim rule is 3.33's", rel))
 		}
 		node2 := c.Node("node-2")
-		node1, node3 := c.Net.Nodes[0], c.Net.Nodes[2]
+		node1, node3, node4 := c.Net.Nodes[0], c.Net.Nodes[2], c.Net.Nodes[3]
 
 		// 1. Guard: BIRD programs every remote block of both pools via
 		// tunl0 on node-2, or a removal proves nothing.
@@ -58,17 +58,21 @@ var _ = Describe("Real Calico persisted-route cleanup", Label("calico", "cleanup
 		}
 
 		// 2. node-2's BIRD is killed and stays down; its routes persist.
-		nameConformance("cleanup: BIRD killed, strays (block released, pool deleted), Felix given IPIP", node2.Name)
+		nameConformance("cleanup: BIRD killed, strays (block released, node gone, pool deleted), Felix given IPIP", node2.Name)
 		trace := traceConformance(c, node2.Name)
 		act(c.KillBIRD(ctx, node2.Name, syscall.SIGKILL))
 
-		// 3. While it is down, two destinations stop being wanted.
+		// 3. While it is down, destinations stop being wanted, each of
+		// the three ways.
 		strays := []stray{
 			{"block released", blockOf(node3, "ipip-pool")},
+			{"node gone", blockOf(node4, "ipip-pool")},
+			{"node gone", blockOf(node4, strayPoolName)},
 			{"pool deleted", blockOf(node1, strayPoolName)},
 			{"pool deleted", blockOf(node3, strayPoolName)},
 		}
 		act(c.Datastore().ReleaseBlock(ctx, strays[0].dst))
+		act(c.RemoveNode(ctx, node4.Name))
 		act(c.Datastore().DeletePool(ctx, strayPoolName))
 		node1Block := blockOf(node1, "ipip-pool")
 
@@ -106,7 +110,7 @@ var _ = Describe("Real Calico persisted-route cleanup", Label("calico", "cleanup
 
 		// 8. Figures: when each stray went, and who asked (the trace).
 		res := c.Result(fmt.Sprintf("%s: persisted-route cleanup, BIRD killed and not restarted, Felix given IPIP", side.flavour()), nil)
-		recordConformance(c, &res, trace, "cleanup: BIRD killed, strays (block released, pool deleted), Felix given IPIP", changed.Mono, end.Mono)
+		recordConformance(c, &res, trace, "cleanup: BIRD killed, strays (block released, node gone, pool deleted), Felix given IPIP", changed.Mono, end.Mono)
 		var lines []string
 		var slowest float64
 		for _, s := range strays {

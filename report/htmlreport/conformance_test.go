@@ -156,7 +156,7 @@ func TestConformanceOnRecordedRuns(t *testing.T) {
 	if r := by["live change ipip, Felix → BIRD"]; r.Model.Verdict != "fail" || r.Real.Verdict != "pass" {
 		t.Errorf("IPIP Felix → BIRD: model %q, Calico %q; want the model's BIRD 2 failing where the fork passes", r.Model.Verdict, r.Real.Verdict)
 	}
-	for _, c := range []string{"re-advertisement ipip (Felix owns it), owner withdraws", "re-advertisement noencap (Felix owns it), owner withdraws", "cleanup: BIRD killed, strays (block released, pool deleted), Felix given IPIP"} {
+	for _, c := range []string{"re-advertisement ipip (Felix owns it), owner withdraws", "re-advertisement noencap (Felix owns it), owner withdraws", "cleanup: BIRD killed, strays (block released, node gone, pool deleted), Felix given IPIP"} {
 		if r := by[c]; r.Model.Verdict != "pass" || r.Real.Verdict != "pass" {
 			t.Errorf("%s: model %q, Calico %q; want both to pass", c, r.Model.Verdict, r.Real.Verdict)
 		}
