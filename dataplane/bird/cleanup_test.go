@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -52,7 +51,7 @@ func TestCleanupAfterRuncDied(t *testing.T) {
 	pid := b.Pid()
 	rc := b.Container().(*runcContainer)
 	// 1. Kill the runc child, not BIRD.
-	if err := rc.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := rc.KillRunc(); err != nil {
 		t.Fatal(err)
 	}
 	<-rc.Done()

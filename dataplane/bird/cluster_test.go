@@ -20,12 +20,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/birdcage/birdcage/dataplane/bird"
 	"github.com/birdcage/birdcage/dataplane/confd"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/nsutil"
-	"github.com/vishvananda/netlink"
 )
 
 // buildMesh wires the cluster's nodes to one bridge and prepares (but does

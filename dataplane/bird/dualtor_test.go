@@ -13,11 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/birdcage/birdcage/dataplane/bird"
 	"github.com/birdcage/birdcage/dataplane/confd"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
-	"github.com/vishvananda/netlink"
 )
 
 // nexthops describes a route's paths as "gw@dev" strings, sorted.

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/birdcage/birdcage/dataplane/runc"
 	"github.com/birdcage/birdcage/internal/machine"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/procfs"
@@ -292,9 +293,9 @@ func (b *Instance) start(ctx context.Context, recovery bool) error {
 		}
 		select {
 		case <-c.Done():
-			return fmt.Errorf("bird %s: exited during start: %v; log %s: %s", b.name, c.Err(), b.logPath, tail(b.logPath, 8))
+			return fmt.Errorf("bird %s: exited during start: %v; log %s: %s", b.name, c.Err(), b.logPath, runc.Tail(b.logPath, 8))
 		case <-ctx.Done():
-			return fmt.Errorf("bird %s: control socket %s did not answer: %w; log: %s", b.name, b.client.Socket, ctx.Err(), tail(b.logPath, 8))
+			return fmt.Errorf("bird %s: control socket %s did not answer: %w; log: %s", b.name, b.client.Socket, ctx.Err(), runc.Tail(b.logPath, 8))
 		case <-tick.C:
 		}
 	}
@@ -542,7 +543,7 @@ func (b *Instance) waitEstablished(ctx context.Context, protocols ...string) err
 		case <-tick.C:
 		}
 		if !b.Running() {
-			return fmt.Errorf("bird %s: %w while waiting for sessions (%s); log: %s", b.name, ErrNotRunning, last, tail(b.logPath, 5))
+			return fmt.Errorf("bird %s: %w while waiting for sessions (%s); log: %s", b.name, ErrNotRunning, last, runc.Tail(b.logPath, 5))
 		}
 	}
 }

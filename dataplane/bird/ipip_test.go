@@ -11,10 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/birdcage/birdcage/dataplane/bird"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
-	"github.com/vishvananda/netlink"
 )
 
 func TestIPIPTunnelRouteShape(t *testing.T) {

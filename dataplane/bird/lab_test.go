@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
 	"github.com/birdcage/birdcage/dataplane/bird"
 	"github.com/birdcage/birdcage/dataplane/confd"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
@@ -18,9 +22,6 @@ import (
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/run"
 	"github.com/birdcage/birdcage/internal/testenv"
-	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 )
 
 // requireRoot skips a test that needs root, bird and runc.

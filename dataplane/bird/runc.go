@@ -8,14 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/birdcage/birdcage/internal/machine"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/birdcage/birdcage/dataplane/runc"
+	"github.com/birdcage/birdcage/internal/machine"
 )
 
 // Runc runs containers with Debian's runc as foreground `runc run` child
@@ -49,10 +49,6 @@ func (r *Runc) bin() string {
 		return r.Binary
 	}
 	return "runc"
-}
-
-func (r *Runc) cmd(ctx context.Context, args ...string) *exec.Cmd {
-	return exec.CommandContext(ctx, r.bin(), append([]string{"--root", r.StateRoot}, args...)...)
 }
 
 // skeleton makes the read-only root: empty mount points and the merged-/usr
@@ -168,134 +164,34 @@ func (r *Runc) Run(ctx context.Context, s ContainerSpec) (Container, error) {
 	if err := os.WriteFile(filepath.Join(bundle, "config.json"), cfg, 0o644); err != nil {
 		return nil, fmt.Errorf("container %s: config.json: %w", s.ID, err)
 	}
-	pidFile := filepath.Join(bundle, "pid")
-	_ = os.Remove(pidFile)
-
-	logf, err := os.OpenFile(s.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	child, err := runc.Start(ctx, r.Binary, r.StateRoot, bundle, s.ID, s.LogPath)
 	if err != nil {
-		return nil, fmt.Errorf("container %s: log: %w", s.ID, err)
+		_ = os.RemoveAll(bundle)
+		return nil, err
 	}
-	// Not CommandContext: the container must outlive the start context.
-	cmd := exec.Command(r.bin(), "--root", r.StateRoot, "run", "--bundle", bundle, "--pid-file", pidFile, s.ID)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// Own process group: a Ctrl-C to the test binary reaches the harness's
-	// cleanup, not runc (which would forward it to BIRD as a SIGINT).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return nil, fmt.Errorf("container %s: start runc: %w", s.ID, err)
-	}
-	c := &runcContainer{rt: r, id: s.ID, cmd: cmd, done: make(chan struct{}), logPath: s.LogPath}
-	go func() {
-		c.err = cmd.Wait()
-		logf.Close()
-		close(c.done)
-	}()
-
-	// The pid file appears once the container's process runs.
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if b, err := os.ReadFile(pidFile); err == nil && len(b) > 0 {
-			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
-				c.pid = pid
-				return c, nil
-			}
-		}
-		select {
-		case <-c.done:
-			return c, fmt.Errorf("container %s: runc exited before the container started: %v (log %s: %s)", s.ID, c.err, s.LogPath, tail(s.LogPath, 5))
-		case <-ctx.Done():
-			_ = c.Delete(context.Background())
-			return c, fmt.Errorf("container %s: waiting for start: %w", s.ID, ctx.Err())
-		case <-tick.C:
-		}
-	}
+	return &runcContainer{Child: child, rt: r, bundle: bundle}, nil
 }
 
+// runcContainer is a BIRD container: the runc child, BIRD its init.
 type runcContainer struct {
-	rt      *Runc
-	id      string
-	cmd     *exec.Cmd
-	pid     int
-	done    chan struct{}
-	err     error
-	logPath string
-}
-
-func (c *runcContainer) ID() string            { return c.id }
-func (c *runcContainer) Pid() int              { return c.pid }
-func (c *runcContainer) Done() <-chan struct{} { return c.done }
-func (c *runcContainer) Err() error {
-	select {
-	case <-c.done:
-		return c.err
-	default:
-		return nil
-	}
+	*runc.Child
+	rt     *Runc
+	bundle string
 }
 
 // Signal goes through `runc kill`, which signals the container's init
-// (BIRD) itself; SIGKILL cannot be forwarded by the runc child.
+// (BIRD) itself.
 func (c *runcContainer) Signal(sig syscall.Signal) error {
-	select {
-	case <-c.done:
-		return fmt.Errorf("container %s: already exited", c.id)
-	default:
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.rt.Machine.Wait(10*time.Second))
 	defer cancel()
-	out, err := c.rt.cmd(ctx, "kill", c.id, strconv.Itoa(int(sig))).CombinedOutput()
-	if err != nil {
-		select {
-		case <-c.done: // exited meanwhile
-			return nil
-		default:
-		}
-		return fmt.Errorf("runc kill %s %s: %v: %s", c.id, sig, err, strings.TrimSpace(string(out)))
-	}
-	return nil
-}
-
-func (c *runcContainer) Exec(ctx context.Context, args ...string) ([]byte, error) {
-	out, err := c.rt.cmd(ctx, append([]string{"exec", c.id}, args...)...).CombinedOutput()
-	if err != nil {
-		return out, fmt.Errorf("runc exec %s %s: %w: %s", c.id, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
-	}
-	return out, nil
+	return c.Child.Signal(ctx, sig)
 }
 
 // Delete kills the container if needed, waits for the runc child, and
-// force-deletes the state (needed when the runc child itself was killed).
+// force-deletes the state (needed when the runc child itself was killed)
+// and the bundle.
 func (c *runcContainer) Delete(ctx context.Context) error {
-	select {
-	case <-c.done:
-	default:
-		_ = c.Signal(syscall.SIGKILL)
-		select {
-		case <-c.done:
-		case <-ctx.Done():
-			_ = c.cmd.Process.Kill()
-			<-c.done
-		}
-	}
-	out, err := c.rt.cmd(ctx, "delete", "--force", c.id).CombinedOutput()
-	if err != nil && !strings.Contains(string(out), "does not exist") {
-		return fmt.Errorf("runc delete --force %s: %v: %s", c.id, err, strings.TrimSpace(string(out)))
-	}
-	_ = os.RemoveAll(filepath.Join(c.rt.BundleRoot, c.id))
-	return nil
-}
-
-// tail returns the last n lines of a file, for error messages.
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "(" + err.Error() + ")"
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, " | ")
+	err := c.Child.Delete(ctx, 0)
+	_ = os.RemoveAll(c.bundle)
+	return err
 }

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -22,6 +21,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/birdcage/birdcage/dataplane/bird"
+	"github.com/birdcage/birdcage/dataplane/runc"
 	"github.com/birdcage/birdcage/internal/machine"
 	"github.com/birdcage/birdcage/internal/run"
 )
@@ -66,7 +66,7 @@ type Node struct {
 	mu     sync.Mutex
 	src    Source
 	env    []string
-	c      *container
+	c      *runc.Child
 	root   string // the current start's overlay
 	starts int
 }
@@ -135,7 +135,7 @@ func (n *Node) Running() bool {
 		return false
 	}
 	select {
-	case <-c.done:
+	case <-c.Done():
 		return false
 	default:
 		return true
@@ -152,7 +152,7 @@ func (n *Node) Start(ctx context.Context, src Source, env []string) error {
 	defer n.mu.Unlock()
 	if n.c != nil {
 		select {
-		case <-n.c.done:
+		case <-n.c.Done():
 		default:
 			return fmt.Errorf("calico node %s: already running (container %s)", n.o.Name, n.id)
 		}
@@ -177,7 +177,7 @@ func (n *Node) Start(ctx context.Context, src Source, env []string) error {
 	if err := os.WriteFile(filepath.Join(bundle, "config.json"), cfg, 0o644); err != nil {
 		return fmt.Errorf("calico node %s: config.json: %w", n.o.Name, err)
 	}
-	c, err := runContainer(ctx, n.stateRoot(), bundle, n.id, filepath.Join(n.logDir, "container.log"))
+	c, err := runc.Start(ctx, "", n.stateRoot(), bundle, n.id, filepath.Join(n.logDir, "container.log"))
 	if err != nil {
 		return fmt.Errorf("calico node %s: %w", n.o.Name, err)
 	}
@@ -202,37 +202,33 @@ func (n *Node) Stop(ctx context.Context, sig syscall.Signal) error {
 			n.log.Warn("unmount the pod's root", "path", root, "err", err)
 		}
 	}()
-	select {
-	case <-c.done:
-	default:
-		if err := c.signal(ctx, sig); err != nil {
+	if !c.Exited() {
+		if err := c.Signal(ctx, sig); err != nil {
 			n.log.Warn("signal calico node", "sig", sig, "err", err)
 		}
 		select {
-		case <-c.done:
+		case <-c.Done():
 		case <-ctx.Done():
-			_ = c.signal(context.Background(), syscall.SIGKILL)
-			select {
-			case <-c.done:
-			case <-time.After(n.o.Machine.Wait(10 * time.Second)):
-				_ = c.cmd.Process.Kill()
-				<-c.done
-			}
 		}
 	}
+	// Past ctx: SIGKILL, and the runc child itself killed if the pod's
+	// init is not gone within the machine's 10 s.
 	dctx, cancel := context.WithTimeout(context.Background(), n.o.Machine.Wait(10*time.Second))
 	defer cancel()
-	if out, err := exec.CommandContext(dctx, "runc", "--root", n.stateRoot(), "delete", "--force", n.id).CombinedOutput(); err != nil && !strings.Contains(string(out), "does not exist") {
-		return fmt.Errorf("runc delete --force %s: %v: %s", n.id, err, strings.TrimSpace(string(out)))
-	}
-	return nil
+	return c.Delete(dctx, n.o.Machine.Wait(10*time.Second))
 }
 
 // Exec runs argv inside the running pod and returns its combined output.
 func (n *Node) Exec(ctx context.Context, argv ...string) ([]byte, error) {
-	out, err := exec.CommandContext(ctx, "runc", append([]string{"--root", n.stateRoot(), "exec", n.id}, argv...)...).CombinedOutput()
+	n.mu.Lock()
+	c := n.c
+	n.mu.Unlock()
+	if c == nil {
+		return nil, fmt.Errorf("calico node %s: not started", n.o.Name)
+	}
+	out, err := c.Exec(ctx, argv...)
 	if err != nil {
-		return out, fmt.Errorf("calico node %s: runc exec %s: %w: %s", n.o.Name, strings.Join(argv, " "), err, strings.TrimSpace(string(out)))
+		return out, fmt.Errorf("calico node %s: %w", n.o.Name, err)
 	}
 	return out, nil
 }
@@ -456,80 +452,6 @@ func (n *Node) spec(src Source, root string) *specs.Spec {
 			MaskedPaths: []string{"/proc/kcore", "/proc/keys", "/proc/timer_list", "/sys/firmware"},
 		},
 	}
-}
-
-// container is one `runc run` child.
-type container struct {
-	root, id string
-	cmd      *exec.Cmd
-	done     chan struct{}
-	err      error
-}
-
-func (c *container) signal(ctx context.Context, sig syscall.Signal) error {
-	out, err := exec.CommandContext(ctx, "runc", "--root", c.root, "kill", c.id, strconv.Itoa(int(sig))).CombinedOutput()
-	if err != nil {
-		select {
-		case <-c.done:
-			return nil
-		default:
-		}
-		return fmt.Errorf("runc kill %s %s: %v: %s", c.id, sig, err, strings.TrimSpace(string(out)))
-	}
-	return nil
-}
-
-// runContainer starts `runc run` in the foreground as a child and returns
-// once the container's init runs.
-func runContainer(ctx context.Context, root, bundle, id, logPath string) (*container, error) {
-	if _, err := exec.LookPath("runc"); err != nil {
-		return nil, fmt.Errorf("runc: %w (Debian package runc)", err)
-	}
-	if err := os.MkdirAll(root, 0o700); err != nil {
-		return nil, err
-	}
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	pidFile := filepath.Join(bundle, "pid")
-	cmd := exec.Command("runc", "--root", root, "run", "--bundle", bundle, "--pid-file", pidFile, id)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return nil, fmt.Errorf("start runc: %w", err)
-	}
-	c := &container{root: root, id: id, cmd: cmd, done: make(chan struct{})}
-	go func() {
-		c.err = cmd.Wait()
-		logf.Close()
-		close(c.done)
-	}()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if b, err := os.ReadFile(pidFile); err == nil && len(strings.TrimSpace(string(b))) > 0 {
-			return c, nil
-		}
-		select {
-		case <-c.done:
-			b, _ := os.ReadFile(logPath)
-			return nil, fmt.Errorf("container %s: runc exited before the container started: %v (log %s: %s)", id, c.err, logPath, lastLines(string(b), 5))
-		case <-ctx.Done():
-			_ = c.signal(context.Background(), syscall.SIGKILL)
-			return nil, fmt.Errorf("container %s: waiting for start: %w", id, ctx.Err())
-		case <-tick.C:
-		}
-	}
-}
-
-func lastLines(s string, k int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > k {
-		lines = lines[len(lines)-k:]
-	}
-	return strings.Join(lines, " | ")
 }
 
 // StopService stops one of the pod's services (bird, bird6, confd, felix)
