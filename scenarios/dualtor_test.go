@@ -120,125 +120,15 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 
 	DescribeTable("one ToR failing: routes through it fall back to the other plane and every flow recovers, with a gap that is measured",
 		func(ctx SpecContext, failure torFailure) {
-			// 1. BIRD owns no-encap; every remote block dual (guard). A
-			// hold-timer failure runs every BGP session (nodes and
-			// routers) with the hold time of its form, and waits for the
-			// fallback by it.
-			var opts harness.Options
-			var form holdForm
+			By("1. BIRD owns no-encap; every remote block dual (guard); a hold-timer failure runs every session with its form's hold time (guard)")
+			tf := startTorFailure(ctx, failure)
+			By("2-5. probes flowing; the ToR fails; exactly the routes through it fall back; every flow delivers again")
+			tf.failAndFallBack(ctx)
+			By("6. figures: loss, the gap, and when each route fell back (from the route timeline)")
+			tf.recordFigures()
 			if failure.holdTimer {
-				form = slowForm()
-				opts.Timers = form.timers
-				failure.fallbackTimeout = time.Duration(form.timers.EffectiveHold())*time.Second + time.Minute
-			}
-			c := startCluster(ctx, "dualtor", opts)
-			f := newFabric(c)
-			const failed = "tor-1a"
-			f.expectPaths(func(n *harness.Node, _ netip.Prefix) []string { return f.bothPlanes(n.Name) }, judge.ByBIRD, 30*time.Second)
-			behind := f.behind(failed)
-			Expect(behind).To(ConsistOf("node-1", "node-2"), "guard: %s serves rack 1", failed)
-			plane := f.planeOf(failed)
-			if failure.holdTimer {
-				// Guard: BIRD itself reports the hold time in use on every
-				// session, the ToR-to-ToR ones too (their hold is the
-				// smaller of the two routers', so this is where the
-				// routers' own config shows).
-				expectHoldTime(ctx, c, form.timers.EffectiveHold())
-			}
-
-			// 2. Probes between every pair, flowing (Probes waits for it).
-			probes, err := c.Probes(ctx, harness.ProbeOptions{})
-			Expect(err).NotTo(HaveOccurred())
-
-			// 3. The ToR fails.
-			fail := failure.do(ctx, c, failed)
-
-			// 4. A route falls back to the surviving plane exactly when its
-			// node or the block's node sits behind the failed ToR; routes
-			// between the other rack's nodes keep both planes (a control
-			// that the failure is contained).
-			want := func(n *harness.Node, b netip.Prefix) []string {
-				if slices.Contains(behind, n.Name) || slices.Contains(behind, f.owner[b]) {
-					return f.planesExcept(n.Name, plane)
-				}
-				return f.bothPlanes(n.Name)
-			}
-			f.expectPaths(want, judge.ByBIRD, failure.fallbackTimeout)
-			c.Mark("routes fell back to one plane")
-
-			// 5. Every flow delivers again.
-			Eventually(flowsDelivering(probes)).WithTimeout(machine.Wait(failure.fallbackTimeout)).WithPolling(50*time.Millisecond).Should(Succeed(),
-				"every flow recovers over the surviving plane")
-			rep, err := probes.Stop()
-			Expect(err).NotTo(HaveOccurred())
-
-			// 6. Figures: loss, the gap, and when each route fell back (from
-			// the route timeline, not the polling above).
-			res := c.Result("dual-ToR, "+failed+" fails: "+failure.name, rep)
-			title := failure.name
-			if failure.holdTimer {
-				title += ", " + form.name
-				res.Figures["bgpHoldTimeS"] = float64(form.timers.EffectiveHold())
-				res.Figures["bgpKeepaliveTimeS"] = float64(form.timers.EffectiveKeepalive())
-			}
-			res.AddProbeFigures(rep)
-			res.Figures["flowsWithLoss"] = float64(rep.Total.FlowsWithLoss)
-			perNode, noRoute := f.fallbackTimes(want, fail.Mono)
-			var last float64
-			for node, ms := range perNode {
-				res.Figures[node+".lastRouteFellBackMsAfterFailure"] = ms
-				last = max(last, ms)
-			}
-			res.Figures["lastRouteFellBackMsAfterFailure"] = last
-			res.Figures["longestNoRouteWindowMs"] = noRoute
-			note := failure.note
-			if failure.holdTimer {
-				note = fmt.Sprintf(note, form.describe())
-			}
-			res.Notes = append(res.Notes, note,
-				"the design makes no loss claim for a ToR failure; loss and gap are figures")
-			var fell []string
-			for _, n := range c.Nodes() {
-				fell = append(fell, fmt.Sprintf("%s %.0f ms", n.Name, perNode[n.Name]))
-			}
-			var window holdWindow
-			if failure.holdTimer {
-				window = newHoldWindow(form.timers, c.Timing().BIRDScanTime)
-				res.Figures["holdExpiryWindowLowMs"] = window.lowMs()
-				res.Figures["holdExpiryWindowHighMs"] = window.highMs()
-				res.Notes = append(res.Notes, window.String())
-			}
-			report(fmt.Sprintf("dual-ToR, %s fails (%s): lost probes per flow; last route single-path %.0f ms after the failure",
-				failed, title, last), results.GapTable(rep)+"\n"+f.routeTable(judge.ByBIRD)+
-				"\nlast route to fall back, per node, after the failure: "+strings.Join(fell, ", ")+"\n", res)
-
-			// 7. A hold-timer failure: the nodes behind the failed ToR see
-			// no carrier change (an uplink runs through the rack's switch,
-			// topo.Uplinks), so only the hold timer can tell them; each fell
-			// back inside the window in which it can expire. The other
-			// rack's nodes learn it from their ToR, which lost carrier on
-			// its link to the failed one: they fell back first (a control
-			// that the window separates the two ways of noticing).
-			if failure.holdTimer {
-				late := behind
-				Expect(late).NotTo(BeEmpty(), "guard: some node waits for the hold timer, or the spec did not exercise it")
-				firstLate := -1.0
-				for _, node := range late {
-					ms, ok := perNode[node]
-					Expect(ok).To(BeTrue(), "guard: %s (behind %s) has no fallback in its route timeline", node, failed)
-					Expect(window.contains(ms)).To(BeTrue(), "%s fell back %.0f ms after the failure, outside the hold-timer window: %s", node, ms, window)
-					if firstLate < 0 || ms < firstLate {
-						firstLate = ms
-					}
-				}
-				for _, n := range c.Nodes() {
-					if slices.Contains(late, n.Name) {
-						continue
-					}
-					Expect(perNode).To(HaveKey(n.Name), "guard: %s has routes to the failed rack that fell back", n.Name)
-					Expect(perNode[n.Name]).To(BeNumerically("<", firstLate),
-						"%s (told by link state through its ToR) fell back %.0f ms after the failure, not before the first hold-timer node (%.0f ms)", n.Name, perNode[n.Name], firstLate)
-				}
+				By("7. hold timer: the nodes behind the failed ToR fell back inside the hold-expiry window, the others before them")
+				tf.expectHoldTimerWindow()
 			}
 		},
 		Entry("its BIRD is SIGTERMed (Cease: peers withdraw at once)", torFailure{
@@ -717,4 +607,149 @@ func torRoutesViaNonOwner(ctx context.Context, c *harness.Cluster) (via, checked
 		h.Close()
 	}
 	return via, checked
+}
+
+// torFailureRun is one entry of the ToR-failure spec.
+type torFailureRun struct {
+	c       *harness.Cluster
+	f       *fabric
+	failure torFailure
+	form    holdForm
+	failed  string   // the ToR that fails
+	behind  []string // the nodes it serves
+	plane   string   // its plane
+	fail    results.Event
+	want    func(n *harness.Node, b netip.Prefix) []string
+	rep     *probe.Report
+	perNode map[string]float64 // when each node's last route fell back, ms after the failure
+	noRoute float64
+	window  holdWindow
+}
+
+// startTorFailure is step 1: BIRD owns no-encap; every remote block dual
+// (guard). A hold-timer failure runs every BGP session (nodes and routers)
+// with the hold time of its form, and waits for the fallback by it.
+func startTorFailure(ctx SpecContext, failure torFailure) *torFailureRun {
+	GinkgoHelper()
+	tf := &torFailureRun{failed: "tor-1a"}
+	var opts harness.Options
+	if failure.holdTimer {
+		tf.form = slowForm()
+		opts.Timers = tf.form.timers
+		failure.fallbackTimeout = time.Duration(tf.form.timers.EffectiveHold())*time.Second + time.Minute
+	}
+	tf.failure = failure
+	tf.c = startCluster(ctx, "dualtor", opts)
+	tf.f = newFabric(tf.c)
+	tf.f.expectPaths(func(n *harness.Node, _ netip.Prefix) []string { return tf.f.bothPlanes(n.Name) }, judge.ByBIRD, 30*time.Second)
+	tf.behind = tf.f.behind(tf.failed)
+	Expect(tf.behind).To(ConsistOf("node-1", "node-2"), "guard: %s serves rack 1", tf.failed)
+	tf.plane = tf.f.planeOf(tf.failed)
+	if failure.holdTimer {
+		// Guard: BIRD itself reports the hold time in use on every
+		// session, the ToR-to-ToR ones too (their hold is the smaller of
+		// the two routers', so this is where the routers' own config
+		// shows).
+		expectHoldTime(ctx, tf.c, tf.form.timers.EffectiveHold())
+	}
+	return tf
+}
+
+// failAndFallBack is steps 2-5: probes between every pair, flowing (Probes
+// waits for it); the ToR fails; a route falls back to the surviving plane
+// exactly when its node or the block's node sits behind the failed ToR;
+// routes between the other rack's nodes keep both planes (a control that
+// the failure is contained); every flow delivers again.
+func (tf *torFailureRun) failAndFallBack(ctx SpecContext) {
+	GinkgoHelper()
+	c, f := tf.c, tf.f
+	probes, err := c.Probes(ctx, harness.ProbeOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	tf.fail = tf.failure.do(ctx, c, tf.failed)
+	tf.want = func(n *harness.Node, b netip.Prefix) []string {
+		if slices.Contains(tf.behind, n.Name) || slices.Contains(tf.behind, f.owner[b]) {
+			return f.planesExcept(n.Name, tf.plane)
+		}
+		return f.bothPlanes(n.Name)
+	}
+	f.expectPaths(tf.want, judge.ByBIRD, tf.failure.fallbackTimeout)
+	c.Mark("routes fell back to one plane")
+	Eventually(flowsDelivering(probes)).WithTimeout(machine.Wait(tf.failure.fallbackTimeout)).WithPolling(50*time.Millisecond).Should(Succeed(),
+		"every flow recovers over the surviving plane")
+	tf.rep, err = probes.Stop()
+	Expect(err).NotTo(HaveOccurred())
+}
+
+// recordFigures is step 6: loss, the gap, and when each route fell back
+// (from the route timeline, not the polling of step 4).
+func (tf *torFailureRun) recordFigures() {
+	GinkgoHelper()
+	c, f, failure, form, rep := tf.c, tf.f, tf.failure, tf.form, tf.rep
+	res := c.Result("dual-ToR, "+tf.failed+" fails: "+failure.name, rep)
+	title := failure.name
+	if failure.holdTimer {
+		title += ", " + form.name
+		res.Figures["bgpHoldTimeS"] = float64(form.timers.EffectiveHold())
+		res.Figures["bgpKeepaliveTimeS"] = float64(form.timers.EffectiveKeepalive())
+	}
+	res.AddProbeFigures(rep)
+	res.Figures["flowsWithLoss"] = float64(rep.Total.FlowsWithLoss)
+	tf.perNode, tf.noRoute = f.fallbackTimes(tf.want, tf.fail.Mono)
+	perNode, noRoute := tf.perNode, tf.noRoute
+	var last float64
+	for node, ms := range perNode {
+		res.Figures[node+".lastRouteFellBackMsAfterFailure"] = ms
+		last = max(last, ms)
+	}
+	res.Figures["lastRouteFellBackMsAfterFailure"] = last
+	res.Figures["longestNoRouteWindowMs"] = noRoute
+	note := failure.note
+	if failure.holdTimer {
+		note = fmt.Sprintf(note, form.describe())
+	}
+	res.Notes = append(res.Notes, note,
+		"the design makes no loss claim for a ToR failure; loss and gap are figures")
+	var fell []string
+	for _, n := range c.Nodes() {
+		fell = append(fell, fmt.Sprintf("%s %.0f ms", n.Name, perNode[n.Name]))
+	}
+	if failure.holdTimer {
+		tf.window = newHoldWindow(form.timers, c.Timing().BIRDScanTime)
+		res.Figures["holdExpiryWindowLowMs"] = tf.window.lowMs()
+		res.Figures["holdExpiryWindowHighMs"] = tf.window.highMs()
+		res.Notes = append(res.Notes, tf.window.String())
+	}
+	report(fmt.Sprintf("dual-ToR, %s fails (%s): lost probes per flow; last route single-path %.0f ms after the failure",
+		tf.failed, title, last), results.GapTable(rep)+"\n"+f.routeTable(judge.ByBIRD)+
+		"\nlast route to fall back, per node, after the failure: "+strings.Join(fell, ", ")+"\n", res)
+}
+
+// expectHoldTimerWindow is step 7, a hold-timer failure: the nodes behind the failed ToR see
+// no carrier change (an uplink runs through the rack's switch,
+// topo.Uplinks), so only the hold timer can tell them; each fell
+// back inside the window in which it can expire. The other
+// rack's nodes learn it from their ToR, which lost carrier on
+// its link to the failed one: they fell back first (a control
+// that the window separates the two ways of noticing).
+func (tf *torFailureRun) expectHoldTimerWindow() {
+	GinkgoHelper()
+	late := tf.behind
+	Expect(late).NotTo(BeEmpty(), "guard: some node waits for the hold timer, or the spec did not exercise it")
+	firstLate := -1.0
+	for _, node := range late {
+		ms, ok := tf.perNode[node]
+		Expect(ok).To(BeTrue(), "guard: %s (behind %s) has no fallback in its route timeline", node, tf.failed)
+		Expect(tf.window.contains(ms)).To(BeTrue(), "%s fell back %.0f ms after the failure, outside the hold-timer window: %s", node, ms, tf.window)
+		if firstLate < 0 || ms < firstLate {
+			firstLate = ms
+		}
+	}
+	for _, n := range tf.c.Nodes() {
+		if slices.Contains(late, n.Name) {
+			continue
+		}
+		Expect(tf.perNode).To(HaveKey(n.Name), "guard: %s has routes to the failed rack that fell back", n.Name)
+		Expect(tf.perNode[n.Name]).To(BeNumerically("<", firstLate),
+			"%s (told by link state through its ToR) fell back %.0f ms after the failure, not before the first hold-timer node (%.0f ms)", n.Name, tf.perNode[n.Name], firstLate)
+	}
 }
