@@ -61,19 +61,8 @@ var _ = Describe("Protocol-matched delete", Label("ipip", "protodelete"), func()
 				Should(judge.HaveClusterRoute(block).ProgrammedBy(judge.ByBIRD).Via(topo.TunnelDevice), "guard before the upgrade")
 		}
 
-		// 2. node-2 to 3.33: its routes become the programmer's, its new
-		// BIRD recovers, reconciles and learns the blocks over BGP again.
-		act(c.UpgradeNode(ctx, node2.Name, config.R333, harness.UpgradeOptions{}))
-		for _, b := range c.RemoteBlocks(node2.Name) {
-			Eventually(node2).WithPolling(20 * time.Millisecond).
-				Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice).Only())
-		}
-		Expect(c.WaitConverged(ctx)).To(Succeed())
-		Eventually(func() []kroute.Route { return birdRoutesTo(node2, c.RemoteBlocks(node2.Name)) }).
-			WithPolling(100*time.Millisecond).Should(BeEmpty(), "node-2's new BIRD finished recovery and reconciled")
-		Eventually(func() bool { return learnedOverBGP(ctx, node2, block) }).WithPolling(100*time.Millisecond).
-			Should(BeTrue(), "guard: node-2's new BIRD must learn node-3's block over BGP, or there is nothing for it to withdraw")
-		exportedToKernel := exportedToKernel(ctx, node2, block)
+		By("2. node-2 to 3.33: its routes become the programmer's; its new BIRD recovers, reconciles and learns the blocks again")
+		exportedToKernel := protoDeleteUpgradeNode2(ctx, c, node2, block)
 
 		// 3. Probes node-2 <-> node-3, and node-1 -> node-3 for the control.
 		wl1, wl2, wl3 := harness.Endpoint(node1.NS.Workloads[0]), harness.Endpoint(node2.NS.Workloads[0]), harness.Endpoint(node3.NS.Workloads[0])
@@ -107,25 +96,7 @@ var _ = Describe("Protocol-matched delete", Label("ipip", "protodelete"), func()
 		waitFullResyncs(node2, 2)
 		end := c.Mark("two full resyncs after the withdrawal")
 
-		// Every node-2 -> node-3 probe sent before the end mark is inside
-		// the claim's window and must arrive, with no hole before it. On a
-		// loaded emulated machine packets can trail the sender by a second
-		// or more, so this waits for them (late probes fill holes too);
-		// those sent after the mark and still in flight when the probes
-		// stop are outside the window and only reported.
-		endRep, err := probes.Report()
-		Expect(err).NotTo(HaveOccurred())
-		sentByEnd := flowBetween(endRep, wl2, wl3).Sent
-		Eventually(func() (probe.GapReport, error) {
-			r, err := probes.Report()
-			if err != nil {
-				return probe.GapReport{}, err
-			}
-			return flowBetween(r, wl2, wl3), nil
-		}).WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).Should(judge.HaveNoGap().Through(endRep),
-			"node-2 -> node-3 should deliver every probe it sent before the end mark, with no gap")
-		rep, err := probes.Stop()
-		Expect(err).NotTo(HaveOccurred())
+		endRep, sentByEnd, rep := drainNode2ToNode3(probes, wl2, wl3)
 
 		// 8. Figures.
 		tl2 := c.Timeline(node2.Name)
@@ -182,4 +153,47 @@ func flowBetween(rep *probe.Report, a, b probe.Endpoint) probe.GapReport {
 	}
 	Fail(fmt.Sprintf("no probe flow %s -> %s in the report", a.Name, b.Name))
 	return probe.GapReport{}
+}
+
+// protoDeleteUpgradeNode2 is step 2: node-2 to 3.33, its routes become the
+// programmer's, its new BIRD recovers, reconciles and learns the blocks
+// over BGP again (guard: or there is nothing for it to withdraw). It
+// returns whether node-2's BIRD exported block to its kernel, for a note.
+func protoDeleteUpgradeNode2(ctx SpecContext, c *harness.Cluster, node2 *harness.Node, block netip.Prefix) bool {
+	GinkgoHelper()
+	act(c.UpgradeNode(ctx, node2.Name, config.R333, harness.UpgradeOptions{}))
+	for _, b := range c.RemoteBlocks(node2.Name) {
+		Eventually(node2).WithPolling(20 * time.Millisecond).
+			Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice).Only())
+	}
+	Expect(c.WaitConverged(ctx)).To(Succeed())
+	Eventually(func() []kroute.Route { return birdRoutesTo(node2, c.RemoteBlocks(node2.Name)) }).
+		WithPolling(100*time.Millisecond).Should(BeEmpty(), "node-2's new BIRD finished recovery and reconciled")
+	Eventually(func() bool { return learnedOverBGP(ctx, node2, block) }).WithPolling(100*time.Millisecond).
+		Should(BeTrue(), "guard: node-2's new BIRD must learn node-3's block over BGP, or there is nothing for it to withdraw")
+	return exportedToKernel(ctx, node2, block)
+}
+
+// drainNode2ToNode3: every node-2 -> node-3 probe sent before the end mark
+// is inside the claim's window and must arrive, with no hole before it. On
+// a loaded emulated machine packets can trail the sender by a second or
+// more, so this waits for them (late probes fill holes too); those sent
+// after the mark and still in flight when the probes stop are outside the
+// window and only reported.
+func drainNode2ToNode3(probes *probe.Session, wl2, wl3 probe.Endpoint) (endRep *probe.Report, sentByEnd uint64, rep *probe.Report) {
+	GinkgoHelper()
+	endRep, err := probes.Report()
+	Expect(err).NotTo(HaveOccurred())
+	sentByEnd = flowBetween(endRep, wl2, wl3).Sent
+	Eventually(func() (probe.GapReport, error) {
+		r, err := probes.Report()
+		if err != nil {
+			return probe.GapReport{}, err
+		}
+		return flowBetween(r, wl2, wl3), nil
+	}).WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).Should(judge.HaveNoGap().Through(endRep),
+		"node-2 -> node-3 should deliver every probe it sent before the end mark, with no gap")
+	rep, err = probes.Stop()
+	Expect(err).NotTo(HaveOccurred())
+	return endRep, sentByEnd, rep
 }
