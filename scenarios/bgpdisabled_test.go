@@ -30,6 +30,7 @@ import (
 	"github.com/birdcage/birdcage/instrument/probe"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -38,7 +39,7 @@ var _ = Describe("Disabling BGP under the 3.33 defaults", Label("ipip", "bgpdisa
 		t := topo.NoEncap(3, 1)
 		t.Name = "noencap-mixed"
 		t.Pools = append([]topo.Pool{{Name: "ipip-pool", CIDR: "10.245.0.0/16", IPIPMode: topo.IPIPAlways}}, t.Pools...)
-		c := startClusterOn(ctx, t, harness.Options{RouteRefreshInterval: 2 * time.Second})
+		c := scenariotest.StartClusterOn(ctx, t, harness.Options{RouteRefreshInterval: 2 * time.Second})
 
 		// 1. Guards: the 3.33 defaults' owners, and probes flowing.
 		for _, n := range c.Nodes() {
@@ -57,7 +58,7 @@ var _ = Describe("Disabling BGP under the 3.33 defaults", Label("ipip", "bgpdisa
 
 		// 2. BGP off: the datastore says so and every session goes down.
 		off := c.Mark("BGP switched off")
-		act(c.Datastore().DisableBGP(ctx))
+		scenariotest.Act(c.Datastore().DisableBGP(ctx))
 		// confd re-renders for the change (the config says bgpEnabled is
 		// false); wait for that reconfigure so it cannot re-enable the
 		// sessions disabled next.
@@ -109,7 +110,7 @@ var _ = Describe("Disabling BGP under the 3.33 defaults", Label("ipip", "bgpdisa
 		end := c.Mark("two full resyncs after BGP went off")
 		atEnd, err := probes.Report()
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(func() (*probe.Report, error) { return probes.Report() }).WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
+		Eventually(func() (*probe.Report, error) { return probes.Report() }).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
 			Should(judge.HaveNoGap().Through(atEnd), "every IPIP probe sent by the end should arrive")
 		rep, err := probes.Stop()
 		Expect(err).NotTo(HaveOccurred())
@@ -128,7 +129,7 @@ var _ = Describe("Disabling BGP under the 3.33 defaults", Label("ipip", "bgpdisa
 		}
 		res := c.Result("BGP disabled under the 3.33 defaults: IPIP up, no-encap down", rep)
 		res.Figures["windowMs"] = float64(end.Mono-off.Mono) / 1e6
-		report("BGP switched off under the 3.33 defaults", table.String()+results.GapTable(rep), res)
+		scenariotest.Record("BGP switched off under the 3.33 defaults", table.String()+results.GapTable(rep), res)
 		for _, f := range rep.Flows {
 			Expect(f).To(judge.HaveNoGap().Through(atEnd), "IPIP flow %s lost probes after BGP went off", f.Flow)
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 // birdDelete is one run of the shared-key spec: the three nodes, their
@@ -52,7 +53,7 @@ func startBIRDDelete(ctx SpecContext) *birdDelete {
 	GinkgoHelper()
 	sharedKey := 0
 	d := &birdDelete{traces: map[string]*harness.RouteTrace{}, refused: map[string]bpf.RouteRequests{}}
-	d.c = startCluster(ctx, "noencap", harness.Options{RouteRefreshInterval: 2 * time.Second, Timers: confd.Timers{ScanTime: birdDeleteScanTime},
+	d.c = scenariotest.StartCluster(ctx, "noencap", harness.Options{RouteRefreshInterval: 2 * time.Second, Timers: confd.Timers{ScanTime: birdDeleteScanTime},
 		BGP: datastore.BGPConfiguration{KernelMetric: &sharedKey}})
 	d.node1, d.node2, d.node3 = d.c.Node("node-1"), d.c.Node("node-2"), d.c.Node("node-3")
 	d.block1, d.block3 = blockOf(d.node1.NS, "noencap-pool"), blockOf(d.node3.NS, "noencap-pool")
@@ -78,7 +79,7 @@ func (d *birdDelete) controlDelete(ctx SpecContext) {
 	GinkgoHelper()
 	c, node2, block1 := d.c, d.node2, d.block1
 	d.ctl = c.Mark("control: node-1's BIRD gets SIGTERM")
-	act(c.KillBIRD(ctx, d.node1.Name, syscall.SIGTERM))
+	scenariotest.Act(c.KillBIRD(ctx, d.node1.Name, syscall.SIGTERM))
 	Eventually(func() []event.Event { return deletesOf(c.Timeline(node2.Name), block1, d.ctl.Mono, 0) }).
 		WithPolling(20*time.Millisecond).ShouldNot(BeEmpty(),
 		"control: node-2's BIRD should delete its proto bird route to %s when node-1 withdraws it", block1)
@@ -91,14 +92,14 @@ func (d *birdDelete) controlDelete(ctx SpecContext) {
 		reqs, err := d.traces[node2.Name].Requests()
 		ctlDels = reqs.Between(d.ctl.Mono, 0).To(block1).Deletes()
 		return ctlDels.From(d.bird2).WithProtocol(kroute.ProtoBIRD).Answered(0), err
-	}).WithTimeout(machine.Wait(10*time.Second)).WithPolling(20*time.Millisecond).ShouldNot(BeEmpty(),
+	}).WithTimeout(scenariotest.Machine.Wait(10*time.Second)).WithPolling(20*time.Millisecond).ShouldNot(BeEmpty(),
 		"control: the trace should show node-2's BIRD (pid %d) send an RTM_DELROUTE %s proto bird that the kernel accepted", d.bird2, block1)
 	d.ctlReq = ctlDels.From(d.bird2).WithProtocol(kroute.ProtoBIRD).Answered(0)[0]
 	Expect(d.ctlReq.Comm).To(Equal("bird"), "control: the sender is BIRD: %v", d.ctlReq)
 	Expect(d.ctlReq.NetNS).To(Equal(d.traces[node2.Name].NetNS()), "control: in node-2's namespace: %v", d.ctlReq)
 	Expect(d.ctlReq.At).To(BeNumerically("<=", d.controlDel.At), "control: BIRD sent its delete before the timeline saw the route go")
 	Expect(ctlDels.Answered(syscall.ESRCH)).To(BeEmpty(), "control: no delete of %s was refused: %v", block1, ctlDels.Strings())
-	act(c.StartBIRD(ctx, d.node1.Name, harness.StartBIRDOptions{}))
+	scenariotest.Act(c.StartBIRD(ctx, d.node1.Name, harness.StartBIRDOptions{}))
 	Expect(c.WaitConverged(ctx)).To(Succeed())
 	Eventually(node2).WithPolling(50*time.Millisecond).
 		Should(judge.HaveClusterRoute(block1).ProgrammedBy(judge.ByBIRD).Only(), "node-1's block back to BIRD's route after the control")
@@ -120,7 +121,7 @@ func (d *birdDelete) takeOver(ctx SpecContext) {
 	// back (quiesce_test.go). The claim is about routes the programmer
 	// holds, so the withdrawal waits for the cluster routes to stand still,
 	// and every node must then hold the programmer's.
-	d.settled = quiesceClusterRoutes(c, takeover.Mono, machine.Wait(90*time.Second))
+	d.settled = quiesceClusterRoutes(c, takeover.Mono, scenariotest.Machine.Wait(90*time.Second))
 	for _, n := range c.Nodes() {
 		for _, b := range c.RemoteBlocks(n.Name) {
 			Expect(n).To(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).Via("eth0").Only(),
@@ -199,7 +200,7 @@ func (d *birdDelete) settle(probes *probe.Session) (rep, endRep *probe.Report) {
 	Expect(d.node2.Programmer.Restarts()).To(HaveLen(d.restartsBefore), "guard: node-2's programmer did not restart (its ownership did not change), so nothing re-programmed the route behind BIRD's delete")
 	endRep, err := probes.Report()
 	Expect(err).NotTo(HaveOccurred())
-	Eventually(func() (*probe.Report, error) { return probes.Report() }).WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
+	Eventually(func() (*probe.Report, error) { return probes.Report() }).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
 		Should(judge.HaveNoGap().Through(endRep), "every probe sent before the end mark should arrive")
 	rep, err = probes.Stop()
 	Expect(err).NotTo(HaveOccurred())
@@ -226,7 +227,7 @@ func (d *birdDelete) recordFigures(rep *probe.Report) map[string]bpf.RouteReques
 	res.Figures["controlDeleteAckMs"] = float64(d.ctlReq.AckAt-d.ctlReq.At) / 1e6
 	noteQuiescence(&res, d.settled)
 	res.Notes = append(res.Notes, "control, node-2: "+d.ctlReq.String())
-	report(fmt.Sprintf("a real BIRD delete: BGPConfiguration Disabled, %s withdrawn by BIRD; node-1/node-2's BIRDs sent %d/%d RTM_DELROUTE proto bird, refused ESRCH; control delete of BIRD's own route accepted, %.0f ms after its withdrawal",
+	scenariotest.Record(fmt.Sprintf("a real BIRD delete: BGPConfiguration Disabled, %s withdrawn by BIRD; node-1/node-2's BIRDs sent %d/%d RTM_DELROUTE proto bird, refused ESRCH; control delete of BIRD's own route accepted, %.0f ms after its withdrawal",
 		block3, len(d.refused[d.node1.Name]), len(d.refused[d.node2.Name]), res.Figures["controlDeleteAfterWithdrawalMs"]), results.GapTable(rep), res)
 	return afterWithdrawal
 }
@@ -242,7 +243,7 @@ func takeOverBeside1024(ctx SpecContext, c *harness.Cluster, node2 *harness.Node
 	Eventually(func() ([]kroute.Route, error) { return node2.Routes(block3) }).WithPolling(20*time.Millisecond).
 		Should(ContainElement(SatisfyAll(HaveField("Protocol", designProgrammerProtocol), HaveField("Metric", 0))),
 			"node-2 holds the programmer's route to %s at 0", block3)
-	settled := quiesceClusterRoutes(c, takeover.Mono, machine.Wait(90*time.Second))
+	settled := quiesceClusterRoutes(c, takeover.Mono, scenariotest.Machine.Wait(90*time.Second))
 	for _, n := range c.Nodes() {
 		for _, b := range c.RemoteBlocks(n.Name) {
 			Expect(n.Routes(b)).To(ContainElement(SatisfyAll(HaveField("Protocol", designProgrammerProtocol), HaveField("Metric", 0))),
@@ -309,7 +310,7 @@ func recordBIRDDelete1024(c *harness.Cluster, rep *probe.Report, dels bpf.RouteR
 	res.Figures["routeEventsAfterWithdrawal node-2"] = float64(tl.Flaps(block3, withdrawn, end).Changes())
 	noteQuiescence(&res, settled)
 	res.Notes = append(res.Notes, "node-2 route requests for "+block3.String()+" after the withdrawal: "+strings.Join(dels.Strings(), "; "))
-	report(fmt.Sprintf("a real BIRD delete at 3.33's metric 1024: node-2's BIRD sent %d RTM_DELROUTE proto bird, accepted; BIRD's route deleted %d time(s), the programmer's %d", len(dels), birdDeletes, progDeletes),
+	scenariotest.Record(fmt.Sprintf("a real BIRD delete at 3.33's metric 1024: node-2's BIRD sent %d RTM_DELROUTE proto bird, accepted; BIRD's route deleted %d time(s), the programmer's %d", len(dels), birdDeletes, progDeletes),
 		results.GapTable(rep), res)
 	return birdDeletes, progDeletes
 }
@@ -322,7 +323,7 @@ func resyncAndDrain(c *harness.Cluster, node *harness.Node, probes *probe.Sessio
 	end = c.Mark("two full resyncs after the withdrawal")
 	endRep, err := probes.Report()
 	Expect(err).NotTo(HaveOccurred())
-	Eventually(func() (*probe.Report, error) { return probes.Report() }).WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
+	Eventually(func() (*probe.Report, error) { return probes.Report() }).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
 		Should(judge.HaveNoGap().Through(endRep), "every probe sent before the end mark should arrive")
 	rep, err = probes.Stop()
 	Expect(err).NotTo(HaveOccurred())

@@ -72,6 +72,7 @@ import (
 	"github.com/birdcage/birdcage/instrument/probe"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/testenv"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 // birdDeleteScanTime is BIRD's kernel scan period here, long so that no
@@ -118,7 +119,7 @@ var _ = Describe("A real BIRD's delete of a route the programmer took over", Lab
 		// delete of the key the programmer holds) does not arise; what
 		// happens instead is shown here.
 		By("3.33 defaults on no-encap; guard: node-2's BIRD route to node-3's block at 1024")
-		c := startCluster(ctx, "noencap", harness.Options{RouteRefreshInterval: 2 * time.Second, Timers: confd.Timers{ScanTime: birdDeleteScanTime}})
+		c := scenariotest.StartCluster(ctx, "noencap", harness.Options{RouteRefreshInterval: 2 * time.Second, Timers: confd.Timers{ScanTime: birdDeleteScanTime}})
 		node2, node3 := c.Node("node-2"), c.Node("node-3")
 		block3 := blockOf(node3.NS, "noencap-pool")
 		Eventually(node2).WithPolling(50*time.Millisecond).

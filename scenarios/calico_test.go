@@ -22,12 +22,13 @@ import (
 	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 // calicoSource is $BIRDCAGE_CALICO, or the spec skips naming the feature.
 func calicoSource() string {
 	GinkgoHelper()
-	dir := cfg.Calico
+	dir := scenariotest.Config.Calico
 	if dir == "" {
 		testenv.Missing(GinkgoT(), testenv.Calico, "set "+env.Calico+"=DIR, a directory laid out like the calico/node image's root filesystem (README: Run it on your Calico)")
 	}
@@ -46,7 +47,7 @@ var _ = Describe("Real Calico", Label("calico"), func() {
 	DescribeTable("converges on Calico's own Felix, confd and BIRD, and a live programClusterRoutes change moves the routes and back",
 		func(ctx SpecContext, topology string, initial judge.Owner, steps []calicoStep) {
 			src := calicoSource()
-			c := startCluster(ctx, topology, harness.Options{Calico: src})
+			c := scenariotest.StartCluster(ctx, topology, harness.Options{Calico: src})
 
 			// 1. Guard: every node runs Calico's binaries, BIRD the 1.6
 			// fork, not the model's programmer and upstream BIRD.
@@ -65,7 +66,7 @@ var _ = Describe("Real Calico", Label("calico"), func() {
 			// 2. The release's default owner (3.33: BIRD for no-encap,
 			// Felix for IPIP), every flow delivering through real Felix's
 			// dataplane.
-			Eventually(c).WithTimeout(machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).
+			Eventually(c).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).
 				Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(initial).Only(), "every remote block by %s, and no other route", initial)
 			probes, err := c.Probes(ctx, harness.ProbeOptions{})
 			Expect(err).NotTo(HaveOccurred())
@@ -88,7 +89,7 @@ var _ = Describe("Real Calico", Label("calico"), func() {
 				l := lost()
 				e, err := c.SetProgramClusterRoutes(ctx, st.felix, st.bgp)
 				Expect(err).NotTo(HaveOccurred())
-				Eventually(c).WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
+				Eventually(c).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
 					Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(st.owner).Only(), "after Felix=%s, BGP=%s: %s's routes only", st.felix, st.bgp, st.owner)
 				Eventually(flowsDelivering(probes)).WithPolling(50 * time.Millisecond).Should(Succeed())
 				if len(spans) > 0 {
@@ -126,7 +127,7 @@ var _ = Describe("Real Calico", Label("calico"), func() {
 				res.Figures["longestNoRouteWindowMs"+sp.name] = longest
 				lines = append(lines, fmt.Sprintf("%s: %.0f lost, %d no-route windows, longest %.0f ms", sp.name, res.Figures["lost"+sp.name], windows, longest))
 			}
-			report("real Calico (calico flavour) on "+topology, strings.Join(versions, "\n")+"\n"+results.GapTable(rep)+strings.Join(lines, "\n")+"\n", res)
+			scenariotest.Record("real Calico (calico flavour) on "+topology, strings.Join(versions, "\n")+"\n"+results.GapTable(rep)+strings.Join(lines, "\n")+"\n", res)
 		},
 		Entry("no-encap: BIRD's routes to Felix (Felix=Enabled, BGP=Disabled) and back", Label("noencap"), "noencap", judge.ByBIRD, []calicoStep{
 			{config.Enabled, config.Disabled, judge.ByProgrammer, "BIRDToFelix"},
@@ -142,7 +143,7 @@ var _ = Describe("Real Calico", Label("calico"), func() {
 var _ = Describe("Real Calico beside the model", Label("calico", "noencap"), func() {
 	It("a mixed cluster (node-2 Calico's own pod, the rest the model) converges and every flow delivers, every remote block by BIRD", func(ctx SpecContext) {
 		src := calicoSource()
-		c := startCluster(ctx, "noencap", harness.Options{NodeCalico: map[string]string{"node-2": src}})
+		c := scenariotest.StartCluster(ctx, "noencap", harness.Options{NodeCalico: map[string]string{"node-2": src}})
 		// Guard: exactly node-2 runs Calico's pod.
 		for _, n := range c.Nodes() {
 			want := harness.FlavourModel
@@ -154,7 +155,7 @@ var _ = Describe("Real Calico beside the model", Label("calico", "noencap"), fun
 		Expect(c.Node("node-2").CalicoVersions().BIRD).To(ContainSubstring("1.6"), "node-2's BIRD is Calico's fork")
 		// The model's BIRD 2 and Calico's BIRD 1.6 fork mesh with each
 		// other; with 3.33's defaults BIRD owns every no-encap block.
-		Eventually(c).WithTimeout(machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).
+		Eventually(c).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).
 			Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(judge.ByBIRD).Only(), "every remote block by BIRD, on every node")
 		probes, err := c.Probes(ctx, harness.ProbeOptions{})
 		Expect(err).NotTo(HaveOccurred())
@@ -164,6 +165,6 @@ var _ = Describe("Real Calico beside the model", Label("calico", "noencap"), fun
 		res := c.Result("real Calico beside the model on noencap", rep)
 		res.AddProbeFigures(rep)
 		Expect(res.Flavours).To(Equal(map[string]string{"node-1": "model", "node-2": "calico", "node-3": "model"}), "the row records each node's flavour")
-		report("mixed cluster: node-2 real Calico", results.GapTable(rep), res)
+		scenariotest.Record("mixed cluster: node-2 real Calico", results.GapTable(rep), res)
 	})
 })

@@ -34,6 +34,7 @@ import (
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -41,7 +42,7 @@ import (
 // from, or the spec skips naming the feature.
 func calicoFromSource() string {
 	GinkgoHelper()
-	dir := cfg.CalicoFrom
+	dir := scenariotest.Config.CalicoFrom
 	if dir == "" {
 		testenv.Missing(GinkgoT(), testenv.Calico, "set "+env.CalicoFrom+"=DIR (the image an upgrade starts from, e.g. a 3.32 build) and "+env.Calico+"=DIR (the image it moves to)")
 	}
@@ -125,13 +126,13 @@ func (u *calicoUpgrade) route(ctx SpecContext, b netip.Prefix, o judge.Owner) *j
 func startCalicoUpgrade(ctx SpecContext, topology, from string) *calicoUpgrade {
 	GinkgoHelper()
 	u := &calicoUpgrade{topology: topology, upgraded: "node-2"}
-	u.c = startCluster(ctx, topology, harness.Options{Calico: from})
+	u.c = scenariotest.StartCluster(ctx, topology, harness.Options{Calico: from})
 	u.n = u.c.Node(u.upgraded)
 	u.fromRel = u.n.Release()
 	u.remote = u.c.RemoteBlocks(u.upgraded)
 	Expect(u.remote).NotTo(BeEmpty(), "guard: %s has remote blocks to judge", u.upgraded)
 	for _, b := range u.remote {
-		Eventually(u.n).WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
+		Eventually(u.n).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
 			Should(u.route(ctx, b, judge.ByBIRD).Only(), "guard: on %s BIRD owns %s's route to %s", u.fromRel, u.upgraded, b)
 	}
 	var err error
@@ -145,13 +146,13 @@ func startCalicoUpgrade(ctx SpecContext, topology, from string) *calicoUpgrade {
 // replacePod is step 2.
 func (u *calicoUpgrade) replacePod(ctx SpecContext, to string, after judge.Owner, sig syscall.Signal) {
 	GinkgoHelper()
-	u.begin = act(u.c.UpgradeNode(ctx, u.upgraded, config.R333, harness.UpgradeOptions{Signal: sig, Calico: to}))
+	u.begin = scenariotest.Act(u.c.UpgradeNode(ctx, u.upgraded, config.R333, harness.UpgradeOptions{Signal: sig, Calico: to}))
 	u.toRel = u.n.Release()
 	for _, b := range u.remote {
-		Eventually(u.n).WithTimeout(machine.Wait(60*time.Second)).WithPolling(20*time.Millisecond).
+		Eventually(u.n).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(20*time.Millisecond).
 			Should(u.route(ctx, b, after).Only(), "after the upgrade to %s: %s's route to %s by %s alone", u.toRel, u.upgraded, b, after)
 	}
-	wait, cancel := context.WithTimeout(ctx, machine.Wait(60*time.Second))
+	wait, cancel := context.WithTimeout(ctx, scenariotest.Machine.Wait(60*time.Second))
 	defer cancel()
 	Expect(u.c.WaitConverged(wait)).To(Succeed())
 	u.end = u.c.Mark("converged after upgrade")
@@ -201,10 +202,10 @@ func (u *calicoUpgrade) recordFigures(sig syscall.Signal) (windows int, platform
 	res.Figures["deletesAtUpgradedNode"] = float64(deletes)
 	controls, err := judge.Holes(rep, judge.SinceSnapshot(u.atBegin, u.atEnd), func(f probe.GapReport) bool { return !u.isUp(f.SrcAddr) && !u.isUp(f.DstAddr) })
 	Expect(err).NotTo(HaveOccurred())
-	platform, err = judge.PlatformLossOf(controls, machine.Stalls())
+	platform, err = judge.PlatformLossOf(controls, scenariotest.Machine.Stalls())
 	Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve %s measure the platform's own loss", u.upgraded)
 	res.Figures["platformMissingPerControlFlowMax"] = float64(platform.Max)
-	report(name, results.GapTable(rep), res)
+	scenariotest.Record(name, results.GapTable(rep), res)
 	u.res = res
 	return windows, platform
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -50,7 +51,7 @@ func startCleanupRun(ctx SpecContext, tc cleanupCase) *cleanupRun {
 	Expect(err).NotTo(HaveOccurred())
 	t.Pools = append(t.Pools, strayPool)
 	r := &cleanupRun{tc: tc}
-	r.c = startClusterOn(ctx, t, harness.Options{
+	r.c = scenariotest.StartClusterOn(ctx, t, harness.Options{
 		Release: config.Pre333,
 		Felix:   datastore.FelixConfiguration{ProgramClusterRoutes: string(tc.start.felix)},
 		BGP:     datastore.BGPConfiguration{ProgramClusterRoutes: string(tc.start.bgp)},
@@ -80,9 +81,9 @@ func (r *cleanupRun) unwantStrays(ctx SpecContext) {
 		{"pool deleted", blockOf(c.Net.Nodes[0], strayPoolName)},
 		{"pool deleted", blockOf(node3, strayPoolName)},
 	}
-	act(c.Datastore().ReleaseBlock(ctx, r.strays[0].dst))
-	act(c.RemoveNode(ctx, node4.Name))
-	act(c.Datastore().DeletePool(ctx, strayPoolName))
+	scenariotest.Act(c.Datastore().ReleaseBlock(ctx, r.strays[0].dst))
+	scenariotest.Act(c.RemoveNode(ctx, node4.Name))
+	scenariotest.Act(c.Datastore().DeletePool(ctx, strayPoolName))
 	// Still wanted afterwards: node-1's block, and node-3's workload, now
 	// in no block, by a /32 of its own.
 	r.node1Block = blockOf(c.Net.Nodes[0], "ipip-pool")
@@ -109,13 +110,13 @@ func (r *cleanupRun) migrate(ctx SpecContext) {
 	c, node2, tc := r.c, r.node2, r.tc
 	switch tc.absence {
 	case absentBGPDisabled:
-		act(c.Datastore().DisableBGP(ctx))
-		r.migrated = act(c.UpgradeNode(ctx, node2.Name, tc.release, harness.UpgradeOptions{}))
+		scenariotest.Act(c.Datastore().DisableBGP(ctx))
+		r.migrated = scenariotest.Act(c.UpgradeNode(ctx, node2.Name, tc.release, harness.UpgradeOptions{}))
 	case absentRecoveryNeverCompletes:
 		for _, peer := range []string{"node-1", "node-3"} { // node-4 is gone
-			act(c.KillBIRD(ctx, peer, syscall.SIGKILL))
+			scenariotest.Act(c.KillBIRD(ctx, peer, syscall.SIGKILL))
 		}
-		r.migrated = act(c.UpgradeNode(ctx, node2.Name, tc.release, harness.UpgradeOptions{}))
+		r.migrated = scenariotest.Act(c.UpgradeNode(ctx, node2.Name, tc.release, harness.UpgradeOptions{}))
 		Expect(node2.BIRD.Running()).To(BeTrue(), "guard: the new BIRD must run (in recovery)")
 	case absentKilledNotRestarted:
 		// The value that makes node-2's programmer own IPIP on its
@@ -155,7 +156,7 @@ func (r *cleanupRun) expectStraysRemovedAndWantedRouted(ctx SpecContext) {
 	if r.tc.claims {
 		for _, s := range r.strays {
 			Eventually(func() []kroute.Route { return birdRoutesTo(node2, []netip.Prefix{s.dst}) }).
-				WithTimeout(machine.Wait(3*time.Minute)).WithPolling(50*time.Millisecond).Should(BeEmpty(),
+				WithTimeout(scenariotest.Machine.Wait(3*time.Minute)).WithPolling(50*time.Millisecond).Should(BeEmpty(),
 				"the %s stray %s: node-2's programmer owns IPIP and should have removed BIRD's route", s.kind, s.dst)
 		}
 	}
@@ -271,5 +272,5 @@ func (r *cleanupRun) recordFigures() {
 	res.Figures["straysLeft"] = float64(len(birdRoutesTo(node2, strayDsts(r.strays))))
 	res.Notes = append(res.Notes, fmt.Sprintf("node-2 programmer %s: programIPIPClusterRoutes=%v claimsBIRDTunnelRoutes=%v; routeRefreshInterval %s; %d full resyncs observed after the migration",
 		tc.release, st.ProgramIPIPClusterRoutes, st.ClaimsBIRDTunnelRoutes, refresh, r.resyncs))
-	report(fmt.Sprintf("cleanup, %s, node-2 programmer %s (owns IPIP %v, claims BIRD's tunl0 routes %v)", tc.absence, tc.release, tc.owns, tc.claims), tab.String(), res)
+	scenariotest.Record(fmt.Sprintf("cleanup, %s, node-2 programmer %s (owns IPIP %v, claims BIRD's tunl0 routes %v)", tc.absence, tc.release, tc.owns, tc.claims), tab.String(), res)
 }

@@ -48,6 +48,7 @@ import (
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -79,7 +80,7 @@ func lateAges() []lateAge {
 		// passed the 35 s form.
 		{65 * time.Second, 50, netip.MustParsePrefix("10.245.250.128/26")},
 	}
-	if cfg.Full(env.DepthCleanupLate) {
+	if scenariotest.Config.Full(env.DepthCleanupLate) {
 		ages = append(ages, lateAge{125 * time.Second, 100, netip.MustParsePrefix("10.245.250.192/26")})
 	}
 	return ages
@@ -128,7 +129,7 @@ type lateCleanup struct {
 func startLateCleanup(ctx SpecContext) *lateCleanup {
 	GinkgoHelper()
 	l := &lateCleanup{}
-	l.c = startCluster(ctx, "ipip", harness.Options{Release: headlineFrom, RouteRefreshInterval: lateNoBoundRefresh})
+	l.c = scenariotest.StartCluster(ctx, "ipip", harness.Options{Release: headlineFrom, RouteRefreshInterval: lateNoBoundRefresh})
 	c := l.c
 	l.node2, l.node3 = c.Node("node-2"), c.Node("node-3")
 	node2 := l.node2
@@ -151,11 +152,11 @@ func startLateCleanup(ctx SpecContext) *lateCleanup {
 func (l *lateCleanup) migrate(ctx SpecContext) {
 	GinkgoHelper()
 	c, node2 := l.c, l.node2
-	act(c.KillBIRD(ctx, node2.Name, syscall.SIGKILL))
-	act(c.Datastore().ReleaseBlock(ctx, l.early))
-	act(c.Datastore().DisableBGP(ctx))
+	scenariotest.Act(c.KillBIRD(ctx, node2.Name, syscall.SIGKILL))
+	scenariotest.Act(c.Datastore().ReleaseBlock(ctx, l.early))
+	scenariotest.Act(c.Datastore().DisableBGP(ctx))
 	l.migrated = c.Mark("migration begins")
-	act(c.UpgradeNode(ctx, node2.Name, config.R333, harness.UpgradeOptions{}))
+	scenariotest.Act(c.UpgradeNode(ctx, node2.Name, config.R333, harness.UpgradeOptions{}))
 	Expect(node2.BIRD.Running()).To(BeFalse(), "guard: node-2's BIRD must not come back (BGP disabled)")
 	st, err := node2.Programmer.Status()
 	Expect(err).NotTo(HaveOccurred())
@@ -171,7 +172,7 @@ func (l *lateCleanup) expectEarlyStrayRemoved(ctx SpecContext) {
 	GinkgoHelper()
 	c, node2, early := l.c, l.node2, l.early
 	Eventually(func() []kroute.Route { return birdRoutesTo(node2, []netip.Prefix{early}) }).
-		WithTimeout(machine.Wait(time.Minute)).WithPolling(50*time.Millisecond).Should(BeEmpty(), "control: the stray to the released block %s is removed", early)
+		WithTimeout(scenariotest.Machine.Wait(time.Minute)).WithPolling(50*time.Millisecond).Should(BeEmpty(), "control: the stray to the released block %s is removed", early)
 	l.earlyAt, _ = firstBIRDDelete(c.Timeline(node2.Name), early, l.migrated.Mono)
 	encap := expectIPIPEncapsulated(ctx, c, flowsFrom(c, node2.Name, "node-1", "node-4"), "node-2 on 3.33 without BIRD")
 	l.res = c.Result("persisted-route cleanup has no time bound", nil)
@@ -189,7 +190,7 @@ func (l *lateCleanup) plantAndExpectRemoved(i int, age lateAge) {
 		l.resyncs += waitFullResyncsLong(node2, age.resyncs-l.resyncs)
 	}
 	resyncs := l.resyncs
-	Eventually(func() time.Duration { return time.Duration(monoclock.Now() - started) }).WithTimeout(machine.Wait(age.after+time.Minute)).WithPolling(100*time.Millisecond).
+	Eventually(func() time.Duration { return time.Duration(monoclock.Now() - started) }).WithTimeout(scenariotest.Machine.Wait(age.after+time.Minute)).WithPolling(100*time.Millisecond).
 		Should(BeNumerically(">=", age.after), "guard: %s since the programmer started", age.after)
 	planted := c.Mark(fmt.Sprintf("late stray %s planted", age.dst))
 	if i == 0 {
@@ -209,14 +210,14 @@ func (l *lateCleanup) plantAndExpectRemoved(i int, age lateAge) {
 			}
 		}
 		return added
-	}).WithTimeout(machine.Wait(10*time.Second)).WithPolling(20*time.Millisecond).
+	}).WithTimeout(scenariotest.Machine.Wait(10*time.Second)).WithPolling(20*time.Millisecond).
 		Should(ContainElement(SatisfyAll(HaveField("Protocol", kroute.ProtoBIRD), HaveField("Devices()", ConsistOf(topo.TunnelDevice)), HaveField("Metric", birdMetric))),
 			"guard: the late stray %s reached node-2's kernel", age.dst)
 	sinceStart := time.Duration(planted.Mono - started)
 
 	// 5. The claim: it is removed, by the programmer.
 	Eventually(func() []kroute.Route { return birdRoutesTo(node2, []netip.Prefix{age.dst}) }).
-		WithTimeout(machine.Wait(time.Minute)).WithPolling(50*time.Millisecond).Should(BeEmpty(),
+		WithTimeout(scenariotest.Machine.Wait(time.Minute)).WithPolling(50*time.Millisecond).Should(BeEmpty(),
 		"the stray %s planted %.1f s (%d full resyncs) after the programmer started should be removed", age.dst, sinceStart.Seconds(), resyncs)
 	at, _ := firstBIRDDelete(c.Timeline(node2.Name), age.dst, planted.Mono)
 	Expect(programmerDeletes(node2.Programmer.LogPath())).To(HaveKey(age.dst.String()), "node-2's programmer log should say it deleted %s", age.dst)
@@ -246,7 +247,7 @@ func (l *lateCleanup) recordFigures() {
 	res.Figures["routeRefreshIntervalMs"] = float64(lateNoBoundRefresh.Milliseconds())
 	res.Figures["lateStrays"] = float64(len(ages))
 	res.Figures["earlyStrayRemovedAfterMigrationMs"] = float64(l.earlyAt-l.migrated.Mono) / 1e6
-	report(fmt.Sprintf("cleanup without a time bound: %d late strays, the oldest planted %.1f s after the programmer started, all removed (early stray %.0f ms after the migration)",
+	scenariotest.Record(fmt.Sprintf("cleanup without a time bound: %d late strays, the oldest planted %.1f s after the programmer started, all removed (early stray %.0f ms after the migration)",
 		len(ages), res.Figures[fmt.Sprintf("age%d.plantedAfterProgrammerStartMs", len(ages))]/1e3, res.Figures["earlyStrayRemovedAfterMigrationMs"]), l.table.String(), res)
 }
 
@@ -254,13 +255,13 @@ func (l *lateCleanup) recordFigures() {
 // limit grows with n (a resync each lateNoBoundRefresh, twice over).
 func waitFullResyncsLong(node *harness.Node, n int) int {
 	GinkgoHelper()
-	return waitFullResyncsWithin(node, n, machine.Wait(time.Minute+time.Duration(2*n)*lateNoBoundRefresh))
+	return waitFullResyncsWithin(node, n, scenariotest.Machine.Wait(time.Minute+time.Duration(2*n)*lateNoBoundRefresh))
 }
 
 var _ = Describe("Persisted-route cleanup when BIRD is not run for want of BGP peers", Label("ipip", "cleanup", "claim2"), func() {
 	It("the 3.33 programmer removes BIRD's stray while BGP stays enabled; a pre-3.33 programmer keeps it", func(ctx SpecContext) {
 		// 1. 3.31 (headlineFrom): BIRD owns IPIP.
-		c := startCluster(ctx, "ipip", harness.Options{Release: headlineFrom, RouteRefreshInterval: lateRefresh})
+		c := scenariotest.StartCluster(ctx, "ipip", harness.Options{Release: headlineFrom, RouteRefreshInterval: lateRefresh})
 		node1, node2, node3, node4 := c.Node("node-1"), c.Node("node-2"), c.Node("node-3"), c.Node("node-4")
 		stray, wanted := blockOf(node3.NS, "ipip-pool"), blockOf(node4.NS, "ipip-pool")
 		for _, n := range []*harness.Node{node1, node2} {
@@ -274,10 +275,10 @@ var _ = Describe("Persisted-route cleanup when BIRD is not run for want of BGP p
 		// node-3's block is released; the mesh is switched off, and there
 		// is no BGPPeer: the cluster has no BGP peers. BGP stays enabled.
 		for _, n := range []*harness.Node{node1, node2} {
-			act(c.KillBIRD(ctx, n.Name, syscall.SIGKILL))
+			scenariotest.Act(c.KillBIRD(ctx, n.Name, syscall.SIGKILL))
 		}
-		act(c.Datastore().ReleaseBlock(ctx, stray))
-		act(c.Datastore().UpdateBGPConfig(ctx, "node-to-node mesh off", func(b *datastore.BGPConfiguration) {
+		scenariotest.Act(c.Datastore().ReleaseBlock(ctx, stray))
+		scenariotest.Act(c.Datastore().UpdateBGPConfig(ctx, "node-to-node mesh off", func(b *datastore.BGPConfiguration) {
 			off := false
 			b.NodeToNodeMeshEnabled = &off
 		}))
@@ -288,8 +289,8 @@ var _ = Describe("Persisted-route cleanup when BIRD is not run for want of BGP p
 
 		// 3. node-2 comes back on 3.33, node-1 (control) on pre-3.33.
 		migrated := c.Mark("migration begins")
-		act(c.UpgradeNode(ctx, node2.Name, config.R333, harness.UpgradeOptions{}))
-		act(c.UpgradeNode(ctx, node1.Name, headlineFrom, harness.UpgradeOptions{}))
+		scenariotest.Act(c.UpgradeNode(ctx, node2.Name, config.R333, harness.UpgradeOptions{}))
+		scenariotest.Act(c.UpgradeNode(ctx, node1.Name, headlineFrom, harness.UpgradeOptions{}))
 		for _, n := range []*harness.Node{node1, node2} {
 			Expect(n.Peers()).To(BeEmpty(), "guard: %s's rendered config has no BGP peer", n.Name)
 			Expect(n.BIRD.Running()).To(BeFalse(), "guard: %s's BIRD is not run for want of peers", n.Name)
@@ -298,7 +299,7 @@ var _ = Describe("Persisted-route cleanup when BIRD is not run for want of BGP p
 		// 4. The claim: node-2's programmer removes the stray and takes
 		// the wanted block.
 		Eventually(func() []kroute.Route { return birdRoutesTo(node2, []netip.Prefix{stray}) }).
-			WithTimeout(machine.Wait(3*time.Minute)).WithPolling(50*time.Millisecond).Should(BeEmpty(), "node-2's 3.33 programmer should remove BIRD's stray route to %s", stray)
+			WithTimeout(scenariotest.Machine.Wait(3*time.Minute)).WithPolling(50*time.Millisecond).Should(BeEmpty(), "node-2's 3.33 programmer should remove BIRD's stray route to %s", stray)
 		Expect(programmerDeletes(node2.Programmer.LogPath())).To(HaveKey(stray.String()), "node-2's programmer log should say it deleted %s", stray)
 		Eventually(node2).WithPolling(50*time.Millisecond).
 			Should(judge.HaveClusterRoute(wanted).ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice).Only(), "node-2's programmer owns the wanted block %s", wanted)
@@ -319,7 +320,7 @@ var _ = Describe("Persisted-route cleanup when BIRD is not run for want of BGP p
 		encapFigures(res, encap)
 		res.Figures["strayRemovedAfterMigrationMs"] = float64(removedAt-migrated.Mono) / 1e6
 		res.Figures["routeRefreshIntervalMs"] = float64(lateRefresh.Milliseconds())
-		report(fmt.Sprintf("cleanup with no BGP peers (BIRD not run, BGP enabled): node-2 (3.33) removed the stray %.0f ms after the migration began; node-1 (%s) kept it",
+		scenariotest.Record(fmt.Sprintf("cleanup with no BGP peers (BIRD not run, BGP enabled): node-2 (3.33) removed the stray %.0f ms after the migration began; node-1 (%s) kept it",
 			res.Figures["strayRemovedAfterMigrationMs"], headlineFrom), "", res)
 	})
 })

@@ -42,6 +42,7 @@ import (
 	"github.com/birdcage/birdcage/instrument/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -106,7 +107,7 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 			By("1-2. every node on pre-3.33 with a second IPIP pool; guard: BIRD programs a route via tunl0 to every remote block")
 			r := startCleanupRun(ctx, tc)
 			By("3. node-2 goes down the way a deleted pod does: BIRD SIGKILLed, its routes persisting")
-			act(r.c.KillBIRD(ctx, r.node2.Name, syscall.SIGKILL))
+			scenariotest.Act(r.c.KillBIRD(ctx, r.node2.Name, syscall.SIGKILL))
 			By("4-5. while it is down, three destinations stop being wanted; guard: each still BIRD's route on node-2")
 			r.unwantStrays(ctx)
 			By("6. fixtures the rule must never take: another protocol via tunl0, BIRD's protocol on another device")

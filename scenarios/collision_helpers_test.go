@@ -28,6 +28,7 @@ import (
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 // collisionPair is one run of the mesh collision spec: the restarted node
@@ -63,7 +64,7 @@ type collisionPair struct {
 func startCollisionPair(ctx SpecContext, restartedName, peerName string, passive bool) *collisionPair {
 	GinkgoHelper()
 	s := &collisionPair{passive: passive}
-	s.c = startCluster(ctx, "noencap", harness.Options{Release: config.R333, Knobs: confd.Knobs{NoPassive: !passive}})
+	s.c = scenariotest.StartCluster(ctx, "noencap", harness.Options{Release: config.R333, Knobs: confd.Knobs{NoPassive: !passive}})
 	s.r, s.p = s.c.Node(restartedName), s.c.Node(peerName)
 	r, p := s.r, s.p
 	s.rAddr, s.pAddr = r.NS.Address.Addr(), p.NS.Address.Addr()
@@ -111,7 +112,7 @@ func (s *collisionPair) expectPairRoutes(guard bool) {
 // killRestarted is step 2.
 func (s *collisionPair) killRestarted(ctx SpecContext) {
 	GinkgoHelper()
-	s.kill = act(s.c.KillBIRD(ctx, s.r.Name, syscall.SIGKILL))
+	s.kill = scenariotest.Act(s.c.KillBIRD(ctx, s.r.Name, syscall.SIGKILL))
 	Eventually(func() string { _, t := bgpProtocol(ctx, s.p, s.pSess.Protocol); return t }).
 		WithPolling(20*time.Millisecond).
 		Should(ContainSubstring("Neighbor graceful restart active"), "guard: %s helps %s's graceful restart (stale routes kept)", s.p.Name, s.r.Name)
@@ -158,7 +159,7 @@ func (s *collisionPair) holdAndRestart(ctx SpecContext, race collisionRace) {
 		Fail("unknown race " + string(race))
 	}
 	s.hold = holdBGP(ctx, s.c, s.r.Name, s.pAddr, rules...)
-	s.start = act(s.c.StartBIRD(ctx, s.r.Name, harness.StartBIRDOptions{Recovery: true}))
+	s.start = scenariotest.Act(s.c.StartBIRD(ctx, s.r.Name, harness.StartBIRDOptions{Recovery: true}))
 }
 
 // holdBGP stages BGP holds in node's namespace, skipping where nftables is
@@ -277,7 +278,7 @@ func (s *collisionPair) watchPassiveEnd(ctx SpecContext) {
 		Should(BeNumerically(">=", 1), "the active end's connection")
 	Expect(inGracefulRestartRecovery(ctx, s.r)).To(BeTrue(), "guard: %s is still in graceful-restart recovery while the passive end could connect", s.r.Name)
 	cycle := time.Duration(config.ConnectDelayTime+config.ConnectRetryTime) * time.Second
-	Consistently(func() int { return s.conns(ctx)[passiveIdx] }).WithTimeout(machine.Wait(cycle)).WithPolling(50*time.Millisecond).
+	Consistently(func() int { return s.conns(ctx)[passiveIdx] }).WithTimeout(scenariotest.Machine.Wait(cycle)).WithPolling(50*time.Millisecond).
 		Should(BeZero(), func() string {
 			return fmt.Sprintf("%s is passive toward the other end: no connection of its own within one connect cycle (%s); sockets %v", passiveEnd.Name, cycle, s.lastSockets)
 		})
@@ -286,7 +287,7 @@ func (s *collisionPair) watchPassiveEnd(ctx SpecContext) {
 		// BIRD's log showed one connect. Reported.
 		s.notes = append(s.notes, fmt.Sprintf("the active end had %d established connections at the end of the watch: %v", n, s.lastSockets))
 	}
-	s.notes = append(s.notes, fmt.Sprintf("%s passive: watched %s with the active end's OPENs held, no second connection", passiveEnd.Name, machine.Wait(cycle)))
+	s.notes = append(s.notes, fmt.Sprintf("%s passive: watched %s with the active end's OPENs held, no second connection", passiveEnd.Name, scenariotest.Machine.Wait(cycle)))
 }
 
 // noteSessionStates notes both ends' sessions after staging.
@@ -319,7 +320,7 @@ func (s *collisionPair) liftHolds(ctx SpecContext) {
 func (s *collisionPair) waitRecovered(ctx SpecContext) {
 	GinkgoHelper()
 	Eventually(func() bool { return inGracefulRestartRecovery(ctx, s.r) }).
-		WithTimeout(machine.Wait(60*time.Second)).WithPolling(20*time.Millisecond).Should(BeFalse(), "%s's graceful-restart recovery ends", s.r.Name)
+		WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(20*time.Millisecond).Should(BeFalse(), "%s's graceful-restart recovery ends", s.r.Name)
 	s.recoveredMs = sinceMs(s.start.Mono)
 	Expect(s.c.WaitConverged(ctx)).To(Succeed())
 	s.expectPairRoutes(false)
@@ -381,7 +382,7 @@ func (s *collisionPair) recordFigures(race collisionRace) {
 	notes = append(notes, s.nodeLines...)
 	notes = append(notes, fmt.Sprintf("hold lifted %.0f ms after the new BIRD started", float64(s.lifted.Mono-s.start.Mono)/1e6))
 	res.Notes = append(res.Notes, notes...)
-	report(fmt.Sprintf("%s restarted (peer %s, %s): second connection %v, session reset by the collision %v; %s without a route to %s %.1f ms, %s without a route to %s %.1f ms, %d persisted routes deleted; lost %s→%s %d, %s→%s %d; SYNs peer %d, restarted %d",
+	scenariotest.Record(fmt.Sprintf("%s restarted (peer %s, %s): second connection %v, session reset by the collision %v; %s without a route to %s %.1f ms, %s without a route to %s %.1f ms, %d persisted routes deleted; lost %s→%s %d, %s→%s %d; SYNs peer %d, restarted %d",
 		r.Name, p.Name, mode, s.bothConnections, s.sessionReset, p.Name, r.Name, s.peerMs, r.Name, p.Name, s.nodeMs, s.deleted,
 		p.Name, r.Name, lostPR, r.Name, p.Name, lostRP, s.counts.PeerSYNs, s.counts.NodeSYNs),
 		strings.Join(notes, "\n")+"\n"+results.GapTable(s.rep), res)
@@ -443,7 +444,7 @@ type torCollision struct {
 func startTorCollision(ctx SpecContext) *torCollision {
 	GinkgoHelper()
 	s := &torCollision{}
-	s.c = startCluster(ctx, "dualtor", harness.Options{Release: config.R333})
+	s.c = scenariotest.StartCluster(ctx, "dualtor", harness.Options{Release: config.R333})
 	s.r, s.far = s.c.Node("node-1"), s.c.Node("node-3")
 	s.tor = s.c.Fabric().Router("tor-1a")
 	s.torAddr = netip.MustParsePrefix(s.tor.NS.Spec.Interfaces[0].Address).Addr()
@@ -508,7 +509,7 @@ func (s *torCollision) farPaths() int {
 
 func (s *torCollision) killNode(ctx SpecContext) {
 	GinkgoHelper()
-	s.kill = act(s.c.KillBIRD(ctx, s.r.Name, syscall.SIGKILL))
+	s.kill = scenariotest.Act(s.c.KillBIRD(ctx, s.r.Name, syscall.SIGKILL))
 	Eventually(func() string { _, t := s.torState(ctx); return t }).WithPolling(20*time.Millisecond).
 		Should(ContainSubstring("Neighbor graceful restart active"), "guard: tor-1a helps node-1's graceful restart")
 }
@@ -519,7 +520,7 @@ func (s *torCollision) killNode(ctx SpecContext) {
 func (s *torCollision) establishNodeConnection(ctx SpecContext) {
 	GinkgoHelper()
 	s.hold = holdBGP(ctx, s.c, s.r.Name, s.torAddr, holdNodeSYN, holdPeerHandshake, holdPeerUpdates)
-	s.start = act(s.c.StartBIRD(ctx, s.r.Name, harness.StartBIRDOptions{Recovery: true}))
+	s.start = scenariotest.Act(s.c.StartBIRD(ctx, s.r.Name, harness.StartBIRDOptions{Recovery: true}))
 	states := func() []string {
 		a, _ := bgpProtocol(ctx, s.r, s.rSess.Protocol)
 		b, _ := s.torState(ctx)
@@ -542,7 +543,7 @@ func (s *torCollision) endRecoveryFirst(ctx SpecContext) {
 	GinkgoHelper()
 	Expect(s.hold.Release(ctx, holdPeerUpdates)).To(Succeed())
 	Eventually(func() bool { return inGracefulRestartRecovery(ctx, s.r) }).
-		WithTimeout(machine.Wait(60*time.Second)).WithPolling(20*time.Millisecond).Should(BeFalse(), "control: node-1's recovery ends before the second connection")
+		WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(20*time.Millisecond).Should(BeFalse(), "control: node-1's recovery ends before the second connection")
 	Eventually(func() string { _, t := s.torState(ctx); return t }).WithPolling(20*time.Millisecond).
 		ShouldNot(ContainSubstring("Neighbor graceful restart active"), "control: tor-1a's help for node-1's restart is done")
 	s.recovered = s.c.Mark("node-1's recovery ended").Mono
@@ -560,7 +561,7 @@ func (s *torCollision) acceptLate(ctx SpecContext, duringRecovery bool) {
 	s.c.Mark("late accept: node-1 closed its session to tor-1a")
 	Expect(s.hold.Close()).To(Succeed())
 	Eventually(func() bool { return inGracefulRestartRecovery(ctx, s.r) }).
-		WithTimeout(machine.Wait(60*time.Second)).WithPolling(20*time.Millisecond).Should(BeFalse(), "node-1's recovery ends")
+		WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(20*time.Millisecond).Should(BeFalse(), "node-1's recovery ends")
 	if duringRecovery {
 		s.recovered = s.c.Mark("node-1's recovery ended").Mono
 	}
@@ -618,7 +619,7 @@ func (s *torCollision) recordFigures(duringRecovery bool) torCollisionFigures {
 	res.Figures["lostToRestarted"] = float64(lostToR)
 	res.Figures["peerNoRouteWindowsDuringRecovery"] = float64(inRecovery)
 	res.Figures["gracefulRestartRecoveryMs"] = float64(end-s.start.Mono) / 1e6
-	report(fmt.Sprintf("node-1 restarted, late accept on its tor-1a session %s: tor-1a without a route to node-1's block %.1f ms; node-3 on fewer than 2 planes to it %.1f ms (no route %.1f ms); lost toward node-1 %d",
+	scenariotest.Record(fmt.Sprintf("node-1 restarted, late accept on its tor-1a session %s: tor-1a without a route to node-1's block %.1f ms; node-3 on fewer than 2 planes to it %.1f ms (no route %.1f ms); lost toward node-1 %d",
 		when, torNoRouteMs, singleMs, noRouteMs, lostToR), strings.Join(torLines, "\n")+"\n"+results.GapTable(s.rep), res)
 	return torCollisionFigures{noRouteMs: noRouteMs, inRecovery: inRecovery}
 }

@@ -103,6 +103,7 @@ import (
 	"github.com/birdcage/birdcage/instrument/timeline/event"
 	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 // collisionRace is which way the staged collision goes (see the top).
@@ -191,7 +192,7 @@ func blocksOf(n *harness.Node) []netip.Prefix {
 var _ = Describe("Connection collision during a restarted BIRD's graceful-restart recovery: what Calico's passive mesh buys (known gap without passive)", Label("knowngap", "noencap", "collision", "restart", "timing"), func() {
 	DescribeTable("a second connection between a restarted node and its peer",
 		func(ctx SpecContext, race collisionRace, restartedName, peerName string, passive bool) {
-			if !cfg.Full(env.DepthCollision) && !collisionInCI(race, restartedName, passive) {
+			if !scenariotest.Config.Full(env.DepthCollision) && !collisionInCI(race, restartedName, passive) {
 				Skip("part of the collision spec's full form; set " + env.Set(env.Depth, env.DepthCollision))
 			}
 			By("1. a no-encap mesh on 3.33 (BIRD owns the routes), with the release's passive peering or without it")

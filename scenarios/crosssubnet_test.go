@@ -55,6 +55,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -71,7 +72,7 @@ var _ = Describe("ipipMode CrossSubnet counted as IPIP", Label("ipip", "crosssub
 				By("3. node-2's advertisement withdrawn: node-1 re-advertises its eth0 route; with node-1 stopped too, the tunl0 arm holds")
 				cs.expectWithdrawalExports(ctx)
 			}
-			report(fmt.Sprintf("CrossSubnet pool, Felix=%s BGP=%s: every route %s's", rawName(felix), rawName(bgp), owner), cs.table.String()+readvertTable(cs.steady, readvertResult{}), cs.res)
+			scenariotest.Record(fmt.Sprintf("CrossSubnet pool, Felix=%s BGP=%s: every route %s's", rawName(felix), rawName(bgp), owner), cs.table.String()+readvertTable(cs.steady, readvertResult{}), cs.res)
 		},
 		Entry("3.33 defaults: the programmer owns IPIP, so CrossSubnet too", "", "", judge.ByProgrammer),
 		Entry("Felix EnabledNoEncapOnly, BGP EnabledIPIPOnly: BIRD owns IPIP, so CrossSubnet too", string(config.EnabledNoEncapOnly), string(config.EnabledIPIPOnly), judge.ByBIRD),
@@ -95,7 +96,7 @@ func startCrossSubnet(ctx SpecContext, felix, bgp string, owner judge.Owner) *cr
 	Expect(err).NotTo(HaveOccurred())
 	Expect(t.Pools).To(HaveLen(1))
 	t.Pools[0].IPIPMode = topo.IPIPCrossSubnet
-	c := startClusterOn(ctx, t, harness.Options{Release: config.R333, RouteRefreshInterval: time.Second,
+	c := scenariotest.StartClusterOn(ctx, t, harness.Options{Release: config.R333, RouteRefreshInterval: time.Second,
 		Felix: datastore.FelixConfiguration{ProgramClusterRoutes: felix}, BGP: datastore.BGPConfiguration{ProgramClusterRoutes: bgp},
 		Timers: confd.Timers{ScanTime: 1}})
 	cl, err := c.Datastore().Read(ctx)
@@ -206,7 +207,7 @@ func (cs *crossSubnet) expectWithdrawalExports(ctx SpecContext) {
 	GinkgoHelper()
 	const gone, same = "node-2", "node-1"
 	remaining := readvertWithout(cs.c, gone)
-	act(cs.c.KillBIRD(ctx, gone, syscall.SIGTERM))
+	scenariotest.Act(cs.c.KillBIRD(ctx, gone, syscall.SIGTERM))
 	withdrawn := readvertWithdrawnBlocks(cs.c, gone)
 	var sameSubnet []readvertisement
 	Eventually(func() (int, error) {
@@ -226,7 +227,7 @@ func (cs *crossSubnet) expectWithdrawalExports(ctx SpecContext) {
 	}
 	cs.res.Figures["sameSubnetReadvertisementsAfterWithdrawal"] = float64(len(sameSubnet))
 
-	act(cs.c.KillBIRD(ctx, same, syscall.SIGTERM))
+	scenariotest.Act(cs.c.KillBIRD(ctx, same, syscall.SIGTERM))
 	others := []*harness.Node{cs.c.Node("node-3"), cs.c.Node("node-4")}
 	for _, n := range others {
 		for _, b := range withdrawn {
@@ -236,7 +237,7 @@ func (cs *crossSubnet) expectWithdrawalExports(ctx SpecContext) {
 					HaveField("Nexthops", ContainElement(HaveField("Iface", topo.TunnelDevice))))),
 					"guard: with %s and %s stopped, %s's best route to %s is the programmer's tunl0 route, so the tunl0 arm is what keeps it out of the exports", gone, same, n.Name, b)
 			for _, p := range readvertLivePeers(cs.c, others, n) {
-				Consistently(n).WithTimeout(machine.Wait(3*time.Second)).WithPolling(200*time.Millisecond).
+				Consistently(n).WithTimeout(scenariotest.Machine.Wait(3*time.Second)).WithPolling(200*time.Millisecond).
 					ShouldNot(judge.BeExportedTo(b, p.Address), "%s exports %s's block %s (its tunl0 route) to %s: the tunl0 arm should reject it", n.Name, gone, b, p.Address)
 			}
 			fmt.Fprintf(&cs.table, "with %s and %s stopped: %s does not export %s (its tunl0 route)\n", gone, same, n.Name, b)

@@ -28,6 +28,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -41,7 +42,7 @@ const (
 var _ = Describe("Deprecation warning for BIRD-programmed IPIP cluster routes", Label("ipip", "deprecation"), func() {
 	It("is logged once in every render in which BIRD programs an IPIP pool, and in none once the programmer owns IPIP", func(ctx SpecContext) {
 		By("1. 3.33 with the deprecated pair: BIRD owns everything (guard: BIRD programs the IPIP routes)")
-		c := startCluster(ctx, "ipip", harness.Options{
+		c := scenariotest.StartCluster(ctx, "ipip", harness.Options{
 			Felix: datastore.FelixConfiguration{ProgramClusterRoutes: string(config.Disabled)},
 			BGP:   datastore.BGPConfiguration{ProgramClusterRoutes: string(config.Enabled)},
 		})
@@ -199,7 +200,7 @@ func recordDeprecationFigures(c *harness.Cluster, owned, switched map[string][2]
 	}
 	last := c.Nodes()[0].Warnings()
 	res.Notes = append(res.Notes, "last warning text: "+last[len(last)-1])
-	report("deprecation warnings per render (IPIP, 3.33)", t.String()+"last warning: "+last[len(last)-1]+"\n", res)
+	scenariotest.Record("deprecation warnings per render (IPIP, 3.33)", t.String()+"last warning: "+last[len(last)-1]+"\n", res)
 }
 
 type deprecationStep struct {

@@ -40,6 +40,7 @@ import (
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 // programmerTried lists the destinations n's programmer tried to program
@@ -111,7 +112,7 @@ var _ = Describe("Double programming judged per component", Label("noencap", "ip
 		setPairLive(ctx, dp.c, "Enabled", "Disabled", true, rel)
 		prog := dp.expectAll(ctx, "Enabled / Disabled", from, false, true)
 		for _, b := range dp.blocks {
-			Eventually(b.node).WithContext(ctx).WithTimeout(machine.Wait(30*time.Second)).WithPolling(100*time.Millisecond).
+			Eventually(b.node).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(30*time.Second)).WithPolling(100*time.Millisecond).
 				Should(judge.HaveClusterRoute(b.cidr).ProgrammedBy(judge.ByProgrammer).Only(), "control: the programmer alone programs %s on %s", b.cidr, b.node.Name)
 		}
 		dp.row("Enabled/Disabled", prog)
@@ -144,7 +145,7 @@ type doubleProgramming struct {
 func startDoubleProgramming(ctx SpecContext, rel config.Release) *doubleProgramming {
 	GinkgoHelper()
 	dp := &doubleProgramming{}
-	dp.c = startClusterOn(ctx, dualStackNoEncap(), harness.Options{
+	dp.c = scenariotest.StartClusterOn(ctx, dualStackNoEncap(), harness.Options{
 		Release:              rel,
 		RouteRefreshInterval: time.Second,
 		Timers:               confd.Timers{ScanTime: 1},
@@ -234,7 +235,7 @@ func (dp *doubleProgramming) expectAll(ctx SpecContext, state string, from map[s
 			return fmt.Errorf("%s: want BIRD tries %v and programmer tries %v for every remote block:\n  %s", state, bird, programmer, strings.Join(wrong, "\n  "))
 		}
 		return nil
-	}).WithContext(ctx).WithTimeout(machine.Wait(60 * time.Second)).WithPolling(200 * time.Millisecond).Should(Succeed())
+	}).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(60 * time.Second)).WithPolling(200 * time.Millisecond).Should(Succeed())
 	return got
 }
 
@@ -284,7 +285,7 @@ func (dp *doubleProgramming) expectBothAddInTrace(ctx SpecContext, traces map[st
 			return fmt.Errorf("trace: both components should send an add for every remote block:\n  %s", strings.Join(missing, "\n  "))
 		}
 		return nil
-	}).WithContext(ctx).WithTimeout(machine.Wait(60 * time.Second)).WithPolling(200 * time.Millisecond).Should(Succeed())
+	}).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(60 * time.Second)).WithPolling(200 * time.Millisecond).Should(Succeed())
 	return birdAdds, progAdds
 }
 
@@ -306,5 +307,5 @@ func (dp *doubleProgramming) recordFigures(rel config.Release, both map[remoteBl
 	res.Figures["traceProgrammerAddsEnabledEnabled"] = float64(len(progAdds))
 	res.Notes = append(res.Notes, "netlink trace, Enabled/Enabled: BIRD's adds answered "+errnoCounts(birdAdds)+"; the programmer's "+errnoCounts(progAdds))
 	res.Notes = append(res.Notes, "a double-programmed block with one kernel route is the hiding the claim is about: the surviving route alone looks like one owner's")
-	report(fmt.Sprintf("double programming per component on %s (BIRD's kernel export per family, the programmer's own log)", rel), dp.table.String(), res)
+	scenariotest.Record(fmt.Sprintf("double programming per component on %s (BIRD's kernel export per family, the programmer's own log)", rel), dp.table.String(), res)
 }

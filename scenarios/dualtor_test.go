@@ -60,6 +60,7 @@ import (
 	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 	"github.com/vishvananda/netlink"
 )
@@ -73,7 +74,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		for i := range t.Nodes {
 			t.Nodes[i].Workloads = 2
 		}
-		c := startClusterOn(ctx, t, harness.Options{})
+		c := scenariotest.StartClusterOn(ctx, t, harness.Options{})
 		f := newFabric(c)
 
 		// 2. Guard: every node has a session to both of its ToRs, and every
@@ -94,7 +95,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 				return err
 			}
 			return f.bothPlanesCarry(rep)
-		}).WithTimeout(machine.Wait(20*time.Second)).WithPolling(100*time.Millisecond).Should(Succeed(),
+		}).WithTimeout(scenariotest.Machine.Wait(20*time.Second)).WithPolling(100*time.Millisecond).Should(Succeed(),
 			"the multipath routes spread the flows over both planes")
 		rep, err := probes.Stop()
 		Expect(err).NotTo(HaveOccurred())
@@ -109,7 +110,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		res.Figures["lostProbes"] = float64(rep.Total.Lost)
 		res.Notes = append(res.Notes,
 			"fib_multipath_hash_policy left at 0 (L3): one flow per ordered pair of workloads, spread over the planes by address pair")
-		report("dual-ToR, BIRD owns no-encap: the plane each flow took (packets at the source's uplinks and the destination's)",
+		scenariotest.Record("dual-ToR, BIRD owns no-encap: the plane each flow took (packets at the source's uplinks and the destination's)",
 			f.planeTable(rep)+"\n"+f.routeTable(judge.ByBIRD), res)
 
 		// 5. The claim, from the counters: both planes carried flows, and
@@ -134,7 +135,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		Entry("its BIRD is SIGTERMed (Cease: peers withdraw at once)", torFailure{
 			name: "BIRD SIGTERM",
 			do: func(ctx context.Context, c *harness.Cluster, tor string) results.Event {
-				return act(c.Fabric().StopRouterBIRD(ctx, tor, syscall.SIGTERM))
+				return scenariotest.Act(c.Fabric().StopRouterBIRD(ctx, tor, syscall.SIGTERM))
 			},
 			fallbackTimeout: 30 * time.Second,
 			note:            "BIRD on the ToR stopped with SIGTERM: it sends a Cease to every peer, so the nodes and the other plane-A ToR withdraw its paths at once",
@@ -142,7 +143,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		Entry("its links go down with nothing telling BGP (peers wait for the hold timer)", Label("slow"), torFailure{
 			name: "links down",
 			do: func(ctx context.Context, c *harness.Cluster, tor string) results.Event {
-				return act(c.Fabric().FailRouterLinks(ctx, tor))
+				return scenariotest.Act(c.Fabric().FailRouterLinks(ctx, tor))
 			},
 			// birdcage has no BFD: a silent failure is noticed when the
 			// hold timer expires (9 s in the reduced form, BIRD's default
@@ -174,7 +175,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		// not the design's model; the design's model is a fabric whose BGP
 		// routes are in place, so the handover comes after it, and the ToRs'
 		// choice is reported (torBestRoutesViaNonOwner).
-		c := startCluster(ctx, "dualtor", harness.Options{
+		c := scenariotest.StartCluster(ctx, "dualtor", harness.Options{
 			Felix: datastore.FelixConfiguration{ProgramClusterRoutes: string(config.Disabled)},
 			BGP:   datastore.BGPConfiguration{ProgramClusterRoutes: string(config.Enabled)},
 		})
@@ -195,7 +196,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		// 3. Probes flow (a positive control: the single path works).
 		probes, err := c.Probes(ctx, harness.ProbeOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(flowsDelivering(probes)).WithTimeout(machine.Wait(10 * time.Second)).WithPolling(50 * time.Millisecond).Should(Succeed())
+		Eventually(flowsDelivering(probes)).WithTimeout(scenariotest.Machine.Wait(10 * time.Second)).WithPolling(50 * time.Millisecond).Should(Succeed())
 		rep, err := probes.Stop()
 		Expect(err).NotTo(HaveOccurred())
 
@@ -222,7 +223,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		res.Figures["torBlockRoutesChecked"] = float64(checked)
 		res.Notes = append(res.Notes, "known gap (design §5 Dual ToR): the programmer sends a remote block to its first uplink gateway only",
 			"the programmer took over after the ToR sessions were up; started with the programmer owning, a node exports its proto-80 routes to its ToRs as its own (Calico accepts pool routes towards eBGP peers), the ToRs prefer that one-AS path and loop the traffic back")
-		report(fmt.Sprintf("dual-ToR, programmer owns no-encap: %d of %d remote-block routes single-path (known gap)", single, single+dual),
+		scenariotest.Record(fmt.Sprintf("dual-ToR, programmer owns no-encap: %d of %d remote-block routes single-path (known gap)", single, single+dual),
 			f.routeTable(judge.ByProgrammer)+"\n"+f.planeTable(rep), res)
 
 		// 5. The gap is still there: every remote block one path.
@@ -263,7 +264,7 @@ type holdForm struct {
 }
 
 func slowForm() holdForm {
-	if cfg.Full(env.DepthHoldTimer) {
+	if scenariotest.Config.Full(env.DepthHoldTimer) {
 		return holdForm{name: "full form: BIRD's default hold time", timers: confd.Timers{}}
 	}
 	return holdForm{name: fmt.Sprintf("reduced form: BGP hold time %d s", reducedHoldTimers.HoldTime), timers: reducedHoldTimers}
@@ -288,9 +289,9 @@ func (h holdForm) describe() string {
 // 0.75·hold − keepalive after the failure at the earliest, to hold at the
 // latest. BIRD then withdraws the session's routes and writes the merged
 // route at once; two scan times and 2 s more cover a kernel write that
-// waits for a scan and a loaded machine. The low end keeps 1 s of slack
+// waits for a scan and a loaded scenariotest.Machine. The low end keeps 1 s of slack
 // and is not scaled (scaling would only lower it); the high end is
-// machine.Wait().
+// scenariotest.Machine.Wait().
 type holdWindow struct{ low, high time.Duration }
 
 func newHoldWindow(t confd.Timers, scan time.Duration) holdWindow {
@@ -298,7 +299,7 @@ func newHoldWindow(t confd.Timers, scan time.Duration) holdWindow {
 	keepalive := time.Duration(t.EffectiveKeepalive()) * time.Second
 	return holdWindow{
 		low:  hold*3/4 - keepalive - time.Second,
-		high: machine.Wait(hold + 2*scan + 2*time.Second),
+		high: scenariotest.Machine.Wait(hold + 2*scan + 2*time.Second),
 	}
 }
 
@@ -464,7 +465,7 @@ func (f *fabric) expectPaths(want func(*harness.Node, netip.Prefix) []string, o 
 	for _, n := range f.c.Nodes() {
 		for _, b := range f.c.RemoteBlocks(n.Name) {
 			exp := want(n, b)
-			Eventually(func() []string { return f.paths(n, b, o) }).WithTimeout(machine.Wait(timeout)).WithPolling(20*time.Millisecond).
+			Eventually(func() []string { return f.paths(n, b, o) }).WithTimeout(scenariotest.Machine.Wait(timeout)).WithPolling(20*time.Millisecond).
 				Should(Equal(exp), "%s's route to %s (node %s's block) by %s: expected nexthops %v", n.Name, b, f.owner[b], o, exp)
 		}
 	}
@@ -639,7 +640,7 @@ func startTorFailure(ctx SpecContext, failure torFailure) *torFailureRun {
 		failure.fallbackTimeout = time.Duration(tf.form.timers.EffectiveHold())*time.Second + time.Minute
 	}
 	tf.failure = failure
-	tf.c = startCluster(ctx, "dualtor", opts)
+	tf.c = scenariotest.StartCluster(ctx, "dualtor", opts)
 	tf.f = newFabric(tf.c)
 	tf.f.expectPaths(func(n *harness.Node, _ netip.Prefix) []string { return tf.f.bothPlanes(n.Name) }, judge.ByBIRD, 30*time.Second)
 	tf.behind = tf.f.behind(tf.failed)
@@ -674,7 +675,7 @@ func (tf *torFailureRun) failAndFallBack(ctx SpecContext) {
 	}
 	f.expectPaths(tf.want, judge.ByBIRD, tf.failure.fallbackTimeout)
 	c.Mark("routes fell back to one plane")
-	Eventually(flowsDelivering(probes)).WithTimeout(machine.Wait(tf.failure.fallbackTimeout)).WithPolling(50*time.Millisecond).Should(Succeed(),
+	Eventually(flowsDelivering(probes)).WithTimeout(scenariotest.Machine.Wait(tf.failure.fallbackTimeout)).WithPolling(50*time.Millisecond).Should(Succeed(),
 		"every flow recovers over the surviving plane")
 	tf.rep, err = probes.Stop()
 	Expect(err).NotTo(HaveOccurred())
@@ -719,7 +720,7 @@ func (tf *torFailureRun) recordFigures() {
 		res.Figures["holdExpiryWindowHighMs"] = tf.window.highMs()
 		res.Notes = append(res.Notes, tf.window.String())
 	}
-	report(fmt.Sprintf("dual-ToR, %s fails (%s): lost probes per flow; last route single-path %.0f ms after the failure",
+	scenariotest.Record(fmt.Sprintf("dual-ToR, %s fails (%s): lost probes per flow; last route single-path %.0f ms after the failure",
 		tf.failed, title, last), results.GapTable(rep)+"\n"+f.routeTable(judge.ByBIRD)+
 		"\nlast route to fall back, per node, after the failure: "+strings.Join(fell, ", ")+"\n", res)
 }

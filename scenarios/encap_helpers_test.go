@@ -21,6 +21,7 @@ import (
 	"github.com/birdcage/birdcage/harness/encap"
 	"github.com/birdcage/birdcage/instrument/probe"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 // encapBurstProbes is how many probes each flow of the burst sends: 0.2 s
@@ -62,7 +63,7 @@ func ipipEncapBurst(ctx context.Context, c *harness.Cluster, flows []probe.Flow,
 			}
 		}
 		return least, nil
-	}).WithContext(ctx).WithTimeout(machine.Wait(30*time.Second)).WithPolling(20*time.Millisecond).
+	}).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(30*time.Second)).WithPolling(20*time.Millisecond).
 		Should(BeNumerically(">=", encapBurstProbes), "guard: every flow of the encapsulation burst sends %d probes", encapBurstProbes)
 	rep, err := ps.Stop()
 	Expect(err).NotTo(HaveOccurred())

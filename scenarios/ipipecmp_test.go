@@ -42,6 +42,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -216,7 +217,7 @@ func startIPIPECMP(ctx SpecContext, own ownership) *ipipECMP {
 	Expect(err).NotTo(HaveOccurred())
 	t.Pools = append([]topo.Pool{ipipECMPPool}, t.Pools...)
 	e := &ipipECMP{own: own, pool: netip.MustParsePrefix(ipipECMPPool.CIDR), proto: designProgrammerProtocol}
-	e.c = startClusterOn(ctx, t, harness.Options{
+	e.c = scenariotest.StartClusterOn(ctx, t, harness.Options{
 		Felix: datastore.FelixConfiguration{ProgramClusterRoutes: string(own.felix)},
 		BGP:   datastore.BGPConfiguration{ProgramClusterRoutes: string(own.bgp)},
 	})
@@ -254,7 +255,7 @@ func (e *ipipECMP) expectTunnelRoutes() {
 	c, own, proto := e.c, e.own, e.proto
 	for _, n := range c.Nodes() {
 		for _, b := range e.ipipBlocks[n.Name] {
-			Eventually(n).WithTimeout(machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).
+			Eventually(n).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).
 				Should(judge.HaveClusterRoute(b).ProgrammedBy(own.owner).Via(topo.TunnelDevice).Only(), "%s programs IPIP block %s on %s", own.owner, b, n.Name)
 		}
 	}
@@ -285,7 +286,7 @@ func (e *ipipECMP) shapes() map[string]kroute.Route {
 				var ok bool
 				r, ok = timelineRoute(c, n.Name, b, proto)
 				return ok
-			}).WithTimeout(machine.Wait(10*time.Second)).WithPolling(50*time.Millisecond).Should(BeTrue(), "the route timeline of %s shows the route to %s", n.Name, b)
+			}).WithTimeout(scenariotest.Machine.Wait(10*time.Second)).WithPolling(50*time.Millisecond).Should(BeTrue(), "the route timeline of %s shows the route to %s", n.Name, b)
 			shapes[n.Name+" "+b.String()] = r
 		}
 	}
@@ -314,7 +315,7 @@ func (e *ipipECMP) probe(ctx SpecContext) *probe.Report {
 			}
 		}
 		return nil
-	}).WithTimeout(machine.Wait(120 * time.Second)).WithPolling(100 * time.Millisecond).Should(Succeed())
+	}).WithTimeout(scenariotest.Machine.Wait(120 * time.Second)).WithPolling(100 * time.Millisecond).Should(Succeed())
 	rep, err := s.Stop()
 	Expect(err).NotTo(HaveOccurred())
 	return rep
@@ -372,7 +373,7 @@ func (e *ipipECMP) recordFigures(ctx SpecContext, shapes map[string]kroute.Route
 	}
 	res.Notes = append(res.Notes, ipipECMPNotes(viaToR, viaNode, delivering, len(rep.Flows))...)
 	res.Notes = append(res.Notes, fmt.Sprintf("the ToRs have a route to %d of %d (ToR, node address) pairs", routable, pairs))
-	report(fmt.Sprintf("IPIP with ECMP on dual-ToR, %s: %d of %d routes multipath, %d of %d nexthops onlink; %d of %d flows delivering",
+	scenariotest.Record(fmt.Sprintf("IPIP with ECMP on dual-ToR, %s: %d of %d routes multipath, %d of %d nexthops onlink; %d of %d flows delivering",
 		own.owner, multipath, len(shapes), onlinkPaths, paths, delivering, len(rep.Flows)),
 		shapeTable(shapes)+"\n"+results.GapTable(rep)+"\n"+ipipHopTable(c, rep)+
 			fmt.Sprintf("\nToR routes to node addresses (tunnel endpoints): %d of %d (ToR, node) pairs\n", routable, pairs), res)

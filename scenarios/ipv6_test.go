@@ -26,6 +26,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -50,7 +51,7 @@ var _ = Describe("IPv6 no-encap pools follow the same ownership policy as IPv4",
 	DescribeTable("every remote IPv6 block is programmed by the no-encap owner, and IPv6 probes flow",
 		func(ctx SpecContext, own ownership) {
 			// 1. A dual-stack noencap cluster with `own` owning no-encap.
-			c := startClusterOn(ctx, dualStackNoEncap(), harness.Options{
+			c := scenariotest.StartClusterOn(ctx, dualStackNoEncap(), harness.Options{
 				Felix: datastore.FelixConfiguration{ProgramClusterRoutes: string(own.felix)},
 				BGP:   datastore.BGPConfiguration{ProgramClusterRoutes: string(own.bgp)},
 			})
@@ -137,7 +138,7 @@ var _ = Describe("IPv6 no-encap pools follow the same ownership policy as IPv4",
 			for _, r := range routes {
 				table += "  " + r + "\n"
 			}
-			report(fmt.Sprintf("IPv6 no-encap, owned by %s", own.owner), table, res)
+			scenariotest.Record(fmt.Sprintf("IPv6 no-encap, owned by %s", own.owner), table, res)
 		},
 		Entry("BIRD owns no-encap (3.33 defaults)", ownership{config.EnabledIPIPOnly, config.EnabledNoEncapOnly, judge.ByBIRD}),
 		Entry("the programmer owns no-encap (Felix Enabled, BGP Disabled)", ownership{config.Enabled, config.Disabled, judge.ByProgrammer}),

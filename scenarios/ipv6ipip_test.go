@@ -56,6 +56,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -155,7 +156,7 @@ func startIPv6IPIP(ctx SpecContext, tc ipv6IPIPCase) *ipv6IPIP {
 	t.Pools = append(t.Pools,
 		topo.Pool{Name: ipv4IPIPPoolName, CIDR: ipv4IPIPPoolCIDR, IPIPMode: topo.IPIPAlways, BlockSize: 26},
 		topo.Pool{Name: ipv6IPIPPoolName, CIDR: ipv6IPIPPoolCIDR, IPIPMode: topo.IPIPNever, BlockSize: 122})
-	c := startClusterOn(ctx, t, harness.Options{
+	c := scenariotest.StartClusterOn(ctx, t, harness.Options{
 		Felix: datastore.FelixConfiguration{ProgramClusterRoutes: string(tc.felix)},
 		BGP:   datastore.BGPConfiguration{ProgramClusterRoutes: string(tc.bgp)},
 	})
@@ -166,7 +167,7 @@ func startIPv6IPIP(ctx SpecContext, tc ipv6IPIPCase) *ipv6IPIP {
 	for _, n := range c.Nodes() {
 		v.renders[n.Name] = n.Renders()
 	}
-	v.changed = act(c.Datastore().PutIPPool(ctx, ipv6IPIPPoolName, datastore.IPPool{
+	v.changed = scenariotest.Act(c.Datastore().PutIPPool(ctx, ipv6IPIPPoolName, datastore.IPPool{
 		Name: ipv6IPIPPoolName, CIDR: ipv6IPIPPoolCIDR, IPIPMode: tc.mode, VXLANMode: datastore.EncapNever, BlockSize: 122,
 	}))
 	cl, err := c.Datastore().Read(ctx)
@@ -333,6 +334,6 @@ func (v *ipv6IPIP) recordFigures(table string) {
 	}
 	res.Figures["ipv6IPIPBlocksWithAKernelRoute"] = float64(programmed)
 	res.Notes = append(res.Notes, "Calico never tunnels IPv6: confd sets krt_tunnel for IPv4 only (bgp_processor.go, release-v3.33 6609dea5), Felix's IPIP manager is IPv4 only; Calico's API refuses IPv6 IPIP pools")
-	report(fmt.Sprintf("IPv6 pool %s with ipipMode %s (Felix=%s, BGP=%s): %d of its remote blocks have a kernel route, none via %s",
+	scenariotest.Record(fmt.Sprintf("IPv6 pool %s with ipipMode %s (Felix=%s, BGP=%s): %d of its remote blocks have a kernel route, none via %s",
 		ipv6IPIPPoolName, v.tc.mode, rawName(string(v.tc.felix)), rawName(string(v.tc.bgp)), programmed, topo.TunnelDevice), table, res)
 }

@@ -47,13 +47,14 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
 var _ = Describe("Protocol-matched delete", Label("ipip", "protodelete"), func() {
 	It("BIRD's withdrawal of a destination the programmer has re-programmed removes nothing and loses no probe", func(ctx SpecContext) {
 		// 1. Every node on pre-3.33: BIRD owns the IPIP routes.
-		c := startCluster(ctx, "ipip", harness.Options{Release: config.Pre333})
+		c := scenariotest.StartCluster(ctx, "ipip", harness.Options{Release: config.Pre333})
 		node1, node2, node3 := c.Node("node-1"), c.Node("node-2"), c.Node("node-3")
 		block := blockOf(node3.NS, "ipip-pool")
 		for _, n := range []*harness.Node{node1, node2} {
@@ -71,7 +72,7 @@ var _ = Describe("Protocol-matched delete", Label("ipip", "protodelete"), func()
 
 		// 4. The withdrawal: node-3's BIRD stops with SIGTERM and sends a
 		// Cease, so its peers withdraw its block at once.
-		withdrawn := act(c.KillBIRD(ctx, node3.Name, syscall.SIGTERM))
+		withdrawn := scenariotest.Act(c.KillBIRD(ctx, node3.Name, syscall.SIGTERM))
 
 		// 5. Positive control: on pre-3.33 node-1 the withdrawal deletes
 		// BIRD's route, and node-2's BIRD loses the BGP route.
@@ -114,7 +115,7 @@ var _ = Describe("Protocol-matched delete", Label("ipip", "protodelete"), func()
 			fmt.Sprintf("node-2's BIRD exported %s to its kernel before the withdrawal: %v (3.33's kernel filter rejects IPIP pools)", block, exportedToKernel),
 			fmt.Sprintf("a hand-made delete of %s with BIRD's protocol and metric on node-2: %v", block, delErr),
 			"lost counts probes still in flight when the probes stopped (sent after the end mark); missing counts holes in the sequence")
-		report(fmt.Sprintf("protocol-matched delete: node-3's BIRD SIGTERMed; node-1 (3.32) lost its route %.0f ms after, node-2 (3.33) kept its proto 80 route",
+		scenariotest.Record(fmt.Sprintf("protocol-matched delete: node-3's BIRD SIGTERMed; node-1 (3.32) lost its route %.0f ms after, node-2 (3.33) kept its proto 80 route",
 			res.Figures["controlDeleteAfterWithdrawalMs"]), results.GapTable(rep), res)
 
 		// 9. The claim, on node-2: no loss to node-3, the route stayed
@@ -161,7 +162,7 @@ func flowBetween(rep *probe.Report, a, b probe.Endpoint) probe.GapReport {
 // returns whether node-2's BIRD exported block to its kernel, for a note.
 func protoDeleteUpgradeNode2(ctx SpecContext, c *harness.Cluster, node2 *harness.Node, block netip.Prefix) bool {
 	GinkgoHelper()
-	act(c.UpgradeNode(ctx, node2.Name, config.R333, harness.UpgradeOptions{}))
+	scenariotest.Act(c.UpgradeNode(ctx, node2.Name, config.R333, harness.UpgradeOptions{}))
 	for _, b := range c.RemoteBlocks(node2.Name) {
 		Eventually(node2).WithPolling(20 * time.Millisecond).
 			Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice).Only())
@@ -191,7 +192,7 @@ func drainNode2ToNode3(probes *probe.Session, wl2, wl3 probe.Endpoint) (endRep *
 			return probe.GapReport{}, err
 		}
 		return flowBetween(r, wl2, wl3), nil
-	}).WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).Should(judge.HaveNoGap().Through(endRep),
+	}).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).Should(judge.HaveNoGap().Through(endRep),
 		"node-2 -> node-3 should deliver every probe it sent before the end mark, with no gap")
 	rep, err = probes.Stop()
 	Expect(err).NotTo(HaveOccurred())

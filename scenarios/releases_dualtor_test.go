@@ -38,6 +38,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 // The dual-ToR claims' names in the cross-release table.
@@ -88,7 +89,7 @@ var _ = Describe("Dual-ToR claims per BIRD release", Label("dualtor", "ecmp", "r
 						return err
 					}
 					return f.bothPlanesCarry(rep)
-				}).WithContext(ctx).WithTimeout(machine.Wait(20*time.Second)).WithPolling(100*time.Millisecond).Should(Succeed(),
+				}).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(20*time.Second)).WithPolling(100*time.Millisecond).Should(Succeed(),
 					"BIRD %s: the multipath routes spread the flows over both planes", rel)
 				rep, err := probes.Stop()
 				Expect(err).NotTo(HaveOccurred())
@@ -104,7 +105,7 @@ var _ = Describe("Dual-ToR claims per BIRD release", Label("dualtor", "ecmp", "r
 				res.Figures["flowsLeavingByBothPlanes"] = float64(perPlane["both"])
 				res.Figures["lostProbes"] = float64(rep.Total.Lost)
 				res.Notes = append(res.Notes, "ToRs on the host's BIRD 2.0; nodes on BIRD "+string(rel))
-				report(fmt.Sprintf("dual-ToR, BIRD %s on the nodes: the plane each flow took", rel), f.planeTable(rep)+"\n"+f.routeTable(judge.ByBIRD), res)
+				scenariotest.Record(fmt.Sprintf("dual-ToR, BIRD %s on the nodes: the plane each flow took", rel), f.planeTable(rep)+"\n"+f.routeTable(judge.ByBIRD), res)
 
 				// 4. The claim: both planes carried flows, each flow on one.
 				Expect(f.bothPlanesCarry(rep)).To(Succeed())
@@ -124,7 +125,7 @@ var _ = Describe("Dual-ToR claims per BIRD release", Label("dualtor", "ecmp", "r
 
 				probes, err := c.Probes(ctx, harness.ProbeOptions{})
 				Expect(err).NotTo(HaveOccurred())
-				fail := act(c.Fabric().StopRouterBIRD(ctx, failed, syscall.SIGTERM))
+				fail := scenariotest.Act(c.Fabric().StopRouterBIRD(ctx, failed, syscall.SIGTERM))
 
 				// A route falls back exactly when its node or the block's
 				// node sits behind the failed ToR; the other rack's routes
@@ -137,7 +138,7 @@ var _ = Describe("Dual-ToR claims per BIRD release", Label("dualtor", "ecmp", "r
 					return f.bothPlanes(n.Name)
 				}
 				f.expectPaths(want, judge.ByBIRD, 30*time.Second)
-				Eventually(flowsDelivering(probes)).WithContext(ctx).WithTimeout(machine.Wait(30*time.Second)).WithPolling(50*time.Millisecond).Should(Succeed(),
+				Eventually(flowsDelivering(probes)).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(30*time.Second)).WithPolling(50*time.Millisecond).Should(Succeed(),
 					"BIRD %s: every flow recovers over the surviving plane", rel)
 				rep, err := probes.Stop()
 				Expect(err).NotTo(HaveOccurred())
@@ -153,7 +154,7 @@ var _ = Describe("Dual-ToR claims per BIRD release", Label("dualtor", "ecmp", "r
 				res.Figures["lastRouteFellBackMsAfterFailure"] = last
 				res.Figures["longestNoRouteWindowMs"] = noRoute
 				res.Notes = append(res.Notes, "ToRs on the host's BIRD 2.0; nodes on BIRD "+string(rel))
-				report(fmt.Sprintf("dual-ToR, %s's BIRD SIGTERMed, BIRD %s on the nodes: last route single-path %.0f ms after", failed, rel, last),
+				scenariotest.Record(fmt.Sprintf("dual-ToR, %s's BIRD SIGTERMed, BIRD %s on the nodes: last route single-path %.0f ms after", failed, rel, last),
 					results.GapTable(rep)+"\n"+f.routeTable(judge.ByBIRD), res)
 				recordVerdict(claimDualToRFailure, rel, verdictHolds, fmt.Sprintf("fell back in %.0f ms, longest probe gap %.0f ms, no-route window %.1f ms",
 					last, rep.Total.LongestGapMs, noRoute))

@@ -48,6 +48,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 // peerWindowLag is how late a route timeline may stamp an event: it
@@ -182,14 +183,14 @@ func (u *birdUpgrade) upgrade(ctx SpecContext) {
 			if n == u.up {
 				continue
 			}
-			Eventually(func() int { return gracefulRestartsDone(n) }).WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
+			Eventually(func() int { return gracefulRestartsDone(n) }).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
 				Should(BeNumerically(">", grBefore[n.Name]), "%s's BIRD should end node-2's graceful restart (its log: %s)", n.Name, n.BIRD.LogPath())
 		}
 		u.c.Mark("every peer ended node-2's graceful restart")
 	}
 	expectBIRDPrograms(ctx, u.up, u.remote, "after the upgrade to BIRD "+string(u.to))
 	// Every flow delivering again, so the report's gaps are closed.
-	Eventually(flowsDelivering(u.probes)).WithContext(ctx).WithTimeout(machine.Wait(60 * time.Second)).WithPolling(50 * time.Millisecond).Should(Succeed())
+	Eventually(flowsDelivering(u.probes)).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(60 * time.Second)).WithPolling(50 * time.Millisecond).Should(Succeed())
 	u.end = u.c.Mark("every flow delivering")
 	Expect(birdAnswers(ctx, u.up)).To(HavePrefix("BIRD "+string(u.to)+"."), "node-2 runs BIRD %s after the upgrade", u.to)
 	var err error
@@ -219,7 +220,7 @@ func (u *birdUpgrade) recordFigures() results.ScenarioResult {
 		// refreshed route; the 1.6 → 2.0 entry is the fork's side.
 		res.DependsOnUpstreamBIRD(upstreamReplaceNoWindow)
 	}
-	report(name+": gap per flow", upgradeTable(u.up, u.rep, out, in, other)+results.GapTable(u.rep), res)
+	scenariotest.Record(name+": gap per flow", upgradeTable(u.up, u.rep, out, in, other)+results.GapTable(u.rep), res)
 	return res
 }
 

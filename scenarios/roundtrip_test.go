@@ -39,6 +39,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -69,7 +70,7 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 			By("8. the claim: node-2's outbound flows lose nothing beyond the platform's own loss in the upgrade leg")
 			controls, err := judge.Holes(rt.rep, judge.SentBetween(rt.up.Mono, rt.upEnd.Mono), judge.NotInvolving(rt.node))
 			Expect(err).NotTo(HaveOccurred())
-			platform, err := judge.PlatformLossOf(controls, machine.Stalls())
+			platform, err := judge.PlatformLossOf(controls, scenariotest.Machine.Stalls())
 			Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve node-2 measure the platform's own loss")
 			res.Figures["upgradePlatformLostPerControlFlowMax"] = float64(platform.Max)
 			AddReportEntry("platform loss in the upgrade leg", platform.String())
@@ -153,7 +154,7 @@ func startRoundTrip(ctx SpecContext, topology string, birdRel release.Name) *rou
 		needRelease(birdRel)
 	}
 	rt := &roundTrip{topology: topology, birdRel: birdRel}
-	rt.c = startCluster(ctx, topology, harness.Options{Release: headlineFrom, BIRD: string(birdRel)})
+	rt.c = scenariotest.StartCluster(ctx, topology, harness.Options{Release: headlineFrom, BIRD: string(birdRel)})
 	rt.node = rt.c.Node("node-2")
 	rt.remote = rt.c.RemoteBlocks(rt.node.Name)
 	Expect(rt.remote).NotTo(BeEmpty())
@@ -185,7 +186,7 @@ func (rt *roundTrip) upgradeLeg(ctx SpecContext) {
 	GinkgoHelper()
 	c, node := rt.c, rt.node
 	rt.up = c.Mark("round trip: upgrade begins")
-	act(c.UpgradeNode(ctx, node.Name, config.R333, harness.UpgradeOptions{Signal: syscall.SIGKILL}))
+	scenariotest.Act(c.UpgradeNode(ctx, node.Name, config.R333, harness.UpgradeOptions{Signal: syscall.SIGKILL}))
 	if roundTripOwner[rt.topology][config.R333] == judge.ByBIRD {
 		// BIRD keeps the routes; its new instance writes them when its
 		// graceful restart ends, at 3.33's krt_metric (1024, or 2147483547
@@ -228,7 +229,7 @@ func (rt *roundTrip) downgradeLeg(ctx SpecContext) {
 	GinkgoHelper()
 	c, node := rt.c, rt.node
 	rt.down = c.Mark("round trip: downgrade begins")
-	act(c.UpgradeNode(ctx, node.Name, headlineFrom, harness.UpgradeOptions{Signal: syscall.SIGKILL}))
+	scenariotest.Act(c.UpgradeNode(ctx, node.Name, headlineFrom, harness.UpgradeOptions{Signal: syscall.SIGKILL}))
 	Expect(c.WaitConverged(ctx)).To(Succeed())
 	for _, b := range rt.remote {
 		Eventually(node).WithPolling(20*time.Millisecond).
@@ -333,7 +334,7 @@ func (rt *roundTrip) recordFigures() results.ScenarioResult {
 	if leftover > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("downgrade leg: %d route(s) to remote blocks left beneath the best one (the 3.33 BIRD's, at its krt_metric): the downgraded BIRD's kernel scan took them as already seen", leftover))
 	}
-	report("upgrade round trip on "+rt.topology+": node-2 "+string(headlineFrom)+" → 3.33 → "+string(headlineFrom)+", lost probes per flow over both legs", results.GapTable(rep), res)
+	scenariotest.Record("upgrade round trip on "+rt.topology+": node-2 "+string(headlineFrom)+" → 3.33 → "+string(headlineFrom)+", lost probes per flow over both legs", results.GapTable(rep), res)
 	return res
 }
 

@@ -69,6 +69,7 @@ import (
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/procfs"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -76,7 +77,7 @@ import (
 // no-encap (natively) and 5 for IPIP (in the VM, where TCG makes every
 // node cost several times what it does natively).
 func scaleNodes(pool string) int {
-	if s := cfg.ScaleNodes; len(s) > 0 && s[0] >= 3 {
+	if s := scenariotest.Config.ScaleNodes; len(s) > 0 && s[0] >= 3 {
 		return s[0]
 	}
 	if pool == "ipip" {
@@ -109,7 +110,7 @@ func ownedBy(c *harness.Cluster, n *harness.Node, owner judge.Owner, via string)
 // routes only then.
 func birdRecovered(ctx context.Context, n *harness.Node) {
 	GinkgoHelper()
-	Eventually(func() (bool, error) { return birdInRecovery(ctx, n) }).WithContext(ctx).WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
+	Eventually(func() (bool, error) { return birdInRecovery(ctx, n) }).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
 		Should(BeFalse(), "%s's BIRD should end its graceful-restart recovery", n.Name)
 }
 
@@ -160,12 +161,12 @@ func (st *scaleStep) keptRoutes(c *harness.Cluster, pool string) {
 // platformMayStall says whether this run is under QEMU TCG, where the
 // whole guest stalls for ~100 ms now and then (a process or container
 // starting) and every flow loses probes at once.
-func platformMayStall() bool { return machine.Stalls() }
+func platformMayStall() bool { return scenariotest.Machine.Stalls() }
 
 // scaleRate is the probe rate of the scale scenarios.
 func scaleRate() int {
-	if machine.ProbeRateSet {
-		return machine.Rate()
+	if scenariotest.Machine.ProbeRateSet {
+		return scenariotest.Machine.Rate()
 	}
 	return 250
 }
@@ -247,7 +248,7 @@ func probedChange(ctx SpecContext, c *harness.Cluster, plan judge.FlowPlan, chan
 	// sessions up and programmers synced is not enough — a 20-node IPIP
 	// run had three peers without a route to the upgraded node's block for
 	// 2.5 s after both held.
-	Eventually(c).WithContext(ctx).WithTimeout(machine.Wait(60 * time.Second)).WithPolling(50 * time.Millisecond).Should(judge.HaveRemoteBlockRoutes())
+	Eventually(c).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(60 * time.Second)).WithPolling(50 * time.Millisecond).Should(judge.HaveRemoteBlockRoutes())
 	end := c.Mark("step converged")
 	st.beginMono, st.endMono = begin.Mono, end.Mono
 	st.convergedS = float64(end.Mono-begin.Mono) / 1e9
@@ -274,7 +275,7 @@ func (st *scaleStep) book(ctx context.Context, c *harness.Cluster, node string) 
 	n := c.Node(node)
 	controls, err := judge.Holes(st.final, judge.SinceSnapshot(st.atBegin, st.atEnd), judge.NotInvolving(n))
 	Expect(err).NotTo(HaveOccurred())
-	st.platform, err = judge.PlatformLossOf(controls, machine.Stalls())
+	st.platform, err = judge.PlatformLossOf(controls, scenariotest.Machine.Stalls())
 	Expect(err).NotTo(HaveOccurred(), "guard: the sample measures the platform's own loss")
 	out, err := judge.Holes(st.final, judge.SinceSnapshot(st.atBegin, st.atEnd), func(f probe.GapReport) bool { return isFrom(n, f.SrcAddr) })
 	Expect(err).NotTo(HaveOccurred())
@@ -435,7 +436,7 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade", "timing")
 		via := scaleVia(pool)
 		tp, err := topo.Generate(topo.GenSpec{Nodes: n, Pool: pool})
 		Expect(err).NotTo(HaveOccurred())
-		c := startClusterOn(ctx, tp, scaleRolloutOptions(pool))
+		c := scenariotest.StartClusterOn(ctx, tp, scaleRolloutOptions(pool))
 		start := c.Mark("rollout begins")
 		var steps []scaleStep
 		for i, nd := range c.Net.Nodes {
@@ -467,7 +468,7 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade", "timing")
 		n := min(scaleNodes(pool), 8)
 		tp, err := topo.Generate(topo.GenSpec{Nodes: n, Pool: pool})
 		Expect(err).NotTo(HaveOccurred())
-		c := startClusterOn(ctx, tp, harness.Options{Release: config.R333})
+		c := scenariotest.StartClusterOn(ctx, tp, harness.Options{Release: config.R333})
 		const victim = "node-2"
 		plan, err := harness.PlanFlows(c.Net, []string{victim}, scaleSample(n), 7)
 		Expect(err).NotTo(HaveOccurred())
@@ -489,7 +490,7 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade", "timing")
 			if err := c.WaitConverged(ctx); err != nil {
 				return err
 			}
-			Eventually(inRecovery).WithTimeout(machine.Wait(60 * time.Second)).WithPolling(50 * time.Millisecond).Should(BeFalse())
+			Eventually(inRecovery).WithTimeout(scenariotest.Machine.Wait(60 * time.Second)).WithPolling(50 * time.Millisecond).Should(BeFalse())
 			atSecondSpaced, recoveringSpaced = peersWithout(), inRecovery()
 			return restart()
 		})
@@ -688,7 +689,7 @@ func recordScaleRollout(c *harness.Cluster, steps []scaleStep, n int, pool strin
 	res.Figures["bpfMapBytesPerSession"] = float64(steps[0].mapBytes)
 	res.Figures["bpfCountersPerSession"] = float64(steps[0].counters)
 	res.Notes = append(res.Notes, "flow plan per step: "+steps[0].plan.String())
-	report(fmt.Sprintf("rolling upgrade of %d nodes %s → 3.33 (%s, old BIRD SIGKILL)", n, headlineFrom, pool), b.String(), res)
+	scenariotest.Record(fmt.Sprintf("rolling upgrade of %d nodes %s → 3.33 (%s, old BIRD SIGKILL)", n, headlineFrom, pool), b.String(), res)
 
 }
 
@@ -748,7 +749,7 @@ func recordConsecutiveRestart(c *harness.Cluster, victim string, n int, pool str
 	} {
 		res.Figures[k] = v
 	}
-	report(fmt.Sprintf("consecutive restart of %s (SIGKILL twice), %d nodes, %s", victim, n, pool), b.String(), res)
+	scenariotest.Record(fmt.Sprintf("consecutive restart of %s (SIGKILL twice), %d nodes, %s", victim, n, pool), b.String(), res)
 
 }
 

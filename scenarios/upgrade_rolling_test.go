@@ -59,6 +59,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -124,7 +125,7 @@ type rollingUpgrade struct {
 func startRollingUpgrade(ctx SpecContext, sig syscall.Signal) *rollingUpgrade {
 	GinkgoHelper()
 	ru := &rollingUpgrade{sig: sig, order: map[string]int{}}
-	ru.c = startCluster(ctx, "ipip", harness.Options{Release: headlineFrom})
+	ru.c = scenariotest.StartCluster(ctx, "ipip", harness.Options{Release: headlineFrom})
 	for i, n := range ru.c.Nodes() {
 		ru.order[n.Name] = i
 	}
@@ -168,12 +169,12 @@ func (ru *rollingUpgrade) upgrade(ctx SpecContext, n *harness.Node) {
 	// a window nobody judges fell inside the judged span (CI, 2026-12-02).
 	// The span starts once the timeline holds every route the guard saw.
 	for _, b := range remote {
-		Eventually(func() int { return forwardingRoutesTo(c.Timeline(n.Name), b) }).WithTimeout(machine.Wait(10*time.Second)).WithPolling(5*time.Millisecond).
+		Eventually(func() int { return forwardingRoutesTo(c.Timeline(n.Name), b) }).WithTimeout(scenariotest.Machine.Wait(10*time.Second)).WithPolling(5*time.Millisecond).
 			Should(Equal(1), "%s's route timeline catches up with its route to %s", n.Name, b)
 	}
 	from := c.Mark(fmt.Sprintf("upgrade of %s begins", n.Name))
 	ru.starts = append(ru.starts, from.Mono)
-	act(c.UpgradeNode(ctx, n.Name, config.R333, harness.UpgradeOptions{Signal: ru.sig}))
+	scenariotest.Act(c.UpgradeNode(ctx, n.Name, config.R333, harness.UpgradeOptions{Signal: ru.sig}))
 	for _, b := range remote {
 		Eventually(n).WithPolling(20 * time.Millisecond).
 			Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).
@@ -242,7 +243,7 @@ func (ru *rollingUpgrade) recordFigures() (ceaseWithdrawals int) {
 	ru.res.Figures["prefixesWithTwoRoutes"] = float64(doubles)
 	ru.res.Figures["rollingUpgradeSeconds"] = float64(ru.end.Mono-ru.begin.Mono) / 1e9
 	ru.res.Figures["ceaseWithdrawalsOnNodesNotYetUpgraded"] = float64(ceaseWithdrawals)
-	report("rolling upgrade "+string(headlineFrom)+" → 3.33 of every node in turn (old BIRD "+ru.sig.String()+")", ru.table.String()+results.GapTable(ru.rep), ru.res)
+	scenariotest.Record("rolling upgrade "+string(headlineFrom)+" → 3.33 of every node in turn (old BIRD "+ru.sig.String()+")", ru.table.String()+results.GapTable(ru.rep), ru.res)
 	return ceaseWithdrawals
 }
 
@@ -281,7 +282,7 @@ func (ru *rollingUpgrade) expectProbesWithinPlatformLoss() {
 		}
 		controls, err := judge.Holes(rep, judge.SentBetween(starts[i], to), judge.NotInvolving(n))
 		Expect(err).NotTo(HaveOccurred())
-		platforms[i], err = judge.PlatformLossOf(controls, machine.Stalls())
+		platforms[i], err = judge.PlatformLossOf(controls, scenariotest.Machine.Stalls())
 		Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve %s measure the platform's own loss", n.Name)
 		AddReportEntry("platform loss while "+n.Name+" was upgraded", platforms[i].String())
 		ru.res.Figures["platformLostPerControlFlowMax."+n.Name] = float64(platforms[i].Max)

@@ -44,6 +44,7 @@ import (
 	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -51,7 +52,7 @@ var _ = Describe("Upgrade handover on IPIP, node by node", Label("ipip", "upgrad
 	DescribeTable("the upgraded node loses no outbound probe while the programmer takes over BIRD's tunnel routes",
 		func(ctx SpecContext, sig syscall.Signal) {
 			// Every node on 3.31: BIRD owns the IPIP routes.
-			c := startCluster(ctx, "ipip", harness.Options{Release: headlineFrom})
+			c := scenariotest.StartCluster(ctx, "ipip", harness.Options{Release: headlineFrom})
 			headlineUpgrade(ctx, c, "node-2", sig, "upgrade handover IPIP ("+sig.String()+")")
 		},
 		Entry("old BIRD SIGKILLed, as when the pod is deleted", syscall.SIGKILL),
@@ -102,9 +103,9 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	// (With $BIRDCAGE_UPGRADE_PROGRAMMER — `birdcage run
 	// --upgrade-programmer` — the upgraded node runs that build from here
 	// on: a team's own programmer judged by the claim.)
-	newBuild, err := harness.UpgradeProgrammer(cfg.UpgradeProgrammer)
+	newBuild, err := harness.UpgradeProgrammer(scenariotest.Config.UpgradeProgrammer)
 	Expect(err).NotTo(HaveOccurred())
-	begin := act(t.UpgradeNode(ctx, upgraded, config.R333, harness.UpgradeOptions{Signal: sig, Programmer: newBuild}))
+	begin := scenariotest.Act(t.UpgradeNode(ctx, upgraded, config.R333, harness.UpgradeOptions{Signal: sig, Programmer: newBuild}))
 
 	// 4. Its IPIP cluster routes move to the programmer: its route, via
 	// tunl0 (and the block's node onlink, where the target knows it) as
@@ -118,7 +119,7 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	// route to another node's block is left behind, and every other node
 	// routes the upgraded node's blocks by BIRD alone (its release's
 	// owner).
-	wait, cancel := context.WithTimeout(ctx, machine.Wait(60*time.Second))
+	wait, cancel := context.WithTimeout(ctx, scenariotest.Machine.Wait(60*time.Second))
 	defer cancel()
 	Expect(t.WaitConverged(wait)).To(Succeed())
 	Eventually(func() []kroute.Route { return birdRoutesTo(node, remote) }).
@@ -216,11 +217,11 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	// hole".
 	controls, err := judge.Holes(rep, judge.SinceSnapshot(atBegin, atEnd), func(f probe.GapReport) bool { return !isUp(f.SrcAddr) && !isUp(f.DstAddr) })
 	Expect(err).NotTo(HaveOccurred())
-	platform, err := judge.PlatformLossOf(controls, machine.Stalls())
+	platform, err := judge.PlatformLossOf(controls, scenariotest.Machine.Stalls())
 	Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve %s measure the platform's own loss", upgraded)
 	res.Figures["platformMissingPerControlFlowMax"] = float64(platform.Max)
 	AddReportEntry("platform loss", platform.String())
-	report(fmt.Sprintf("upgrade of %s %s → 3.33 on %s, old BIRD %s: lost probes per flow", upgraded, headlineFrom, t.TargetName(), sig),
+	scenariotest.Record(fmt.Sprintf("upgrade of %s %s → 3.33 on %s, old BIRD %s: lost probes per flow", upgraded, headlineFrom, t.TargetName(), sig),
 		results.GapTable(rep), res)
 
 	Expect(encapErr).NotTo(HaveOccurred(), "IPIP flows must cross the underlay encapsulated")

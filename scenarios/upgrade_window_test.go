@@ -57,6 +57,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -159,7 +160,7 @@ func startUpgradeWindow(ctx SpecContext, writeOrder string) *upgradeWindow {
 	if w.wantOrder == "" {
 		w.wantOrder = "delete-first"
 	}
-	w.c = startCluster(ctx, "ipip", harness.Options{Release: config.R332, ProgrammerKnobs: programmer.Knobs{WriteOrder: writeOrder}})
+	w.c = scenariotest.StartCluster(ctx, "ipip", harness.Options{Release: config.R332, ProgrammerKnobs: programmer.Knobs{WriteOrder: writeOrder}})
 	w.upgraded = w.c.Node("node-2")
 	w.remote = w.c.RemoteBlocks(w.upgraded.Name)
 	Expect(w.remote).NotTo(BeEmpty())
@@ -185,7 +186,7 @@ func (w *upgradeWindow) upgrade(ctx SpecContext) {
 	GinkgoHelper()
 	// 4. Upgrade node-2 to 3.33, the old BIRD SIGKILLed (a pod
 	// deletion); the programmer takes the routes over.
-	w.begin = act(w.c.UpgradeNode(ctx, w.upgraded.Name, config.R333, harness.UpgradeOptions{Signal: syscall.SIGKILL}))
+	w.begin = scenariotest.Act(w.c.UpgradeNode(ctx, w.upgraded.Name, config.R333, harness.UpgradeOptions{Signal: syscall.SIGKILL}))
 	st, err := w.upgraded.Programmer.Status()
 	Expect(err).NotTo(HaveOccurred())
 	Expect(st.WriteOrder).To(Equal(w.wantOrder), "guard: the 3.33 programmer writes %s", w.wantOrder)
@@ -255,7 +256,7 @@ func (w *upgradeWindow) recordFigures(tos []takeover, lines []string) {
 		}
 	}
 	res.Notes = append(res.Notes, lines...)
-	report(fmt.Sprintf("upgrade of node-2 3.32 → 3.33, write order %s: %d of %d w.remote blocks without a route for a while, per block min/median/max %.3f/%.3f/%.3f ms; outbound lost %.0f",
+	scenariotest.Record(fmt.Sprintf("upgrade of node-2 3.32 → 3.33, write order %s: %d of %d w.remote blocks without a route for a while, per block min/median/max %.3f/%.3f/%.3f ms; outbound lost %.0f",
 		w.wantOrder, withWindow, len(tos), ms[0], ms[len(ms)/2], ms[len(ms)-1], res.Figures["lostOutboundUpgradedNode"]),
 		strings.Join(lines, "\n")+"\n"+results.GapTable(w.rep), res)
 }
@@ -266,7 +267,7 @@ func (w *upgradeWindow) expectNoOutboundLossBeyondPlatform() {
 	GinkgoHelper()
 	controls, err := judge.Holes(w.rep, judge.SinceSnapshot(w.atBegin, w.atEnd), judge.NotInvolving(w.upgraded))
 	Expect(err).NotTo(HaveOccurred())
-	platform, err := judge.PlatformLossOf(controls, machine.Stalls())
+	platform, err := judge.PlatformLossOf(controls, scenariotest.Machine.Stalls())
 	Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve node-2 measure the platform's own loss")
 	AddReportEntry("platform loss", platform.String())
 	for _, f := range w.rep.Flows {
