@@ -1,6 +1,8 @@
 package harness
 
 import (
+	"github.com/birdcage/birdcage/instrument/probe/report"
+
 	"context"
 	"fmt"
 	"net/netip"
@@ -10,7 +12,6 @@ import (
 	"github.com/birdcage/birdcage/dataplane/bird"
 	"github.com/birdcage/birdcage/dataplane/confd"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/instrument/probe"
 	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -90,20 +91,20 @@ func (f *Fabric) Router(name string) *Router {
 func (f *Fabric) Routers() []*Router { return f.c.routers }
 
 // PlaneOfFlow is judge.PlaneOfFlow on the cluster's fabric.
-func (f *Fabric) PlaneOfFlow(g probe.GapReport) string { return judge.PlaneOfFlow(f, g) }
+func (f *Fabric) PlaneOfFlow(g report.GapReport) string { return judge.PlaneOfFlow(f, g) }
 
 // FlowsPerPlane is judge.FlowsPerPlane on the cluster's fabric.
-func (f *Fabric) FlowsPerPlane(rep *probe.Report) map[string]int {
+func (f *Fabric) FlowsPerPlane(rep *report.Report) map[string]int {
 	return judge.FlowsPerPlane(f, rep)
 }
 
 // HopTable is judge.HopTable on the cluster's fabric.
-func (f *Fabric) HopTable(rep *probe.Report, cols []judge.HopColumn, extra ...func(probe.GapReport) (title, value string)) string {
+func (f *Fabric) HopTable(rep *report.Report, cols []judge.HopColumn, extra ...func(report.GapReport) (title, value string)) string {
 	return judge.HopTable(f, rep, cols, extra...)
 }
 
 // PlaneTable is judge.PlaneTable on the cluster's fabric.
-func (f *Fabric) PlaneTable(rep *probe.Report) string { return judge.PlaneTable(f, rep) }
+func (f *Fabric) PlaneTable(rep *report.Report) string { return judge.PlaneTable(f, rep) }
 
 // start runs BIRD on a BGP-speaking router of the topology, peering with
 // its neighbours, and adds it to the fabric.

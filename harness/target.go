@@ -1,6 +1,8 @@
 package harness
 
 import (
+	"github.com/birdcage/birdcage/instrument/probe/report"
+
 	"context"
 	"net/netip"
 	"syscall"
@@ -65,7 +67,7 @@ type Target interface {
 	WaitConverged(ctx context.Context) error
 
 	// Result starts a results row for a scenario judged on the target.
-	Result(name string, rep *probe.Report) results.ScenarioResult
+	Result(name string, rep *report.Report) results.ScenarioResult
 }
 
 var _ Target = (*Cluster)(nil)

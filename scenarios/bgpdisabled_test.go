@@ -18,6 +18,8 @@ package scenarios_test
 // the positive control that BGP really went away.
 
 import (
+	"github.com/birdcage/birdcage/instrument/probe/report"
+
 	"fmt"
 	"strings"
 	"time"
@@ -27,7 +29,6 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/instrument/probe"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/scenarios/scenariotest"
@@ -110,7 +111,7 @@ var _ = Describe("Disabling BGP under the 3.33 defaults", Label("ipip", "bgpdisa
 		end := c.Mark("two full resyncs after BGP went off")
 		atEnd, err := probes.Report()
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(func() (*probe.Report, error) { return probes.Report() }).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
+		Eventually(func() (*report.Report, error) { return probes.Report() }).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
 			Should(judge.HaveNoGap().Through(atEnd), "every IPIP probe sent by the end should arrive")
 		rep, err := probes.Stop()
 		Expect(err).NotTo(HaveOccurred())

@@ -4,6 +4,8 @@ package scenarios_test
 // per numbered step.
 
 import (
+	"github.com/birdcage/birdcage/instrument/probe/report"
+
 	"fmt"
 	"net/netip"
 	"strings"
@@ -193,14 +195,14 @@ func (d *birdDelete) withdraw(ctx SpecContext) {
 // settle is step 7: two BIRD scans and two full programmer resyncs for
 // anything that would act on the withdrawal to have done so; every probe
 // sent before the end mark arrives.
-func (d *birdDelete) settle(probes *probe.Session) (rep, endRep *probe.Report) {
+func (d *birdDelete) settle(probes *probe.Session) (rep, endRep *report.Report) {
 	GinkgoHelper()
 	waitFullResyncs(d.node2, 2)
 	d.end = d.c.Mark("two full resyncs after the withdrawal")
 	Expect(d.node2.Programmer.Restarts()).To(HaveLen(d.restartsBefore), "guard: node-2's programmer did not restart (its ownership did not change), so nothing re-programmed the route behind BIRD's delete")
 	endRep, err := probes.Report()
 	Expect(err).NotTo(HaveOccurred())
-	Eventually(func() (*probe.Report, error) { return probes.Report() }).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
+	Eventually(func() (*report.Report, error) { return probes.Report() }).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
 		Should(judge.HaveNoGap().Through(endRep), "every probe sent before the end mark should arrive")
 	rep, err = probes.Stop()
 	Expect(err).NotTo(HaveOccurred())
@@ -209,7 +211,7 @@ func (d *birdDelete) settle(probes *probe.Session) (rep, endRep *probe.Report) {
 
 // recordFigures is step 8; it returns each node's route requests for
 // node-3's block after the withdrawal, for the claim.
-func (d *birdDelete) recordFigures(rep *probe.Report) map[string]bpf.RouteRequests {
+func (d *birdDelete) recordFigures(rep *report.Report) map[string]bpf.RouteRequests {
 	GinkgoHelper()
 	c, block3 := d.c, d.block3
 	res := c.Result("a real BIRD's delete misses the programmer's route (no-encap, BIRD gives up routes the programmer took)", rep)
@@ -294,7 +296,7 @@ func withdrawOwn1024Route(ctx SpecContext, c *harness.Cluster, node2 *harness.No
 
 // recordBIRDDelete1024 registers the 1024 spec's figures and returns how
 // often BIRD's and the programmer's routes to block3 were deleted.
-func recordBIRDDelete1024(c *harness.Cluster, rep *probe.Report, dels bpf.RouteRequests, block3 netip.Prefix, withdrawn, end int64, settled quiescence) (birdDeletes, progDeletes int) {
+func recordBIRDDelete1024(c *harness.Cluster, rep *report.Report, dels bpf.RouteRequests, block3 netip.Prefix, withdrawn, end int64, settled quiescence) (birdDeletes, progDeletes int) {
 	GinkgoHelper()
 	tl := c.Timeline("node-2")
 	for _, e := range deletesOf(tl, block3, withdrawn, end) {
@@ -317,13 +319,13 @@ func recordBIRDDelete1024(c *harness.Cluster, rep *probe.Report, dels bpf.RouteR
 
 // resyncAndDrain waits for two full resyncs of node's programmer, marks the
 // end, and waits for every probe sent before it to arrive.
-func resyncAndDrain(c *harness.Cluster, node *harness.Node, probes *probe.Session) (end results.Event, rep, endRep *probe.Report) {
+func resyncAndDrain(c *harness.Cluster, node *harness.Node, probes *probe.Session) (end results.Event, rep, endRep *report.Report) {
 	GinkgoHelper()
 	waitFullResyncs(node, 2)
 	end = c.Mark("two full resyncs after the withdrawal")
 	endRep, err := probes.Report()
 	Expect(err).NotTo(HaveOccurred())
-	Eventually(func() (*probe.Report, error) { return probes.Report() }).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
+	Eventually(func() (*report.Report, error) { return probes.Report() }).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
 		Should(judge.HaveNoGap().Through(endRep), "every probe sent before the end mark should arrive")
 	rep, err = probes.Stop()
 	Expect(err).NotTo(HaveOccurred())

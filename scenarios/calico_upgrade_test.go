@@ -16,6 +16,8 @@ package scenarios_test
 // IPIP manager takes an existing tunl0 of any link type).
 
 import (
+	"github.com/birdcage/birdcage/instrument/probe/report"
+
 	"context"
 	"fmt"
 	"net/netip"
@@ -103,8 +105,8 @@ type calicoUpgrade struct {
 	remote         []netip.Prefix
 	probes         *probe.Session
 	begin, end     results.Event
-	atBegin, atEnd *probe.Report
-	rep            *probe.Report
+	atBegin, atEnd *report.Report
+	rep            *report.Report
 	res            results.ScenarioResult
 }
 
@@ -200,7 +202,7 @@ func (u *calicoUpgrade) recordFigures(sig syscall.Signal) (windows int, platform
 	res.Figures["noRouteWindows"] = float64(windows)
 	res.Figures["longestNoRouteWindowMs"] = longest
 	res.Figures["deletesAtUpgradedNode"] = float64(deletes)
-	controls, err := judge.Holes(rep, judge.SinceSnapshot(u.atBegin, u.atEnd), func(f probe.GapReport) bool { return !u.isUp(f.SrcAddr) && !u.isUp(f.DstAddr) })
+	controls, err := judge.Holes(rep, judge.SinceSnapshot(u.atBegin, u.atEnd), func(f report.GapReport) bool { return !u.isUp(f.SrcAddr) && !u.isUp(f.DstAddr) })
 	Expect(err).NotTo(HaveOccurred())
 	platform, err = judge.PlatformLossOf(controls, scenariotest.Machine.Stalls())
 	Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve %s measure the platform's own loss", u.upgraded)

@@ -4,6 +4,8 @@ package scenarios_test
 // numbered step; the spec body reads as the claim, the staging lives here.
 
 import (
+	"github.com/birdcage/birdcage/instrument/probe/report"
+
 	"errors"
 	"fmt"
 	"maps"
@@ -53,7 +55,7 @@ type collisionPair struct {
 	bothConnections          bool
 	sessionReset             bool
 	recoveredMs              float64
-	rep                      *probe.Report
+	rep                      *report.Report
 	peerMs, nodeMs           float64
 	peerLines, nodeLines     []string
 	deleted                  int
@@ -434,7 +436,7 @@ type torCollision struct {
 	hold           *bgphold.Hold
 	kill, start    results.Event
 	recovered, end int64 // when the spec saw node-1's recovery over; converged
-	rep            *probe.Report
+	rep            *report.Report
 }
 
 // startTorCollision brings up the cluster and guards: Calico renders no

@@ -37,6 +37,8 @@ package scenarios_test
 // pairs one way.
 
 import (
+	"github.com/birdcage/birdcage/instrument/probe/report"
+
 	"context"
 	"fmt"
 	"net/netip"
@@ -53,7 +55,6 @@ import (
 	"github.com/birdcage/birdcage/dataplane/confd"
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/instrument/probe"
 	"github.com/birdcage/birdcage/instrument/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
@@ -512,12 +513,12 @@ func timelinePaths(r kroute.Route) []string {
 }
 
 // flowsPerPlane counts flows by the plane they left by.
-func (f *fabric) flowsPerPlane(rep *probe.Report) map[string]int {
+func (f *fabric) flowsPerPlane(rep *report.Report) map[string]int {
 	return f.c.Fabric().FlowsPerPlane(rep)
 }
 
 // bothPlanesCarry fails unless some flow left by each plane.
-func (f *fabric) bothPlanesCarry(rep *probe.Report) error {
+func (f *fabric) bothPlanesCarry(rep *report.Report) error {
 	per := f.flowsPerPlane(rep)
 	for _, p := range f.planes {
 		if per[p] == 0 && per["both"] == 0 {
@@ -528,7 +529,7 @@ func (f *fabric) bothPlanesCarry(rep *probe.Report) error {
 }
 
 // planeTable shows, per flow, its packets at each plane's uplinks.
-func (f *fabric) planeTable(rep *probe.Report) string { return f.c.Fabric().PlaneTable(rep) }
+func (f *fabric) planeTable(rep *report.Report) string { return f.c.Fabric().PlaneTable(rep) }
 
 // routeTable lists every node's route to every remote block by owner.
 func (f *fabric) routeTable(o judge.Owner) string {
@@ -547,8 +548,8 @@ func (f *fabric) routeTable(o judge.Owner) string {
 }
 
 // crossNodeFlows is every ordered pair of workloads on different nodes.
-func crossNodeFlows(c *harness.Cluster) []probe.Flow {
-	var out []probe.Flow
+func crossNodeFlows(c *harness.Cluster) []report.Flow {
+	var out []report.Flow
 	for _, a := range c.Net.Nodes {
 		for _, b := range c.Net.Nodes {
 			if a == b {
@@ -556,7 +557,7 @@ func crossNodeFlows(c *harness.Cluster) []probe.Flow {
 			}
 			for _, wa := range a.Workloads {
 				for _, wb := range b.Workloads {
-					out = append(out, probe.Flow{Src: harness.Endpoint(wa), Dst: harness.Endpoint(wb)})
+					out = append(out, report.Flow{Src: harness.Endpoint(wa), Dst: harness.Endpoint(wb)})
 				}
 			}
 		}
@@ -621,7 +622,7 @@ type torFailureRun struct {
 	plane   string   // its plane
 	fail    results.Event
 	want    func(n *harness.Node, b netip.Prefix) []string
-	rep     *probe.Report
+	rep     *report.Report
 	perNode map[string]float64 // when each node's last route fell back, ms after the failure
 	noRoute float64
 	window  holdWindow

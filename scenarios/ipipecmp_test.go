@@ -27,6 +27,8 @@ package scenarios_test
 // with it appended they would stay in the no-encap pool.
 
 import (
+	"github.com/birdcage/birdcage/instrument/probe/report"
+
 	"fmt"
 	"net/netip"
 	"sort"
@@ -38,7 +40,6 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/instrument/probe"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/report/results"
@@ -175,7 +176,7 @@ func shapeTable(shapes map[string]kroute.Route) string {
 // ipipHopTable shows, per flow, its packets at the source's tunl0 and
 // uplinks (egress, inner packets counted) and the destination's tunl0
 // (ingress).
-func ipipHopTable(c *harness.Cluster, rep *probe.Report) string {
+func ipipHopTable(c *harness.Cluster, rep *report.Report) string {
 	return c.Fabric().HopTable(rep, []judge.HopColumn{
 		{Title: "src tunl0 out", Interface: "tunl0", Direction: "egress"},
 		{Title: "src eth0 out", Interface: "eth0", Direction: "egress"},
@@ -295,7 +296,7 @@ func (e *ipipECMP) shapes() map[string]kroute.Route {
 
 // probe is step 5: probes between every pair of IPIP workloads, with
 // counters at every uplink and tunl0.
-func (e *ipipECMP) probe(ctx SpecContext) *probe.Report {
+func (e *ipipECMP) probe(ctx SpecContext) *report.Report {
 	GinkgoHelper()
 	c := e.c
 	rate := c.Machine.Rate()
@@ -322,7 +323,7 @@ func (e *ipipECMP) probe(ctx SpecContext) *probe.Report {
 }
 
 // recordFigures is step 6.
-func (e *ipipECMP) recordFigures(ctx SpecContext, shapes map[string]kroute.Route, rep *probe.Report) {
+func (e *ipipECMP) recordFigures(ctx SpecContext, shapes map[string]kroute.Route, rep *report.Report) {
 	GinkgoHelper()
 	c, own, pool, rate := e.c, e.own, e.pool, e.rate
 	res := c.Result("IPIP with ECMP on dual-ToR: "+own.owner.String(), rep)

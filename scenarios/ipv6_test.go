@@ -13,6 +13,8 @@ package scenarios_test
 // control: the same owner must hold them too.
 
 import (
+	"github.com/birdcage/birdcage/instrument/probe/report"
+
 	"fmt"
 	"net/netip"
 	"time"
@@ -43,8 +45,8 @@ func dualStackNoEncap() *topo.Topology {
 
 // endpoint6 is a workload as an IPv6 probe endpoint (harness.Endpoint uses
 // the IPv4 address).
-func endpoint6(wl *topo.Workload) probe.Endpoint {
-	return probe.Endpoint{Name: wl.Name + "/v6", Netns: wl.Path, Iface: wl.Iface, Addr: wl.IPv6}
+func endpoint6(wl *topo.Workload) report.Endpoint {
+	return report.Endpoint{Name: wl.Name + "/v6", Netns: wl.Path, Iface: wl.Iface, Addr: wl.IPv6}
 }
 
 var _ = Describe("IPv6 no-encap pools follow the same ownership policy as IPv4", Label("noencap", "ipv6"), func() {
@@ -101,7 +103,7 @@ var _ = Describe("IPv6 no-encap pools follow the same ownership policy as IPv4",
 
 			// 4. IPv6 probes between every pair of nodes' first workloads,
 			// and IPv4 alongside; Probes returns once every flow delivers.
-			var eps6 []probe.Endpoint
+			var eps6 []report.Endpoint
 			for _, nd := range c.Net.Nodes {
 				wl := nd.Workloads[0]
 				Expect(wl.IPv6.IsValid()).To(BeTrue(), "guard: workload %s has an IPv6 address", wl.Name)

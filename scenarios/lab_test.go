@@ -20,6 +20,8 @@ package scenarios_test
 // runc exec). Specs whose actions the manifest lacks skip, naming them.
 
 import (
+	"github.com/birdcage/birdcage/instrument/probe/report"
+
 	"context"
 	"fmt"
 	"strings"
@@ -34,7 +36,6 @@ import (
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/lab"
 	"github.com/birdcage/birdcage/harness/lab/handmade"
-	"github.com/birdcage/birdcage/instrument/probe"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
@@ -204,7 +205,7 @@ func labProto(l *lab.Lab, o judge.Owner) kroute.Protocol {
 // labLiveChange is liveChange (liveconfig_test.go) against a lab: the same
 // steps and figures, except those only a built cluster can see (the
 // programmer's restarts, confd's reaction).
-func labLiveChange(ctx SpecContext, l *lab.Lab, from, to ownership, timing timing.Model) (results.ScenarioResult, *probe.Report, judge.Handovers) {
+func labLiveChange(ctx SpecContext, l *lab.Lab, from, to ownership, timing timing.Model) (results.ScenarioResult, *report.Report, judge.Handovers) {
 	GinkgoHelper()
 	// 1. The routes belong to `from` (attachLab waited for it).
 	probes, err := l.Probes(ctx, harness.ProbeOptions{})

@@ -45,6 +45,8 @@ package scenarios_test
 // does, and no change hands the routes over.
 
 import (
+	"github.com/birdcage/birdcage/instrument/probe/report"
+
 	"fmt"
 	"net/netip"
 	"slices"
@@ -93,8 +95,8 @@ var _ = Describe("Live programClusterRoutes change per release and address famil
 			t := dualStackNoEncap()
 			lc := liveChangeOn(ctx, t, tc.from, tc.to, liveOptions{
 				vary: []func(*harness.Options){func(o *harness.Options) { o.Release = tc.release }},
-				flows: func(c *harness.Cluster) []probe.Flow {
-					var eps6 []probe.Endpoint
+				flows: func(c *harness.Cluster) []report.Flow {
+					var eps6 []report.Endpoint
 					for _, nd := range c.Net.Nodes {
 						eps6 = append(eps6, endpoint6(nd.Workloads[0]))
 					}

@@ -25,6 +25,8 @@ package scenarios_test
 // the programmer moved first).
 
 import (
+	"github.com/birdcage/birdcage/instrument/probe/report"
+
 	"fmt"
 	"time"
 
@@ -35,7 +37,6 @@ import (
 	"github.com/birdcage/birdcage/dataplane/timing"
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/instrument/probe"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/monoclock"
@@ -131,7 +132,7 @@ func toBIRDBoundMs(m timing.Model) float64 {
 // ends), probe report, result and handovers.
 type liveResult struct {
 	c            *harness.Cluster
-	rep          *probe.Report
+	rep          *report.Report
 	res          results.ScenarioResult
 	handovers    judge.Handovers
 	confdReactMs float64
@@ -142,7 +143,7 @@ type liveResult struct {
 // workloads) and changes to the cluster's options.
 type liveOptions struct {
 	timing *timing.Model
-	flows  func(*harness.Cluster) []probe.Flow
+	flows  func(*harness.Cluster) []report.Flow
 	vary   []func(*harness.Options)
 }
 

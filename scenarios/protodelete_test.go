@@ -27,6 +27,8 @@ package scenarios_test
 // the kernel refuses it (ESRCH) and the proto 80 route stays.
 
 import (
+	"github.com/birdcage/birdcage/instrument/probe/report"
+
 	"errors"
 	"fmt"
 	"net"
@@ -67,7 +69,7 @@ var _ = Describe("Protocol-matched delete", Label("ipip", "protodelete"), func()
 
 		// 3. Probes node-2 <-> node-3, and node-1 -> node-3 for the control.
 		wl1, wl2, wl3 := harness.Endpoint(node1.NS.Workloads[0]), harness.Endpoint(node2.NS.Workloads[0]), harness.Endpoint(node3.NS.Workloads[0])
-		probes, err := c.Probes(ctx, harness.ProbeOptions{Flows: append(probe.Both(wl2, wl3), probe.Flow{Src: wl1, Dst: wl3})})
+		probes, err := c.Probes(ctx, harness.ProbeOptions{Flows: append(probe.Both(wl2, wl3), report.Flow{Src: wl1, Dst: wl3})})
 		Expect(err).NotTo(HaveOccurred())
 
 		// 4. The withdrawal: node-3's BIRD stops with SIGTERM and sends a
@@ -146,14 +148,14 @@ func deleteAsBIRD(n *harness.Node, p netip.Prefix, metric int) error {
 }
 
 // flowBetween returns the report's flow from a to b.
-func flowBetween(rep *probe.Report, a, b probe.Endpoint) probe.GapReport {
+func flowBetween(rep *report.Report, a, b report.Endpoint) report.GapReport {
 	for _, f := range rep.Flows {
 		if f.SrcAddr == a.Addr && f.DstAddr == b.Addr {
 			return f
 		}
 	}
 	Fail(fmt.Sprintf("no probe flow %s -> %s in the report", a.Name, b.Name))
-	return probe.GapReport{}
+	return report.GapReport{}
 }
 
 // protoDeleteUpgradeNode2 is step 2: node-2 to 3.33, its routes become the
@@ -181,15 +183,15 @@ func protoDeleteUpgradeNode2(ctx SpecContext, c *harness.Cluster, node2 *harness
 // more, so this waits for them (late probes fill holes too); those sent
 // after the mark and still in flight when the probes stop are outside the
 // window and only reported.
-func drainNode2ToNode3(probes *probe.Session, wl2, wl3 probe.Endpoint) (endRep *probe.Report, sentByEnd uint64, rep *probe.Report) {
+func drainNode2ToNode3(probes *probe.Session, wl2, wl3 report.Endpoint) (endRep *report.Report, sentByEnd uint64, rep *report.Report) {
 	GinkgoHelper()
 	endRep, err := probes.Report()
 	Expect(err).NotTo(HaveOccurred())
 	sentByEnd = flowBetween(endRep, wl2, wl3).Sent
-	Eventually(func() (probe.GapReport, error) {
+	Eventually(func() (report.GapReport, error) {
 		r, err := probes.Report()
 		if err != nil {
-			return probe.GapReport{}, err
+			return report.GapReport{}, err
 		}
 		return flowBetween(r, wl2, wl3), nil
 	}).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).Should(judge.HaveNoGap().Through(endRep),

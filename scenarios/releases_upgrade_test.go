@@ -29,6 +29,8 @@ package scenarios_test
 // as the old release before and the new one after.
 
 import (
+	"github.com/birdcage/birdcage/instrument/probe/report"
+
 	"fmt"
 	"net/netip"
 	"os"
@@ -101,7 +103,7 @@ type dirGap struct {
 	flows int
 }
 
-func (d *dirGap) add(f probe.GapReport) {
+func (d *dirGap) add(f report.GapReport) {
 	d.gap = max(d.gap, f.LongestGapMs)
 	d.lost += f.Lost
 	d.flows++
@@ -109,7 +111,7 @@ func (d *dirGap) add(f probe.GapReport) {
 
 // upgradeGaps splits the flows into out of node n, into it, and between
 // the others.
-func upgradeGaps(n *harness.Node, rep *probe.Report) (out, in, other dirGap) {
+func upgradeGaps(n *harness.Node, rep *report.Report) (out, in, other dirGap) {
 	for _, f := range rep.Flows {
 		switch {
 		case isFrom(n, f.SrcAddr):
@@ -123,7 +125,7 @@ func upgradeGaps(n *harness.Node, rep *probe.Report) (out, in, other dirGap) {
 	return out, in, other
 }
 
-func upgradeTable(n *harness.Node, rep *probe.Report, out, in, other dirGap) string {
+func upgradeTable(n *harness.Node, rep *report.Report, out, in, other dirGap) string {
 	tab := results.NewTable("direction", "flows", "longest gap ms", "lost")
 	tab.Add(results.Cellf("out of %s", n.Name), out.flows, results.Cellf("%.1f", out.gap), out.lost)
 	tab.Add(results.Cellf("into %s", n.Name), in.flows, results.Cellf("%.1f", in.gap), in.lost)
@@ -141,7 +143,7 @@ type birdUpgrade struct {
 	remote                  []netip.Prefix
 	probes                  *probe.Session
 	begin, established, end results.Event
-	atEnd, rep              *probe.Report
+	atEnd, rep              *report.Report
 }
 
 // startBIRDUpgrade: node-2 starts on BIRD from (guard) and programs every

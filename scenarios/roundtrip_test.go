@@ -24,6 +24,8 @@ package scenarios_test
 // remove the 3.33 programmer's routes).
 
 import (
+	"github.com/birdcage/birdcage/instrument/probe/report"
+
 	"fmt"
 	"net/netip"
 	"syscall"
@@ -74,7 +76,7 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 			Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve node-2 measure the platform's own loss")
 			res.Figures["upgradePlatformLostPerControlFlowMax"] = float64(platform.Max)
 			AddReportEntry("platform loss in the upgrade leg", platform.String())
-			out, err := judge.Holes(rt.rep, judge.SentBetween(rt.up.Mono, rt.upEnd.Mono), func(f probe.GapReport) bool { return isFrom(rt.node, f.SrcAddr) })
+			out, err := judge.Holes(rt.rep, judge.SentBetween(rt.up.Mono, rt.upEnd.Mono), func(f report.GapReport) bool { return isFrom(rt.node, f.SrcAddr) })
 			Expect(err).NotTo(HaveOccurred())
 			Expect(out).To(judge.BeWithinPlatformLoss(platform), "node-2 lost probes on its way out while it was upgraded")
 			Expect(res.Figures["upgradeLongestNoRouteWindowMs"]).To(BeZero(), "node-2 had no route to a remote block while it was upgraded")
@@ -104,7 +106,7 @@ type legTotals struct {
 // legFigures counts the probes lost in runs that began during [from, to)
 // (by send time), split by whether node n sent or received them, and the
 // longest such run (by send time, any flow).
-func legFigures(rep *probe.Report, n *harness.Node, from, to int64) legTotals {
+func legFigures(rep *report.Report, n *harness.Node, from, to int64) legTotals {
 	var t legTotals
 	for _, f := range rep.Flows {
 		if f.DisruptionCount > len(f.Disruptions) {
@@ -138,8 +140,8 @@ type roundTrip struct {
 	remote                   []netip.Prefix
 	via                      string
 	probes                   *probe.Session
-	before, mid, atEnd       *probe.Report
-	rep                      *probe.Report
+	before, mid, atEnd       *report.Report
+	rep                      *report.Report
 	up, upEnd, down, downEnd results.Event
 	upLeftover               int
 }

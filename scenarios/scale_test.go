@@ -47,6 +47,8 @@ package scenarios_test
 // flow (at 20 nodes a step carries 54 flows).
 
 import (
+	"github.com/birdcage/birdcage/instrument/probe/report"
+
 	"context"
 	"fmt"
 	"net/netip"
@@ -63,7 +65,6 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/instrument/probe"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -187,7 +188,7 @@ type scaleStep struct {
 	upgradeS, convergedS  float64 // UpgradeNode's own time; until converged again
 	cpuPerS               float64 // harness CPU-s per second over the session
 	mapBytes, counters    int64
-	atBegin, atEnd, final *probe.Report
+	atBegin, atEnd, final *report.Report
 	bpfCountersAttachedMs float64
 	// softnetDropped is how many packets the kernel dropped from its
 	// per-CPU input backlogs during the step (/proc/net/softnet_stat, all
@@ -277,7 +278,7 @@ func (st *scaleStep) book(ctx context.Context, c *harness.Cluster, node string) 
 	Expect(err).NotTo(HaveOccurred())
 	st.platform, err = judge.PlatformLossOf(controls, scenariotest.Machine.Stalls())
 	Expect(err).NotTo(HaveOccurred(), "guard: the sample measures the platform's own loss")
-	out, err := judge.Holes(st.final, judge.SinceSnapshot(st.atBegin, st.atEnd), func(f probe.GapReport) bool { return isFrom(n, f.SrcAddr) })
+	out, err := judge.Holes(st.final, judge.SinceSnapshot(st.atBegin, st.atEnd), func(f report.GapReport) bool { return isFrom(n, f.SrcAddr) })
 	Expect(err).NotTo(HaveOccurred())
 	for _, h := range out {
 		st.outHolesSinceChange += h.Holes
@@ -402,7 +403,7 @@ func mib(b int64) float64 { return float64(b) / (1 << 20) }
 // while its senders start, before the change, on every flow alike: a
 // 20-node run lost ~30 per flow there on the judged and the control flows,
 // with no control losing one after the change began.
-func (st *scaleStep) judge(keep func(probe.GapReport) bool, what string) {
+func (st *scaleStep) judge(keep func(report.GapReport) bool, what string) {
 	GinkgoHelper()
 	if st.platform.Strict() && !platformMayStall() {
 		for _, f := range st.final.Flows {
@@ -453,7 +454,7 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade", "timing")
 		// loss; where the sample lost nothing, exactly nothing.
 		for _, st := range steps {
 			up := c.Node(st.node)
-			st.judge(func(f probe.GapReport) bool { return isFrom(up, f.SrcAddr) }, st.node+" lost probes on its way out during its upgrade")
+			st.judge(func(f report.GapReport) bool { return isFrom(up, f.SrcAddr) }, st.node+" lost probes on its way out during its upgrade")
 			// The same claim on the upgraded node's routes, strictly
 			// (no platform allowance: a route does not stall).
 			st.keptRoutes(c, pool)
@@ -524,7 +525,7 @@ var _ = Describe("Rolling upgrade at scale", Label("scale", "upgrade", "timing")
 		// — except under TCG, where the sample's loss is the platform's
 		// stall and is what the victim's flows are judged against.
 		sample := judge.NotInvolving(c.Node(victim))
-		spaced.judge(func(f probe.GapReport) bool { return !sample(f) }, "spaced restarts: the victim's flows lost probes")
+		spaced.judge(func(f report.GapReport) bool { return !sample(f) }, "spaced restarts: the victim's flows lost probes")
 		if !platformMayStall() {
 			Expect(spaced.lostSample+quick.lostSample).To(BeZero(), "flows away from the victim lost probes")
 		}

@@ -42,6 +42,8 @@ package scenarios_test
 // is not a clean exit with a Cease (SIGTERM's control).
 
 import (
+	"github.com/birdcage/birdcage/instrument/probe/report"
+
 	"fmt"
 	"net/netip"
 	"strings"
@@ -117,8 +119,8 @@ type rollingUpgrade struct {
 	end    results.Event
 	starts []int64 // each node's upgrade began
 	table  strings.Builder
-	atEnd  *probe.Report
-	rep    *probe.Report
+	atEnd  *report.Report
+	rep    *report.Report
 	res    results.ScenarioResult
 }
 
@@ -249,7 +251,7 @@ func (ru *rollingUpgrade) recordFigures() (ceaseWithdrawals int) {
 
 // flowExempt: with SIGTERM, a flow from a node to one upgraded before it,
 // judged from its source's upgrade on.
-func (ru *rollingUpgrade) flowExempt(f probe.GapReport) (src *harness.Node, ok bool) {
+func (ru *rollingUpgrade) flowExempt(f report.GapReport) (src *harness.Node, ok bool) {
 	var dst *harness.Node
 	for _, n := range ru.c.Nodes() {
 		if isFrom(n, f.SrcAddr) {
@@ -291,7 +293,7 @@ func (ru *rollingUpgrade) expectProbesWithinPlatformLoss() {
 	if strict {
 		for _, f := range rep.Flows {
 			if src, ok := ru.flowExempt(f); ok {
-				holes, err := judge.Holes(rep, judge.SentBetween(starts[ru.order[src.Name]], end.Mono), func(g probe.GapReport) bool { return g.Flow == f.Flow })
+				holes, err := judge.Holes(rep, judge.SentBetween(starts[ru.order[src.Name]], end.Mono), func(g report.GapReport) bool { return g.Flow == f.Flow })
 				Expect(err).NotTo(HaveOccurred())
 				Expect(holes).To(HaveLen(1))
 				Expect(holes[0].Holes).To(BeZero(), "flow %s lost probes after %s's upgrade began", f.Flow, src.Name)
@@ -307,7 +309,7 @@ func (ru *rollingUpgrade) expectProbesWithinPlatformLoss() {
 			to = starts[i+1]
 		}
 		control := judge.NotInvolving(n)
-		involved, err := judge.Holes(rep, judge.SentBetween(starts[i], to), func(f probe.GapReport) bool {
+		involved, err := judge.Holes(rep, judge.SentBetween(starts[i], to), func(f report.GapReport) bool {
 			if src, ok := ru.flowExempt(f); ok && ru.order[src.Name] > i {
 				return false // SIGTERM: withdrawn by design until src's own upgrade
 			}

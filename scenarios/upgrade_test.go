@@ -25,6 +25,8 @@ package scenarios_test
 // once. Both are measured and reported for every pair and direction.
 
 import (
+	"github.com/birdcage/birdcage/instrument/probe/report"
+
 	"context"
 	"fmt"
 	"net/netip"
@@ -38,7 +40,6 @@ import (
 	"github.com/birdcage/birdcage/harness/encap"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/lab"
-	"github.com/birdcage/birdcage/instrument/probe"
 	"github.com/birdcage/birdcage/instrument/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/env"
@@ -215,7 +216,7 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	// TCG every flow loses 70–105 ms at once while a container starts).
 	// Where they lost nothing — native, KVM — the claim is exactly "no
 	// hole".
-	controls, err := judge.Holes(rep, judge.SinceSnapshot(atBegin, atEnd), func(f probe.GapReport) bool { return !isUp(f.SrcAddr) && !isUp(f.DstAddr) })
+	controls, err := judge.Holes(rep, judge.SinceSnapshot(atBegin, atEnd), func(f report.GapReport) bool { return !isUp(f.SrcAddr) && !isUp(f.DstAddr) })
 	Expect(err).NotTo(HaveOccurred())
 	platform, err := judge.PlatformLossOf(controls, scenariotest.Machine.Stalls())
 	Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve %s measure the platform's own loss", upgraded)
@@ -252,7 +253,7 @@ func isFrom(n *harness.Node, addr netip.Addr) bool { return n.NS.HasWorkloadAddr
 // splitInbound splits a report's flows into those not destined to a
 // workload `into` accepts and those destined to one (the rest of each
 // report as it is).
-func splitInbound(rep *probe.Report, into func(netip.Addr) bool) (others, in *probe.Report) {
+func splitInbound(rep *report.Report, into func(netip.Addr) bool) (others, in *report.Report) {
 	o, i := *rep, *rep
 	o.Flows, i.Flows = nil, nil
 	for _, f := range rep.Flows {

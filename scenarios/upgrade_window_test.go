@@ -37,6 +37,8 @@ package scenarios_test
 // and the upgraded node loses no outbound probe beyond the platform's own.
 
 import (
+	"github.com/birdcage/birdcage/instrument/probe/report"
+
 	"fmt"
 	"net/netip"
 	"slices"
@@ -148,8 +150,8 @@ type upgradeWindow struct {
 	remote         []netip.Prefix
 	probes         *probe.Session
 	begin, end     results.Event
-	atBegin, atEnd *probe.Report
-	rep            *probe.Report
+	atBegin, atEnd *report.Report
+	rep            *report.Report
 }
 
 // startUpgradeWindow is steps 1-3: every node on 3.32 (BIRD owns the IPIP

@@ -6,12 +6,13 @@ package main
 // a terminal every suite line, with probe lines thinned to one per 10 s.
 
 import (
+	"github.com/birdcage/birdcage/instrument/probe/report"
+
 	"bytes"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/birdcage/birdcage/instrument/probe"
 	"github.com/birdcage/birdcage/report/results"
 )
 
@@ -88,7 +89,7 @@ func TestRunProgressPlain(t *testing.T) {
 func TestRunSummary(t *testing.T) {
 	var out bytes.Buffer
 	runSummary(&out, &results.ResultsFile{Scenarios: []results.ScenarioResult{
-		{Name: "live change", Verdict: results.VerdictPass, Duration: 3.5, Probes: &probe.Report{Total: probe.Total{Sent: 6000, Lost: 30, LongestGapMs: 31.2}}},
+		{Name: "live change", Verdict: results.VerdictPass, Duration: 3.5, Probes: &report.Report{Total: report.Total{Sent: 6000, Lost: 30, LongestGapMs: 31.2}}},
 		{Name: "upgrade", Verdict: results.VerdictFail, Duration: 9},
 	}})
 	got := strings.Join(strings.Fields(out.String()), " ")
