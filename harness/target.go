@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"syscall"
 
+	"github.com/birdcage/birdcage/harness/encap"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/instrument/probe"
 	"github.com/birdcage/birdcage/instrument/timeline"
@@ -45,6 +46,10 @@ type Target interface {
 	ProgrammerProtocol(ctx context.Context) kroute.Protocol
 	// Timeline is a node's route monitor.
 	Timeline(node string) *timeline.Monitor
+	// EncapLayout is where the target's IPIP flows run, for judging that
+	// they crossed the underlay encapsulated (harness/encap); ok is false,
+	// with the reason, where the target cannot say.
+	EncapLayout(ctx context.Context) (_ encap.Layout, ok bool, why string)
 
 	// Mark records a named instant, taken once every node's route
 	// timeline has recorded the changes made before the call
@@ -71,6 +76,12 @@ type Target interface {
 }
 
 var _ Target = (*Cluster)(nil)
+
+// EncapLayout is the built network's layout: birdcage built it, so it
+// always knows.
+func (c *Cluster) EncapLayout(context.Context) (encap.Layout, bool, string) {
+	return encap.NetworkLayout(c.Net), true, ""
+}
 
 // TargetName is the topology's name.
 func (c *Cluster) TargetName() string { return c.Net.Topology.Name }

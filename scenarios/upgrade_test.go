@@ -39,7 +39,6 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/encap"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/harness/lab"
 	"github.com/birdcage/birdcage/instrument/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/env"
@@ -184,19 +183,10 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	// leaves by their default route, bare, to a router with no pod routes
 	// (the inbound loss). A lab says where its flows ran from its own
 	// links and datastore; one that cannot is not judged, and says why.
-	var layout encap.Layout
-	judged := true
-	switch tt := t.(type) {
-	case *harness.Cluster:
-		layout = encap.NetworkLayout(tt.Net)
-	case *lab.Lab:
-		var why string
-		if layout, judged, why = tt.EncapLayout(ctx); !judged {
-			AddReportEntry("IPIP on the underlay: not judged on this lab", why)
-			res.Notes = append(res.Notes, "IPIP encapsulation not judged: "+why)
-		}
-	default:
-		Fail(fmt.Sprintf("target %s: no layout to judge IPIP encapsulation on", t.TargetName()))
+	layout, judged, why := t.EncapLayout(ctx)
+	if !judged {
+		AddReportEntry("IPIP on the underlay: not judged on this lab", why)
+		res.Notes = append(res.Notes, "IPIP encapsulation not judged: "+why)
 	}
 	// Judged after the row is registered (step 6), as the claim is: a run
 	// that fails it still carries its figures, for compare to judge.
