@@ -10,8 +10,6 @@ package harness
 // spec that judges routes or delivery between them cannot tell.
 
 import (
-	"github.com/birdcage/birdcage/instrument/probe/report"
-
 	"context"
 	"errors"
 	"net"
@@ -23,6 +21,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness/encap"
 	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/poll"
 	"github.com/birdcage/birdcage/internal/testenv"

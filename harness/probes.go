@@ -1,8 +1,6 @@
 package harness
 
 import (
-	"github.com/birdcage/birdcage/instrument/probe/report"
-
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +9,7 @@ import (
 	"github.com/birdcage/birdcage/bpf"
 	"github.com/birdcage/birdcage/harness/encap"
 	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/machine"
 	"github.com/birdcage/birdcage/topo"
 )

@@ -18,8 +18,6 @@ package scenarios_test
 // the positive control that BGP really went away.
 
 import (
-	"github.com/birdcage/birdcage/instrument/probe/report"
-
 	"fmt"
 	"strings"
 	"time"
@@ -29,6 +27,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/scenarios/scenariotest"

@@ -4,8 +4,6 @@ package scenarios_test
 // per numbered step.
 
 import (
-	"github.com/birdcage/birdcage/instrument/probe/report"
-
 	"fmt"
 	"net/netip"
 	"strings"
@@ -20,6 +18,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/instrument/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"

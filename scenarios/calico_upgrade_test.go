@@ -16,8 +16,6 @@ package scenarios_test
 // IPIP manager takes an existing tunl0 of any link type).
 
 import (
-	"github.com/birdcage/birdcage/instrument/probe/report"
-
 	"context"
 	"fmt"
 	"net/netip"
@@ -30,6 +28,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/instrument/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/env"

@@ -27,8 +27,6 @@ package scenarios_test
 // with it appended they would stay in the no-encap pool.
 
 import (
-	"github.com/birdcage/birdcage/instrument/probe/report"
-
 	"fmt"
 	"net/netip"
 	"sort"
@@ -40,6 +38,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/report/results"

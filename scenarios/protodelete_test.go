@@ -27,8 +27,6 @@ package scenarios_test
 // the kernel refuses it (ESRCH) and the proto 80 route stays.
 
 import (
-	"github.com/birdcage/birdcage/instrument/probe/report"
-
 	"errors"
 	"fmt"
 	"net"
@@ -45,6 +43,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/instrument/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"

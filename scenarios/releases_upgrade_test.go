@@ -29,8 +29,6 @@ package scenarios_test
 // as the old release before and the new one after.
 
 import (
-	"github.com/birdcage/birdcage/instrument/probe/report"
-
 	"fmt"
 	"net/netip"
 	"os"
@@ -46,6 +44,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/instrument/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/monoclock"

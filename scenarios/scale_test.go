@@ -47,8 +47,6 @@ package scenarios_test
 // flow (at 20 nodes a step carries 54 flows).
 
 import (
-	"github.com/birdcage/birdcage/instrument/probe/report"
-
 	"context"
 	"fmt"
 	"net/netip"
@@ -65,6 +63,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"

@@ -42,8 +42,6 @@ package scenarios_test
 // is not a clean exit with a Cease (SIGTERM's control).
 
 import (
-	"github.com/birdcage/birdcage/instrument/probe/report"
-
 	"fmt"
 	"net/netip"
 	"strings"
@@ -56,6 +54,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/instrument/timeline"
 	"github.com/birdcage/birdcage/instrument/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"

@@ -25,8 +25,6 @@ package scenarios_test
 // once. Both are measured and reported for every pair and direction.
 
 import (
-	"github.com/birdcage/birdcage/instrument/probe/report"
-
 	"context"
 	"fmt"
 	"net/netip"
@@ -39,6 +37,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/encap"
 	"github.com/birdcage/birdcage/harness/judge"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/instrument/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/env"

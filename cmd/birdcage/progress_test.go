@@ -6,13 +6,12 @@ package main
 // a terminal every suite line, with probe lines thinned to one per 10 s.
 
 import (
-	"github.com/birdcage/birdcage/instrument/probe/report"
-
 	"bytes"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/report/results"
 )
 

@@ -14,8 +14,6 @@ package encap
 // (topo, and through it netlink), which the judge's readers do without.
 
 import (
-	"github.com/birdcage/birdcage/instrument/probe/report"
-
 	"errors"
 	"fmt"
 	"net/netip"
@@ -23,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/birdcage/birdcage/harness/judge"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/topo"
 )

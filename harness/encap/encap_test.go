@@ -8,14 +8,13 @@ package encap
 // (encap_root_test.go) runs it on real traffic on both emulations.
 
 import (
-	"github.com/birdcage/birdcage/instrument/probe/report"
-
 	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
 
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/topo"
 )
 

@@ -1,12 +1,11 @@
 package judge
 
 import (
-	"github.com/birdcage/birdcage/instrument/probe/report"
-
 	"net/netip"
 	"strings"
 	"testing"
 
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/topo"
 )
 

@@ -6,8 +6,6 @@ package judge
 // cluster_test.go.)
 
 import (
-	"github.com/birdcage/birdcage/instrument/probe/report"
-
 	"context"
 	"errors"
 	"net/netip"
@@ -17,6 +15,7 @@ import (
 	"github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/dataplane/confd"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/kroute"
 )
 

@@ -5,11 +5,10 @@ package judge
 // controls lost nothing, bounded by the worst control otherwise.
 
 import (
-	"github.com/birdcage/birdcage/instrument/probe/report"
-
 	"strings"
 	"testing"
 
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/machine"
 )
 

@@ -1,14 +1,13 @@
 package lab
 
 import (
-	"github.com/birdcage/birdcage/instrument/probe/report"
-
 	"context"
 	"errors"
 	"net/netip"
 	"testing"
 
 	"github.com/birdcage/birdcage/harness/encap"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 )
 

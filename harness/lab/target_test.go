@@ -1,14 +1,13 @@
 package lab
 
 import (
-	"github.com/birdcage/birdcage/instrument/probe/report"
-
 	"context"
 	"net/netip"
 	"strings"
 	"testing"
 
 	"github.com/birdcage/birdcage/harness"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 )
 
 // A lab's upgrade action picks its own BIRD and programmer: the options a

@@ -1,10 +1,10 @@
 package probe
 
 import (
-	"github.com/birdcage/birdcage/instrument/probe/report"
-
 	"math/bits"
 	"sort"
+
+	"github.com/birdcage/birdcage/instrument/probe/report"
 )
 
 // Delivery over time and the list of disruptions, for the handover report

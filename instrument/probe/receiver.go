@@ -1,8 +1,6 @@
 package probe
 
 import (
-	"github.com/birdcage/birdcage/instrument/probe/report"
-
 	"errors"
 	"fmt"
 	"net"
@@ -10,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/birdcage/birdcage/bpf"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/containernetworking/plugins/pkg/ns"
 )

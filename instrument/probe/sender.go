@@ -1,8 +1,6 @@
 package probe
 
 import (
-	"github.com/birdcage/birdcage/instrument/probe/report"
-
 	"errors"
 	"fmt"
 	"net/netip"
@@ -12,6 +10,7 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/bpf"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"golang.org/x/sys/unix"
