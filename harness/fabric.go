@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"sort"
 	"strings"
 	"syscall"
 
@@ -31,6 +32,51 @@ func (f *Fabric) Uplink(node, plane string) string {
 	for _, u := range f.c.Net.Topology.Uplinks(node) {
 		if u.Plane == plane {
 			return u.Interface
+		}
+	}
+	return ""
+}
+
+// PlaneOf is a router's plane.
+func (f *Fabric) PlaneOf(router string) string { return f.c.Net.Topology.PlaneOf(router) }
+
+// UplinkPaths is node's nexthop set over every plane (a dual route on a
+// dual-ToR fabric): one "via GW dev IF" per uplink, sorted.
+func (f *Fabric) UplinkPaths(node string) []string { return f.UplinkPathsExcept(node, "") }
+
+// UplinkPathsExcept is node's nexthop set once plane is gone, sorted.
+func (f *Fabric) UplinkPathsExcept(node, plane string) []string {
+	var out []string
+	for _, u := range f.c.Net.Topology.Uplinks(node) {
+		if u.Plane != plane {
+			out = append(out, "via "+u.Gateway.String()+" dev "+u.Interface)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Behind lists the nodes on a switch of router: those whose uplink in its
+// plane goes through it.
+func (f *Fabric) Behind(router string) []string {
+	var out []string
+	for _, nd := range f.c.Net.Nodes {
+		for _, u := range f.c.Net.Topology.Uplinks(nd.Name) {
+			if u.Router == router {
+				out = append(out, nd.Name)
+			}
+		}
+	}
+	return out
+}
+
+// BlockOwner is the node whose block b is ("" for none).
+func (f *Fabric) BlockOwner(b netip.Prefix) string {
+	for _, nd := range f.c.Net.Nodes {
+		for _, bl := range nd.Blocks {
+			if bl.CIDR == b {
+				return nd.Name
+			}
 		}
 	}
 	return ""

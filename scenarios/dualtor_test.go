@@ -75,14 +75,14 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 			t.Nodes[i].Workloads = 2
 		}
 		c := scenariotest.StartClusterOn(ctx, t, harness.Options{})
-		f := newFabric(c)
+		f := dualToRFabric(c)
 
 		// 2. Guard: every node has a session to both of its ToRs, and every
 		// remote block is BIRD's, one route with a nexthop per plane.
 		for _, n := range c.Nodes() {
 			Expect(n.Peers()).To(HaveLen(2), "%s peers with one ToR per plane", n.Name)
 		}
-		f.expectPaths(func(n *harness.Node, _ netip.Prefix) []string { return f.bothPlanes(n.Name) }, judge.ByBIRD, 30*time.Second)
+		expectPaths(c, func(n *harness.Node, _ netip.Prefix) []string { return f.UplinkPaths(n.Name) }, judge.ByBIRD, 30*time.Second)
 
 		// 3. Probes both ways between every pair of workloads on different
 		// nodes (48 flows, at a fifth of the default rate so the sender
@@ -94,7 +94,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 			if err != nil {
 				return err
 			}
-			return f.bothPlanesCarry(rep)
+			return bothPlanesCarry(f, rep)
 		}).WithTimeout(scenariotest.Machine.Wait(20*time.Second)).WithPolling(100*time.Millisecond).Should(Succeed(),
 			"the multipath routes spread the flows over both planes")
 		rep, err := probes.Stop()
@@ -102,8 +102,8 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 
 		// 4. Figures: which plane each flow left and arrived by.
 		res := c.Result("dual-ToR ECMP, BIRD owns no-encap", rep)
-		perPlane := f.flowsPerPlane(rep)
-		for _, p := range f.planes {
+		perPlane := f.FlowsPerPlane(rep)
+		for _, p := range f.Planes() {
 			res.Figures["flowsLeavingByPlane"+strings.ToUpper(p)] = float64(perPlane[p])
 		}
 		res.Figures["flowsLeavingByBothPlanes"] = float64(perPlane["both"])
@@ -111,11 +111,11 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		res.Notes = append(res.Notes,
 			"fib_multipath_hash_policy left at 0 (L3): one flow per ordered pair of workloads, spread over the planes by address pair")
 		scenariotest.Record("dual-ToR, BIRD owns no-encap: the plane each flow took (packets at the source's uplinks and the destination's)",
-			f.planeTable(rep)+"\n"+f.routeTable(judge.ByBIRD), res)
+			f.PlaneTable(rep)+"\n"+routeTable(c, judge.ByBIRD), res)
 
 		// 5. The claim, from the counters: both planes carried flows, and
 		// every flow kept to one plane (the hash is per flow).
-		Expect(f.bothPlanesCarry(rep)).To(Succeed())
+		Expect(bothPlanesCarry(f, rep)).To(Succeed())
 		Expect(perPlane["both"]).To(BeZero(), "a flow's packets left by both planes: the kernel's hash is meant to be per flow")
 	})
 
@@ -179,7 +179,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 			Felix: datastore.FelixConfiguration{ProgramClusterRoutes: string(config.Disabled)},
 			BGP:   datastore.BGPConfiguration{ProgramClusterRoutes: string(config.Enabled)},
 		})
-		f := newFabric(c)
+		f := dualToRFabric(c)
 		Eventually(c).WithPolling(50*time.Millisecond).
 			Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(judge.ByBIRD).Only(), "guard: BIRD owns no-encap before the handover")
 		_, err := c.SetProgramClusterRoutes(ctx, config.Enabled, config.Disabled)
@@ -204,7 +204,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		single, dual := 0, 0
 		for _, n := range c.Nodes() {
 			for _, b := range c.RemoteBlocks(n.Name) {
-				if len(f.paths(n, b, judge.ByProgrammer)) > 1 {
+				if len(routePathsBy(n, b, judge.ByProgrammer)) > 1 {
 					dual++
 				} else {
 					single++
@@ -214,8 +214,8 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		res := c.Result("dual-ToR, programmer owns no-encap (known gap)", rep)
 		res.Figures["singlePathRemoteBlocks"] = float64(single)
 		res.Figures["multipathRemoteBlocks"] = float64(dual)
-		perPlane := f.flowsPerPlane(rep)
-		for _, p := range f.planes {
+		perPlane := f.FlowsPerPlane(rep)
+		for _, p := range f.Planes() {
 			res.Figures["flowsLeavingByPlane"+strings.ToUpper(p)] = float64(perPlane[p])
 		}
 		via, checked := torRoutesViaNonOwner(ctx, c)
@@ -224,7 +224,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		res.Notes = append(res.Notes, "known gap (design §5 Dual ToR): the programmer sends a remote block to its first uplink gateway only",
 			"the programmer took over after the ToR sessions were up; started with the programmer owning, a node exports its proto-80 routes to its ToRs as its own (Calico accepts pool routes towards eBGP peers), the ToRs prefer that one-AS path and loop the traffic back")
 		scenariotest.Record(fmt.Sprintf("dual-ToR, programmer owns no-encap: %d of %d remote-block routes single-path (known gap)", single, single+dual),
-			f.routeTable(judge.ByProgrammer)+"\n"+f.planeTable(rep), res)
+			routeTable(c, judge.ByProgrammer)+"\n"+f.PlaneTable(rep), res)
 
 		// 5. The gap is still there: every remote block one path.
 		Expect(dual).To(BeZero(), "known gap closed: %d programmer-owned no-encap routes are now multipath over the ToR planes; "+
@@ -359,80 +359,19 @@ func expectHoldTime(ctx context.Context, c *harness.Cluster, hold int) {
 	}
 }
 
-// fabric is what a dual-ToR scenario needs to know about the topology:
-// which plane each node uplink is in and through which gateway, and which
-// node owns each block.
-type fabric struct {
-	c      *harness.Cluster
-	planes []string                     // sorted plane names
-	uplink map[string]map[string]uplink // node -> plane -> uplink
-	owner  map[netip.Prefix]string      // block -> node
-}
-
-type uplink struct {
-	iface, gateway, router string
-}
-
-// path is how a route's nexthop reads: "via GW dev IF".
-func (u uplink) path() string { return "via " + u.gateway + " dev " + u.iface }
-
-func newFabric(c *harness.Cluster) *fabric {
+// dualToRFabric is c's fabric, guarded: a dual-ToR scenario needs two ToR
+// planes. The facts (each node's uplink paths, who is behind a ToR, whose
+// block) are harness.Fabric's; what a spec checks on them is below.
+func dualToRFabric(c *harness.Cluster) *harness.Fabric {
 	GinkgoHelper()
-	f := &fabric{c: c, uplink: map[string]map[string]uplink{}, owner: map[netip.Prefix]string{}, planes: c.Net.Topology.Planes()}
-	for _, nd := range c.Net.Nodes {
-		f.uplink[nd.Name] = map[string]uplink{}
-		for _, u := range c.Net.Topology.Uplinks(nd.Name) {
-			f.uplink[nd.Name][u.Plane] = uplink{iface: u.Interface, gateway: u.Gateway.String(), router: u.Router}
-		}
-		for _, b := range nd.Blocks {
-			f.owner[b.CIDR] = nd.Name
-		}
-	}
-	Expect(f.planes).To(HaveLen(2), "guard: topology %s has two ToR planes", c.Net.Topology.Name)
+	f := c.Fabric()
+	Expect(f.Planes()).To(HaveLen(2), "guard: topology %s has two ToR planes", c.Net.Topology.Name)
 	return f
 }
 
-// bothPlanes is the nexthop set of a dual route on node: one per plane.
-func (f *fabric) bothPlanes(node string) []string {
-	var out []string
-	for _, p := range f.planes {
-		out = append(out, f.uplink[node][p].path())
-	}
-	sort.Strings(out)
-	return out
-}
-
-// planeOf is a router's plane.
-func (f *fabric) planeOf(router string) string { return f.c.Net.Topology.PlaneOf(router) }
-
-// planesExcept is the nexthop set once plane is gone.
-func (f *fabric) planesExcept(node, plane string) []string {
-	var out []string
-	for _, p := range f.planes {
-		if p != plane {
-			out = append(out, f.uplink[node][p].path())
-		}
-	}
-	return out
-}
-
-// behind lists the nodes on a switch of router: those whose uplink in its
-// plane goes through it.
-func (f *fabric) behind(router string) []string {
-	var out []string
-	for _, nd := range f.c.Net.Nodes {
-		for _, u := range f.uplink[nd.Name] {
-			if u.router == router {
-				out = append(out, nd.Name)
-			}
-		}
-	}
-	return out
-}
-
-// paths reads n's route to b by owner as a sorted nexthop set; nil when
-// there is none.
-func (f *fabric) paths(n *harness.Node, b netip.Prefix, o judge.Owner) []string {
+// routePathsBy reads n's route to b by owner as a sorted nexthop set; nil
+// when there is none.
+func routePathsBy(n *harness.Node, b netip.Prefix, o judge.Owner) []string {
 	rs, err := n.Routes(b)
 	if err != nil {
 		return []string{"error: " + err.Error()}
@@ -460,13 +399,13 @@ func routePaths(r kroute.Route) []string {
 
 // expectPaths waits until every node's route to every remote block, by
 // owner, has exactly the nexthops want gives.
-func (f *fabric) expectPaths(want func(*harness.Node, netip.Prefix) []string, o judge.Owner, timeout time.Duration) {
+func expectPaths(c *harness.Cluster, want func(*harness.Node, netip.Prefix) []string, o judge.Owner, timeout time.Duration) {
 	GinkgoHelper()
-	for _, n := range f.c.Nodes() {
-		for _, b := range f.c.RemoteBlocks(n.Name) {
+	for _, n := range c.Nodes() {
+		for _, b := range c.RemoteBlocks(n.Name) {
 			exp := want(n, b)
-			Eventually(func() []string { return f.paths(n, b, o) }).WithTimeout(scenariotest.Machine.Wait(timeout)).WithPolling(20*time.Millisecond).
-				Should(Equal(exp), "%s's route to %s (node %s's block) by %s: expected nexthops %v", n.Name, b, f.owner[b], o, exp)
+			Eventually(func() []string { return routePathsBy(n, b, o) }).WithTimeout(scenariotest.Machine.Wait(timeout)).WithPolling(20*time.Millisecond).
+				Should(Equal(exp), "%s's route to %s (node %s's block) by %s: expected nexthops %v", n.Name, b, c.Fabric().BlockOwner(b), o, exp)
 		}
 	}
 }
@@ -475,19 +414,19 @@ func (f *fabric) expectPaths(want func(*harness.Node, netip.Prefix) []string, o 
 // failedAt its last route whose expected end state is not both planes took
 // that shape (ms after failedAt), and the longest window in which any node
 // had no route to a remote block at all.
-func (f *fabric) fallbackTimes(want func(*harness.Node, netip.Prefix) []string, failedAt int64) (perNode map[string]float64, noRouteMs float64) {
+func fallbackTimes(c *harness.Cluster, want func(*harness.Node, netip.Prefix) []string, failedAt int64) (perNode map[string]float64, noRouteMs float64) {
 	perNode = map[string]float64{}
-	for _, n := range f.c.Nodes() {
-		tl := f.c.Timeline(n.Name)
+	for _, n := range c.Nodes() {
+		tl := c.Timeline(n.Name)
 		// Fallback times read from a timeline that missed events are
 		// unjudgeable.
 		Expect(tl.Judgeable(failedAt, 0)).To(Succeed(), "%s's route timeline since the failure", n.Name)
-		for _, b := range f.c.RemoteBlocks(n.Name) {
+		for _, b := range c.RemoteBlocks(n.Name) {
 			for _, w := range tl.NoRouteWindows(b, failedAt, 0) {
 				noRouteMs = max(noRouteMs, w.Ms())
 			}
 			exp := want(n, b)
-			if slices.Equal(exp, f.bothPlanes(n.Name)) {
+			if slices.Equal(exp, c.Fabric().UplinkPaths(n.Name)) {
 				continue
 			}
 			for _, e := range tl.EventsFor(b, failedAt, 0) {
@@ -511,15 +450,10 @@ func timelinePaths(r kroute.Route) []string {
 	return out
 }
 
-// flowsPerPlane counts flows by the plane they left by.
-func (f *fabric) flowsPerPlane(rep *report.Report) map[string]int {
-	return f.c.Fabric().FlowsPerPlane(rep)
-}
-
 // bothPlanesCarry fails unless some flow left by each plane.
-func (f *fabric) bothPlanesCarry(rep *report.Report) error {
-	per := f.flowsPerPlane(rep)
-	for _, p := range f.planes {
+func bothPlanesCarry(f *harness.Fabric, rep *report.Report) error {
+	per := f.FlowsPerPlane(rep)
+	for _, p := range f.Planes() {
 		if per[p] == 0 && per["both"] == 0 {
 			return fmt.Errorf("no flow left by plane %s (flows per plane: %v)", p, per)
 		}
@@ -527,20 +461,17 @@ func (f *fabric) bothPlanesCarry(rep *report.Report) error {
 	return nil
 }
 
-// planeTable shows, per flow, its packets at each plane's uplinks.
-func (f *fabric) planeTable(rep *report.Report) string { return f.c.Fabric().PlaneTable(rep) }
-
 // routeTable lists every node's route to every remote block by owner.
-func (f *fabric) routeTable(o judge.Owner) string {
+func routeTable(c *harness.Cluster, o judge.Owner) string {
 	t := results.NewTable("node", "remote block", "owner node", "nexthops ("+o.String()+")")
-	for _, n := range f.c.Nodes() {
-		for _, bl := range f.c.RemoteBlocks(n.Name) {
-			ps := f.paths(n, bl, o)
+	for _, n := range c.Nodes() {
+		for _, bl := range c.RemoteBlocks(n.Name) {
+			ps := routePathsBy(n, bl, o)
 			s := strings.Join(ps, ", ")
 			if ps == nil {
 				s = "(none)"
 			}
-			t.Add(n.Name, bl, f.owner[bl], s)
+			t.Add(n.Name, bl, c.Fabric().BlockOwner(bl), s)
 		}
 	}
 	return t.String()
@@ -613,7 +544,7 @@ func torRoutesViaNonOwner(ctx context.Context, c *harness.Cluster) (via, checked
 // torFailureRun is one entry of the ToR-failure spec.
 type torFailureRun struct {
 	c       *harness.Cluster
-	f       *fabric
+	f       *harness.Fabric
 	failure torFailure
 	form    holdForm
 	failed  string   // the ToR that fails
@@ -641,11 +572,11 @@ func startTorFailure(ctx SpecContext, failure torFailure) *torFailureRun {
 	}
 	tf.failure = failure
 	tf.c = scenariotest.StartCluster(ctx, "dualtor", opts)
-	tf.f = newFabric(tf.c)
-	tf.f.expectPaths(func(n *harness.Node, _ netip.Prefix) []string { return tf.f.bothPlanes(n.Name) }, judge.ByBIRD, 30*time.Second)
-	tf.behind = tf.f.behind(tf.failed)
+	tf.f = dualToRFabric(tf.c)
+	expectPaths(tf.c, func(n *harness.Node, _ netip.Prefix) []string { return tf.f.UplinkPaths(n.Name) }, judge.ByBIRD, 30*time.Second)
+	tf.behind = tf.f.Behind(tf.failed)
 	Expect(tf.behind).To(ConsistOf("node-1", "node-2"), "guard: %s serves rack 1", tf.failed)
-	tf.plane = tf.f.planeOf(tf.failed)
+	tf.plane = tf.f.PlaneOf(tf.failed)
 	if failure.holdTimer {
 		// Guard: BIRD itself reports the hold time in use on every
 		// session, the ToR-to-ToR ones too (their hold is the smaller of
@@ -668,12 +599,12 @@ func (tf *torFailureRun) failAndFallBack(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred())
 	tf.fail = tf.failure.do(ctx, c, tf.failed)
 	tf.want = func(n *harness.Node, b netip.Prefix) []string {
-		if slices.Contains(tf.behind, n.Name) || slices.Contains(tf.behind, f.owner[b]) {
-			return f.planesExcept(n.Name, tf.plane)
+		if slices.Contains(tf.behind, n.Name) || slices.Contains(tf.behind, f.BlockOwner(b)) {
+			return f.UplinkPathsExcept(n.Name, tf.plane)
 		}
-		return f.bothPlanes(n.Name)
+		return f.UplinkPaths(n.Name)
 	}
-	f.expectPaths(tf.want, judge.ByBIRD, tf.failure.fallbackTimeout)
+	expectPaths(c, tf.want, judge.ByBIRD, tf.failure.fallbackTimeout)
 	c.Mark("routes fell back to one plane")
 	Eventually(flowsDelivering(probes)).WithTimeout(scenariotest.Machine.Wait(tf.failure.fallbackTimeout)).WithPolling(50*time.Millisecond).Should(Succeed(),
 		"every flow recovers over the surviving plane")
@@ -685,7 +616,7 @@ func (tf *torFailureRun) failAndFallBack(ctx SpecContext) {
 // (from the route timeline, not the polling of step 4).
 func (tf *torFailureRun) recordFigures() {
 	GinkgoHelper()
-	c, f, failure, form, rep := tf.c, tf.f, tf.failure, tf.form, tf.rep
+	c, failure, form, rep := tf.c, tf.failure, tf.form, tf.rep
 	res := c.Result("dual-ToR, "+tf.failed+" fails: "+failure.name, rep)
 	title := failure.name
 	if failure.holdTimer {
@@ -695,7 +626,7 @@ func (tf *torFailureRun) recordFigures() {
 	}
 	res.AddProbeFigures(rep)
 	res.Figures["flowsWithLoss"] = float64(rep.Total.FlowsWithLoss)
-	tf.perNode, tf.noRoute = f.fallbackTimes(tf.want, tf.fail.Mono)
+	tf.perNode, tf.noRoute = fallbackTimes(c, tf.want, tf.fail.Mono)
 	perNode, noRoute := tf.perNode, tf.noRoute
 	var last float64
 	for node, ms := range perNode {
@@ -721,7 +652,7 @@ func (tf *torFailureRun) recordFigures() {
 		res.Notes = append(res.Notes, tf.window.String())
 	}
 	scenariotest.Record(fmt.Sprintf("dual-ToR, %s fails (%s): lost probes per flow; last route single-path %.0f ms after the failure",
-		tf.failed, title, last), results.GapTable(rep)+"\n"+f.routeTable(judge.ByBIRD)+
+		tf.failed, title, last), results.GapTable(rep)+"\n"+routeTable(c, judge.ByBIRD)+
 		"\nlast route to fall back, per node, after the failure: "+strings.Join(fell, ", ")+"\n", res)
 }
 
