@@ -41,7 +41,7 @@ var _ = Describe("Disabling BGP under the 3.33 defaults", Label("ipip", "bgpdisa
 		t.Pools = append([]topo.Pool{{Name: "ipip-pool", CIDR: "10.245.0.0/16", IPIPMode: topo.IPIPAlways}}, t.Pools...)
 		c := scenariotest.StartClusterOn(ctx, t, harness.Options{RouteRefreshInterval: 2 * time.Second})
 
-		// 1. Guards: the 3.33 defaults' owners, and probes flowing.
+		By("1. guards: the 3.33 defaults' owners, and probes flowing")
 		for _, n := range c.Nodes() {
 			for _, nd := range c.Net.Nodes {
 				if nd.Name == n.Name {
@@ -56,42 +56,10 @@ var _ = Describe("Disabling BGP under the 3.33 defaults", Label("ipip", "bgpdisa
 		probes, err := c.Probes(ctx, harness.ProbeOptions{})
 		Expect(err).NotTo(HaveOccurred())
 
-		// 2. BGP off: the datastore says so and every session goes down.
-		off := c.Mark("BGP switched off")
-		scenariotest.Act(c.Datastore().DisableBGP(ctx))
-		// confd re-renders for the change (the config says bgpEnabled is
-		// false); wait for that reconfigure so it cannot re-enable the
-		// sessions disabled next.
-		for _, n := range c.Nodes() {
-			Eventually(func() bool {
-				for _, a := range n.ConfdActions() {
-					if a.SeenMono >= off.Mono && a.ConfiguredMono != 0 {
-						return true
-					}
-				}
-				return false
-			}).WithPolling(100*time.Millisecond).Should(BeTrue(), "%s's confd reacts to bgpEnabled=false", n.Name)
-		}
-		for _, n := range c.Nodes() {
-			for _, p := range n.Peers() {
-				_, err := n.BIRD.Client().Run(ctx, "disable "+p.Protocol)
-				Expect(err).NotTo(HaveOccurred(), "birdc disable %s on %s", p.Protocol, n.Name)
-			}
-		}
-		for _, n := range c.Nodes() {
-			Eventually(func() ([]string, error) {
-				ps, err := n.BIRD.Client().Protocols(ctx)
-				var up []string
-				for _, p := range ps {
-					if p.Established() {
-						up = append(up, p.Name)
-					}
-				}
-				return up, err
-			}).WithPolling(100*time.Millisecond).Should(BeEmpty(), "guard: %s has no Established BGP session", n.Name)
-		}
+		By("2. BGP off: the datastore says so and every session goes down")
+		off := switchBGPOff(ctx, c)
 
-		// 3. Positive control and half the claim: the no-encap routes go.
+		By("3. positive control and half the claim: the no-encap routes go")
 		for _, n := range c.Nodes() {
 			for _, nd := range c.Net.Nodes {
 				if nd.Name == n.Name {
@@ -103,7 +71,7 @@ var _ = Describe("Disabling BGP under the 3.33 defaults", Label("ipip", "bgpdisa
 			}
 		}
 
-		// 4. The claim's other half: IPIP stays up, over two full resyncs.
+		By("4. the claim's other half: IPIP stays up, over two full resyncs")
 		for _, n := range c.Nodes() {
 			waitFullResyncs(n, 2)
 		}
@@ -135,3 +103,44 @@ var _ = Describe("Disabling BGP under the 3.33 defaults", Label("ipip", "bgpdisa
 		}
 	})
 })
+
+// switchBGPOff is step 2 of the BGP-disabled spec: BGP off in the datastore,
+// confd's re-render for it taken (so it cannot re-enable the sessions
+// disabled next), every session disabled; guard: none Established.
+func switchBGPOff(ctx SpecContext, c *harness.Cluster) results.Event {
+	GinkgoHelper()
+	off := c.Mark("BGP switched off")
+	scenariotest.Act(c.Datastore().DisableBGP(ctx))
+	// confd re-renders for the change (the config says bgpEnabled is
+	// false); wait for that reconfigure so it cannot re-enable the
+	// sessions disabled next.
+	for _, n := range c.Nodes() {
+		Eventually(func() bool {
+			for _, a := range n.ConfdActions() {
+				if a.SeenMono >= off.Mono && a.ConfiguredMono != 0 {
+					return true
+				}
+			}
+			return false
+		}).WithPolling(100*time.Millisecond).Should(BeTrue(), "%s's confd reacts to bgpEnabled=false", n.Name)
+	}
+	for _, n := range c.Nodes() {
+		for _, p := range n.Peers() {
+			_, err := n.BIRD.Client().Run(ctx, "disable "+p.Protocol)
+			Expect(err).NotTo(HaveOccurred(), "birdc disable %s on %s", p.Protocol, n.Name)
+		}
+	}
+	for _, n := range c.Nodes() {
+		Eventually(func() ([]string, error) {
+			ps, err := n.BIRD.Client().Protocols(ctx)
+			var up []string
+			for _, p := range ps {
+				if p.Established() {
+					up = append(up, p.Name)
+				}
+			}
+			return up, err
+		}).WithPolling(100*time.Millisecond).Should(BeEmpty(), "guard: %s has no Established BGP session", n.Name)
+	}
+	return off
+}
