@@ -203,10 +203,10 @@ func (l *Lab) Timeline(node string) *timeline.Monitor {
 // ownerName names who wrote a route by its protocol: BIRD (12), the lab's
 // programmer (its deviceRouteProtocol), or anything else by number.
 func (l *Lab) ownerName(protocol kroute.Protocol) string {
-	switch protocol {
-	case kroute.ProtoBIRD:
+	switch kroute.OwnerOf(protocol, l.M.RouteProtocol()) {
+	case kroute.OwnerBIRD:
 		return judge.ByBIRD.String()
-	case l.M.RouteProtocol():
+	case kroute.OwnerProgrammer:
 		return judge.ByProgrammer.String()
 	}
 	return fmt.Sprintf("proto %d", protocol)

@@ -31,7 +31,7 @@ func TestLanes(t *testing.T) {
 	if len(lanes) != 1 || lanes[0].Prefix.String() != block {
 		t.Fatalf("want one lane for %s (no blackhole, no host route), got %+v", block, lanes)
 	}
-	want := []Span{{100, 200, OwnerBIRD, ""}, {200, 250, OwnerNone, ""}, {250, 400, OwnerProgrammer, ""}}
+	want := []Span{{100, 200, kroute.OwnerBIRD, ""}, {200, 250, kroute.OwnerNone, ""}, {250, 400, kroute.OwnerProgrammer, ""}}
 	got := lanes[0].Spans
 	if len(got) != len(want) {
 		t.Fatalf("spans %+v, want %+v", got, want)
@@ -55,7 +55,7 @@ func TestLanesNonDefaultProgrammerProtocol(t *testing.T) {
 	if len(lanes) != 1 || len(lanes[0].Spans) != 2 {
 		t.Fatalf("want one lane with two spans, got %+v", lanes)
 	}
-	if got := lanes[0].Spans; got[0].Owner != OwnerProgrammer || got[1].Owner != OwnerOther {
+	if got := lanes[0].Spans; got[0].Owner != kroute.OwnerProgrammer || got[1].Owner != kroute.OwnerOther {
 		t.Errorf("owners %s, %s; want programmer (proto 99), then other (proto 80)", got[0].Owner, got[1].Owner)
 	}
 }

@@ -102,7 +102,7 @@ func TestReportContent(t *testing.T) {
 	if n := strings.Count(page, `class="route-lane"`); n != lanes || n == 0 {
 		t.Errorf("%d route lanes drawn, want %d (one per node and cluster prefix)", n, lanes)
 	}
-	for _, owner := range []Owner{OwnerProgrammer, OwnerBIRD} {
+	for _, owner := range []kroute.Owner{kroute.OwnerProgrammer, kroute.OwnerBIRD} {
 		if !strings.Contains(page, fmt.Sprintf(`data-owner="%s"`, owner)) {
 			t.Errorf("no lane span owned by %s: a live change between BIRD and the programmer shows both", owner)
 		}

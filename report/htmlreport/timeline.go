@@ -13,36 +13,10 @@ import (
 	"github.com/birdcage/birdcage/report/results"
 )
 
-// Owner is who programmed the route a node forwards a cluster prefix by.
-type Owner string
-
-const (
-	OwnerProgrammer Owner = "programmer"
-	OwnerBIRD       Owner = "bird"
-	OwnerOther      Owner = "other"
-	OwnerNone       Owner = "none"
-)
-
-// OwnerOf names the owner of a route by its protocol; programmer is the
-// route programmer's (the cluster's deviceRouteProtocol; 0 means Calico's
-// default).
-func OwnerOf(r kroute.Route, programmer kroute.Protocol) Owner {
-	if programmer == 0 {
-		programmer = kroute.ProtoCalicoDefault
-	}
-	switch r.Protocol {
-	case programmer:
-		return OwnerProgrammer
-	case kroute.ProtoBIRD:
-		return OwnerBIRD
-	}
-	return OwnerOther
-}
-
 // Span is an interval [From, To) in monotonic ns with one owner.
 type Span struct {
 	From, To int64
-	Owner    Owner
+	Owner    kroute.Owner
 	Route    string // the route in force, ip-route style ("" for none)
 }
 
@@ -100,7 +74,7 @@ func lane(node string, p netip.Prefix, evs []event.Event, end int64, programmer 
 	state := map[rkey]kroute.Route{}
 	l := Lane{Node: node, Prefix: p}
 	forwarded := false
-	current := func() (Owner, string) {
+	current := func() (kroute.Owner, string) {
 		best, found := kroute.Route{}, false
 		for _, r := range state {
 			if !r.Forwards() {
@@ -111,9 +85,9 @@ func lane(node string, p netip.Prefix, evs []event.Event, end int64, programmer 
 			}
 		}
 		if !found {
-			return OwnerNone, ""
+			return kroute.OwnerNone, ""
 		}
-		return OwnerOf(best, programmer), best.String()
+		return kroute.OwnerOf(best.Protocol, programmer), best.String()
 	}
 	for i, e := range evs {
 		k := rkey{e.Route.Metric, e.Route.TOS}
@@ -127,7 +101,7 @@ func lane(node string, p netip.Prefix, evs []event.Event, end int64, programmer 
 			continue
 		}
 		o, r := current()
-		if o != OwnerNone {
+		if o != kroute.OwnerNone {
 			forwarded = true
 		}
 		if n := len(l.Spans); n > 0 {
@@ -195,11 +169,11 @@ const (
 	headHeight = 34
 )
 
-var ownerColour = map[Owner]string{
-	OwnerProgrammer: "#2f6fdb",
-	OwnerBIRD:       "#e08a1e",
-	OwnerOther:      "#8a5fbf",
-	OwnerNone:       "#d62728",
+var ownerColour = map[kroute.Owner]string{
+	kroute.OwnerProgrammer: "#2f6fdb",
+	kroute.OwnerBIRD:       "#e08a1e",
+	kroute.OwnerOther:      "#8a5fbf",
+	kroute.OwnerNone:       "#d62728",
 }
 
 // chartSVG draws a scenario: its flows' delivery, its nodes' route lanes,

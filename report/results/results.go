@@ -1,11 +1,11 @@
 // Package results is birdcage's results model: the results file and its
 // rows (one ScenarioResult per spec run), verdicts, figure kinds, the
 // distributions of repeated figures, sweeps and their fits, disruption
-// budgets and text tables. It is a leaf: it imports no cluster code, no
-// BIRD, no netlink and no BPF, so the tools that only read results files
-// (report/compare, report/htmlreport, `birdcage report` and `compare`)
-// import it alone. The harness root aliases its types for the scenarios;
-// new code imports results directly.
+// budgets and text tables. It imports no cluster code: only the data types
+// its rows record from the rooms below it (the probe report, route events,
+// restarts, capture stats, the timing model), so the tools that only read
+// results files (report/compare, report/htmlreport, `birdcage report` and
+// `compare`) need nothing else.
 package results
 
 import (
