@@ -92,7 +92,7 @@ birdcage_vm_setup() {
 	if [ "$BIRDCAGE_VM_ACCEL_USED" = tcg ]; then
 		export BIRDCAGE_PROBE_RATE="${BIRDCAGE_PROBE_RATE:-200}"
 		# Waiting limits only: a claim that holds holds sooner, one that does
-		# not still fails (scenarios/suite_test.go, BIRDCAGE_TIMEOUT_SCALE).
+		# not still fails (scenarios/scenariotest/suite.go, BIRDCAGE_TIMEOUT_SCALE).
 		export BIRDCAGE_TIMEOUT_SCALE="${BIRDCAGE_TIMEOUT_SCALE:-2}"
 		export BIRDCAGE_VM_TIMEOUT="${BIRDCAGE_VM_TIMEOUT:-45m}" BIRDCAGE_GO_TIMEOUT=40m
 	else

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -205,7 +205,7 @@ func TestExportMatcher(t *testing.T) {
 
 // probeUntil probes every node pair until perFlow probes per flow arrived
 // (observed on the counters) and returns the stopped session's report.
-func probeUntil(ctx context.Context, t *testing.T, c *Cluster, perFlow uint64) *probe.Report {
+func probeUntil(ctx context.Context, t *testing.T, c *Cluster, perFlow uint64) *report.Report {
 	t.Helper()
 	s, err := c.Probes(ctx, ProbeOptions{})
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness/encap"
 	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/poll"
 	"github.com/birdcage/birdcage/internal/testenv"
@@ -144,9 +145,9 @@ func buildIPIPOn(t *testing.T, mode string) *topo.Network {
 // encapBurst probes every ordered pair of the nodes' first workloads, with
 // the network's hop counters, until every flow has sent perFlow probes,
 // and returns the final report.
-func encapBurst(t *testing.T, n *topo.Network, perFlow uint64) *probe.Report {
+func encapBurst(t *testing.T, n *topo.Network, perFlow uint64) *report.Report {
 	t.Helper()
-	var eps []probe.Endpoint
+	var eps []report.Endpoint
 	for _, nd := range n.Nodes {
 		eps = append(eps, Endpoint(nd.Workloads[0]))
 	}

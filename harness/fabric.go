@@ -4,13 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"sort"
 	"strings"
 	"syscall"
 
 	"github.com/birdcage/birdcage/dataplane/bird"
 	"github.com/birdcage/birdcage/dataplane/confd"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -31,6 +32,51 @@ func (f *Fabric) Uplink(node, plane string) string {
 	for _, u := range f.c.Net.Topology.Uplinks(node) {
 		if u.Plane == plane {
 			return u.Interface
+		}
+	}
+	return ""
+}
+
+// PlaneOf is a router's plane.
+func (f *Fabric) PlaneOf(router string) string { return f.c.Net.Topology.PlaneOf(router) }
+
+// UplinkPaths is node's nexthop set over every plane (a dual route on a
+// dual-ToR fabric): one "via GW dev IF" per uplink, sorted.
+func (f *Fabric) UplinkPaths(node string) []string { return f.UplinkPathsExcept(node, "") }
+
+// UplinkPathsExcept is node's nexthop set once plane is gone, sorted.
+func (f *Fabric) UplinkPathsExcept(node, plane string) []string {
+	var out []string
+	for _, u := range f.c.Net.Topology.Uplinks(node) {
+		if u.Plane != plane {
+			out = append(out, "via "+u.Gateway.String()+" dev "+u.Interface)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Behind lists the nodes on a switch of router: those whose uplink in its
+// plane goes through it.
+func (f *Fabric) Behind(router string) []string {
+	var out []string
+	for _, nd := range f.c.Net.Nodes {
+		for _, u := range f.c.Net.Topology.Uplinks(nd.Name) {
+			if u.Router == router {
+				out = append(out, nd.Name)
+			}
+		}
+	}
+	return out
+}
+
+// BlockOwner is the node whose block b is ("" for none).
+func (f *Fabric) BlockOwner(b netip.Prefix) string {
+	for _, nd := range f.c.Net.Nodes {
+		for _, bl := range nd.Blocks {
+			if bl.CIDR == b {
+				return nd.Name
+			}
 		}
 	}
 	return ""
@@ -90,20 +136,20 @@ func (f *Fabric) Router(name string) *Router {
 func (f *Fabric) Routers() []*Router { return f.c.routers }
 
 // PlaneOfFlow is judge.PlaneOfFlow on the cluster's fabric.
-func (f *Fabric) PlaneOfFlow(g probe.GapReport) string { return judge.PlaneOfFlow(f, g) }
+func (f *Fabric) PlaneOfFlow(g report.GapReport) string { return judge.PlaneOfFlow(f, g) }
 
 // FlowsPerPlane is judge.FlowsPerPlane on the cluster's fabric.
-func (f *Fabric) FlowsPerPlane(rep *probe.Report) map[string]int {
+func (f *Fabric) FlowsPerPlane(rep *report.Report) map[string]int {
 	return judge.FlowsPerPlane(f, rep)
 }
 
 // HopTable is judge.HopTable on the cluster's fabric.
-func (f *Fabric) HopTable(rep *probe.Report, cols []judge.HopColumn, extra ...func(probe.GapReport) (title, value string)) string {
+func (f *Fabric) HopTable(rep *report.Report, cols []judge.HopColumn, extra ...func(report.GapReport) (title, value string)) string {
 	return judge.HopTable(f, rep, cols, extra...)
 }
 
 // PlaneTable is judge.PlaneTable on the cluster's fabric.
-func (f *Fabric) PlaneTable(rep *probe.Report) string { return judge.PlaneTable(f, rep) }
+func (f *Fabric) PlaneTable(rep *report.Report) string { return judge.PlaneTable(f, rep) }
 
 // start runs BIRD on a BGP-speaking router of the topology, peering with
 // its neighbours, and adds it to the fabric.

@@ -9,19 +9,20 @@ import (
 	"github.com/birdcage/birdcage/bpf"
 	"github.com/birdcage/birdcage/harness/encap"
 	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/machine"
 	"github.com/birdcage/birdcage/topo"
 )
 
 // Endpoint is a workload as a probe endpoint.
-func Endpoint(wl *topo.Workload) probe.Endpoint {
-	return probe.Endpoint{Name: wl.Name, Netns: wl.Path, Iface: wl.Iface, Addr: wl.IPv4}
+func Endpoint(wl *topo.Workload) report.Endpoint {
+	return report.Endpoint{Name: wl.Name, Netns: wl.Path, Iface: wl.Iface, Addr: wl.IPv4}
 }
 
 // FirstWorkloads returns each node's first workload as an endpoint, in
 // node order.
-func FirstWorkloads(net *topo.Network) []probe.Endpoint {
-	var out []probe.Endpoint
+func FirstWorkloads(net *topo.Network) []report.Endpoint {
+	var out []report.Endpoint
 	for _, nd := range net.Nodes {
 		if len(nd.Workloads) > 0 {
 			out = append(out, Endpoint(nd.Workloads[0]))
@@ -32,14 +33,14 @@ func FirstWorkloads(net *topo.Network) []probe.Endpoint {
 
 // EveryNodePair is one flow each way between the first workloads of every
 // pair of nodes.
-func EveryNodePair(net *topo.Network) []probe.Flow { return probe.AllPairs(FirstWorkloads(net)...) }
+func EveryNodePair(net *topo.Network) []report.Flow { return probe.AllPairs(FirstWorkloads(net)...) }
 
 // ProbeOptions shape a probe session; Flows default to EveryNodePair.
 type ProbeOptions struct {
 	// Rate is probes per second per flow; 0 means the machine's
 	// (Machine.Rate: $BIRDCAGE_PROBE_RATE, else 1000).
 	Rate  int
-	Flows []probe.Flow
+	Flows []report.Flow
 	// NoHops leaves the per-hop counters (uplinks, tunl0) off.
 	NoHops bool
 	// MayNotFlow returns at once instead of waiting for every flow to
@@ -64,7 +65,7 @@ type ProbeSession struct {
 	// Explain, if set, is asked why flows never delivered, with the
 	// session's report at that moment; its error joins the failure (the
 	// built cluster's names IPIP flows that crossed the underlay bare).
-	Explain func(*probe.Report) error
+	Explain func(*report.Report) error
 	// Machine gives the default rate and stretches the wait for every flow
 	// to deliver; nil is a machine at native speed.
 	Machine *machine.Profile
@@ -139,7 +140,7 @@ func (c *Cluster) Probes(ctx context.Context, o ProbeOptions) (*probe.Session, e
 	if len(o.Flows) == 0 {
 		return nil, fmt.Errorf("probes: topology %s has no workload pairs", c.Net.Topology.Name)
 	}
-	return StartProbeSession(ctx, ProbeSession{ProbeOptions: o, Machine: &c.Machine, Hops: NetworkHops(c.Net), Prepare: c.Captures().start, Explain: func(rep *probe.Report) error { return encap.ExplainNotFlowing(c.Net, rep) },
+	return StartProbeSession(ctx, ProbeSession{ProbeOptions: o, Machine: &c.Machine, Hops: NetworkHops(c.Net), Prepare: c.Captures().start, Explain: func(rep *report.Report) error { return encap.ExplainNotFlowing(c.Net, rep) },
 		Register: func(s *probe.Session) {
 			c.Run.DeferLocal("probe session", s.Close)
 			c.mu.Lock()

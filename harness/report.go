@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/birdcage/birdcage/dataplane/supervisor"
-	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/report/results"
@@ -18,7 +18,7 @@ import (
 
 // Result assembles a ScenarioResult from the cluster's events, restarts and
 // a probe report.
-func (c *Cluster) Result(name string, rep *probe.Report) results.ScenarioResult {
+func (c *Cluster) Result(name string, rep *report.Report) results.ScenarioResult {
 	timing := c.timing
 	s := results.ScenarioResult{Name: name, Topology: c.Net.Topology.Name, Tunnel: c.Net.Tunnel, Probes: rep, Events: c.Events(), Figures: map[string]float64{}, Timing: &timing}
 	s.Notes = append(s.Notes, c.Warnings()...)

@@ -5,8 +5,10 @@ import (
 	"net/netip"
 	"syscall"
 
+	"github.com/birdcage/birdcage/harness/encap"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/instrument/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
@@ -43,6 +45,10 @@ type Target interface {
 	ProgrammerProtocol(ctx context.Context) kroute.Protocol
 	// Timeline is a node's route monitor.
 	Timeline(node string) *timeline.Monitor
+	// EncapLayout is where the target's IPIP flows run, for judging that
+	// they crossed the underlay encapsulated (harness/encap); ok is false,
+	// with the reason, where the target cannot say.
+	EncapLayout(ctx context.Context) (_ encap.Layout, ok bool, why string)
 
 	// Mark records a named instant, taken once every node's route
 	// timeline has recorded the changes made before the call
@@ -65,10 +71,16 @@ type Target interface {
 	WaitConverged(ctx context.Context) error
 
 	// Result starts a results row for a scenario judged on the target.
-	Result(name string, rep *probe.Report) results.ScenarioResult
+	Result(name string, rep *report.Report) results.ScenarioResult
 }
 
 var _ Target = (*Cluster)(nil)
+
+// EncapLayout is the built network's layout: birdcage built it, so it
+// always knows.
+func (c *Cluster) EncapLayout(context.Context) (encap.Layout, bool, string) {
+	return encap.NetworkLayout(c.Net), true, ""
+}
 
 // TargetName is the topology's name.
 func (c *Cluster) TargetName() string { return c.Net.Topology.Name }

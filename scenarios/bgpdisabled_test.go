@@ -27,9 +27,10 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -38,9 +39,9 @@ var _ = Describe("Disabling BGP under the 3.33 defaults", Label("ipip", "bgpdisa
 		t := topo.NoEncap(3, 1)
 		t.Name = "noencap-mixed"
 		t.Pools = append([]topo.Pool{{Name: "ipip-pool", CIDR: "10.245.0.0/16", IPIPMode: topo.IPIPAlways}}, t.Pools...)
-		c := startClusterOn(ctx, t, harness.Options{RouteRefreshInterval: 2 * time.Second})
+		c := scenariotest.StartClusterOn(ctx, t, harness.Options{RouteRefreshInterval: 2 * time.Second})
 
-		// 1. Guards: the 3.33 defaults' owners, and probes flowing.
+		By("1. guards: the 3.33 defaults' owners, and probes flowing")
 		for _, n := range c.Nodes() {
 			for _, nd := range c.Net.Nodes {
 				if nd.Name == n.Name {
@@ -55,42 +56,10 @@ var _ = Describe("Disabling BGP under the 3.33 defaults", Label("ipip", "bgpdisa
 		probes, err := c.Probes(ctx, harness.ProbeOptions{})
 		Expect(err).NotTo(HaveOccurred())
 
-		// 2. BGP off: the datastore says so and every session goes down.
-		off := c.Mark("BGP switched off")
-		act(c.Datastore().DisableBGP(ctx))
-		// confd re-renders for the change (the config says bgpEnabled is
-		// false); wait for that reconfigure so it cannot re-enable the
-		// sessions disabled next.
-		for _, n := range c.Nodes() {
-			Eventually(func() bool {
-				for _, a := range n.ConfdActions() {
-					if a.SeenMono >= off.Mono && a.ConfiguredMono != 0 {
-						return true
-					}
-				}
-				return false
-			}).WithPolling(100*time.Millisecond).Should(BeTrue(), "%s's confd reacts to bgpEnabled=false", n.Name)
-		}
-		for _, n := range c.Nodes() {
-			for _, p := range n.Peers() {
-				_, err := n.BIRD.Client().Run(ctx, "disable "+p.Protocol)
-				Expect(err).NotTo(HaveOccurred(), "birdc disable %s on %s", p.Protocol, n.Name)
-			}
-		}
-		for _, n := range c.Nodes() {
-			Eventually(func() ([]string, error) {
-				ps, err := n.BIRD.Client().Protocols(ctx)
-				var up []string
-				for _, p := range ps {
-					if p.Established() {
-						up = append(up, p.Name)
-					}
-				}
-				return up, err
-			}).WithPolling(100*time.Millisecond).Should(BeEmpty(), "guard: %s has no Established BGP session", n.Name)
-		}
+		By("2. BGP off: the datastore says so and every session goes down")
+		off := switchBGPOff(ctx, c)
 
-		// 3. Positive control and half the claim: the no-encap routes go.
+		By("3. positive control and half the claim: the no-encap routes go")
 		for _, n := range c.Nodes() {
 			for _, nd := range c.Net.Nodes {
 				if nd.Name == n.Name {
@@ -102,14 +71,14 @@ var _ = Describe("Disabling BGP under the 3.33 defaults", Label("ipip", "bgpdisa
 			}
 		}
 
-		// 4. The claim's other half: IPIP stays up, over two full resyncs.
+		By("4. the claim's other half: IPIP stays up, over two full resyncs")
 		for _, n := range c.Nodes() {
 			waitFullResyncs(n, 2)
 		}
 		end := c.Mark("two full resyncs after BGP went off")
 		atEnd, err := probes.Report()
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(func() (*probe.Report, error) { return probes.Report() }).WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
+		Eventually(func() (*report.Report, error) { return probes.Report() }).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
 			Should(judge.HaveNoGap().Through(atEnd), "every IPIP probe sent by the end should arrive")
 		rep, err := probes.Stop()
 		Expect(err).NotTo(HaveOccurred())
@@ -128,9 +97,50 @@ var _ = Describe("Disabling BGP under the 3.33 defaults", Label("ipip", "bgpdisa
 		}
 		res := c.Result("BGP disabled under the 3.33 defaults: IPIP up, no-encap down", rep)
 		res.Figures["windowMs"] = float64(end.Mono-off.Mono) / 1e6
-		report("BGP switched off under the 3.33 defaults", table.String()+results.GapTable(rep), res)
+		scenariotest.Record("BGP switched off under the 3.33 defaults", table.String()+results.GapTable(rep), res)
 		for _, f := range rep.Flows {
 			Expect(f).To(judge.HaveNoGap().Through(atEnd), "IPIP flow %s lost probes after BGP went off", f.Flow)
 		}
 	})
 })
+
+// switchBGPOff is step 2 of the BGP-disabled spec: BGP off in the datastore,
+// confd's re-render for it taken (so it cannot re-enable the sessions
+// disabled next), every session disabled; guard: none Established.
+func switchBGPOff(ctx SpecContext, c *harness.Cluster) results.Event {
+	GinkgoHelper()
+	off := c.Mark("BGP switched off")
+	scenariotest.Act(c.Datastore().DisableBGP(ctx))
+	// confd re-renders for the change (the config says bgpEnabled is
+	// false); wait for that reconfigure so it cannot re-enable the
+	// sessions disabled next.
+	for _, n := range c.Nodes() {
+		Eventually(func() bool {
+			for _, a := range n.ConfdActions() {
+				if a.SeenMono >= off.Mono && a.ConfiguredMono != 0 {
+					return true
+				}
+			}
+			return false
+		}).WithPolling(100*time.Millisecond).Should(BeTrue(), "%s's confd reacts to bgpEnabled=false", n.Name)
+	}
+	for _, n := range c.Nodes() {
+		for _, p := range n.Peers() {
+			_, err := n.BIRD.Client().Run(ctx, "disable "+p.Protocol)
+			Expect(err).NotTo(HaveOccurred(), "birdc disable %s on %s", p.Protocol, n.Name)
+		}
+	}
+	for _, n := range c.Nodes() {
+		Eventually(func() ([]string, error) {
+			ps, err := n.BIRD.Client().Protocols(ctx)
+			var up []string
+			for _, p := range ps {
+				if p.Established() {
+					up = append(up, p.Name)
+				}
+			}
+			return up, err
+		}).WithPolling(100*time.Millisecond).Should(BeEmpty(), "guard: %s has no Established BGP session", n.Name)
+	}
+	return off
+}

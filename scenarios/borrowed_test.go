@@ -51,12 +51,13 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 var _ = Describe("Borrowed /32 workload routes", Label("noencap", "borrowed"), func() {
 	DescribeTable("a workload address borrowed from another node's block gets a /32 cluster route from its pool's owner, to the node hosting it",
 		func(ctx SpecContext, felix, bgp string, owner judge.Owner) {
-			c := startCluster(ctx, "noencap", harness.Options{Release: config.R333, RouteRefreshInterval: time.Second,
+			c := scenariotest.StartCluster(ctx, "noencap", harness.Options{Release: config.R333, RouteRefreshInterval: time.Second,
 				Felix: datastore.FelixConfiguration{ProgramClusterRoutes: felix}, BGP: datastore.BGPConfiguration{ProgramClusterRoutes: bgp},
 				Timers: confd.Timers{ScanTime: 1}})
 			n1, n2, n3 := c.Node("node-1"), c.Node("node-2"), c.Node("node-3")
@@ -102,7 +103,7 @@ var _ = Describe("Borrowed /32 workload routes", Label("noencap", "borrowed"), f
 			}
 			Expect(w.Name).NotTo(BeEmpty(), "guard: node-3 has a workload")
 			w.Addresses = append(slices.Clone(w.Addresses), borrowed.String())
-			act(c.Datastore().PutWorkload(ctx, w))
+			scenariotest.Act(c.Datastore().PutWorkload(ctx, w))
 
 			// 3. Guards on node-3: the programmer's local route via the
 			// workload's interface, and BIRD advertises it to its peers;
@@ -112,7 +113,7 @@ var _ = Describe("Borrowed /32 workload routes", Label("noencap", "borrowed"), f
 					"guard: node-3's route to its workload's borrowed %s is the programmer's, via %s", borrowed, w.Interface)
 			for _, n := range []*harness.Node{n1, n2} {
 				nd, _ := c.Net.Node(n.Name)
-				Eventually(n3).WithContext(ctx).WithTimeout(machine.Wait(30*time.Second)).WithPolling(100*time.Millisecond).
+				Eventually(n3).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(30*time.Second)).WithPolling(100*time.Millisecond).
 					Should(judge.BeExportedTo(borrowed, nd.Address.Addr()), "guard: node-3's BIRD advertises %s to %s", borrowed, n.Name)
 				Eventually(func() bool { return learnedOverBGP(ctx, n, borrowed) }).WithPolling(100*time.Millisecond).
 					Should(BeTrue(), "guard: %s's BIRD learns %s over BGP", n.Name, borrowed)
@@ -140,7 +141,7 @@ var _ = Describe("Borrowed /32 workload routes", Label("noencap", "borrowed"), f
 			}
 			res := c.Result(fmt.Sprintf("borrowed /32 route (Felix=%s, BGP=%s)", rawName(felix), rawName(bgp)), nil)
 			res.Figures["nodesRoutingTheBorrowedAddress"] = 2
-			report(fmt.Sprintf("borrowed %s (node-2's block, on node-3), Felix=%s BGP=%s: owner %s", borrowed, rawName(felix), rawName(bgp), owner), table.String(), res)
+			scenariotest.Record(fmt.Sprintf("borrowed %s (node-2's block, on node-3), Felix=%s BGP=%s: owner %s", borrowed, rawName(felix), rawName(bgp), owner), table.String(), res)
 		},
 		Entry("3.33 defaults: BIRD owns no-encap, so BIRD programs the /32", "", "", judge.ByBIRD),
 		Entry("Felix Enabled, BGP Disabled: the programmer programs the /32", "Enabled", "Disabled", judge.ByProgrammer),

@@ -28,6 +28,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -40,7 +41,7 @@ var _ = Describe("Real Calico persisted-route cleanup", Label("calico", "cleanup
 		opts := side.options()
 		opts.Felix = datastore.FelixConfiguration{ProgramClusterRoutes: string(config.Disabled)}
 		opts.BGP = datastore.BGPConfiguration{ProgramClusterRoutes: string(config.Enabled)}
-		c := startClusterOn(ctx, t, opts)
+		c := scenariotest.StartClusterOn(ctx, t, opts)
 		versions := expectSide(c, side)
 		if rel := c.Nodes()[0].Release(); rel != config.R333 {
 			Skip(fmt.Sprintf("the image is Calico %s: the claim rule is 3.33's", rel))
@@ -53,14 +54,14 @@ var _ = Describe("Real Calico persisted-route cleanup", Label("calico", "cleanup
 		remote := c.RemoteBlocks(node2.Name)
 		Expect(len(remote)).To(BeNumerically(">=", 4), "guard: remote blocks of both pools")
 		for _, b := range remote {
-			Eventually(node2).WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
+			Eventually(node2).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
 				Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD).Via(topo.TunnelDevice), "guard: BIRD's route to %s on node-2", b)
 		}
 
 		// 2. node-2's BIRD is killed and stays down; its routes persist.
-		nameConformance("cleanup: BIRD killed, strays (block released, node gone, pool deleted), Felix given IPIP", node2.Name)
+		scenariotest.NameConformance("cleanup: BIRD killed, strays (block released, node gone, pool deleted), Felix given IPIP", node2.Name)
 		trace := traceConformance(c, node2.Name)
-		act(c.KillBIRD(ctx, node2.Name, syscall.SIGKILL))
+		scenariotest.Act(c.KillBIRD(ctx, node2.Name, syscall.SIGKILL))
 
 		// 3. While it is down, destinations stop being wanted, each of
 		// the three ways.
@@ -71,9 +72,9 @@ var _ = Describe("Real Calico persisted-route cleanup", Label("calico", "cleanup
 			{"pool deleted", blockOf(node1, strayPoolName)},
 			{"pool deleted", blockOf(node3, strayPoolName)},
 		}
-		act(c.Datastore().ReleaseBlock(ctx, strays[0].dst))
-		act(c.RemoveNode(ctx, node4.Name))
-		act(c.Datastore().DeletePool(ctx, strayPoolName))
+		scenariotest.Act(c.Datastore().ReleaseBlock(ctx, strays[0].dst))
+		scenariotest.Act(c.RemoveNode(ctx, node4.Name))
+		scenariotest.Act(c.Datastore().DeletePool(ctx, strayPoolName))
 		node1Block := blockOf(node1, "ipip-pool")
 
 		// 4. Guard: every stray is still BIRD's route via tunl0 (Felix,
@@ -94,10 +95,10 @@ var _ = Describe("Real Calico persisted-route cleanup", Label("calico", "cleanup
 		// timeout is the spec's safety net), node-1's block is Felix's.
 		for _, s := range strays {
 			Eventually(func() []kroute.Route { return birdRoutesTo(node2, []netip.Prefix{s.dst}) }).
-				WithTimeout(machine.Wait(3*time.Minute)).WithPolling(50*time.Millisecond).Should(BeEmpty(),
+				WithTimeout(scenariotest.Machine.Wait(3*time.Minute)).WithPolling(50*time.Millisecond).Should(BeEmpty(),
 				"the %s stray %s: Felix owns IPIP and should have removed BIRD's route", s.kind, s.dst)
 		}
-		Eventually(node2).WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
+		Eventually(node2).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
 			Should(judge.HaveClusterRoute(node1Block).ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice), "node-1's block is still wanted: Felix's now")
 		end := c.Mark("strays gone")
 
@@ -129,6 +130,6 @@ var _ = Describe("Real Calico persisted-route cleanup", Label("calico", "cleanup
 		res.Figures["slowestStrayRemovalMs"] = slowest
 		res.Figures["straysLeft"] = float64(len(birdRoutesTo(node2, strayDsts(strays))))
 		res.Notes = append(res.Notes, lines...)
-		report(res.Name, strings.Join(versions, "\n")+"\n"+strings.Join(lines, "\n")+"\n", res)
+		scenariotest.Record(res.Name, strings.Join(versions, "\n")+"\n"+strings.Join(lines, "\n")+"\n", res)
 	})
 })

@@ -31,6 +31,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/env"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 // birdClient is the node's BIRD's client: the calico pod's (the 1.6 fork
@@ -73,14 +74,14 @@ var _ = Describe("Real Calico re-advertisement", Label("calico", "readvertise"),
 			opts := side.options()
 			opts.Felix = datastore.FelixConfiguration{ProgramClusterRoutes: string(start.felix)}
 			opts.BGP = datastore.BGPConfiguration{ProgramClusterRoutes: string(start.bgp)}
-			c := startCluster(ctx, topology, opts)
+			c := scenariotest.StartCluster(ctx, topology, opts)
 			versions := expectSide(c, side)
 			if rel := c.Nodes()[0].Release(); rel != config.R333 {
 				Skip(fmt.Sprintf("the image is Calico %s: the tunl0 arm is 3.33's", rel))
 			}
 
 			// 1. Felix owns every remote block's route.
-			Eventually(c).WithTimeout(machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).
+			Eventually(c).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).
 				Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(judge.ByProgrammer).Only(), "every remote block by Felix, and no other route")
 
 			// 2. Guard (not vacuous): every other node's BIRD holds the
@@ -92,7 +93,7 @@ var _ = Describe("Real Calico re-advertisement", Label("calico", "readvertise"),
 			remaining := readvertWithout(c, owner)
 			for _, n := range remaining {
 				for _, b := range blocks {
-					Eventually(func() ([]string, error) { return bgpRoutesTo(ctx, n, b) }).WithTimeout(machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).
+					Eventually(func() ([]string, error) { return bgpRoutesTo(ctx, n, b) }).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).
 						Should(ContainElement(HavePrefix(ownerSession+" ")), "guard: %s's BIRD learns %s from %s over BGP", n.Name, b, owner)
 				}
 			}
@@ -100,12 +101,12 @@ var _ = Describe("Real Calico re-advertisement", Label("calico", "readvertise"),
 			// 3. The owner withdraws: its BIRD stops with a Cease and stays
 			// down, while every Felix keeps its route.
 			const watched = "node-1"
-			nameConformance("re-advertisement "+topology+" (Felix owns it), owner withdraws", watched)
+			scenariotest.NameConformance("re-advertisement "+topology+" (Felix owns it), owner withdraws", watched)
 			trace := traceConformance(c, watched)
-			withdrew := act(c.KillBIRD(ctx, owner, syscall.SIGTERM))
+			withdrew := scenariotest.Act(c.KillBIRD(ctx, owner, syscall.SIGTERM))
 			for _, n := range remaining {
 				for _, b := range blocks {
-					Eventually(func() ([]string, error) { return bgpRoutesTo(ctx, n, b) }).WithTimeout(machine.Wait(30*time.Second)).WithPolling(50*time.Millisecond).
+					Eventually(func() ([]string, error) { return bgpRoutesTo(ctx, n, b) }).WithTimeout(scenariotest.Machine.Wait(30*time.Second)).WithPolling(50*time.Millisecond).
 						ShouldNot(ContainElement(HavePrefix(ownerSession+" ")), "guard: %s's BIRD drops %s's own advertisement of %s", n.Name, owner, b)
 					Expect(n).To(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer), "guard: %s's Felix keeps its route to %s", n.Name, b)
 				}
@@ -129,7 +130,7 @@ var _ = Describe("Real Calico re-advertisement", Label("calico", "readvertise"),
 				return out, nil
 			}
 			var found []string
-			hold := machine.Wait(5 * time.Second)
+			hold := scenariotest.Machine.Wait(5 * time.Second)
 			if knownGap {
 				Eventually(func() ([]string, error) {
 					var err error
@@ -155,7 +156,7 @@ var _ = Describe("Real Calico re-advertisement", Label("calico", "readvertise"),
 			if knownGap {
 				res.Notes = append(res.Notes, "known gap (design §5): Felix's no-encap routes leave through the uplink, which the iBGP reject does not match")
 			}
-			report(name, strings.Join(versions, "\n")+"\n"+strings.Join(found, "\n")+"\n", res)
+			scenariotest.Record(name, strings.Join(versions, "\n")+"\n"+strings.Join(found, "\n")+"\n", res)
 		},
 		Entry("IPIP, Felix owns it (3.33's defaults): the tunl0 arm keeps every withdrawn block out of iBGP exports", Label("ipip"), "ipip",
 			calicoStep{owner: judge.ByProgrammer}, false),

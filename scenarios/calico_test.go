@@ -25,12 +25,13 @@ import (
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 // calicoSource is $BIRDCAGE_CALICO, or the spec skips naming the feature.
 func calicoSource() string {
 	GinkgoHelper()
-	dir := cfg.Calico
+	dir := scenariotest.Config.Calico
 	if dir == "" {
 		testenv.Missing(GinkgoT(), testenv.Calico, "set "+env.Calico+"=DIR, a directory laid out like the calico/node image's root filesystem (README: Run it on your Calico)")
 	}
@@ -103,16 +104,6 @@ func traceConformance(c *harness.Cluster, node string) *harness.RouteTrace {
 	return t
 }
 
-// conformanceCase is the running spec's conformance case as soon as it is
-// known (nameConformance): the suite's row writer gives it to a row that
-// failed before it registered its own, so the failure still pairs.
-var conformanceCase *results.Conformance
-
-// nameConformance names the running spec's conformance case and node.
-func nameConformance(name, node string) {
-	conformanceCase = &results.Conformance{Case: name, Node: node}
-}
-
 // recordConformance names the row's conformance case and records the
 // node's route requests to cluster routes between from and to.
 func recordConformance(c *harness.Cluster, res *results.ScenarioResult, t *harness.RouteTrace, name string, from, to int64) {
@@ -150,7 +141,7 @@ var _ = Describe("Real Calico", Label("calico"), func() {
 			opts := side.options()
 			opts.Felix = datastore.FelixConfiguration{ProgramClusterRoutes: string(start.felix)}
 			opts.BGP = datastore.BGPConfiguration{ProgramClusterRoutes: string(start.bgp)}
-			c := startCluster(ctx, topology, opts)
+			c := scenariotest.StartCluster(ctx, topology, opts)
 
 			// 1. Guard: every node runs Calico's binaries, BIRD the 1.6
 			// fork, not the model's programmer and upstream BIRD (or, on
@@ -162,10 +153,10 @@ var _ = Describe("Real Calico", Label("calico"), func() {
 
 			// 2. The starting owner, every flow delivering through the
 			// dataplane.
-			Eventually(c).WithTimeout(machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).
+			Eventually(c).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).
 				Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(start.owner).Only(), "every remote block by %s, and no other route", start.owner)
 			const watched = "node-2"
-			nameConformance(fmt.Sprintf("live change %s, %s", topology, st.name), watched)
+			scenariotest.NameConformance(fmt.Sprintf("live change %s, %s", topology, st.name), watched)
 			trace := traceConformance(c, watched)
 			probes, err := c.Probes(ctx, harness.ProbeOptions{})
 			Expect(err).NotTo(HaveOccurred())
@@ -174,7 +165,7 @@ var _ = Describe("Real Calico", Label("calico"), func() {
 			// 3. The live change, through the datastore (etcd on Calico).
 			e, err := c.SetProgramClusterRoutes(ctx, st.felix, st.bgp)
 			Expect(err).NotTo(HaveOccurred())
-			Eventually(c).WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
+			Eventually(c).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
 				Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(st.owner).Only(), "after Felix=%s, BGP=%s: %s's routes only", st.felix, st.bgp, st.owner)
 			Eventually(flowsDelivering(probes)).WithPolling(50 * time.Millisecond).Should(Succeed())
 			end := c.Mark("converged after the change")
@@ -200,7 +191,7 @@ var _ = Describe("Real Calico", Label("calico"), func() {
 			res.Figures["noRouteWindows"] = float64(windows)
 			res.Figures["longestNoRouteWindowMs"] = longest
 			line := fmt.Sprintf("%s: %.0f lost, %d no-route windows on every node, longest %.0f ms", st.name, res.Figures["lostProbes"], windows, longest)
-			report(name, strings.Join(versions, "\n")+"\n"+results.GapTable(rep)+line+"\n", res)
+			scenariotest.Record(name, strings.Join(versions, "\n")+"\n"+results.GapTable(rep)+line+"\n", res)
 		},
 		Entry("no-encap: BIRD's routes to Felix (Felix=Enabled, BGP=Disabled)", Label("noencap"), "noencap",
 			calicoStep{owner: judge.ByBIRD}, calicoStep{config.Enabled, config.Disabled, judge.ByProgrammer, "BIRD → Felix"}),
@@ -219,7 +210,7 @@ var _ = Describe("Real Calico beside the model", Label("calico", "noencap"), fun
 		if sideOf(src, env.Calico).dir == "" {
 			Skip(env.Calico + "=" + src + ": a mixed cluster has no model side of its own (the conformance table leaves it out)")
 		}
-		c := startCluster(ctx, "noencap", harness.Options{NodeCalico: map[string]string{"node-2": src}})
+		c := scenariotest.StartCluster(ctx, "noencap", harness.Options{NodeCalico: map[string]string{"node-2": src}})
 		// Guard: exactly node-2 runs Calico's pod.
 		for _, n := range c.Nodes() {
 			want := harness.FlavourModel
@@ -231,7 +222,7 @@ var _ = Describe("Real Calico beside the model", Label("calico", "noencap"), fun
 		Expect(c.Node("node-2").CalicoVersions().BIRD).To(ContainSubstring("1.6"), "node-2's BIRD is Calico's fork")
 		// The model's BIRD 2 and Calico's BIRD 1.6 fork mesh with each
 		// other; with 3.33's defaults BIRD owns every no-encap block.
-		Eventually(c).WithTimeout(machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).
+		Eventually(c).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).
 			Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(judge.ByBIRD).Only(), "every remote block by BIRD, on every node")
 		probes, err := c.Probes(ctx, harness.ProbeOptions{})
 		Expect(err).NotTo(HaveOccurred())
@@ -241,6 +232,6 @@ var _ = Describe("Real Calico beside the model", Label("calico", "noencap"), fun
 		res := c.Result("real Calico beside the model on noencap", rep)
 		res.AddProbeFigures(rep)
 		Expect(res.Flavours).To(Equal(map[string]string{"node-1": "model", "node-2": "calico", "node-3": "model"}), "the row records each node's flavour")
-		report("mixed cluster: node-2 real Calico", results.GapTable(rep), res)
+		scenariotest.Record("mixed cluster: node-2 real Calico", results.GapTable(rep), res)
 	})
 })

@@ -29,12 +29,14 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/instrument/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -42,7 +44,7 @@ import (
 // from, or the spec skips naming the feature.
 func calicoFromSource() string {
 	GinkgoHelper()
-	dir := cfg.CalicoFrom
+	dir := scenariotest.Config.CalicoFrom
 	if dir == "" {
 		testenv.Missing(GinkgoT(), testenv.Calico, "set "+env.CalicoFrom+"=DIR (the image an upgrade starts from, e.g. a 3.32 build) and "+env.Calico+"=DIR (the image it moves to)")
 	}
@@ -55,100 +57,16 @@ var _ = Describe("Real Calico upgrade", Label("calico", "upgrade", "headline", "
 			to := sideOf(calicoSource(), env.Calico)
 			from := sideOf(calicoFromSource(), env.CalicoFrom)
 			Expect(to.flavour()).To(Equal(from.flavour()), "%s and %s: both Calico directories, or both model:REL", env.Calico, env.CalicoFrom)
-			toRel := config.R333
-			if to.dir == "" {
-				toRel = to.model
-			}
-			c := startCluster(ctx, topology, from.options())
-			versions := expectSide(c, from)
-			const upgraded = "node-2"
-			n := c.Node(upgraded)
-			fromRel := n.Release()
-			nameConformance(fmt.Sprintf("upgrade %s → %s, %s, %s", fromRel, toRel, topology, sig), upgraded)
-			remote := c.RemoteBlocks(upgraded)
-			Expect(remote).NotTo(BeEmpty(), "guard: %s has remote blocks to judge", upgraded)
-			isUp := func(a netip.Addr) bool { return c.WorkloadNode(a) == upgraded }
-			route := func(b netip.Prefix, o judge.Owner) *judge.ClusterRouteMatcher {
-				m := judge.HaveClusterRoute(b).ProgrammedBy(o).WithProgrammerProtocol(c.ProgrammerProtocol(ctx))
-				if topology == "ipip" {
-					m = m.Via(topo.TunnelDevice)
-				}
-				return m
-			}
-
-			// 1. Guard: before the upgrade Calico's BIRD owns every remote
-			// block's route (the from-release's default), or "no window"
-			// would prove nothing.
-			for _, b := range remote {
-				Eventually(n).WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
-					Should(route(b, judge.ByBIRD).Only(), "guard: on %s BIRD owns %s's route to %s", fromRel, upgraded, b)
-			}
-			trace := traceConformance(c, upgraded)
-			probes, err := c.Probes(ctx, harness.ProbeOptions{})
-			Expect(err).NotTo(HaveOccurred())
-			atBegin, err := probes.Report()
-			Expect(err).NotTo(HaveOccurred())
-
-			// 2. The pod replacement (on the model: its programmer and
-			// BIRD replaced, the same signal).
-			begin := act(c.UpgradeNode(ctx, upgraded, toRel, harness.UpgradeOptions{Signal: sig, Calico: to.dir}))
-			toRel = n.Release()
-			for _, b := range remote {
-				Eventually(n).WithTimeout(machine.Wait(60*time.Second)).WithPolling(20*time.Millisecond).
-					Should(route(b, after).Only(), "after the upgrade to %s: %s's route to %s by %s alone", toRel, upgraded, b, after)
-			}
-			wait, cancel := context.WithTimeout(ctx, machine.Wait(60*time.Second))
-			defer cancel()
-			Expect(c.WaitConverged(wait)).To(Succeed())
-			end := c.Mark("converged after upgrade")
-			atEnd, err := probes.Report()
-			Expect(err).NotTo(HaveOccurred())
-			rep, err := probes.Stop()
-			Expect(err).NotTo(HaveOccurred())
-
-			// 3. Figures: loss each way, the longest gap, the no-route
-			// windows per block and the deletes at the upgraded node.
-			name := fmt.Sprintf("%s upgrade %s → %s on %s, old pod %s", from.flavour(), fromRel, toRel, topology, sig)
-			res := c.Result(name, rep)
-			recordConformance(c, &res, trace, fmt.Sprintf("upgrade %s → %s, %s, %s", fromRel, toRel, topology, sig), begin.Mono, end.Mono)
-			res.AddProbeFigures(rep)
-			res.Figures["lostOutboundUpgradedNode"], res.Figures["lostInboundUpgradedNode"] = 0, 0
-			for _, f := range rep.Flows {
-				if isUp(f.SrcAddr) {
-					res.Figures["lostOutboundUpgradedNode"] += float64(f.Lost)
-				}
-				if isUp(f.DstAddr) {
-					res.Figures["lostInboundUpgradedNode"] += float64(f.Lost)
-				}
-			}
-			res.Figures["handoverSeconds"] = float64(end.Mono-begin.Mono) / 1e9
+			By("1. guard: before the upgrade Calico's BIRD owns every remote block's route; probes running")
+			u := startCalicoUpgrade(ctx, topology, from, to, sig)
+			By("2. the pod replacement (on the model: its programmer and BIRD, the same signal); the new owner's route alone to every remote block; converged")
+			u.replacePod(ctx, to, after, sig)
+			By("3. figures: loss each way, the longest gap, the no-route windows per block, the deletes")
+			windows, platform := u.recordFigures(sig)
+			c, upgraded, remote, rep, isUp := u.c, u.upgraded, u.remote, u.rep, u.isUp
+			begin, end, atEnd, fromRel := u.begin, u.end, u.atEnd, u.fromRel
 			tl := c.Timeline(upgraded)
-			Expect(tl.Judgeable(begin.Mono, end.Mono)).To(Succeed(), "%s's route timeline over the upgrade", upgraded)
-			var longest float64
-			windows := 0
-			deletes := 0
-			for _, b := range remote {
-				for _, w := range tl.NoRouteWindows(b, begin.Mono, end.Mono) {
-					windows++
-					longest = max(longest, w.Ms())
-					res.Figures["noRouteWindowMs "+b.String()] = max(res.Figures["noRouteWindowMs "+b.String()], w.Ms())
-				}
-				for _, e := range tl.EventsFor(b, begin.Mono, end.Mono) {
-					if e.Kind == event.Delete && e.Route.Table == kroute.MainTable {
-						deletes++
-					}
-				}
-			}
-			res.Figures["noRouteWindows"] = float64(windows)
-			res.Figures["longestNoRouteWindowMs"] = longest
-			res.Figures["deletesAtUpgradedNode"] = float64(deletes)
-			controls, err := judge.Holes(rep, judge.SinceSnapshot(atBegin, atEnd), func(f probe.GapReport) bool { return !isUp(f.SrcAddr) && !isUp(f.DstAddr) })
-			Expect(err).NotTo(HaveOccurred())
-			platform, err := judge.PlatformLossOf(controls, machine.Stalls())
-			Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve %s measure the platform's own loss", upgraded)
-			res.Figures["platformMissingPerControlFlowMax"] = float64(platform.Max)
-			report(name, strings.Join(versions, "\n")+"\n"+results.GapTable(rep), res)
-
+			By("4. the claim: no window, no outbound loss beyond the platform's (on IPIP from 3.32: the known window)")
 			// 4. The claim, as the model's headline states it — except on
 			// IPIP from 3.32, where the model holds a known gap
 			// (upgrade_window_test.go: 3.32's BIRD writes at 1024, 3.33's
@@ -158,7 +76,7 @@ var _ = Describe("Real Calico upgrade", Label("calico", "upgrade", "headline", "
 			// Measured on the 3.32 and 3.33 builds here, 5 runs per
 			// signal: a window on every block every run (0.011-16.8 ms).
 			if topology == "ipip" && fromRel == config.R332 {
-				res.Notes = append(res.Notes, "known gap (upgrade_window): from 3.32 Felix's delete-first leaves each block without a route for a moment")
+				u.res.Notes = append(u.res.Notes, "known gap (upgrade_window): from 3.32 Felix's delete-first leaves each block without a route for a moment")
 				Expect(windows).To(BeNumerically(">", 0), "known gap closed on real Calico: the 3.32 → 3.33 IPIP upgrade left no remote block of %s without a route; update the design's §4 and upgrade_window_test.go", upgraded)
 				return
 			}
@@ -177,3 +95,132 @@ var _ = Describe("Real Calico upgrade", Label("calico", "upgrade", "headline", "
 		Entry("IPIP, old pod SIGTERMed", Label("ipip", "sigterm"), "ipip", judge.ByProgrammer, syscall.SIGTERM),
 	)
 })
+
+// calicoUpgrade is one entry of the real-Calico upgrade spec.
+type calicoUpgrade struct {
+	c              *harness.Cluster
+	topology       string
+	upgraded       string
+	n              *harness.Node
+	fromRel, toRel config.Release
+	remote         []netip.Prefix
+	probes         *probe.Session
+	begin, end     results.Event
+	atBegin, atEnd *report.Report
+	rep            *report.Report
+	res            results.ScenarioResult
+	from           calicoSide
+	versions       []string
+	trace          *harness.RouteTrace
+	conformance    string // the case's name in the conformance table
+}
+
+// isUp says whether a is a workload of the upgraded node.
+func (u *calicoUpgrade) isUp(a netip.Addr) bool { return u.c.WorkloadNode(a) == u.upgraded }
+
+// route is the matcher of u's routes to b by o (via tunl0 on IPIP).
+func (u *calicoUpgrade) route(ctx SpecContext, b netip.Prefix, o judge.Owner) *judge.ClusterRouteMatcher {
+	m := judge.HaveClusterRoute(b).ProgrammedBy(o).WithProgrammerProtocol(u.c.ProgrammerProtocol(ctx))
+	if u.topology == "ipip" {
+		m = m.Via(topo.TunnelDevice)
+	}
+	return m
+}
+
+// startCalicoUpgrade is step 1: the cluster on the from-image. Guard:
+// before the upgrade Calico's BIRD owns every remote block's route (the
+// from-release's default), or "no window" would prove nothing.
+func startCalicoUpgrade(ctx SpecContext, topology string, from, to calicoSide, sig syscall.Signal) *calicoUpgrade {
+	GinkgoHelper()
+	u := &calicoUpgrade{topology: topology, upgraded: "node-2", from: from, toRel: config.R333}
+	if to.dir == "" {
+		u.toRel = to.model
+	}
+	u.c = scenariotest.StartCluster(ctx, topology, from.options())
+	u.versions = expectSide(u.c, from)
+	u.n = u.c.Node(u.upgraded)
+	u.fromRel = u.n.Release()
+	u.conformance = fmt.Sprintf("upgrade %s → %s, %s, %s", u.fromRel, u.toRel, topology, sig)
+	scenariotest.NameConformance(u.conformance, u.upgraded)
+	u.remote = u.c.RemoteBlocks(u.upgraded)
+	Expect(u.remote).NotTo(BeEmpty(), "guard: %s has remote blocks to judge", u.upgraded)
+	for _, b := range u.remote {
+		Eventually(u.n).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).
+			Should(u.route(ctx, b, judge.ByBIRD).Only(), "guard: on %s BIRD owns %s's route to %s", u.fromRel, u.upgraded, b)
+	}
+	u.trace = traceConformance(u.c, u.upgraded)
+	var err error
+	u.probes, err = u.c.Probes(ctx, harness.ProbeOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	u.atBegin, err = u.probes.Report()
+	Expect(err).NotTo(HaveOccurred())
+	return u
+}
+
+// replacePod is step 2.
+func (u *calicoUpgrade) replacePod(ctx SpecContext, to calicoSide, after judge.Owner, sig syscall.Signal) {
+	GinkgoHelper()
+	u.begin = scenariotest.Act(u.c.UpgradeNode(ctx, u.upgraded, u.toRel, harness.UpgradeOptions{Signal: sig, Calico: to.dir}))
+	u.toRel = u.n.Release()
+	for _, b := range u.remote {
+		Eventually(u.n).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(20*time.Millisecond).
+			Should(u.route(ctx, b, after).Only(), "after the upgrade to %s: %s's route to %s by %s alone", u.toRel, u.upgraded, b, after)
+	}
+	wait, cancel := context.WithTimeout(ctx, scenariotest.Machine.Wait(60*time.Second))
+	defer cancel()
+	Expect(u.c.WaitConverged(wait)).To(Succeed())
+	u.end = u.c.Mark("converged after upgrade")
+	var err error
+	u.atEnd, err = u.probes.Report()
+	Expect(err).NotTo(HaveOccurred())
+	u.rep, err = u.probes.Stop()
+	Expect(err).NotTo(HaveOccurred())
+}
+
+// recordFigures is step 3; it returns the count of no-route windows and the
+// platform's own loss for the claim.
+func (u *calicoUpgrade) recordFigures(sig syscall.Signal) (windows int, platform judge.PlatformLoss) {
+	GinkgoHelper()
+	rep := u.rep
+	name := fmt.Sprintf("%s upgrade %s → %s on %s, old pod %s", u.from.flavour(), u.fromRel, u.toRel, u.topology, sig)
+	res := u.c.Result(name, rep)
+	recordConformance(u.c, &res, u.trace, u.conformance, u.begin.Mono, u.end.Mono)
+	res.AddProbeFigures(rep)
+	res.Figures["lostOutboundUpgradedNode"], res.Figures["lostInboundUpgradedNode"] = 0, 0
+	for _, f := range rep.Flows {
+		if u.isUp(f.SrcAddr) {
+			res.Figures["lostOutboundUpgradedNode"] += float64(f.Lost)
+		}
+		if u.isUp(f.DstAddr) {
+			res.Figures["lostInboundUpgradedNode"] += float64(f.Lost)
+		}
+	}
+	res.Figures["handoverSeconds"] = float64(u.end.Mono-u.begin.Mono) / 1e9
+	tl := u.c.Timeline(u.upgraded)
+	Expect(tl.Judgeable(u.begin.Mono, u.end.Mono)).To(Succeed(), "%s's route timeline over the upgrade", u.upgraded)
+	var longest float64
+	deletes := 0
+	for _, b := range u.remote {
+		for _, w := range tl.NoRouteWindows(b, u.begin.Mono, u.end.Mono) {
+			windows++
+			longest = max(longest, w.Ms())
+			res.Figures["noRouteWindowMs "+b.String()] = max(res.Figures["noRouteWindowMs "+b.String()], w.Ms())
+		}
+		for _, e := range tl.EventsFor(b, u.begin.Mono, u.end.Mono) {
+			if e.Kind == event.Delete && e.Route.Table == kroute.MainTable {
+				deletes++
+			}
+		}
+	}
+	res.Figures["noRouteWindows"] = float64(windows)
+	res.Figures["longestNoRouteWindowMs"] = longest
+	res.Figures["deletesAtUpgradedNode"] = float64(deletes)
+	controls, err := judge.Holes(rep, judge.SinceSnapshot(u.atBegin, u.atEnd), func(f report.GapReport) bool { return !u.isUp(f.SrcAddr) && !u.isUp(f.DstAddr) })
+	Expect(err).NotTo(HaveOccurred())
+	platform, err = judge.PlatformLossOf(controls, scenariotest.Machine.Stalls())
+	Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve %s measure the platform's own loss", u.upgraded)
+	res.Figures["platformMissingPerControlFlowMax"] = float64(platform.Max)
+	scenariotest.Record(name, strings.Join(u.versions, "\n")+"\n"+results.GapTable(rep), res)
+	u.res = res
+	return windows, platform
+}

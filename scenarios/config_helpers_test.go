@@ -16,6 +16,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 // setPairLive writes both programClusterRoutes fields as an operator does
@@ -45,11 +46,11 @@ func setPairLive(ctx context.Context, c *harness.Cluster, felixRaw, bgpRaw strin
 				return fmt.Sprintf("not synced since the change (state %s, programClusterRoutes %s)", st.State, st.ProgramClusterRoutes)
 			}
 			return st.ProgramClusterRoutes
-		}).WithContext(ctx).WithTimeout(machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).
+		}).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).
 			Should(Equal(wantFelix), "%s: %s's programmer runs with the effective value %s (unset and unknown resolve to the default)", pair, n.Name, wantFelix)
 		programmerMs = max(programmerMs, monoclock.Ms(monoclock.Now()-change.Mono))
 		if bgpChanged {
-			Eventually(func() string { return lastReconfiguration(ctx, n) }).WithContext(ctx).WithTimeout(machine.Wait(60*time.Second)).
+			Eventually(func() string { return lastReconfiguration(ctx, n) }).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).
 				WithPolling(100*time.Millisecond).ShouldNot(Equal(reconf[n.Name]), "%s: %s's BIRD reconfigures for the new BGPConfiguration", pair, n.Name)
 			birdMs = max(birdMs, monoclock.Ms(monoclock.Now()-change.Mono))
 		}

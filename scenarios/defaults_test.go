@@ -31,13 +31,14 @@ import (
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
 var _ = Describe("Release defaults with programClusterRoutes unset or unknown", Label("defaults", "claim12"), func() {
 	DescribeTable("a cluster whose fields are unset or unknown gets the design's default owner for every class",
 		func(ctx SpecContext, topology string, rel config.Release, raw string) {
-			c := startCluster(ctx, topology, harness.Options{
+			c := scenariotest.StartCluster(ctx, topology, harness.Options{
 				Release: rel,
 				Felix:   datastore.FelixConfiguration{ProgramClusterRoutes: raw},
 				BGP:     datastore.BGPConfiguration{ProgramClusterRoutes: raw},
@@ -107,7 +108,7 @@ var _ = Describe("Release defaults with programClusterRoutes unset or unknown", 
 				res.Figures["remoteBlocks "+string(cls)] = float64(k)
 			}
 			res.Notes = append(res.Notes, fmt.Sprintf("design default for %s: Felix %s, BGP %s; owners %v", rel, def.felix, def.bgp, exp))
-			report(fmt.Sprintf("release defaults on %s, %s, fields %s", topology, rel, rawName(raw)),
+			scenariotest.Record(fmt.Sprintf("release defaults on %s, %s, fields %s", topology, rel, rawName(raw)),
 				fmt.Sprintf("expected owners %v (Felix %s, BGP %s)\n", exp, def.felix, def.bgp), res)
 		},
 		Entry("3.33, unset, no-encap", Label("noencap"), "noencap", config.R333, ""),

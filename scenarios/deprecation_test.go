@@ -28,6 +28,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -40,126 +41,167 @@ const (
 
 var _ = Describe("Deprecation warning for BIRD-programmed IPIP cluster routes", Label("ipip", "deprecation"), func() {
 	It("is logged once in every render in which BIRD programs an IPIP pool, and in none once the programmer owns IPIP", func(ctx SpecContext) {
-		// 1. 3.33 with the deprecated pair: BIRD owns everything.
-		c := startCluster(ctx, "ipip", harness.Options{
+		By("1. 3.33 with the deprecated pair: BIRD owns everything (guard: BIRD programs the IPIP routes)")
+		c := scenariotest.StartCluster(ctx, "ipip", harness.Options{
 			Felix: datastore.FelixConfiguration{ProgramClusterRoutes: string(config.Disabled)},
 			BGP:   datastore.BGPConfiguration{ProgramClusterRoutes: string(config.Enabled)},
 		})
-		// Guard: BIRD really programs the IPIP routes, so the warning is
-		// about a real state.
 		Eventually(c).WithPolling(50*time.Millisecond).
 			Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(judge.ByBIRD).Via(topo.TunnelDevice).Only(), "guard: BIRD owns the IPIP routes")
 
-		// 2. The start render warned, naming the pool.
+		By("2. the start render warned, naming the pool")
 		pools := []string{deprecationPool}
-		for _, n := range c.Nodes() {
+		deprecationExpectStartWarned(c, pools)
+
+		By("3. renders of every kind while BIRD keeps owning IPIP: each adds exactly one warning")
+		while := deprecationStepsWhileBIRDOwns(ctx, c, &pools)
+		deprecationRun(c, while, func(step deprecationStep, n *harness.Node) {
 			renders, warnings := deprecationCounts(n)
-			Expect(renders).To(BeNumerically(">=", 1), "guard: %s rendered at start", n.Name)
-			Expect(warnings).To(HaveLen(renders), "%s: %d renders with BIRD owning IPIP but %d deprecation warnings: %q", n.Name, renders, len(warnings), warnings)
+			Expect(warnings).To(HaveLen(renders), "after %s: %s has rendered %d times with BIRD owning IPIP but logged %d deprecation warnings",
+				step.name, n.Name, renders, len(warnings))
 			deprecationExpectNames(n, warnings[len(warnings)-1], pools)
-		}
+		})
+		owned := deprecationCountsRenderedFor(c, len(while))
 
-		// 3. Renders of every kind while BIRD keeps owning IPIP: each adds
-		// exactly one warning.
-		while := []deprecationStep{
-			{"BGPConfiguration Enabled → EnabledIPIPOnly (BIRD still owns IPIP)", func() error {
-				_, err := c.Datastore().UpdateBGPConfig(ctx, "BGPConfiguration.programClusterRoutes=EnabledIPIPOnly", func(b *datastore.BGPConfiguration) {
-					b.ProgramClusterRoutes = string(config.EnabledIPIPOnly)
-				})
-				return err
-			}},
-			{"a workload document rewritten unchanged (the BIRD config text does not change)", func() error {
-				return deprecationRewriteWorkload(ctx, c)
-			}},
-			{"a second IPIP pool added", func() error {
-				pools = append(pools, deprecationExtraPool)
-				_, err := c.Datastore().PutIPPool(ctx, deprecationExtraPool, datastore.IPPool{
-					Name: deprecationExtraPool, CIDR: deprecationExtraCIDR, IPIPMode: datastore.EncapAlways, VXLANMode: datastore.EncapNever,
-				})
-				return err
-			}},
-		}
-		for _, step := range while {
-			before := deprecationRendersOf(c)
-			Expect(step.change()).To(Succeed(), step.name)
-			deprecationWaitRendered(c, before, step.name)
-			for _, n := range c.Nodes() {
-				renders, warnings := deprecationCounts(n)
-				Expect(warnings).To(HaveLen(renders), "after %s: %s has rendered %d times with BIRD owning IPIP but logged %d deprecation warnings",
-					step.name, n.Name, renders, len(warnings))
-				deprecationExpectNames(n, warnings[len(warnings)-1], pools)
-			}
-		}
-		owned := map[string][2]int{}
-		for _, n := range c.Nodes() {
-			r, w := deprecationCounts(n)
-			owned[n.Name] = [2]int{r, len(w)}
-			Expect(r).To(BeNumerically(">=", 1+len(while)), "guard: %s rendered for every change", n.Name)
-		}
+		By("4. the programmer takes IPIP over: the render that moves it carries no warning")
+		switched := deprecationSwitchToProgrammer(ctx, c, owned)
 
-		// 4. The programmer takes IPIP over. The render that moves it
-		// carries no warning: BIRD's running config, written from that
-		// render, has none.
-		_, err := c.SetProgramClusterRoutes(ctx, config.EnabledIPIPOnly, config.EnabledNoEncapOnly)
-		Expect(err).NotTo(HaveOccurred())
-		policy := fmt.Sprintf("programClusterRoutes %q -> %s", config.EnabledNoEncapOnly, config.EnabledNoEncapOnly)
-		for _, n := range c.Nodes() {
-			Eventually(func() (string, error) {
-				b, err := os.ReadFile(n.BIRD.ConfigPath())
-				return string(b), err
-			}).WithPolling(50*time.Millisecond).Should(ContainSubstring(policy),
-				"guard: %s's BIRD runs a config rendered after the switch", n.Name)
-			conf, err := os.ReadFile(n.BIRD.ConfigPath())
-			Expect(err).NotTo(HaveOccurred())
-			Expect(string(conf)).NotTo(ContainSubstring("# warning: DEPRECATED"), "%s: the render in which the programmer took IPIP over carries a deprecation warning", n.Name)
-		}
-		Eventually(c).WithPolling(50*time.Millisecond).
-			Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice).Only(), "guard: the programmer owns the IPIP routes after the switch")
-		switched := map[string][2]int{}
-		for _, n := range c.Nodes() {
-			r, w := deprecationCounts(n)
-			switched[n.Name] = [2]int{r, len(w)}
-			Expect(len(w)).To(Equal(owned[n.Name][1]), "%s logged %d deprecation warnings in the renders of the switch to the programmer: %q",
-				n.Name, len(w)-owned[n.Name][1], w[owned[n.Name][1]:])
-		}
+		By("5. later renders, the programmer still owning IPIP, add none")
+		deprecationRun(c, deprecationStepsProgrammerOwns(ctx, c), func(step deprecationStep, n *harness.Node) {
+			_, warnings := deprecationCounts(n)
+			Expect(warnings).To(HaveLen(switched[n.Name][1]), "after %s, with the programmer owning IPIP, %s logged %d new deprecation warnings: %q",
+				step.name, n.Name, len(warnings)-switched[n.Name][1], warnings[switched[n.Name][1]:])
+		})
 
-		// 5. Later renders, the programmer still owning IPIP, add none.
-		after := []deprecationStep{
-			{"a workload document rewritten unchanged", func() error { return deprecationRewriteWorkload(ctx, c) }},
-			{"BGPConfiguration rewritten unchanged", func() error {
-				_, err := c.Datastore().UpdateBGPConfig(ctx, "BGPConfiguration rewritten unchanged", func(*datastore.BGPConfiguration) {})
-				return err
-			}},
-			{"the second IPIP pool deleted", func() error { _, err := c.Datastore().DeletePool(ctx, deprecationExtraPool); return err }},
-		}
-		for _, step := range after {
-			before := deprecationRendersOf(c)
-			Expect(step.change()).To(Succeed(), step.name)
-			deprecationWaitRendered(c, before, step.name)
-			for _, n := range c.Nodes() {
-				_, warnings := deprecationCounts(n)
-				Expect(warnings).To(HaveLen(switched[n.Name][1]), "after %s, with the programmer owning IPIP, %s logged %d new deprecation warnings: %q",
-					step.name, n.Name, len(warnings)-switched[n.Name][1], warnings[switched[n.Name][1]:])
-			}
-		}
-
-		// 6. Figures.
-		res := c.Result("deprecation warning per render (IPIP)", nil)
-		t := results.NewTable("node", "renders, BIRD owns IPIP", "warnings", "renders of the switch", "warnings", "renders, programmer owns IPIP", "warnings").AlignRight()
-		for _, n := range c.Nodes() {
-			r, ws := deprecationCounts(n)
-			o, s := owned[n.Name], switched[n.Name]
-			t.Add(n.Name, o[0], o[1], s[0]-o[0], s[1]-o[1], r-s[0], len(ws)-s[1])
-			res.Figures["rendersBIRDOwns_"+n.Name] = float64(o[0])
-			res.Figures["warningsBIRDOwns_"+n.Name] = float64(o[1])
-			res.Figures["rendersFromSwitchOn_"+n.Name] = float64(r - o[0])
-			res.Figures["warningsFromSwitchOn_"+n.Name] = float64(len(ws) - o[1])
-		}
-		last := c.Nodes()[0].Warnings()
-		res.Notes = append(res.Notes, "last warning text: "+last[len(last)-1])
-		report("deprecation warnings per render (IPIP, 3.33)", t.String()+"last warning: "+last[len(last)-1]+"\n", res)
+		By("6. figures")
+		recordDeprecationFigures(c, owned, switched)
 	})
 })
+
+// deprecationExpectStartWarned: every node's start render warned, naming
+// the pools.
+func deprecationExpectStartWarned(c *harness.Cluster, pools []string) {
+	GinkgoHelper()
+	for _, n := range c.Nodes() {
+		renders, warnings := deprecationCounts(n)
+		Expect(renders).To(BeNumerically(">=", 1), "guard: %s rendered at start", n.Name)
+		Expect(warnings).To(HaveLen(renders), "%s: %d renders with BIRD owning IPIP but %d deprecation warnings: %q", n.Name, renders, len(warnings), warnings)
+		deprecationExpectNames(n, warnings[len(warnings)-1], pools)
+	}
+}
+
+// deprecationCountsRenderedFor is each node's renders and warnings, guarded:
+// every node rendered for each of the changes.
+func deprecationCountsRenderedFor(c *harness.Cluster, changes int) map[string][2]int {
+	GinkgoHelper()
+	owned := map[string][2]int{}
+	for _, n := range c.Nodes() {
+		r, w := deprecationCounts(n)
+		owned[n.Name] = [2]int{r, len(w)}
+		Expect(r).To(BeNumerically(">=", 1+changes), "guard: %s rendered for every change", n.Name)
+	}
+	return owned
+}
+
+// deprecationStepsWhileBIRDOwns are renders of every kind that leave BIRD
+// owning IPIP; the one that adds a pool appends it to pools.
+func deprecationStepsWhileBIRDOwns(ctx SpecContext, c *harness.Cluster, pools *[]string) []deprecationStep {
+	return []deprecationStep{
+		{"BGPConfiguration Enabled → EnabledIPIPOnly (BIRD still owns IPIP)", func() error {
+			_, err := c.Datastore().UpdateBGPConfig(ctx, "BGPConfiguration.programClusterRoutes=EnabledIPIPOnly", func(b *datastore.BGPConfiguration) {
+				b.ProgramClusterRoutes = string(config.EnabledIPIPOnly)
+			})
+			return err
+		}},
+		{"a workload document rewritten unchanged (the BIRD config text does not change)", func() error {
+			return deprecationRewriteWorkload(ctx, c)
+		}},
+		{"a second IPIP pool added", func() error {
+			*pools = append(*pools, deprecationExtraPool)
+			_, err := c.Datastore().PutIPPool(ctx, deprecationExtraPool, datastore.IPPool{
+				Name: deprecationExtraPool, CIDR: deprecationExtraCIDR, IPIPMode: datastore.EncapAlways, VXLANMode: datastore.EncapNever,
+			})
+			return err
+		}},
+	}
+}
+
+// deprecationStepsProgrammerOwns are renders after the programmer took
+// IPIP over.
+func deprecationStepsProgrammerOwns(ctx SpecContext, c *harness.Cluster) []deprecationStep {
+	return []deprecationStep{
+		{"a workload document rewritten unchanged", func() error { return deprecationRewriteWorkload(ctx, c) }},
+		{"BGPConfiguration rewritten unchanged", func() error {
+			_, err := c.Datastore().UpdateBGPConfig(ctx, "BGPConfiguration rewritten unchanged", func(*datastore.BGPConfiguration) {})
+			return err
+		}},
+		{"the second IPIP pool deleted", func() error { _, err := c.Datastore().DeletePool(ctx, deprecationExtraPool); return err }},
+	}
+}
+
+// deprecationRun makes each change, waits for every node to render it and
+// checks every node.
+func deprecationRun(c *harness.Cluster, steps []deprecationStep, check func(deprecationStep, *harness.Node)) {
+	GinkgoHelper()
+	for _, step := range steps {
+		before := deprecationRendersOf(c)
+		Expect(step.change()).To(Succeed(), step.name)
+		deprecationWaitRendered(c, before, step.name)
+		for _, n := range c.Nodes() {
+			check(step, n)
+		}
+	}
+}
+
+// deprecationSwitchToProgrammer is step 4: the programmer takes IPIP over.
+// The render that moves it carries no warning: BIRD's running config,
+// written from that render, has none. It returns each node's renders and
+// warnings after the switch.
+func deprecationSwitchToProgrammer(ctx SpecContext, c *harness.Cluster, owned map[string][2]int) map[string][2]int {
+	GinkgoHelper()
+	_, err := c.SetProgramClusterRoutes(ctx, config.EnabledIPIPOnly, config.EnabledNoEncapOnly)
+	Expect(err).NotTo(HaveOccurred())
+	policy := fmt.Sprintf("programClusterRoutes %q -> %s", config.EnabledNoEncapOnly, config.EnabledNoEncapOnly)
+	for _, n := range c.Nodes() {
+		Eventually(func() (string, error) {
+			b, err := os.ReadFile(n.BIRD.ConfigPath())
+			return string(b), err
+		}).WithPolling(50*time.Millisecond).Should(ContainSubstring(policy),
+			"guard: %s's BIRD runs a config rendered after the switch", n.Name)
+		conf, err := os.ReadFile(n.BIRD.ConfigPath())
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(conf)).NotTo(ContainSubstring("# warning: DEPRECATED"), "%s: the render in which the programmer took IPIP over carries a deprecation warning", n.Name)
+	}
+	Eventually(c).WithPolling(50*time.Millisecond).
+		Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice).Only(), "guard: the programmer owns the IPIP routes after the switch")
+	switched := map[string][2]int{}
+	for _, n := range c.Nodes() {
+		r, w := deprecationCounts(n)
+		switched[n.Name] = [2]int{r, len(w)}
+		Expect(len(w)).To(Equal(owned[n.Name][1]), "%s logged %d deprecation warnings in the renders of the switch to the programmer: %q",
+			n.Name, len(w)-owned[n.Name][1], w[owned[n.Name][1]:])
+	}
+	return switched
+}
+
+// recordDeprecationFigures is step 6.
+func recordDeprecationFigures(c *harness.Cluster, owned, switched map[string][2]int) {
+	GinkgoHelper()
+	res := c.Result("deprecation warning per render (IPIP)", nil)
+	t := results.NewTable("node", "renders, BIRD owns IPIP", "warnings", "renders of the switch", "warnings", "renders, programmer owns IPIP", "warnings").AlignRight()
+	for _, n := range c.Nodes() {
+		r, ws := deprecationCounts(n)
+		o, s := owned[n.Name], switched[n.Name]
+		t.Add(n.Name, o[0], o[1], s[0]-o[0], s[1]-o[1], r-s[0], len(ws)-s[1])
+		res.Figures["rendersBIRDOwns_"+n.Name] = float64(o[0])
+		res.Figures["warningsBIRDOwns_"+n.Name] = float64(o[1])
+		res.Figures["rendersFromSwitchOn_"+n.Name] = float64(r - o[0])
+		res.Figures["warningsFromSwitchOn_"+n.Name] = float64(len(ws) - o[1])
+	}
+	last := c.Nodes()[0].Warnings()
+	res.Notes = append(res.Notes, "last warning text: "+last[len(last)-1])
+	scenariotest.Record("deprecation warnings per render (IPIP, 3.33)", t.String()+"last warning: "+last[len(last)-1]+"\n", res)
+}
 
 type deprecationStep struct {
 	name   string

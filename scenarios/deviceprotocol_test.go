@@ -44,6 +44,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 // customProgrammerProtocol is the deviceRouteProtocol this spec sets.
@@ -59,7 +60,7 @@ var _ = Describe("A non-default deviceRouteProtocol end to end", Label("noencap"
 	DescribeTable("the programmer, its ownership of kernel routes, BIRD's view and the matchers all go by the configured protocol",
 		func(ctx SpecContext, importFilter bool) {
 			// 1. The programmer owns every class, with protocol 99.
-			c := startCluster(ctx, "noencap", harness.Options{
+			c := scenariotest.StartCluster(ctx, "noencap", harness.Options{
 				Felix:                datastore.FelixConfiguration{ProgramClusterRoutes: string(config.Enabled), DeviceRouteProtocol: int(customProgrammerProtocol)},
 				BGP:                  datastore.BGPConfiguration{ProgramClusterRoutes: string(config.Disabled)},
 				RouteRefreshInterval: 2 * time.Second,
@@ -99,7 +100,7 @@ var _ = Describe("A non-default deviceRouteProtocol end to end", Label("noencap"
 			Expect(addFixtureRoute(n1, fixtureOwnProtocol, gw, "eth0", customProgrammerProtocol)).To(Succeed())
 			Expect(addFixtureRoute(n1, fixtureOldProtocol, gw, "eth0", designProgrammerProtocol)).To(Succeed())
 			Eventually(func() []kroute.Route { rs, _ := n1.Routes(fixtureOwnProtocol); return rs }).
-				WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).Should(BeEmpty(),
+				WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).Should(BeEmpty(),
 				"node-1's programmer should remove the undesired proto %d route to %s: its own by protocol", customProgrammerProtocol, fixtureOwnProtocol)
 			removedAfter := float64(0)
 			if dels := deletesOf(c.Timeline(n1.Name), fixtureOwnProtocol, planted.Mono, 0); len(dels) > 0 {
@@ -151,7 +152,7 @@ var _ = Describe("A non-default deviceRouteProtocol end to end", Label("noencap"
 			res.Figures["ownProtocolFixtureRemovedAfterMs"] = removedAfter
 			res.Figures["fullResyncsObserved"] = float64(resyncs)
 			res.Notes = append(res.Notes, fmt.Sprintf("node-1's BIRD holds for %s: %v", b2, held))
-			report(fmt.Sprintf("deviceRouteProtocol %d: routes, ownership, BIRD's view (import filter %v); own-protocol stray removed after %.0f ms", customProgrammerProtocol, importFilter, removedAfter),
+			scenariotest.Record(fmt.Sprintf("deviceRouteProtocol %d: routes, ownership, BIRD's view (import filter %v); own-protocol stray removed after %.0f ms", customProgrammerProtocol, importFilter, removedAfter),
 				results.GapTable(rep), res)
 		},
 		Entry("BIRD learns the programmer's routes with Kernel.source 99", false),

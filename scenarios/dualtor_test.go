@@ -53,13 +53,14 @@ import (
 	"github.com/birdcage/birdcage/dataplane/confd"
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/instrument/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 	"github.com/vishvananda/netlink"
 )
@@ -73,15 +74,15 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		for i := range t.Nodes {
 			t.Nodes[i].Workloads = 2
 		}
-		c := startClusterOn(ctx, t, harness.Options{})
-		f := newFabric(c)
+		c := scenariotest.StartClusterOn(ctx, t, harness.Options{})
+		f := dualToRFabric(c)
 
 		// 2. Guard: every node has a session to both of its ToRs, and every
 		// remote block is BIRD's, one route with a nexthop per plane.
 		for _, n := range c.Nodes() {
 			Expect(n.Peers()).To(HaveLen(2), "%s peers with one ToR per plane", n.Name)
 		}
-		f.expectPaths(func(n *harness.Node, _ netip.Prefix) []string { return f.bothPlanes(n.Name) }, judge.ByBIRD, 30*time.Second)
+		expectPaths(c, func(n *harness.Node, _ netip.Prefix) []string { return f.UplinkPaths(n.Name) }, judge.ByBIRD, 30*time.Second)
 
 		// 3. Probes both ways between every pair of workloads on different
 		// nodes (48 flows, at a fifth of the default rate so the sender
@@ -93,158 +94,48 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 			if err != nil {
 				return err
 			}
-			return f.bothPlanesCarry(rep)
-		}).WithTimeout(machine.Wait(20*time.Second)).WithPolling(100*time.Millisecond).Should(Succeed(),
+			return bothPlanesCarry(f, rep)
+		}).WithTimeout(scenariotest.Machine.Wait(20*time.Second)).WithPolling(100*time.Millisecond).Should(Succeed(),
 			"the multipath routes spread the flows over both planes")
 		rep, err := probes.Stop()
 		Expect(err).NotTo(HaveOccurred())
 
 		// 4. Figures: which plane each flow left and arrived by.
 		res := c.Result("dual-ToR ECMP, BIRD owns no-encap", rep)
-		perPlane := f.flowsPerPlane(rep)
-		for _, p := range f.planes {
+		perPlane := f.FlowsPerPlane(rep)
+		for _, p := range f.Planes() {
 			res.Figures["flowsLeavingByPlane"+strings.ToUpper(p)] = float64(perPlane[p])
 		}
 		res.Figures["flowsLeavingByBothPlanes"] = float64(perPlane["both"])
 		res.Figures["lostProbes"] = float64(rep.Total.Lost)
 		res.Notes = append(res.Notes,
 			"fib_multipath_hash_policy left at 0 (L3): one flow per ordered pair of workloads, spread over the planes by address pair")
-		report("dual-ToR, BIRD owns no-encap: the plane each flow took (packets at the source's uplinks and the destination's)",
-			f.planeTable(rep)+"\n"+f.routeTable(judge.ByBIRD), res)
+		scenariotest.Record("dual-ToR, BIRD owns no-encap: the plane each flow took (packets at the source's uplinks and the destination's)",
+			f.PlaneTable(rep)+"\n"+routeTable(c, judge.ByBIRD), res)
 
 		// 5. The claim, from the counters: both planes carried flows, and
 		// every flow kept to one plane (the hash is per flow).
-		Expect(f.bothPlanesCarry(rep)).To(Succeed())
+		Expect(bothPlanesCarry(f, rep)).To(Succeed())
 		Expect(perPlane["both"]).To(BeZero(), "a flow's packets left by both planes: the kernel's hash is meant to be per flow")
 	})
 
 	DescribeTable("one ToR failing: routes through it fall back to the other plane and every flow recovers, with a gap that is measured",
 		func(ctx SpecContext, failure torFailure) {
-			// 1. BIRD owns no-encap; every remote block dual (guard). A
-			// hold-timer failure runs every BGP session (nodes and
-			// routers) with the hold time of its form, and waits for the
-			// fallback by it.
-			var opts harness.Options
-			var form holdForm
+			By("1. BIRD owns no-encap; every remote block dual (guard); a hold-timer failure runs every session with its form's hold time (guard)")
+			tf := startTorFailure(ctx, failure)
+			By("2-5. probes flowing; the ToR fails; exactly the routes through it fall back; every flow delivers again")
+			tf.failAndFallBack(ctx)
+			By("6. figures: loss, the gap, and when each route fell back (from the route timeline)")
+			tf.recordFigures()
 			if failure.holdTimer {
-				form = slowForm()
-				opts.Timers = form.timers
-				failure.fallbackTimeout = time.Duration(form.timers.EffectiveHold())*time.Second + time.Minute
-			}
-			c := startCluster(ctx, "dualtor", opts)
-			f := newFabric(c)
-			const failed = "tor-1a"
-			f.expectPaths(func(n *harness.Node, _ netip.Prefix) []string { return f.bothPlanes(n.Name) }, judge.ByBIRD, 30*time.Second)
-			behind := f.behind(failed)
-			Expect(behind).To(ConsistOf("node-1", "node-2"), "guard: %s serves rack 1", failed)
-			plane := f.planeOf(failed)
-			if failure.holdTimer {
-				// Guard: BIRD itself reports the hold time in use on every
-				// session, the ToR-to-ToR ones too (their hold is the
-				// smaller of the two routers', so this is where the
-				// routers' own config shows).
-				expectHoldTime(ctx, c, form.timers.EffectiveHold())
-			}
-
-			// 2. Probes between every pair, flowing (Probes waits for it).
-			probes, err := c.Probes(ctx, harness.ProbeOptions{})
-			Expect(err).NotTo(HaveOccurred())
-
-			// 3. The ToR fails.
-			fail := failure.do(ctx, c, failed)
-
-			// 4. A route falls back to the surviving plane exactly when its
-			// node or the block's node sits behind the failed ToR; routes
-			// between the other rack's nodes keep both planes (a control
-			// that the failure is contained).
-			want := func(n *harness.Node, b netip.Prefix) []string {
-				if slices.Contains(behind, n.Name) || slices.Contains(behind, f.owner[b]) {
-					return f.planesExcept(n.Name, plane)
-				}
-				return f.bothPlanes(n.Name)
-			}
-			f.expectPaths(want, judge.ByBIRD, failure.fallbackTimeout)
-			c.Mark("routes fell back to one plane")
-
-			// 5. Every flow delivers again.
-			Eventually(flowsDelivering(probes)).WithTimeout(machine.Wait(failure.fallbackTimeout)).WithPolling(50*time.Millisecond).Should(Succeed(),
-				"every flow recovers over the surviving plane")
-			rep, err := probes.Stop()
-			Expect(err).NotTo(HaveOccurred())
-
-			// 6. Figures: loss, the gap, and when each route fell back (from
-			// the route timeline, not the polling above).
-			res := c.Result("dual-ToR, "+failed+" fails: "+failure.name, rep)
-			title := failure.name
-			if failure.holdTimer {
-				title += ", " + form.name
-				res.Figures["bgpHoldTimeS"] = float64(form.timers.EffectiveHold())
-				res.Figures["bgpKeepaliveTimeS"] = float64(form.timers.EffectiveKeepalive())
-			}
-			res.AddProbeFigures(rep)
-			res.Figures["flowsWithLoss"] = float64(rep.Total.FlowsWithLoss)
-			perNode, noRoute := f.fallbackTimes(want, fail.Mono)
-			var last float64
-			for node, ms := range perNode {
-				res.Figures[node+".lastRouteFellBackMsAfterFailure"] = ms
-				last = max(last, ms)
-			}
-			res.Figures["lastRouteFellBackMsAfterFailure"] = last
-			res.Figures["longestNoRouteWindowMs"] = noRoute
-			note := failure.note
-			if failure.holdTimer {
-				note = fmt.Sprintf(note, form.describe())
-			}
-			res.Notes = append(res.Notes, note,
-				"the design makes no loss claim for a ToR failure; loss and gap are figures")
-			var fell []string
-			for _, n := range c.Nodes() {
-				fell = append(fell, fmt.Sprintf("%s %.0f ms", n.Name, perNode[n.Name]))
-			}
-			var window holdWindow
-			if failure.holdTimer {
-				window = newHoldWindow(form.timers, c.Timing().BIRDScanTime)
-				res.Figures["holdExpiryWindowLowMs"] = window.lowMs()
-				res.Figures["holdExpiryWindowHighMs"] = window.highMs()
-				res.Notes = append(res.Notes, window.String())
-			}
-			report(fmt.Sprintf("dual-ToR, %s fails (%s): lost probes per flow; last route single-path %.0f ms after the failure",
-				failed, title, last), results.GapTable(rep)+"\n"+f.routeTable(judge.ByBIRD)+
-				"\nlast route to fall back, per node, after the failure: "+strings.Join(fell, ", ")+"\n", res)
-
-			// 7. A hold-timer failure: the nodes behind the failed ToR see
-			// no carrier change (an uplink runs through the rack's switch,
-			// topo.Uplinks), so only the hold timer can tell them; each fell
-			// back inside the window in which it can expire. The other
-			// rack's nodes learn it from their ToR, which lost carrier on
-			// its link to the failed one: they fell back first (a control
-			// that the window separates the two ways of noticing).
-			if failure.holdTimer {
-				late := behind
-				Expect(late).NotTo(BeEmpty(), "guard: some node waits for the hold timer, or the spec did not exercise it")
-				firstLate := -1.0
-				for _, node := range late {
-					ms, ok := perNode[node]
-					Expect(ok).To(BeTrue(), "guard: %s (behind %s) has no fallback in its route timeline", node, failed)
-					Expect(window.contains(ms)).To(BeTrue(), "%s fell back %.0f ms after the failure, outside the hold-timer window: %s", node, ms, window)
-					if firstLate < 0 || ms < firstLate {
-						firstLate = ms
-					}
-				}
-				for _, n := range c.Nodes() {
-					if slices.Contains(late, n.Name) {
-						continue
-					}
-					Expect(perNode).To(HaveKey(n.Name), "guard: %s has routes to the failed rack that fell back", n.Name)
-					Expect(perNode[n.Name]).To(BeNumerically("<", firstLate),
-						"%s (told by link state through its ToR) fell back %.0f ms after the failure, not before the first hold-timer node (%.0f ms)", n.Name, perNode[n.Name], firstLate)
-				}
+				By("7. hold timer: the nodes behind the failed ToR fell back inside the hold-expiry window, the others before them")
+				tf.expectHoldTimerWindow()
 			}
 		},
 		Entry("its BIRD is SIGTERMed (Cease: peers withdraw at once)", torFailure{
 			name: "BIRD SIGTERM",
 			do: func(ctx context.Context, c *harness.Cluster, tor string) results.Event {
-				return act(c.Fabric().StopRouterBIRD(ctx, tor, syscall.SIGTERM))
+				return scenariotest.Act(c.Fabric().StopRouterBIRD(ctx, tor, syscall.SIGTERM))
 			},
 			fallbackTimeout: 30 * time.Second,
 			note:            "BIRD on the ToR stopped with SIGTERM: it sends a Cease to every peer, so the nodes and the other plane-A ToR withdraw its paths at once",
@@ -252,7 +143,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		Entry("its links go down with nothing telling BGP (peers wait for the hold timer)", Label("slow"), torFailure{
 			name: "links down",
 			do: func(ctx context.Context, c *harness.Cluster, tor string) results.Event {
-				return act(c.Fabric().FailRouterLinks(ctx, tor))
+				return scenariotest.Act(c.Fabric().FailRouterLinks(ctx, tor))
 			},
 			// birdcage has no BFD: a silent failure is noticed when the
 			// hold timer expires (9 s in the reduced form, BIRD's default
@@ -284,11 +175,11 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		// not the design's model; the design's model is a fabric whose BGP
 		// routes are in place, so the handover comes after it, and the ToRs'
 		// choice is reported (torBestRoutesViaNonOwner).
-		c := startCluster(ctx, "dualtor", harness.Options{
+		c := scenariotest.StartCluster(ctx, "dualtor", harness.Options{
 			Felix: datastore.FelixConfiguration{ProgramClusterRoutes: string(config.Disabled)},
 			BGP:   datastore.BGPConfiguration{ProgramClusterRoutes: string(config.Enabled)},
 		})
-		f := newFabric(c)
+		f := dualToRFabric(c)
 		Eventually(c).WithPolling(50*time.Millisecond).
 			Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(judge.ByBIRD).Only(), "guard: BIRD owns no-encap before the handover")
 		_, err := c.SetProgramClusterRoutes(ctx, config.Enabled, config.Disabled)
@@ -305,7 +196,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		// 3. Probes flow (a positive control: the single path works).
 		probes, err := c.Probes(ctx, harness.ProbeOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(flowsDelivering(probes)).WithTimeout(machine.Wait(10 * time.Second)).WithPolling(50 * time.Millisecond).Should(Succeed())
+		Eventually(flowsDelivering(probes)).WithTimeout(scenariotest.Machine.Wait(10 * time.Second)).WithPolling(50 * time.Millisecond).Should(Succeed())
 		rep, err := probes.Stop()
 		Expect(err).NotTo(HaveOccurred())
 
@@ -313,7 +204,7 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		single, dual := 0, 0
 		for _, n := range c.Nodes() {
 			for _, b := range c.RemoteBlocks(n.Name) {
-				if len(f.paths(n, b, judge.ByProgrammer)) > 1 {
+				if len(routePathsBy(n, b, judge.ByProgrammer)) > 1 {
 					dual++
 				} else {
 					single++
@@ -323,8 +214,8 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		res := c.Result("dual-ToR, programmer owns no-encap (known gap)", rep)
 		res.Figures["singlePathRemoteBlocks"] = float64(single)
 		res.Figures["multipathRemoteBlocks"] = float64(dual)
-		perPlane := f.flowsPerPlane(rep)
-		for _, p := range f.planes {
+		perPlane := f.FlowsPerPlane(rep)
+		for _, p := range f.Planes() {
 			res.Figures["flowsLeavingByPlane"+strings.ToUpper(p)] = float64(perPlane[p])
 		}
 		via, checked := torRoutesViaNonOwner(ctx, c)
@@ -332,8 +223,8 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		res.Figures["torBlockRoutesChecked"] = float64(checked)
 		res.Notes = append(res.Notes, "known gap (design §5 Dual ToR): the programmer sends a remote block to its first uplink gateway only",
 			"the programmer took over after the ToR sessions were up; started with the programmer owning, a node exports its proto-80 routes to its ToRs as its own (Calico accepts pool routes towards eBGP peers), the ToRs prefer that one-AS path and loop the traffic back")
-		report(fmt.Sprintf("dual-ToR, programmer owns no-encap: %d of %d remote-block routes single-path (known gap)", single, single+dual),
-			f.routeTable(judge.ByProgrammer)+"\n"+f.planeTable(rep), res)
+		scenariotest.Record(fmt.Sprintf("dual-ToR, programmer owns no-encap: %d of %d remote-block routes single-path (known gap)", single, single+dual),
+			routeTable(c, judge.ByProgrammer)+"\n"+f.PlaneTable(rep), res)
 
 		// 5. The gap is still there: every remote block one path.
 		Expect(dual).To(BeZero(), "known gap closed: %d programmer-owned no-encap routes are now multipath over the ToR planes; "+
@@ -373,7 +264,7 @@ type holdForm struct {
 }
 
 func slowForm() holdForm {
-	if cfg.Full(env.DepthHoldTimer) {
+	if scenariotest.Config.Full(env.DepthHoldTimer) {
 		return holdForm{name: "full form: BIRD's default hold time", timers: confd.Timers{}}
 	}
 	return holdForm{name: fmt.Sprintf("reduced form: BGP hold time %d s", reducedHoldTimers.HoldTime), timers: reducedHoldTimers}
@@ -398,9 +289,9 @@ func (h holdForm) describe() string {
 // 0.75·hold − keepalive after the failure at the earliest, to hold at the
 // latest. BIRD then withdraws the session's routes and writes the merged
 // route at once; two scan times and 2 s more cover a kernel write that
-// waits for a scan and a loaded machine. The low end keeps 1 s of slack
+// waits for a scan and a loaded scenariotest.Machine. The low end keeps 1 s of slack
 // and is not scaled (scaling would only lower it); the high end is
-// machine.Wait().
+// scenariotest.Machine.Wait().
 type holdWindow struct{ low, high time.Duration }
 
 func newHoldWindow(t confd.Timers, scan time.Duration) holdWindow {
@@ -408,7 +299,7 @@ func newHoldWindow(t confd.Timers, scan time.Duration) holdWindow {
 	keepalive := time.Duration(t.EffectiveKeepalive()) * time.Second
 	return holdWindow{
 		low:  hold*3/4 - keepalive - time.Second,
-		high: machine.Wait(hold + 2*scan + 2*time.Second),
+		high: scenariotest.Machine.Wait(hold + 2*scan + 2*time.Second),
 	}
 }
 
@@ -468,80 +359,19 @@ func expectHoldTime(ctx context.Context, c *harness.Cluster, hold int) {
 	}
 }
 
-// fabric is what a dual-ToR scenario needs to know about the topology:
-// which plane each node uplink is in and through which gateway, and which
-// node owns each block.
-type fabric struct {
-	c      *harness.Cluster
-	planes []string                     // sorted plane names
-	uplink map[string]map[string]uplink // node -> plane -> uplink
-	owner  map[netip.Prefix]string      // block -> node
-}
-
-type uplink struct {
-	iface, gateway, router string
-}
-
-// path is how a route's nexthop reads: "via GW dev IF".
-func (u uplink) path() string { return "via " + u.gateway + " dev " + u.iface }
-
-func newFabric(c *harness.Cluster) *fabric {
+// dualToRFabric is c's fabric, guarded: a dual-ToR scenario needs two ToR
+// planes. The facts (each node's uplink paths, who is behind a ToR, whose
+// block) are harness.Fabric's; what a spec checks on them is below.
+func dualToRFabric(c *harness.Cluster) *harness.Fabric {
 	GinkgoHelper()
-	f := &fabric{c: c, uplink: map[string]map[string]uplink{}, owner: map[netip.Prefix]string{}, planes: c.Net.Topology.Planes()}
-	for _, nd := range c.Net.Nodes {
-		f.uplink[nd.Name] = map[string]uplink{}
-		for _, u := range c.Net.Topology.Uplinks(nd.Name) {
-			f.uplink[nd.Name][u.Plane] = uplink{iface: u.Interface, gateway: u.Gateway.String(), router: u.Router}
-		}
-		for _, b := range nd.Blocks {
-			f.owner[b.CIDR] = nd.Name
-		}
-	}
-	Expect(f.planes).To(HaveLen(2), "guard: topology %s has two ToR planes", c.Net.Topology.Name)
+	f := c.Fabric()
+	Expect(f.Planes()).To(HaveLen(2), "guard: topology %s has two ToR planes", c.Net.Topology.Name)
 	return f
 }
 
-// bothPlanes is the nexthop set of a dual route on node: one per plane.
-func (f *fabric) bothPlanes(node string) []string {
-	var out []string
-	for _, p := range f.planes {
-		out = append(out, f.uplink[node][p].path())
-	}
-	sort.Strings(out)
-	return out
-}
-
-// planeOf is a router's plane.
-func (f *fabric) planeOf(router string) string { return f.c.Net.Topology.PlaneOf(router) }
-
-// planesExcept is the nexthop set once plane is gone.
-func (f *fabric) planesExcept(node, plane string) []string {
-	var out []string
-	for _, p := range f.planes {
-		if p != plane {
-			out = append(out, f.uplink[node][p].path())
-		}
-	}
-	return out
-}
-
-// behind lists the nodes on a switch of router: those whose uplink in its
-// plane goes through it.
-func (f *fabric) behind(router string) []string {
-	var out []string
-	for _, nd := range f.c.Net.Nodes {
-		for _, u := range f.uplink[nd.Name] {
-			if u.router == router {
-				out = append(out, nd.Name)
-			}
-		}
-	}
-	return out
-}
-
-// paths reads n's route to b by owner as a sorted nexthop set; nil when
-// there is none.
-func (f *fabric) paths(n *harness.Node, b netip.Prefix, o judge.Owner) []string {
+// routePathsBy reads n's route to b by owner as a sorted nexthop set; nil
+// when there is none.
+func routePathsBy(n *harness.Node, b netip.Prefix, o judge.Owner) []string {
 	rs, err := n.Routes(b)
 	if err != nil {
 		return []string{"error: " + err.Error()}
@@ -569,13 +399,13 @@ func routePaths(r kroute.Route) []string {
 
 // expectPaths waits until every node's route to every remote block, by
 // owner, has exactly the nexthops want gives.
-func (f *fabric) expectPaths(want func(*harness.Node, netip.Prefix) []string, o judge.Owner, timeout time.Duration) {
+func expectPaths(c *harness.Cluster, want func(*harness.Node, netip.Prefix) []string, o judge.Owner, timeout time.Duration) {
 	GinkgoHelper()
-	for _, n := range f.c.Nodes() {
-		for _, b := range f.c.RemoteBlocks(n.Name) {
+	for _, n := range c.Nodes() {
+		for _, b := range c.RemoteBlocks(n.Name) {
 			exp := want(n, b)
-			Eventually(func() []string { return f.paths(n, b, o) }).WithTimeout(machine.Wait(timeout)).WithPolling(20*time.Millisecond).
-				Should(Equal(exp), "%s's route to %s (node %s's block) by %s: expected nexthops %v", n.Name, b, f.owner[b], o, exp)
+			Eventually(func() []string { return routePathsBy(n, b, o) }).WithTimeout(scenariotest.Machine.Wait(timeout)).WithPolling(20*time.Millisecond).
+				Should(Equal(exp), "%s's route to %s (node %s's block) by %s: expected nexthops %v", n.Name, b, c.Fabric().BlockOwner(b), o, exp)
 		}
 	}
 }
@@ -584,19 +414,19 @@ func (f *fabric) expectPaths(want func(*harness.Node, netip.Prefix) []string, o 
 // failedAt its last route whose expected end state is not both planes took
 // that shape (ms after failedAt), and the longest window in which any node
 // had no route to a remote block at all.
-func (f *fabric) fallbackTimes(want func(*harness.Node, netip.Prefix) []string, failedAt int64) (perNode map[string]float64, noRouteMs float64) {
+func fallbackTimes(c *harness.Cluster, want func(*harness.Node, netip.Prefix) []string, failedAt int64) (perNode map[string]float64, noRouteMs float64) {
 	perNode = map[string]float64{}
-	for _, n := range f.c.Nodes() {
-		tl := f.c.Timeline(n.Name)
+	for _, n := range c.Nodes() {
+		tl := c.Timeline(n.Name)
 		// Fallback times read from a timeline that missed events are
 		// unjudgeable.
 		Expect(tl.Judgeable(failedAt, 0)).To(Succeed(), "%s's route timeline since the failure", n.Name)
-		for _, b := range f.c.RemoteBlocks(n.Name) {
+		for _, b := range c.RemoteBlocks(n.Name) {
 			for _, w := range tl.NoRouteWindows(b, failedAt, 0) {
 				noRouteMs = max(noRouteMs, w.Ms())
 			}
 			exp := want(n, b)
-			if slices.Equal(exp, f.bothPlanes(n.Name)) {
+			if slices.Equal(exp, c.Fabric().UplinkPaths(n.Name)) {
 				continue
 			}
 			for _, e := range tl.EventsFor(b, failedAt, 0) {
@@ -620,15 +450,10 @@ func timelinePaths(r kroute.Route) []string {
 	return out
 }
 
-// flowsPerPlane counts flows by the plane they left by.
-func (f *fabric) flowsPerPlane(rep *probe.Report) map[string]int {
-	return f.c.Fabric().FlowsPerPlane(rep)
-}
-
 // bothPlanesCarry fails unless some flow left by each plane.
-func (f *fabric) bothPlanesCarry(rep *probe.Report) error {
-	per := f.flowsPerPlane(rep)
-	for _, p := range f.planes {
+func bothPlanesCarry(f *harness.Fabric, rep *report.Report) error {
+	per := f.FlowsPerPlane(rep)
+	for _, p := range f.Planes() {
 		if per[p] == 0 && per["both"] == 0 {
 			return fmt.Errorf("no flow left by plane %s (flows per plane: %v)", p, per)
 		}
@@ -636,28 +461,25 @@ func (f *fabric) bothPlanesCarry(rep *probe.Report) error {
 	return nil
 }
 
-// planeTable shows, per flow, its packets at each plane's uplinks.
-func (f *fabric) planeTable(rep *probe.Report) string { return f.c.Fabric().PlaneTable(rep) }
-
 // routeTable lists every node's route to every remote block by owner.
-func (f *fabric) routeTable(o judge.Owner) string {
+func routeTable(c *harness.Cluster, o judge.Owner) string {
 	t := results.NewTable("node", "remote block", "owner node", "nexthops ("+o.String()+")")
-	for _, n := range f.c.Nodes() {
-		for _, bl := range f.c.RemoteBlocks(n.Name) {
-			ps := f.paths(n, bl, o)
+	for _, n := range c.Nodes() {
+		for _, bl := range c.RemoteBlocks(n.Name) {
+			ps := routePathsBy(n, bl, o)
 			s := strings.Join(ps, ", ")
 			if ps == nil {
 				s = "(none)"
 			}
-			t.Add(n.Name, bl, f.owner[bl], s)
+			t.Add(n.Name, bl, c.Fabric().BlockOwner(bl), s)
 		}
 	}
 	return t.String()
 }
 
 // crossNodeFlows is every ordered pair of workloads on different nodes.
-func crossNodeFlows(c *harness.Cluster) []probe.Flow {
-	var out []probe.Flow
+func crossNodeFlows(c *harness.Cluster) []report.Flow {
+	var out []report.Flow
 	for _, a := range c.Net.Nodes {
 		for _, b := range c.Net.Nodes {
 			if a == b {
@@ -665,7 +487,7 @@ func crossNodeFlows(c *harness.Cluster) []probe.Flow {
 			}
 			for _, wa := range a.Workloads {
 				for _, wb := range b.Workloads {
-					out = append(out, probe.Flow{Src: harness.Endpoint(wa), Dst: harness.Endpoint(wb)})
+					out = append(out, report.Flow{Src: harness.Endpoint(wa), Dst: harness.Endpoint(wb)})
 				}
 			}
 		}
@@ -717,4 +539,149 @@ func torRoutesViaNonOwner(ctx context.Context, c *harness.Cluster) (via, checked
 		h.Close()
 	}
 	return via, checked
+}
+
+// torFailureRun is one entry of the ToR-failure spec.
+type torFailureRun struct {
+	c       *harness.Cluster
+	f       *harness.Fabric
+	failure torFailure
+	form    holdForm
+	failed  string   // the ToR that fails
+	behind  []string // the nodes it serves
+	plane   string   // its plane
+	fail    results.Event
+	want    func(n *harness.Node, b netip.Prefix) []string
+	rep     *report.Report
+	perNode map[string]float64 // when each node's last route fell back, ms after the failure
+	noRoute float64
+	window  holdWindow
+}
+
+// startTorFailure is step 1: BIRD owns no-encap; every remote block dual
+// (guard). A hold-timer failure runs every BGP session (nodes and routers)
+// with the hold time of its form, and waits for the fallback by it.
+func startTorFailure(ctx SpecContext, failure torFailure) *torFailureRun {
+	GinkgoHelper()
+	tf := &torFailureRun{failed: "tor-1a"}
+	var opts harness.Options
+	if failure.holdTimer {
+		tf.form = slowForm()
+		opts.Timers = tf.form.timers
+		failure.fallbackTimeout = time.Duration(tf.form.timers.EffectiveHold())*time.Second + time.Minute
+	}
+	tf.failure = failure
+	tf.c = scenariotest.StartCluster(ctx, "dualtor", opts)
+	tf.f = dualToRFabric(tf.c)
+	expectPaths(tf.c, func(n *harness.Node, _ netip.Prefix) []string { return tf.f.UplinkPaths(n.Name) }, judge.ByBIRD, 30*time.Second)
+	tf.behind = tf.f.Behind(tf.failed)
+	Expect(tf.behind).To(ConsistOf("node-1", "node-2"), "guard: %s serves rack 1", tf.failed)
+	tf.plane = tf.f.PlaneOf(tf.failed)
+	if failure.holdTimer {
+		// Guard: BIRD itself reports the hold time in use on every
+		// session, the ToR-to-ToR ones too (their hold is the smaller of
+		// the two routers', so this is where the routers' own config
+		// shows).
+		expectHoldTime(ctx, tf.c, tf.form.timers.EffectiveHold())
+	}
+	return tf
+}
+
+// failAndFallBack is steps 2-5: probes between every pair, flowing (Probes
+// waits for it); the ToR fails; a route falls back to the surviving plane
+// exactly when its node or the block's node sits behind the failed ToR;
+// routes between the other rack's nodes keep both planes (a control that
+// the failure is contained); every flow delivers again.
+func (tf *torFailureRun) failAndFallBack(ctx SpecContext) {
+	GinkgoHelper()
+	c, f := tf.c, tf.f
+	probes, err := c.Probes(ctx, harness.ProbeOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	tf.fail = tf.failure.do(ctx, c, tf.failed)
+	tf.want = func(n *harness.Node, b netip.Prefix) []string {
+		if slices.Contains(tf.behind, n.Name) || slices.Contains(tf.behind, f.BlockOwner(b)) {
+			return f.UplinkPathsExcept(n.Name, tf.plane)
+		}
+		return f.UplinkPaths(n.Name)
+	}
+	expectPaths(c, tf.want, judge.ByBIRD, tf.failure.fallbackTimeout)
+	c.Mark("routes fell back to one plane")
+	Eventually(flowsDelivering(probes)).WithTimeout(scenariotest.Machine.Wait(tf.failure.fallbackTimeout)).WithPolling(50*time.Millisecond).Should(Succeed(),
+		"every flow recovers over the surviving plane")
+	tf.rep, err = probes.Stop()
+	Expect(err).NotTo(HaveOccurred())
+}
+
+// recordFigures is step 6: loss, the gap, and when each route fell back
+// (from the route timeline, not the polling of step 4).
+func (tf *torFailureRun) recordFigures() {
+	GinkgoHelper()
+	c, failure, form, rep := tf.c, tf.failure, tf.form, tf.rep
+	res := c.Result("dual-ToR, "+tf.failed+" fails: "+failure.name, rep)
+	title := failure.name
+	if failure.holdTimer {
+		title += ", " + form.name
+		res.Figures["bgpHoldTimeS"] = float64(form.timers.EffectiveHold())
+		res.Figures["bgpKeepaliveTimeS"] = float64(form.timers.EffectiveKeepalive())
+	}
+	res.AddProbeFigures(rep)
+	res.Figures["flowsWithLoss"] = float64(rep.Total.FlowsWithLoss)
+	tf.perNode, tf.noRoute = fallbackTimes(c, tf.want, tf.fail.Mono)
+	perNode, noRoute := tf.perNode, tf.noRoute
+	var last float64
+	for node, ms := range perNode {
+		res.Figures[node+".lastRouteFellBackMsAfterFailure"] = ms
+		last = max(last, ms)
+	}
+	res.Figures["lastRouteFellBackMsAfterFailure"] = last
+	res.Figures["longestNoRouteWindowMs"] = noRoute
+	note := failure.note
+	if failure.holdTimer {
+		note = fmt.Sprintf(note, form.describe())
+	}
+	res.Notes = append(res.Notes, note,
+		"the design makes no loss claim for a ToR failure; loss and gap are figures")
+	var fell []string
+	for _, n := range c.Nodes() {
+		fell = append(fell, fmt.Sprintf("%s %.0f ms", n.Name, perNode[n.Name]))
+	}
+	if failure.holdTimer {
+		tf.window = newHoldWindow(form.timers, c.Timing().BIRDScanTime)
+		res.Figures["holdExpiryWindowLowMs"] = tf.window.lowMs()
+		res.Figures["holdExpiryWindowHighMs"] = tf.window.highMs()
+		res.Notes = append(res.Notes, tf.window.String())
+	}
+	scenariotest.Record(fmt.Sprintf("dual-ToR, %s fails (%s): lost probes per flow; last route single-path %.0f ms after the failure",
+		tf.failed, title, last), results.GapTable(rep)+"\n"+routeTable(c, judge.ByBIRD)+
+		"\nlast route to fall back, per node, after the failure: "+strings.Join(fell, ", ")+"\n", res)
+}
+
+// expectHoldTimerWindow is step 7, a hold-timer failure: the nodes behind the failed ToR see
+// no carrier change (an uplink runs through the rack's switch,
+// topo.Uplinks), so only the hold timer can tell them; each fell
+// back inside the window in which it can expire. The other
+// rack's nodes learn it from their ToR, which lost carrier on
+// its link to the failed one: they fell back first (a control
+// that the window separates the two ways of noticing).
+func (tf *torFailureRun) expectHoldTimerWindow() {
+	GinkgoHelper()
+	late := tf.behind
+	Expect(late).NotTo(BeEmpty(), "guard: some node waits for the hold timer, or the spec did not exercise it")
+	firstLate := -1.0
+	for _, node := range late {
+		ms, ok := tf.perNode[node]
+		Expect(ok).To(BeTrue(), "guard: %s (behind %s) has no fallback in its route timeline", node, tf.failed)
+		Expect(tf.window.contains(ms)).To(BeTrue(), "%s fell back %.0f ms after the failure, outside the hold-timer window: %s", node, ms, tf.window)
+		if firstLate < 0 || ms < firstLate {
+			firstLate = ms
+		}
+	}
+	for _, n := range tf.c.Nodes() {
+		if slices.Contains(late, n.Name) {
+			continue
+		}
+		Expect(tf.perNode).To(HaveKey(n.Name), "guard: %s has routes to the failed rack that fell back", n.Name)
+		Expect(tf.perNode[n.Name]).To(BeNumerically("<", firstLate),
+			"%s (told by link state through its ToR) fell back %.0f ms after the failure, not before the first hold-timer node (%.0f ms)", n.Name, tf.perNode[n.Name], firstLate)
+	}
 }

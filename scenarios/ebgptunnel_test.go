@@ -33,6 +33,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -44,7 +45,7 @@ var _ = Describe("eBGP peers receive the tunl0 routes the iBGP reject keeps back
 		Expect(err).NotTo(HaveOccurred())
 		t.Routers[0].ASNumber = ebgpRouterAS
 		mesh := true
-		c := startClusterOn(ctx, t, harness.Options{BGP: datastore.BGPConfiguration{NodeToNodeMeshEnabled: &mesh}})
+		c := scenariotest.StartClusterOn(ctx, t, harness.Options{BGP: datastore.BGPConfiguration{NodeToNodeMeshEnabled: &mesh}})
 		router := c.Fabric().Router(t.Routers[0].Name)
 		readvertGuardOwnership(c, judge.ByProgrammer, topo.TunnelDevice)
 		Expect(c.WaitConverged(ctx)).To(Succeed(), "guard: every BGP session Established")
@@ -71,7 +72,7 @@ var _ = Describe("eBGP peers receive the tunl0 routes the iBGP reject keeps back
 		// node-4 withdraws its block.
 		owner := "node-4"
 		remaining := readvertWithout(c, owner)
-		act(c.KillBIRD(ctx, owner, syscall.SIGTERM))
+		scenariotest.Act(c.KillBIRD(ctx, owner, syscall.SIGTERM))
 		withdrawn := readvertWithdrawnBlocks(c, owner)
 		readvertGuardWithdrawn(ctx, c, owner, remaining, withdrawn)
 		positive := readvertMatrix(ctx, c, remaining, false)
@@ -109,7 +110,7 @@ var _ = Describe("eBGP peers receive the tunl0 routes the iBGP reject keeps back
 		res.Figures["iBGPExportsChecked"] = float64(positive.checked)
 		encapFigures(res, encap)
 		res.Notes = append(res.Notes, fmt.Sprintf("the router holds %d routes to %s after %s withdrew it", len(rs), withdrawn[0], owner))
-		report(fmt.Sprintf("eBGP re-advertisement of tunl0 routes: %d (node, block) exported to the router, none to iBGP peers", toRouter), table.String(), res)
+		scenariotest.Record(fmt.Sprintf("eBGP re-advertisement of tunl0 routes: %d (node, block) exported to the router, none to iBGP peers", toRouter), table.String(), res)
 		Expect(toRouter).To(Equal(len(remaining)*len(withdrawn)), "every remaining node exports every withdrawn block to the router")
 	})
 })

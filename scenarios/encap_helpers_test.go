@@ -19,8 +19,9 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/encap"
-	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 // encapBurstProbes is how many probes each flow of the burst sends: 0.2 s
@@ -30,7 +31,7 @@ const encapBurstProbes = 200
 // expectIPIPEncapsulated sends encapBurstProbes probes on each flow (every
 // node pair when flows is nil), fails the spec naming the flow if any IPIP
 // one crossed the underlay bare, and returns the evidence for figures.
-func expectIPIPEncapsulated(ctx context.Context, c *harness.Cluster, flows []probe.Flow, why string) encap.Evidence {
+func expectIPIPEncapsulated(ctx context.Context, c *harness.Cluster, flows []report.Flow, why string) encap.Evidence {
 	GinkgoHelper()
 	rep, ev, err := ipipEncapBurst(ctx, c, flows, why)
 	Expect(err).NotTo(HaveOccurred(), "%s: IPIP flows must cross the underlay inside protocol 4 between their nodes", why)
@@ -42,7 +43,7 @@ func expectIPIPEncapsulated(ctx context.Context, c *harness.Cluster, flows []pro
 
 // ipipEncapBurst is the burst and the check, with the check's verdict
 // returned (the negative control expects it to fail).
-func ipipEncapBurst(ctx context.Context, c *harness.Cluster, flows []probe.Flow, why string) (*probe.Report, encap.Evidence, error) {
+func ipipEncapBurst(ctx context.Context, c *harness.Cluster, flows []report.Flow, why string) (*report.Report, encap.Evidence, error) {
 	GinkgoHelper()
 	// MayNotFlow: on a tunnel that does not encapsulate, flows across the
 	// router never arrive, and the verdict that names the encapsulation is
@@ -62,7 +63,7 @@ func ipipEncapBurst(ctx context.Context, c *harness.Cluster, flows []probe.Flow,
 			}
 		}
 		return least, nil
-	}).WithContext(ctx).WithTimeout(machine.Wait(30*time.Second)).WithPolling(20*time.Millisecond).
+	}).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(30*time.Second)).WithPolling(20*time.Millisecond).
 		Should(BeNumerically(">=", encapBurstProbes), "guard: every flow of the encapsulation burst sends %d probes", encapBurstProbes)
 	rep, err := ps.Stop()
 	Expect(err).NotTo(HaveOccurred())
@@ -79,18 +80,18 @@ func encapFigures(res results.ScenarioResult, ev encap.Evidence) {
 
 // flowsFrom is one flow from src's first workload to each dst's first
 // workload (the burst over the routes one node holds).
-func flowsFrom(c *harness.Cluster, src string, dsts ...string) []probe.Flow {
+func flowsFrom(c *harness.Cluster, src string, dsts ...string) []report.Flow {
 	GinkgoHelper()
-	first := func(name string) probe.Endpoint {
+	first := func(name string) report.Endpoint {
 		n := c.Node(name)
 		if len(n.NS.Workloads) == 0 {
 			Fail(fmt.Sprintf("node %s has no workload to probe", name))
 		}
 		return harness.Endpoint(n.NS.Workloads[0])
 	}
-	var out []probe.Flow
+	var out []report.Flow
 	for _, d := range dsts {
-		out = append(out, probe.Flow{Src: first(src), Dst: first(d)})
+		out = append(out, report.Flow{Src: first(src), Dst: first(d)})
 	}
 	return out
 }

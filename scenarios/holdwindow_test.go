@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/dataplane/confd"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 // The hold-timer window of the slow dual-ToR spec, in both forms: its ends
@@ -23,8 +24,8 @@ func TestHoldWindow(t *testing.T) {
 		{"full", confd.Timers{}, 99 * time.Second, 246 * time.Second, []time.Duration{220 * time.Second, 228 * time.Second}},
 	} {
 		w := newHoldWindow(tc.timers, scan)
-		if w.low != tc.low || w.high != machine.Wait(tc.high) {
-			t.Errorf("%s: window %v..%v, want %v..%v", tc.name, w.low, w.high, tc.low, machine.Wait(tc.high))
+		if w.low != tc.low || w.high != scenariotest.Machine.Wait(tc.high) {
+			t.Errorf("%s: window %v..%v, want %v..%v", tc.name, w.low, w.high, tc.low, scenariotest.Machine.Wait(tc.high))
 		}
 		for _, d := range tc.admit {
 			if !w.contains(float64(d) / 1e6) {

@@ -38,10 +38,11 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -50,150 +51,18 @@ var ipipECMPPool = topo.Pool{Name: "ipip-pool", CIDR: "10.247.0.0/16", IPIPMode:
 var _ = Describe("IPIP with ECMP on the dual-ToR fabric", Label("dualtor", "ipip", "ecmp"), func() {
 	DescribeTable("the tunnel route to every remote IPIP block, its shape, and whether probes cross it",
 		func(ctx SpecContext, own ownership) {
-			// 1. The dual-ToR fabric with an IPIP pool first (see the top
-			// comment), owned as the entry says.
-			t, err := topo.Builtin("dualtor")
-			Expect(err).NotTo(HaveOccurred())
-			t.Pools = append([]topo.Pool{ipipECMPPool}, t.Pools...)
-			c := startClusterOn(ctx, t, harness.Options{
-				Felix: datastore.FelixConfiguration{ProgramClusterRoutes: string(own.felix)},
-				BGP:   datastore.BGPConfiguration{ProgramClusterRoutes: string(own.bgp)},
-			})
-			pool := netip.MustParsePrefix(ipipECMPPool.CIDR)
-			proto := designProgrammerProtocol
-			if own.owner == judge.ByBIRD {
-				proto = kroute.ProtoBIRD
-			}
-
-			// 2. Guards: the probes are between IPIP workloads, every node
-			// has its two ToR sessions, and has three remote IPIP blocks.
-			for _, wl := range c.Net.Workloads() {
-				Expect(pool.Contains(wl.IPv4)).To(BeTrue(), "guard: workload %s (%s) is in the IPIP pool %s", wl.Name, wl.IPv4, pool)
-			}
-			ipipBlocks := map[string][]netip.Prefix{}
-			for _, n := range c.Nodes() {
-				Expect(n.Peers()).To(HaveLen(2), "guard: %s peers with one ToR per plane", n.Name)
-				for _, b := range c.RemoteBlocks(n.Name) {
-					if pool.Contains(b.Addr()) {
-						ipipBlocks[n.Name] = append(ipipBlocks[n.Name], b)
-					}
-				}
-				Expect(ipipBlocks[n.Name]).To(HaveLen(len(c.Nodes())-1), "guard: %s has a remote IPIP block per other node", n.Name)
-			}
-
-			// 3. The claims about the route: the owner programs every remote
-			// IPIP block, every path via tunl0 (the platform notes: BIRD 2's
-			// filter runs per path, so each merged nexthop is dev tunl0)...
-			for _, n := range c.Nodes() {
-				for _, b := range ipipBlocks[n.Name] {
-					Eventually(n).WithTimeout(machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).
-						Should(judge.HaveClusterRoute(b).ProgrammedBy(own.owner).Via(topo.TunnelDevice).Only(), "%s programs IPIP block %s on %s", own.owner, b, n.Name)
-				}
-			}
-			// ...and the programmer's is one path to the node's own address,
-			// onlink.
-			if own.owner == judge.ByProgrammer {
-				for _, n := range c.Nodes() {
-					for _, b := range ipipBlocks[n.Name] {
-						r := ipipRoute(n, b, proto)
-						want := []kroute.NextHop{{Gateway: nodeAddrOfBlock(c, b), Device: topo.TunnelDevice, Onlink: true}}
-						Expect(r).To(SatisfyAll(HaveField("Dst", b), HaveField("Protocol", proto), HaveField("Type", kroute.Unicast), HaveField("NextHops", Equal(want))),
-							"%s: the programmer's route to %s is `via <node> dev tunl0 onlink`: expected %v, seen %s", n.Name, b, want, r)
-					}
-				}
-			}
-
-			// 4. The shape, from the route timeline (it keeps each nexthop's
-			// flags): paths, gateways, onlink.
-			shapes := map[string]kroute.Route{}
-			for _, n := range c.Nodes() {
-				for _, b := range ipipBlocks[n.Name] {
-					var r kroute.Route
-					Eventually(func() bool {
-						var ok bool
-						r, ok = timelineRoute(c, n.Name, b, proto)
-						return ok
-					}).WithTimeout(machine.Wait(10*time.Second)).WithPolling(50*time.Millisecond).Should(BeTrue(), "the route timeline of %s shows the route to %s", n.Name, b)
-					shapes[n.Name+" "+b.String()] = r
-				}
-			}
-
-			// 5. Probes between every pair of IPIP workloads, with counters
-			// at every uplink and tunl0. Not flowing is a possible answer
-			// here, not a failed guard.
-			rate := c.Machine.Rate()
-			s, err := c.Probes(ctx, harness.ProbeOptions{Rate: rate, MayNotFlow: true})
-			Expect(err).NotTo(HaveOccurred())
-			// The window: until every flow has delivered ten probes, or has
-			// sent three seconds' worth without that.
-			Eventually(func() error {
-				rep, err := s.Report()
-				if err != nil {
-					return err
-				}
-				for _, g := range rep.Flows {
-					if g.Received < 10 && g.Sent < uint64(3*rate) {
-						return fmt.Errorf("flow %s: sent %d, received %d", g.Flow, g.Sent, g.Received)
-					}
-				}
-				return nil
-			}).WithTimeout(machine.Wait(120 * time.Second)).WithPolling(100 * time.Millisecond).Should(Succeed())
-			rep, err := s.Stop()
-			Expect(err).NotTo(HaveOccurred())
-
-			// 6. Figures and the report.
-			res := c.Result("IPIP with ECMP on dual-ToR: "+own.owner.String(), rep)
-			var multipath, singlePath, onlinkPaths, paths, viaToR, viaNode int
-			tors := torAddrs(c)
-			for _, r := range shapes {
-				if len(r.NextHops) > 1 {
-					multipath++
-				} else {
-					singlePath++
-				}
-				for _, nh := range r.NextHops {
-					paths++
-					if nh.Onlink {
-						onlinkPaths++
-					}
-					if tors[nh.Gateway] {
-						viaToR++
-					} else if isNodeAddr(c, nh.Gateway) {
-						viaNode++
-					}
-				}
-			}
-			delivering := 0
-			for _, g := range rep.Flows {
-				if g.Received > 0 {
-					delivering++
-				}
-			}
-			res.Figures["remoteIPIPBlockRoutes"] = float64(len(shapes))
-			res.Figures["multipathRoutes"] = float64(multipath)
-			res.Figures["singlePathRoutes"] = float64(singlePath)
-			res.Figures["nexthops"] = float64(paths)
-			res.Figures["nexthopsOnlink"] = float64(onlinkPaths)
-			res.Figures["nexthopsViaToRAddress"] = float64(viaToR)
-			res.Figures["nexthopsViaNodeAddress"] = float64(viaNode)
-			res.Figures["flows"] = float64(len(rep.Flows))
-			res.Figures["flowsDelivering"] = float64(delivering)
-			res.Figures["lostProbes"] = float64(rep.Total.Lost)
-			res.Figures["probeRate"] = float64(rate)
-			routable, pairs := torRoutesToNodeAddrs(c)
-			res.Figures["torRoutesToNodeAddresses"] = float64(routable)
-			res.Figures["torNodeAddressPairs"] = float64(pairs)
-			if own.owner == judge.ByBIRD {
-				refused := birdRefusedIPIP(ctx, c, pool)
-				res.Figures["kernelRefusedBIRDRoutes"] = float64(refused)
-				res.DependsOnUpstreamBIRD(upstreamTunnelPerPath)
-			}
-			res.Notes = append(res.Notes, ipipECMPNotes(viaToR, viaNode, delivering, len(rep.Flows))...)
-			res.Notes = append(res.Notes, fmt.Sprintf("the ToRs have a route to %d of %d (ToR, node address) pairs", routable, pairs))
-			report(fmt.Sprintf("IPIP with ECMP on dual-ToR, %s: %d of %d routes multipath, %d of %d nexthops onlink; %d of %d flows delivering",
-				own.owner, multipath, len(shapes), onlinkPaths, paths, delivering, len(rep.Flows)),
-				shapeTable(shapes)+"\n"+results.GapTable(rep)+"\n"+ipipHopTable(c, rep)+
-					fmt.Sprintf("\nToR routes to node addresses (tunnel endpoints): %d of %d (ToR, node) pairs\n", routable, pairs), res)
+			By("1. the dual-ToR fabric with an IPIP pool first, owned as the entry says")
+			e := startIPIPECMP(ctx, own)
+			By("2. guards: probes between IPIP workloads, two ToR sessions per node, a remote IPIP block per other node")
+			e.guard()
+			By("3. the claims: the owner programs every remote IPIP block via tunl0; the programmer's is one onlink path to the node")
+			e.expectTunnelRoutes()
+			By("4. the shape, from the route timeline: paths, gateways, onlink")
+			shapes := e.shapes()
+			By("5. probes between every pair of IPIP workloads (not flowing is a possible answer)")
+			rep := e.probe(ctx)
+			By("6. figures and the report")
+			e.recordFigures(ctx, shapes, rep)
 		},
 		Entry("BIRD owns IPIP (FelixConfiguration Disabled, BGPConfiguration Enabled): upstream BIRD 2's onlink/ifname/gw filter", ipipByBIRD),
 		Entry("the programmer owns IPIP (3.33 defaults)", ipipByProgrammer),
@@ -306,7 +175,7 @@ func shapeTable(shapes map[string]kroute.Route) string {
 // ipipHopTable shows, per flow, its packets at the source's tunl0 and
 // uplinks (egress, inner packets counted) and the destination's tunl0
 // (ingress).
-func ipipHopTable(c *harness.Cluster, rep *probe.Report) string {
+func ipipHopTable(c *harness.Cluster, rep *report.Report) string {
 	return c.Fabric().HopTable(rep, []judge.HopColumn{
 		{Title: "src tunl0 out", Interface: "tunl0", Direction: "egress"},
 		{Title: "src eth0 out", Interface: "eth0", Direction: "egress"},
@@ -328,4 +197,184 @@ func ipipECMPNotes(viaToR, viaNode, delivering, flows int) []string {
 	}
 	out = append(out, fmt.Sprintf("%d of %d flows delivered probes", delivering, flows))
 	return out
+}
+
+// ipipECMP is one entry of the IPIP-with-ECMP measurement.
+type ipipECMP struct {
+	c          *harness.Cluster
+	own        ownership
+	pool       netip.Prefix
+	proto      kroute.Protocol
+	ipipBlocks map[string][]netip.Prefix // each node's remote IPIP blocks
+	rate       int
+}
+
+// startIPIPECMP is step 1: the dual-ToR fabric with an IPIP pool first
+// (see the top comment), owned as the entry says.
+func startIPIPECMP(ctx SpecContext, own ownership) *ipipECMP {
+	GinkgoHelper()
+	t, err := topo.Builtin("dualtor")
+	Expect(err).NotTo(HaveOccurred())
+	t.Pools = append([]topo.Pool{ipipECMPPool}, t.Pools...)
+	e := &ipipECMP{own: own, pool: netip.MustParsePrefix(ipipECMPPool.CIDR), proto: designProgrammerProtocol}
+	e.c = scenariotest.StartClusterOn(ctx, t, harness.Options{
+		Felix: datastore.FelixConfiguration{ProgramClusterRoutes: string(own.felix)},
+		BGP:   datastore.BGPConfiguration{ProgramClusterRoutes: string(own.bgp)},
+	})
+	if own.owner == judge.ByBIRD {
+		e.proto = kroute.ProtoBIRD
+	}
+	return e
+}
+
+// guard is step 2.
+func (e *ipipECMP) guard() {
+	GinkgoHelper()
+	c, pool := e.c, e.pool
+	for _, wl := range c.Net.Workloads() {
+		Expect(pool.Contains(wl.IPv4)).To(BeTrue(), "guard: workload %s (%s) is in the IPIP pool %s", wl.Name, wl.IPv4, pool)
+	}
+	e.ipipBlocks = map[string][]netip.Prefix{}
+	for _, n := range c.Nodes() {
+		Expect(n.Peers()).To(HaveLen(2), "guard: %s peers with one ToR per plane", n.Name)
+		for _, b := range c.RemoteBlocks(n.Name) {
+			if pool.Contains(b.Addr()) {
+				e.ipipBlocks[n.Name] = append(e.ipipBlocks[n.Name], b)
+			}
+		}
+		Expect(e.ipipBlocks[n.Name]).To(HaveLen(len(c.Nodes())-1), "guard: %s has a remote IPIP block per other node", n.Name)
+	}
+}
+
+// expectTunnelRoutes is step 3: the owner programs every remote IPIP block,
+// every path via tunl0 (the platform notes: BIRD 2's filter runs per path,
+// so each merged nexthop is dev tunl0), and the programmer's is one path to
+// the node's own address, onlink.
+func (e *ipipECMP) expectTunnelRoutes() {
+	GinkgoHelper()
+	c, own, proto := e.c, e.own, e.proto
+	for _, n := range c.Nodes() {
+		for _, b := range e.ipipBlocks[n.Name] {
+			Eventually(n).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).
+				Should(judge.HaveClusterRoute(b).ProgrammedBy(own.owner).Via(topo.TunnelDevice).Only(), "%s programs IPIP block %s on %s", own.owner, b, n.Name)
+		}
+	}
+	// ...and the programmer's is one path to the node's own address,
+	// onlink.
+	if own.owner == judge.ByProgrammer {
+		for _, n := range c.Nodes() {
+			for _, b := range e.ipipBlocks[n.Name] {
+				r := ipipRoute(n, b, proto)
+				want := []kroute.NextHop{{Gateway: nodeAddrOfBlock(c, b), Device: topo.TunnelDevice, Onlink: true}}
+				Expect(r).To(SatisfyAll(HaveField("Dst", b), HaveField("Protocol", proto), HaveField("Type", kroute.Unicast), HaveField("NextHops", Equal(want))),
+					"%s: the programmer's route to %s is `via <node> dev tunl0 onlink`: expected %v, seen %s", n.Name, b, want, r)
+			}
+		}
+	}
+}
+
+// shapes is step 4: each route's shape from the route timeline (it keeps
+// each nexthop's flags).
+func (e *ipipECMP) shapes() map[string]kroute.Route {
+	GinkgoHelper()
+	c, proto := e.c, e.proto
+	shapes := map[string]kroute.Route{}
+	for _, n := range c.Nodes() {
+		for _, b := range e.ipipBlocks[n.Name] {
+			var r kroute.Route
+			Eventually(func() bool {
+				var ok bool
+				r, ok = timelineRoute(c, n.Name, b, proto)
+				return ok
+			}).WithTimeout(scenariotest.Machine.Wait(10*time.Second)).WithPolling(50*time.Millisecond).Should(BeTrue(), "the route timeline of %s shows the route to %s", n.Name, b)
+			shapes[n.Name+" "+b.String()] = r
+		}
+	}
+	return shapes
+}
+
+// probe is step 5: probes between every pair of IPIP workloads, with
+// counters at every uplink and tunl0.
+func (e *ipipECMP) probe(ctx SpecContext) *report.Report {
+	GinkgoHelper()
+	c := e.c
+	rate := c.Machine.Rate()
+	e.rate = rate
+	s, err := c.Probes(ctx, harness.ProbeOptions{Rate: rate, MayNotFlow: true})
+	Expect(err).NotTo(HaveOccurred())
+	// The window: until every flow has delivered ten probes, or has
+	// sent three seconds' worth without that.
+	Eventually(func() error {
+		rep, err := s.Report()
+		if err != nil {
+			return err
+		}
+		for _, g := range rep.Flows {
+			if g.Received < 10 && g.Sent < uint64(3*rate) {
+				return fmt.Errorf("flow %s: sent %d, received %d", g.Flow, g.Sent, g.Received)
+			}
+		}
+		return nil
+	}).WithTimeout(scenariotest.Machine.Wait(120 * time.Second)).WithPolling(100 * time.Millisecond).Should(Succeed())
+	rep, err := s.Stop()
+	Expect(err).NotTo(HaveOccurred())
+	return rep
+}
+
+// recordFigures is step 6.
+func (e *ipipECMP) recordFigures(ctx SpecContext, shapes map[string]kroute.Route, rep *report.Report) {
+	GinkgoHelper()
+	c, own, pool, rate := e.c, e.own, e.pool, e.rate
+	res := c.Result("IPIP with ECMP on dual-ToR: "+own.owner.String(), rep)
+	var multipath, singlePath, onlinkPaths, paths, viaToR, viaNode int
+	tors := torAddrs(c)
+	for _, r := range shapes {
+		if len(r.NextHops) > 1 {
+			multipath++
+		} else {
+			singlePath++
+		}
+		for _, nh := range r.NextHops {
+			paths++
+			if nh.Onlink {
+				onlinkPaths++
+			}
+			if tors[nh.Gateway] {
+				viaToR++
+			} else if isNodeAddr(c, nh.Gateway) {
+				viaNode++
+			}
+		}
+	}
+	delivering := 0
+	for _, g := range rep.Flows {
+		if g.Received > 0 {
+			delivering++
+		}
+	}
+	res.Figures["remoteIPIPBlockRoutes"] = float64(len(shapes))
+	res.Figures["multipathRoutes"] = float64(multipath)
+	res.Figures["singlePathRoutes"] = float64(singlePath)
+	res.Figures["nexthops"] = float64(paths)
+	res.Figures["nexthopsOnlink"] = float64(onlinkPaths)
+	res.Figures["nexthopsViaToRAddress"] = float64(viaToR)
+	res.Figures["nexthopsViaNodeAddress"] = float64(viaNode)
+	res.Figures["flows"] = float64(len(rep.Flows))
+	res.Figures["flowsDelivering"] = float64(delivering)
+	res.Figures["lostProbes"] = float64(rep.Total.Lost)
+	res.Figures["probeRate"] = float64(rate)
+	routable, pairs := torRoutesToNodeAddrs(c)
+	res.Figures["torRoutesToNodeAddresses"] = float64(routable)
+	res.Figures["torNodeAddressPairs"] = float64(pairs)
+	if own.owner == judge.ByBIRD {
+		refused := birdRefusedIPIP(ctx, c, pool)
+		res.Figures["kernelRefusedBIRDRoutes"] = float64(refused)
+		res.DependsOnUpstreamBIRD(upstreamTunnelPerPath)
+	}
+	res.Notes = append(res.Notes, ipipECMPNotes(viaToR, viaNode, delivering, len(rep.Flows))...)
+	res.Notes = append(res.Notes, fmt.Sprintf("the ToRs have a route to %d of %d (ToR, node address) pairs", routable, pairs))
+	scenariotest.Record(fmt.Sprintf("IPIP with ECMP on dual-ToR, %s: %d of %d routes multipath, %d of %d nexthops onlink; %d of %d flows delivering",
+		own.owner, multipath, len(shapes), onlinkPaths, paths, delivering, len(rep.Flows)),
+		shapeTable(shapes)+"\n"+results.GapTable(rep)+"\n"+ipipHopTable(c, rep)+
+			fmt.Sprintf("\nToR routes to node addresses (tunnel endpoints): %d of %d (ToR, node) pairs\n", routable, pairs), res)
 }

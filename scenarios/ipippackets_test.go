@@ -44,6 +44,7 @@ import (
 	"github.com/birdcage/birdcage/harness/encap"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/instrument/pcap"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -89,7 +90,7 @@ func checkIPIPWire(ctx context.Context, c *harness.Cluster) wireReport {
 	}
 	from, to := c.Node("node-1"), c.Node("node-3")
 	dstBlock := blockOf(to.NS, "ipip-pool")
-	Eventually(from).WithContext(ctx).WithTimeout(machine.Wait(30*time.Second)).WithPolling(50*time.Millisecond).
+	Eventually(from).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(30*time.Second)).WithPolling(50*time.Millisecond).
 		Should(judge.HaveClusterRoute(dstBlock).Via(topo.TunnelDevice), "guard: node-1 routes node-3's block via tunl0")
 	src, dst := from.NS.Workloads[0], to.NS.Workloads[0]
 	uplink := from.NS.Spec.Interfaces[0]
@@ -138,7 +139,7 @@ func checkIPIPWire(ctx context.Context, c *harness.Cluster) wireReport {
 	big := dialFrom(src, src.IPv4, 41010, dst.IPv4, wirePort)
 	setSockopts(big, 0, 64, true)
 	pmtu := 0
-	for deadline := time.Now().Add(machine.Wait(5 * time.Second)); time.Now().Before(deadline); {
+	for deadline := time.Now().Add(scenariotest.Machine.Wait(5 * time.Second)); time.Now().Before(deadline); {
 		_, _ = big.Write(make([]byte, oversizedUDP)) // EMSGSIZE once the PMTU is known
 		pmtu = getsockoptInt(big, unix.IPPROTO_IP, unix.IP_MTU)
 		if pmtu == ipipMTU {
@@ -249,7 +250,7 @@ func checkIPIPWire(ctx context.Context, c *harness.Cluster) wireReport {
 
 var _ = Describe("IPIP packets on the wire, as the kernel's fallback tunnel sends them", Label("ipip", "packets"), func() {
 	It("encapsulates with protocol 4, the nodes' addresses, the inner TTL, DSCP 0 and the inner ECN, the inner DF; answers an oversized DF packet with frag-needed at 1480; leaks nothing", func(ctx SpecContext) {
-		c := startCluster(ctx, "ipip", harness.Options{})
+		c := scenariotest.StartCluster(ctx, "ipip", harness.Options{})
 		rep := checkIPIPWire(ctx, c)
 		AddReportEntry("tunl0", c.Net.Tunnel)
 		for _, s := range rep.seen {
@@ -259,7 +260,7 @@ var _ = Describe("IPIP packets on the wire, as the kernel's fallback tunnel send
 	})
 
 	It("fail for the emulation with its encapsulation disabled (negative control)", Label("control"), func(ctx SpecContext) {
-		c := startCluster(ctx, "ipip", harness.Options{Tunnel: topo.TunnelEBPFNoEncap})
+		c := scenariotest.StartCluster(ctx, "ipip", harness.Options{Tunnel: topo.TunnelEBPFNoEncap})
 		rep := checkIPIPWire(ctx, c)
 		for _, s := range rep.violations {
 			AddReportEntry("violation (expected)", s)
@@ -273,11 +274,11 @@ var _ = Describe("IPIP packets on the wire, as the kernel's fallback tunnel send
 		// emulation without encapsulation it must fail, naming a flow
 		// between node-1 and node-2 — whose bare packets still arrive,
 		// one lan apart, so delivery alone would not tell.
-		c := startCluster(ctx, "ipip", harness.Options{Tunnel: topo.TunnelEBPFNoEncap})
+		c := scenariotest.StartCluster(ctx, "ipip", harness.Options{Tunnel: topo.TunnelEBPFNoEncap})
 		Expect(c.WaitConverged(ctx)).To(Succeed(), "guard: every BGP session Established")
 		for _, n := range c.Nodes() {
 			for _, b := range c.RemoteBlocks(n.Name) {
-				Eventually(n).WithContext(ctx).WithTimeout(machine.Wait(30*time.Second)).WithPolling(50*time.Millisecond).
+				Eventually(n).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(30*time.Second)).WithPolling(50*time.Millisecond).
 					Should(judge.HaveClusterRoute(b).Via(topo.TunnelDevice), "guard: %s routes %s via tunl0", n.Name, b)
 			}
 		}

@@ -23,9 +23,11 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -42,15 +44,15 @@ func dualStackNoEncap() *topo.Topology {
 
 // endpoint6 is a workload as an IPv6 probe endpoint (harness.Endpoint uses
 // the IPv4 address).
-func endpoint6(wl *topo.Workload) probe.Endpoint {
-	return probe.Endpoint{Name: wl.Name + "/v6", Netns: wl.Path, Iface: wl.Iface, Addr: wl.IPv6}
+func endpoint6(wl *topo.Workload) report.Endpoint {
+	return report.Endpoint{Name: wl.Name + "/v6", Netns: wl.Path, Iface: wl.Iface, Addr: wl.IPv6}
 }
 
 var _ = Describe("IPv6 no-encap pools follow the same ownership policy as IPv4", Label("noencap", "ipv6"), func() {
 	DescribeTable("every remote IPv6 block is programmed by the no-encap owner, and IPv6 probes flow",
 		func(ctx SpecContext, own ownership) {
 			// 1. A dual-stack noencap cluster with `own` owning no-encap.
-			c := startClusterOn(ctx, dualStackNoEncap(), harness.Options{
+			c := scenariotest.StartClusterOn(ctx, dualStackNoEncap(), harness.Options{
 				Felix: datastore.FelixConfiguration{ProgramClusterRoutes: string(own.felix)},
 				BGP:   datastore.BGPConfiguration{ProgramClusterRoutes: string(own.bgp)},
 			})
@@ -100,7 +102,7 @@ var _ = Describe("IPv6 no-encap pools follow the same ownership policy as IPv4",
 
 			// 4. IPv6 probes between every pair of nodes' first workloads,
 			// and IPv4 alongside; Probes returns once every flow delivers.
-			var eps6 []probe.Endpoint
+			var eps6 []report.Endpoint
 			for _, nd := range c.Net.Nodes {
 				wl := nd.Workloads[0]
 				Expect(wl.IPv6.IsValid()).To(BeTrue(), "guard: workload %s has an IPv6 address", wl.Name)
@@ -137,7 +139,7 @@ var _ = Describe("IPv6 no-encap pools follow the same ownership policy as IPv4",
 			for _, r := range routes {
 				table += "  " + r + "\n"
 			}
-			report(fmt.Sprintf("IPv6 no-encap, owned by %s", own.owner), table, res)
+			scenariotest.Record(fmt.Sprintf("IPv6 no-encap, owned by %s", own.owner), table, res)
 		},
 		Entry("BIRD owns no-encap (3.33 defaults)", ownership{config.EnabledIPIPOnly, config.EnabledNoEncapOnly, judge.ByBIRD}),
 		Entry("the programmer owns no-encap (Felix Enabled, BGP Disabled)", ownership{config.Enabled, config.Disabled, judge.ByProgrammer}),

@@ -29,18 +29,19 @@ import (
 	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/run"
 	"github.com/birdcage/birdcage/internal/testenv"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 const selftestKeepMsg = "selftest: fails on purpose with its cluster up"
 
 var _ = func() bool {
-	if cfg.Selftest != "keep" {
+	if scenariotest.Config.Selftest != "keep" {
 		return false
 	}
 	Describe("Keep-on-fail self-test", Label("selftest-keep"), func() {
 		for _, which := range []string{"first", "second"} {
 			It("starts a cluster, then fails ("+which+")", func(ctx SpecContext) {
-				c := startCluster(ctx, "noencap", harness.Options{})
+				c := scenariotest.StartCluster(ctx, "noencap", harness.Options{})
 				fmt.Printf("[birdcage] selftest-keep: %s run %s\n", which, c.Run.ID)
 				Expect(1).To(Equal(2), selftestKeepMsg)
 			})
@@ -57,7 +58,7 @@ var (
 )
 
 func TestKeepOnFail(t *testing.T) {
-	if cfg.Selftest != "" {
+	if scenariotest.Config.Selftest != "" {
 		t.Skipf("%s is set: this is (or could be) the child run of a self-test", selftestEnv)
 	}
 	testenv.NeedRoot(t)

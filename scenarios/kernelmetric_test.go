@@ -51,6 +51,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 // programmerMetric is the metric the programmer writes cluster routes at
@@ -63,7 +64,7 @@ var _ = Describe("BIRD's kernel metric against the programmer's RouteReplace", L
 			same := birdMetric == programmerMetric
 			m := birdMetric
 			// 1. No-encap at 3.33, BIRD's kernel metric set by the knob.
-			c := startCluster(ctx, "noencap", harness.Options{Release: config.R333, RouteRefreshInterval: time.Second,
+			c := scenariotest.StartCluster(ctx, "noencap", harness.Options{Release: config.R333, RouteRefreshInterval: time.Second,
 				BGP: datastore.BGPConfiguration{KernelMetric: &m}, Timers: confd.Timers{ScanTime: 1}})
 			n := c.Node("node-1")
 			cl, err := c.Datastore().Read(ctx)
@@ -85,7 +86,7 @@ var _ = Describe("BIRD's kernel metric against the programmer's RouteReplace", L
 
 			// 3. The programmer takes the no-encap routes too; BIRD's config
 			// does not change (BGPConfiguration unset: EnabledNoEncapOnly).
-			change := act(c.SetProgramClusterRoutes(ctx, config.Enabled, ""))
+			change := scenariotest.Act(c.SetProgramClusterRoutes(ctx, config.Enabled, ""))
 			for _, b := range remote {
 				Eventually(func() ([]kroute.Route, error) { return routesExactly(n, b) }).WithPolling(50*time.Millisecond).
 					Should(ContainElement(SatisfyAll(HaveField("Protocol", designProgrammerProtocol), HaveField("Metric", programmerMetric))),
@@ -98,7 +99,7 @@ var _ = Describe("BIRD's kernel metric against the programmer's RouteReplace", L
 			// takeover, and at a shared metric BIRD then takes the route back
 			// until the next resync (quiesce_test.go); those writes are
 			// counted, not judged.
-			settled := quiesceClusterRoutes(c, change.Mono, machine.Wait(90*time.Second))
+			settled := quiesceClusterRoutes(c, change.Mono, scenariotest.Machine.Wait(90*time.Second))
 			end := c.Mark("the routes stood still after the takeover")
 
 			var table strings.Builder
@@ -150,7 +151,7 @@ var _ = Describe("BIRD's kernel metric against the programmer's RouteReplace", L
 			res.Figures["deletesOfRemoteBlocks"] = float64(deletes)
 			res.Figures["mostRoutesAtOnce"] = float64(most)
 			noteQuiescence(&res, settled)
-			report(fmt.Sprintf("node-1, BIRD at kernel metric %d, the programmer taking over its no-encap routes", birdMetric), table.String(), res)
+			scenariotest.Record(fmt.Sprintf("node-1, BIRD at kernel metric %d, the programmer taking over its no-encap routes", birdMetric), table.String(), res)
 		},
 		Entry("BIRD at the programmer's metric 0: RouteReplace replaces BIRD's route", 0),
 		Entry("BIRD at BIRD 2's default metric 32: the two routes coexist", 32),

@@ -34,17 +34,18 @@ import (
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/lab"
 	"github.com/birdcage/birdcage/harness/lab/handmade"
-	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/run"
 	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 var _ = func() bool {
-	if cfg.Lab == "" {
+	if scenariotest.Config.Lab == "" {
 		return false
 	}
 	Describe("Live programClusterRoutes change against a lab", Label("lab", "liveconfig", "timing"), func() {
@@ -78,7 +79,7 @@ var _ = func() bool {
 							h.Node, h.Block, h.WindowMs, h.Ordering, timing.BIRDScanTime, timing.ConfdLatency)
 					}
 				}
-				report(fmt.Sprintf("live change on lab %s, %s → %s (longest window without a route: %.1f ms)", l.M.Name, from.owner, to.owner,
+				scenariotest.Record(fmt.Sprintf("live change on lab %s, %s → %s (longest window without a route: %.1f ms)", l.M.Name, from.owner, to.owner,
 					res.Figures["longestNoRouteWindowMs"]), results.GapTable(rep)+hs.Table(), res)
 			},
 			Entry("no-encap, BIRD → programmer", Label("noencap"), noEncapByBIRD, noEncapByProgrammer),
@@ -114,15 +115,15 @@ var handmadeLabs = map[string]handmade.Flavour{"handmade": handmade.NetnsFlavour
 func attachLab(ctx context.Context, start labStart, needs ...lab.Action) (*lab.Lab, timing.Model) {
 	GinkgoHelper()
 	from := start.from
-	timing, err := timing.FromEnv(cfg)
+	timing, err := timing.FromEnv(scenariotest.Config)
 	Expect(err).NotTo(HaveOccurred())
 	var m *lab.Manifest
-	if name := cfg.Lab; handmadeLabs[name] != "" {
+	if name := scenariotest.Config.Lab; handmadeLabs[name] != "" {
 		r, err := run.New()
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func() { Expect(r.Close()).To(Succeed(), "tear down the hand-made lab") })
 		hl, err := handmade.Build(ctx, r, handmade.Options{Flavour: handmadeLabs[name], IPIP: start.ipip, Release: start.release,
-			Felix: from.felix, BGP: from.bgp, Timing: timing, KernelMetric: start.kernelMetric, Programmer: cfg.Programmer})
+			Felix: from.felix, BGP: from.bgp, Timing: timing, KernelMetric: start.kernelMetric, Programmer: scenariotest.Config.Programmer})
 		testenv.SkipIfMissing(GinkgoT(), err, "hand-made lab "+name)
 		Expect(err).NotTo(HaveOccurred(), "build the hand-made lab")
 		m, err = lab.Load(hl.Manifest)
@@ -142,12 +143,12 @@ func attachLab(ctx context.Context, start labStart, needs ...lab.Action) (*lab.L
 	}
 	// Settled before the snapshot: the comparison is about what birdcage
 	// does, not the lab still converging.
-	settle, err := lab.Attach(ctx, m, lab.AttachOptions{Machine: machine})
+	settle, err := lab.Attach(ctx, m, lab.AttachOptions{Machine: scenariotest.Machine})
 	Expect(err).NotTo(HaveOccurred())
 	waitLabOwned(ctx, settle, from.owner, "guard: the lab settles with its routes owned by "+from.owner.String())
 	_, _ = settle.Detach()
 
-	l, err := lab.Attach(ctx, m, lab.AttachOptions{Machine: machine})
+	l, err := lab.Attach(ctx, m, lab.AttachOptions{Machine: scenariotest.Machine})
 	Expect(err).NotTo(HaveOccurred(), "attach to lab %s", m.Source())
 	DeferCleanup(func(ctx SpecContext) {
 		switch {
@@ -172,7 +173,7 @@ func attachLab(ctx context.Context, start labStart, needs ...lab.Action) (*lab.L
 		}
 		fmt.Printf("[birdcage] lab %s: %d namespaces compared before/after: %d differ\n", m.Name, len(l.Snapshots()), len(diffs))
 		Expect(diffs).To(BeEmpty(), "the lab is not as found after detaching:\n%s", b.String())
-	}, NodeTimeout(machine.Wait(2*time.Minute)))
+	}, NodeTimeout(scenariotest.Machine.Wait(2*time.Minute)))
 	return l, timing
 }
 
@@ -180,7 +181,7 @@ func attachLab(ctx context.Context, start labStart, needs ...lab.Action) (*lab.L
 // route, the owner's.
 func waitLabOwned(ctx context.Context, l *lab.Lab, owner judge.Owner, why string) {
 	GinkgoHelper()
-	ctx, cancel := context.WithTimeout(ctx, machine.Wait(60*time.Second))
+	ctx, cancel := context.WithTimeout(ctx, scenariotest.Machine.Wait(60*time.Second))
 	defer cancel()
 	proto := labProto(l, owner)
 	var blocks int
@@ -203,7 +204,7 @@ func labProto(l *lab.Lab, o judge.Owner) kroute.Protocol {
 // labLiveChange is liveChange (liveconfig_test.go) against a lab: the same
 // steps and figures, except those only a built cluster can see (the
 // programmer's restarts, confd's reaction).
-func labLiveChange(ctx SpecContext, l *lab.Lab, from, to ownership, timing timing.Model) (results.ScenarioResult, *probe.Report, judge.Handovers) {
+func labLiveChange(ctx SpecContext, l *lab.Lab, from, to ownership, timing timing.Model) (results.ScenarioResult, *report.Report, judge.Handovers) {
 	GinkgoHelper()
 	// 1. The routes belong to `from` (attachLab waited for it).
 	probes, err := l.Probes(ctx, harness.ProbeOptions{})

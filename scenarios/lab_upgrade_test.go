@@ -20,10 +20,11 @@ import (
 
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/lab"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 var _ = func() bool {
-	if cfg.Lab == "" {
+	if scenariotest.Config.Lab == "" {
 		return false
 	}
 	Describe("Upgrade handover on IPIP against a lab, node by node", Label("lab", "ipip", "upgrade", "timing"), func() {

@@ -57,8 +57,10 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 // liveFamilyCase is one release's pair of no-encap owners in that
@@ -92,8 +94,8 @@ var _ = Describe("Live programClusterRoutes change per release and address famil
 			t := dualStackNoEncap()
 			lc := liveChangeOn(ctx, t, tc.from, tc.to, liveOptions{
 				vary: []func(*harness.Options){func(o *harness.Options) { o.Release = tc.release }},
-				flows: func(c *harness.Cluster) []probe.Flow {
-					var eps6 []probe.Endpoint
+				flows: func(c *harness.Cluster) []report.Flow {
+					var eps6 []report.Endpoint
 					for _, nd := range c.Net.Nodes {
 						eps6 = append(eps6, endpoint6(nd.Workloads[0]))
 					}
@@ -169,7 +171,7 @@ var _ = Describe("Live programClusterRoutes change per release and address famil
 			}
 			res.Notes = append(res.Notes, fmt.Sprintf("Calico %s; %s writes IPv4 at metric %d and IPv6 at %d", tc.release, tc.to.owner,
 				releaseMetric(tc.to.owner, 4), releaseMetric(tc.to.owner, 6)))
-			report(fmt.Sprintf("live change on %s, Calico %s, %s → %s, IPv4 and IPv6 (longest window without a route: IPv4 %.1f ms, IPv6 %.1f ms; %s)",
+			scenariotest.Record(fmt.Sprintf("live change on %s, Calico %s, %s → %s, IPv4 and IPv6 (longest window without a route: IPv4 %.1f ms, IPv6 %.1f ms; %s)",
 				t.Name, tc.release, tc.from.owner, tc.to.owner, byFam[4].windowMs, byFam[6].windowMs, c.Timing()),
 				tab.String()+results.GapTable(rep)+lc.handovers.Table(), res)
 		},

@@ -49,6 +49,7 @@ import (
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -105,7 +106,7 @@ var _ = Describe("Live IPIP change from the programmer to BIRD at the release's 
 			res.Figures["remoteBlocks"] = float64(len(c.Nodes()) * len(blocks))
 			res.Notes = append(res.Notes, fmt.Sprintf("Calico %s metrics: BIRD %d (kernelMetric set: BIRD 2.0's row-17 artifact otherwise leaves a metric-0 proto bird route beside it), the programmer's IPv4 0; the guard planted a proto %s route to %s on node-1 and the check named it",
 				rel, birdIPIPMetric, designProgrammerProtocol, leftover))
-			report(fmt.Sprintf("live IPIP change, Calico %s, programmer → BIRD: the route table after (longest window without a route: %.1f ms)", rel, res.Figures["longestNoRouteWindowMs"]),
+			scenariotest.Record(fmt.Sprintf("live IPIP change, Calico %s, programmer → BIRD: the route table after (longest window without a route: %.1f ms)", rel, res.Figures["longestNoRouteWindowMs"]),
 				lc.handovers.Table(), res)
 		},
 		Entry("3.32", config.R332, ipipByProgrammer332, ipipByBIRD332),

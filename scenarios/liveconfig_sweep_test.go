@@ -35,6 +35,7 @@ import (
 	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 // sweepPlan is the delays and runs per delay the environment asks for.
@@ -42,22 +43,22 @@ func sweepPlan() ([]time.Duration, int, error) {
 	// Reduced: two delays, both past confd's reaction natively, so the fit
 	// is of the relation itself (no bend at the origin) and CI stays short.
 	delays, runs := "500ms,1500ms", 3
-	if machine.Stalls() {
+	if scenariotest.Machine.Stalls() {
 		// Under TCG the stated spread carries two 150 ms stalls: a wider
 		// span keeps the slope's tolerance (spread / span) judgeable.
 		delays = "500ms,2500ms"
 	}
-	if cfg.Full(env.DepthSweep) {
+	if scenariotest.Config.Full(env.DepthSweep) {
 		delays, runs = "0,200ms,1s,3s", 5
 	}
 	ds, err := timing.ParseDelays(delays)
 	if err != nil {
 		return nil, 0, err
 	}
-	if len(cfg.SweepDelays) > 0 {
-		ds = cfg.SweepDelays
+	if len(scenariotest.Config.SweepDelays) > 0 {
+		ds = scenariotest.Config.SweepDelays
 	}
-	return ds, results.Repeats(cfg.Repeat, runs), nil
+	return ds, results.Repeats(scenariotest.Config.Repeat, runs), nil
 }
 
 // sweepBudget is what, besides the restart delay, moves one sample's gap:
@@ -101,7 +102,7 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 			var stated judge.SweepStated
 			var model timing.Model
 			var allHandovers judge.Handovers
-			base, err := timing.FromEnv(cfg)
+			base, err := timing.FromEnv(scenariotest.Config)
 
 			for _, d := range delays {
 				for run := 1; run <= runs; run++ {
@@ -138,11 +139,11 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 						noRoute.Add(x, map[string]float64{"longestNoRouteWindowMs": res.Figures["longestNoRouteWindowMs"]})
 						budget.ProbeIntervalMs = 1000 / float64(lc.rep.Rate)
 						stated = judge.SweepStated{ProbeInterval: time.Second / time.Duration(lc.rep.Rate), ConfdLatency: m.ConfdLatency,
-							PlatformStall: judge.StatedPlatformStall(machine.Stalls())}
+							PlatformStall: judge.StatedPlatformStall(scenariotest.Machine.Stalls())}
 						budget.ConfdLatencyMs = monoclock.Ms(m.ConfdLatency)
 						budget.ConfdReactMs = max(budget.ConfdReactMs, lc.confdReactMs)
 						budget.RestartOverheadMs = max(budget.RestartOverheadMs, res.Samples["programmerToFirstProgramMs"].Max-x)
-						report(fmt.Sprintf("sweep point on %s, %s: restart delay %s, run %d/%d (probe gap %.1f ms, sender pause in it %.1f ms)",
+						scenariotest.Record(fmt.Sprintf("sweep point on %s, %s: restart delay %s, run %d/%d (probe gap %.1f ms, sender pause in it %.1f ms)",
 							tc.topology, dir, d, run, runs, res.Figures["longestProbeGapMs"], res.Figures["senderPauseInGapMs"]),
 							results.GapTable(lc.rep)+lc.handovers.Table(), res)
 					})
@@ -176,7 +177,7 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 							"came soon after the delete, not at a scan (its best path until then was a peer's re-advertisement of the programmer's route, docs/conformance.md)", n)
 					}
 					res.Notes = append(res.Notes, why)
-					report(fmt.Sprintf("live change window vs programmer restart delay on %s, %s (%d delays × %d runs; BIRD scan %s)",
+					scenariotest.Record(fmt.Sprintf("live change window vs programmer restart delay on %s, %s (%d delays × %d runs; BIRD scan %s)",
 						tc.topology, dir, len(delays), runs, model.BIRDScanTime),
 						sweep.Table("longestProbeGapMs", "birdTriedFirst", "birdWroteAfterDelete", "programmerDeletedFirst", "scanPredictionErrorMsMax")+
 							"\nwindows without a route:\n"+noRoute.Table("longestNoRouteWindowMs")+"\n"+res.Notes[0]+"\n", res)
@@ -248,7 +249,7 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 						react, above.A, above.B, above.R2, above.RMS, above.MaxAbsResidual)
 				}
 				res.Notes = append(res.Notes, aboveLine)
-				report(fmt.Sprintf("live change gap vs programmer restart delay on %s (%d delays × %d runs): gap ≈ %.3f·D %+.1f ms, tolerance ±%.3f",
+				scenariotest.Record(fmt.Sprintf("live change gap vs programmer restart delay on %s (%d delays × %d runs): gap ≈ %.3f·D %+.1f ms, tolerance ±%.3f",
 					tc.topology, len(delays), runs, fit.A, fit.B, tol),
 					sweep.Table("longestProbeGapMs", "lostProbes", "senderPauseInGapMs", "restartMsMax")+
 						"\nwindows without a route:\n"+noRoute.Table("longestNoRouteWindowMs")+"\n"+res.Notes[0]+"\n"+aboveLine+"\n", res)

@@ -35,11 +35,12 @@ import (
 	"github.com/birdcage/birdcage/dataplane/timing"
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -101,7 +102,7 @@ var _ = Describe("Live programClusterRoutes change", Label("liveconfig", "headli
 						h.Node, h.Block, h.WindowMs, h.Ordering, scan, monoclock.Ms(c.Timing().ConfdLatency)+lc.confdReactMs)
 				}
 			}
-			report(fmt.Sprintf("live change on %s, %s → %s (longest window without a route: %.1f ms; %s)", topology, from.owner, to.owner,
+			scenariotest.Record(fmt.Sprintf("live change on %s, %s → %s (longest window without a route: %.1f ms; %s)", topology, from.owner, to.owner,
 				res.Figures["longestNoRouteWindowMs"], c.Timing()), results.GapTable(rep)+lc.handovers.Table(), res)
 		},
 		repeated(),
@@ -130,7 +131,7 @@ func toBIRDBoundMs(m timing.Model) float64 {
 // ends), probe report, result and handovers.
 type liveResult struct {
 	c            *harness.Cluster
-	rep          *probe.Report
+	rep          *report.Report
 	res          results.ScenarioResult
 	handovers    judge.Handovers
 	confdReactMs float64
@@ -141,7 +142,7 @@ type liveResult struct {
 // workloads) and changes to the cluster's options.
 type liveOptions struct {
 	timing *timing.Model
-	flows  func(*harness.Cluster) []probe.Flow
+	flows  func(*harness.Cluster) []report.Flow
 	vary   []func(*harness.Options)
 }
 
@@ -170,7 +171,7 @@ func liveChangeOn(ctx SpecContext, t *topo.Topology, from, to ownership, lo live
 	for _, v := range lo.vary {
 		v(&o)
 	}
-	c := startClusterOn(ctx, t, o)
+	c := scenariotest.StartClusterOn(ctx, t, o)
 	Eventually(c).WithPolling(50*time.Millisecond).
 		Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(from.owner).Only(), "guard: %s owns the routes before the change", from.owner)
 	var po harness.ProbeOptions
@@ -221,7 +222,7 @@ func liveChangeOn(ctx SpecContext, t *topo.Topology, from, to ownership, lo live
 // repeated makes a spec run $BIRDCAGE_REPEAT times (default once), each
 // run a result of its own; the results file summarises them.
 func repeated() MustPassRepeatedly {
-	return MustPassRepeatedly(results.Repeats(cfg.Repeat, 1))
+	return MustPassRepeatedly(results.Repeats(scenariotest.Config.Repeat, 1))
 }
 
 // syncedRestarts lists the programmer's config-change restarts whose

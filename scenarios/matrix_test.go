@@ -54,6 +54,7 @@ import (
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 	"golang.org/x/sys/unix"
 )
@@ -371,7 +372,7 @@ func runOwnershipMatrix(ctx context.Context, setup matrixSetup) []matrixRow {
 	// docs/conformance.md row 17), so there a double-programmed prefix
 	// has two coexisting routes and no write is refused.
 	sharedKey := 0
-	c := startClusterOn(ctx, setup.topology, harness.Options{
+	c := scenariotest.StartClusterOn(ctx, setup.topology, harness.Options{
 		Release: rel,
 		// Short refresh and scan so a window of two resyncs and two scans
 		// costs seconds, not minutes.
@@ -413,7 +414,7 @@ func runOwnershipMatrix(ctx context.Context, setup matrixSetup) []matrixRow {
 			}
 		}
 		return nil
-	}).WithContext(ctx).WithTimeout(machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).Should(Succeed(), "guard: the release defaults own every class before the matrix")
+	}).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).Should(Succeed(), "guard: the release defaults own every class before the matrix")
 	probes, err := c.Probes(ctx, harness.ProbeOptions{Rate: c.Machine.RateAtMost(200)})
 	Expect(err).NotTo(HaveOccurred(), "guard: probes flow on the release defaults")
 
@@ -490,7 +491,7 @@ func runMatrixRow(ctx context.Context, c *harness.Cluster, setup matrixSetup, bl
 			return err
 		}
 		return judgeClassOwners(blocks, views, setup.classes, row.expected)
-	}).WithContext(ctx).WithTimeout(machine.Wait(60*time.Second)).WithPolling(150*time.Millisecond).Should(Succeed(), pair)
+	}).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(150*time.Millisecond).Should(Succeed(), pair)
 	settled := monoclock.Now()
 	row.settleMs = monoclock.Ms(settled - change.Mono)
 
@@ -521,14 +522,14 @@ func runMatrixRow(ctx context.Context, c *harness.Cluster, setup matrixSetup, bl
 				resyncs[n.Name]++
 			}
 			return resyncs[n.Name]
-		}).WithContext(ctx).WithTimeout(machine.Wait(60*time.Second)).WithPolling(20*time.Millisecond).
+		}).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(20*time.Millisecond).
 			Should(BeNumerically(">=", 2), "%s: two programmer resyncs on %s", pair, n.Name)
 	}
 	for _, n := range c.Nodes() {
 		if contested[n.Name] == 0 {
 			continue
 		}
-		Eventually(func() int { k, _ := countRefusals(n, logFrom[n.Name]); return k }).WithContext(ctx).WithTimeout(machine.Wait(60*time.Second)).
+		Eventually(func() int { k, _ := countRefusals(n, logFrom[n.Name]); return k }).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).
 			WithPolling(50*time.Millisecond).Should(BeNumerically(">=", 2*contested[n.Name]),
 			"%s: %s's BIRD keeps trying to write the %d double-programmed prefixes (two scans' worth of refused writes)", pair, n.Name, contested[n.Name])
 	}
@@ -568,7 +569,7 @@ func runMatrixRow(ctx context.Context, c *harness.Cluster, setup matrixSetup, bl
 				return err
 			}
 			return judgeClassOwners(blocks, views, fought, row.expected)
-		}).WithContext(ctx).WithTimeout(machine.Wait(2*matrixRefresh+time.Second)).WithPolling(50*time.Millisecond).Should(Succeed(),
+		}).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(2*matrixRefresh+time.Second)).WithPolling(50*time.Millisecond).Should(Succeed(),
 			"%s: still so at the end of the window: the programmer takes the key of the double-programmed %v back from BIRD within two of its resyncs (every %s), BIRD still exporting it", pair, fought, matrixRefresh)
 		Expect(judgeClassOwners(blocks, views, single, row.expected)).To(Succeed(), "%s: still so once the programmer took its keys back", pair)
 	}
@@ -678,7 +679,7 @@ var _ = Describe("Ownership matrix, no-encap", Label("noencap", "matrix"), func(
 		rows := runOwnershipMatrix(ctx, setup)
 		Expect(rows).To(HaveLen(len(matrixValues) * len(matrixValues)))
 		res := matrixResult("ownership matrix, no-encap (36 pairs)", "noencap", rows, setup.classes, started)
-		report("ownership matrix on noencap: owner of the no-encap class for every field pair", matrixTable(rows, setup.classes), res)
+		scenariotest.Record("ownership matrix on noencap: owner of the no-encap class for every field pair", matrixTable(rows, setup.classes), res)
 	})
 })
 
@@ -697,7 +698,7 @@ var _ = Describe("Ownership matrix, mixed IPIP and no-encap pools", Label("ipip"
 		Expect(rows).To(HaveLen(len(matrixValues) * len(matrixValues)))
 		res := matrixResult("ownership matrix, mixed IPIP and no-encap (36 pairs)", t.Name, rows, setup.classes, started)
 		res.Notes = append(res.Notes, "probes are between workloads in the IPIP pool; no-encap ownership is judged by routes only")
-		report("ownership matrix on noencap + IPIP pool: owner of each class for every field pair", matrixTable(rows, setup.classes), res)
+		scenariotest.Record("ownership matrix on noencap + IPIP pool: owner of each class for every field pair", matrixTable(rows, setup.classes), res)
 	})
 })
 
@@ -720,6 +721,6 @@ var _ = Describe("Ownership matrix, mixed IPIP and no-encap pools, conformance r
 		rows := runOwnershipMatrix(ctx, setup)
 		Expect(rows).To(HaveLen(len(conformancePairs)))
 		res := matrixResult(fmt.Sprintf("ownership matrix, mixed IPIP and no-encap, conformance rows (%d pairs)", len(rows)), t.Name, rows, setup.classes, started)
-		report("ownership matrix on noencap + IPIP pool, the conformance rows", matrixTable(rows, setup.classes), res)
+		scenariotest.Record("ownership matrix on noencap + IPIP pool, the conformance rows", matrixTable(rows, setup.classes), res)
 	})
 })

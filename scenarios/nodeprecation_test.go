@@ -26,6 +26,7 @@ import (
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 const noDeprecationIPIPPool = "ipip-pool-no-blocks"
@@ -33,7 +34,7 @@ const noDeprecationIPIPPool = "ipip-pool-no-blocks"
 var _ = Describe("No deprecation warning while BIRD programs only no-encap pools", Label("noencap", "deprecation", "claim7"), func() {
 	It("logs no warning in any render in which BIRD programs no IPIP pool, and one as soon as it does", func(ctx SpecContext) {
 		// 1. 3.33, BIRD owns everything, the cluster has only a no-encap pool.
-		c := startCluster(ctx, "noencap", harness.Options{
+		c := scenariotest.StartCluster(ctx, "noencap", harness.Options{
 			Release: config.R333,
 			Felix:   datastore.FelixConfiguration{ProgramClusterRoutes: "Disabled"},
 			BGP:     datastore.BGPConfiguration{ProgramClusterRoutes: "Enabled"},
@@ -101,7 +102,7 @@ var _ = Describe("No deprecation warning while BIRD programs only no-encap pools
 		res := c.Result("no deprecation warning while BIRD programs only no-encap pools", nil)
 		res.Figures["controlWarningsNode1"] = float64(len(w))
 		res.Figures["rendersNode1"] = float64(r)
-		report("deprecation warnings while BIRD programs only no-encap pools (then the control)", table.String(), res)
+		scenariotest.Record("deprecation warnings while BIRD programs only no-encap pools (then the control)", table.String(), res)
 	})
 })
 

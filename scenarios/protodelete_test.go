@@ -43,17 +43,19 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/instrument/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
 var _ = Describe("Protocol-matched delete", Label("ipip", "protodelete"), func() {
 	It("BIRD's withdrawal of a destination the programmer has re-programmed removes nothing and loses no probe", func(ctx SpecContext) {
 		// 1. Every node on pre-3.33: BIRD owns the IPIP routes.
-		c := startCluster(ctx, "ipip", harness.Options{Release: config.Pre333})
+		c := scenariotest.StartCluster(ctx, "ipip", harness.Options{Release: config.Pre333})
 		node1, node2, node3 := c.Node("node-1"), c.Node("node-2"), c.Node("node-3")
 		block := blockOf(node3.NS, "ipip-pool")
 		for _, n := range []*harness.Node{node1, node2} {
@@ -61,28 +63,17 @@ var _ = Describe("Protocol-matched delete", Label("ipip", "protodelete"), func()
 				Should(judge.HaveClusterRoute(block).ProgrammedBy(judge.ByBIRD).Via(topo.TunnelDevice), "guard before the upgrade")
 		}
 
-		// 2. node-2 to 3.33: its routes become the programmer's, its new
-		// BIRD recovers, reconciles and learns the blocks over BGP again.
-		act(c.UpgradeNode(ctx, node2.Name, config.R333, harness.UpgradeOptions{}))
-		for _, b := range c.RemoteBlocks(node2.Name) {
-			Eventually(node2).WithPolling(20 * time.Millisecond).
-				Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice).Only())
-		}
-		Expect(c.WaitConverged(ctx)).To(Succeed())
-		Eventually(func() []kroute.Route { return birdRoutesTo(node2, c.RemoteBlocks(node2.Name)) }).
-			WithPolling(100*time.Millisecond).Should(BeEmpty(), "node-2's new BIRD finished recovery and reconciled")
-		Eventually(func() bool { return learnedOverBGP(ctx, node2, block) }).WithPolling(100*time.Millisecond).
-			Should(BeTrue(), "guard: node-2's new BIRD must learn node-3's block over BGP, or there is nothing for it to withdraw")
-		exportedToKernel := exportedToKernel(ctx, node2, block)
+		By("2. node-2 to 3.33: its routes become the programmer's; its new BIRD recovers, reconciles and learns the blocks again")
+		exportedToKernel := protoDeleteUpgradeNode2(ctx, c, node2, block)
 
 		// 3. Probes node-2 <-> node-3, and node-1 -> node-3 for the control.
 		wl1, wl2, wl3 := harness.Endpoint(node1.NS.Workloads[0]), harness.Endpoint(node2.NS.Workloads[0]), harness.Endpoint(node3.NS.Workloads[0])
-		probes, err := c.Probes(ctx, harness.ProbeOptions{Flows: append(probe.Both(wl2, wl3), probe.Flow{Src: wl1, Dst: wl3})})
+		probes, err := c.Probes(ctx, harness.ProbeOptions{Flows: append(probe.Both(wl2, wl3), report.Flow{Src: wl1, Dst: wl3})})
 		Expect(err).NotTo(HaveOccurred())
 
 		// 4. The withdrawal: node-3's BIRD stops with SIGTERM and sends a
 		// Cease, so its peers withdraw its block at once.
-		withdrawn := act(c.KillBIRD(ctx, node3.Name, syscall.SIGTERM))
+		withdrawn := scenariotest.Act(c.KillBIRD(ctx, node3.Name, syscall.SIGTERM))
 
 		// 5. Positive control: on pre-3.33 node-1 the withdrawal deletes
 		// BIRD's route, and node-2's BIRD loses the BGP route.
@@ -107,25 +98,7 @@ var _ = Describe("Protocol-matched delete", Label("ipip", "protodelete"), func()
 		waitFullResyncs(node2, 2)
 		end := c.Mark("two full resyncs after the withdrawal")
 
-		// Every node-2 -> node-3 probe sent before the end mark is inside
-		// the claim's window and must arrive, with no hole before it. On a
-		// loaded emulated machine packets can trail the sender by a second
-		// or more, so this waits for them (late probes fill holes too);
-		// those sent after the mark and still in flight when the probes
-		// stop are outside the window and only reported.
-		endRep, err := probes.Report()
-		Expect(err).NotTo(HaveOccurred())
-		sentByEnd := flowBetween(endRep, wl2, wl3).Sent
-		Eventually(func() (probe.GapReport, error) {
-			r, err := probes.Report()
-			if err != nil {
-				return probe.GapReport{}, err
-			}
-			return flowBetween(r, wl2, wl3), nil
-		}).WithTimeout(machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).Should(judge.HaveNoGap().Through(endRep),
-			"node-2 -> node-3 should deliver every probe it sent before the end mark, with no gap")
-		rep, err := probes.Stop()
-		Expect(err).NotTo(HaveOccurred())
+		endRep, sentByEnd, rep := drainNode2ToNode3(probes, wl2, wl3)
 
 		// 8. Figures.
 		tl2 := c.Timeline(node2.Name)
@@ -143,7 +116,7 @@ var _ = Describe("Protocol-matched delete", Label("ipip", "protodelete"), func()
 			fmt.Sprintf("node-2's BIRD exported %s to its kernel before the withdrawal: %v (3.33's kernel filter rejects IPIP pools)", block, exportedToKernel),
 			fmt.Sprintf("a hand-made delete of %s with BIRD's protocol and metric on node-2: %v", block, delErr),
 			"lost counts probes still in flight when the probes stopped (sent after the end mark); missing counts holes in the sequence")
-		report(fmt.Sprintf("protocol-matched delete: node-3's BIRD SIGTERMed; node-1 (3.32) lost its route %.0f ms after, node-2 (3.33) kept its proto 80 route",
+		scenariotest.Record(fmt.Sprintf("protocol-matched delete: node-3's BIRD SIGTERMed; node-1 (3.32) lost its route %.0f ms after, node-2 (3.33) kept its proto 80 route",
 			res.Figures["controlDeleteAfterWithdrawalMs"]), results.GapTable(rep), res)
 
 		// 9. The claim, on node-2: no loss to node-3, the route stayed
@@ -174,12 +147,55 @@ func deleteAsBIRD(n *harness.Node, p netip.Prefix, metric int) error {
 }
 
 // flowBetween returns the report's flow from a to b.
-func flowBetween(rep *probe.Report, a, b probe.Endpoint) probe.GapReport {
+func flowBetween(rep *report.Report, a, b report.Endpoint) report.GapReport {
 	for _, f := range rep.Flows {
 		if f.SrcAddr == a.Addr && f.DstAddr == b.Addr {
 			return f
 		}
 	}
 	Fail(fmt.Sprintf("no probe flow %s -> %s in the report", a.Name, b.Name))
-	return probe.GapReport{}
+	return report.GapReport{}
+}
+
+// protoDeleteUpgradeNode2 is step 2: node-2 to 3.33, its routes become the
+// programmer's, its new BIRD recovers, reconciles and learns the blocks
+// over BGP again (guard: or there is nothing for it to withdraw). It
+// returns whether node-2's BIRD exported block to its kernel, for a note.
+func protoDeleteUpgradeNode2(ctx SpecContext, c *harness.Cluster, node2 *harness.Node, block netip.Prefix) bool {
+	GinkgoHelper()
+	scenariotest.Act(c.UpgradeNode(ctx, node2.Name, config.R333, harness.UpgradeOptions{}))
+	for _, b := range c.RemoteBlocks(node2.Name) {
+		Eventually(node2).WithPolling(20 * time.Millisecond).
+			Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice).Only())
+	}
+	Expect(c.WaitConverged(ctx)).To(Succeed())
+	Eventually(func() []kroute.Route { return birdRoutesTo(node2, c.RemoteBlocks(node2.Name)) }).
+		WithPolling(100*time.Millisecond).Should(BeEmpty(), "node-2's new BIRD finished recovery and reconciled")
+	Eventually(func() bool { return learnedOverBGP(ctx, node2, block) }).WithPolling(100*time.Millisecond).
+		Should(BeTrue(), "guard: node-2's new BIRD must learn node-3's block over BGP, or there is nothing for it to withdraw")
+	return exportedToKernel(ctx, node2, block)
+}
+
+// drainNode2ToNode3: every node-2 -> node-3 probe sent before the end mark
+// is inside the claim's window and must arrive, with no hole before it. On
+// a loaded emulated machine packets can trail the sender by a second or
+// more, so this waits for them (late probes fill holes too); those sent
+// after the mark and still in flight when the probes stop are outside the
+// window and only reported.
+func drainNode2ToNode3(probes *probe.Session, wl2, wl3 report.Endpoint) (endRep *report.Report, sentByEnd uint64, rep *report.Report) {
+	GinkgoHelper()
+	endRep, err := probes.Report()
+	Expect(err).NotTo(HaveOccurred())
+	sentByEnd = flowBetween(endRep, wl2, wl3).Sent
+	Eventually(func() (report.GapReport, error) {
+		r, err := probes.Report()
+		if err != nil {
+			return report.GapReport{}, err
+		}
+		return flowBetween(r, wl2, wl3), nil
+	}).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).Should(judge.HaveNoGap().Through(endRep),
+		"node-2 -> node-3 should deliver every probe it sent before the end mark, with no gap")
+	rep, err = probes.Stop()
+	Expect(err).NotTo(HaveOccurred())
+	return endRep, sentByEnd, rep
 }

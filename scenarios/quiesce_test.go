@@ -38,6 +38,7 @@ import (
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 // quiescence is what quiesceClusterRoutes saw before the routes stood still.
@@ -122,7 +123,7 @@ func noteQuiescence(res *results.ScenarioResult, q quiescence) {
 // full kernel re-reads after now, and returns how many it saw.
 func waitFullResyncs(node *harness.Node, n int) int {
 	GinkgoHelper()
-	return waitFullResyncsWithin(node, n, machine.Wait(2*time.Minute))
+	return waitFullResyncsWithin(node, n, scenariotest.Machine.Wait(2*time.Minute))
 }
 
 // waitFullResyncsWithin is waitFullResyncs with its own limit.
@@ -136,7 +137,7 @@ func waitFullResyncsWithin(node *harness.Node, n int, limit time.Duration) int {
 // costs about n resync intervals, not n per node).
 func waitEveryProgrammerResyncs(c *harness.Cluster, n int) {
 	GinkgoHelper()
-	waitResyncs(c.Nodes(), n, machine.Wait(2*time.Minute))
+	waitResyncs(c.Nodes(), n, scenariotest.Machine.Wait(2*time.Minute))
 }
 
 // waitResyncs waits until each of nodes' programmers has shown n full

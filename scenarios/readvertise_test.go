@@ -49,6 +49,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -62,7 +63,7 @@ const (
 var _ = Describe("iBGP re-advertisement with the programmer owning IPIP", Label("ipip", "readvertise"), func() {
 	It("no node exports another node's block to an iBGP peer, even once the block's owner has withdrawn it", func(ctx SpecContext) {
 		// 1. 3.33 defaults: the programmer owns the IPIP cluster routes.
-		c := startCluster(ctx, "ipip", harness.Options{})
+		c := scenariotest.StartCluster(ctx, "ipip", harness.Options{})
 		readvertGuardOwnership(c, judge.ByProgrammer, topo.TunnelDevice)
 
 		// 2. Steady state: every session Established, each node exports
@@ -86,7 +87,7 @@ var _ = Describe("iBGP re-advertisement with the programmer owning IPIP", Label(
 		// that block.
 		owner := "node-4"
 		remaining := readvertWithout(c, owner)
-		act(c.KillBIRD(ctx, owner, syscall.SIGTERM))
+		scenariotest.Act(c.KillBIRD(ctx, owner, syscall.SIGTERM))
 		withdrawn := readvertWithdrawnBlocks(c, owner)
 		readvertGuardWithdrawn(ctx, c, owner, remaining, withdrawn)
 		for _, n := range remaining {
@@ -112,7 +113,7 @@ var _ = Describe("iBGP re-advertisement with the programmer owning IPIP", Label(
 		res.Figures["readvertisementsAfterWithdrawal"] = float64(len(after.readvertised))
 		encapFigures(res, encap)
 		res.Notes = append(res.Notes, fmt.Sprintf("%s's block withdrawn by stopping its BIRD with SIGTERM; the programmer's tunl0 routes to it stayed the best in every other BIRD and were not exported", owner))
-		report("re-advertisement to iBGP peers, programmer owns IPIP (exports of other nodes' blocks)",
+		scenariotest.Record("re-advertisement to iBGP peers, programmer owns IPIP (exports of other nodes' blocks)",
 			readvertTable(steady, after), res)
 	})
 })
@@ -121,7 +122,7 @@ var _ = Describe("iBGP re-advertisement with the programmer owning no-encap (kno
 	It("a node exports another node's block to its iBGP peers once the block's owner has withdrawn it", func(ctx SpecContext) {
 		// 1. The programmer owns no-encap (the pair in which it owns
 		// everything).
-		c := startCluster(ctx, "noencap", harness.Options{
+		c := scenariotest.StartCluster(ctx, "noencap", harness.Options{
 			Felix: datastore.FelixConfiguration{ProgramClusterRoutes: string(config.Enabled)},
 			BGP:   datastore.BGPConfiguration{ProgramClusterRoutes: string(config.Disabled)},
 		})
@@ -157,7 +158,7 @@ var _ = Describe("iBGP re-advertisement with the programmer owning no-encap (kno
 		// while every programmer keeps its route to it.
 		owner := "node-3"
 		remaining := readvertWithout(c, owner)
-		act(c.KillBIRD(ctx, owner, syscall.SIGTERM))
+		scenariotest.Act(c.KillBIRD(ctx, owner, syscall.SIGTERM))
 		withdrawn := readvertWithdrawnBlocks(c, owner)
 		readvertGuardWithdrawn(ctx, c, owner, remaining, withdrawn)
 
@@ -189,7 +190,7 @@ var _ = Describe("iBGP re-advertisement with the programmer owning no-encap (kno
 			"from 3.32 a re-advertised kernel route carries bgp_local_pref 2147483647 (the programmer's metric 0) and wins over the owner's own advertisement (2147482623) at the receiving peer",
 			fmt.Sprintf("steady state: %d re-advertisements (the owner's own BGP route is preferred to the kernel-learned one); after %s's BIRD stopped: %d", len(steady.readvertised), owner, len(after.readvertised)))
 		res.Notes = append(res.Notes, learned...)
-		report(fmt.Sprintf("re-advertisement to iBGP peers, programmer owns no-encap (known gap): %d (node, block, peer) after %s withdrew its block; in the steady state %d best routes were a peer's re-advertisement, not the owner's own",
+		scenariotest.Record(fmt.Sprintf("re-advertisement to iBGP peers, programmer owns no-encap (known gap): %d (node, block, peer) after %s withdrew its block; in the steady state %d best routes were a peer's re-advertisement, not the owner's own",
 			len(after.readvertised), owner, len(preferred)),
 			readvertTable(steady, after)+strings.Join(learned, "\n")+"\n", res)
 	})
@@ -200,7 +201,7 @@ var _ = Describe("eBGP re-advertisement with the programmer owning no-encap", La
 		// 1. Dual ToR, the programmer owning no-encap. Every session is
 		// eBGP (each node its own AS), so internal_peer is never true and
 		// the iBGP reject never applies.
-		c := startCluster(ctx, "dualtor", harness.Options{
+		c := scenariotest.StartCluster(ctx, "dualtor", harness.Options{
 			Felix: datastore.FelixConfiguration{ProgramClusterRoutes: string(config.Enabled)},
 			BGP:   datastore.BGPConfiguration{ProgramClusterRoutes: string(config.Disabled)},
 		})
@@ -239,7 +240,7 @@ var _ = Describe("eBGP re-advertisement with the programmer owning no-encap", La
 		// 3. node-3 withdraws its block; the programmers keep their routes.
 		owner := "node-3"
 		remaining := readvertWithout(c, owner)
-		act(c.KillBIRD(ctx, owner, syscall.SIGTERM))
+		scenariotest.Act(c.KillBIRD(ctx, owner, syscall.SIGTERM))
 		withdrawn := readvertWithdrawnBlocks(c, owner)
 		for _, n := range remaining {
 			Expect(n.BIRD.WaitEstablished(ctx)).To(Succeed(), "guard: %s's ToR sessions stay Established", n.Name)
@@ -275,7 +276,7 @@ var _ = Describe("eBGP re-advertisement with the programmer owning no-encap", La
 			fmt.Sprintf("steady state: %d (node, block, ToR) exports came from the programmer's route, %d from BGP transit; Calico's multihop BGPPeer sessions send the kernel route with next hop self and the ToRs take it", len(steadyKernel), len(steady.readvertised)-len(steadyKernel)),
 			fmt.Sprintf("after %s's advertisement was gone: %d (node, block, ToR) exports of its block from the programmer's route", owner, len(fromKernel)))
 		res.Notes = append(res.Notes, ownBest...)
-		report(fmt.Sprintf("re-advertisement to eBGP peers (ToRs), programmer owns no-encap: %d (node, block, ToR) from the programmer's route after %s withdrew its block", len(fromKernel), owner),
+		scenariotest.Record(fmt.Sprintf("re-advertisement to eBGP peers (ToRs), programmer owns no-encap: %d (node, block, ToR) from the programmer's route after %s withdrew its block", len(fromKernel), owner),
 			readvertTable(steady, after), res)
 	})
 })
@@ -285,7 +286,7 @@ var _ = Describe("Candidate fix for re-advertisement: a kernel import filter on 
 		// 1. The known-gap setup (the programmer owns no-encap), with the
 		// candidate filter rendered into every node's kernel import:
 		// the programmer's routes with a next hop never enter BIRD.
-		c := startCluster(ctx, "noencap", harness.Options{
+		c := scenariotest.StartCluster(ctx, "noencap", harness.Options{
 			Felix:              datastore.FelixConfiguration{ProgramClusterRoutes: string(config.Enabled)},
 			BGP:                datastore.BGPConfiguration{ProgramClusterRoutes: string(config.Disabled)},
 			KernelImportFilter: true,
@@ -310,7 +311,7 @@ var _ = Describe("Candidate fix for re-advertisement: a kernel import filter on 
 		// 3. The withdrawal that exposes the gap without the filter.
 		owner := "node-3"
 		remaining := readvertWithout(c, owner)
-		act(c.KillBIRD(ctx, owner, syscall.SIGTERM))
+		scenariotest.Act(c.KillBIRD(ctx, owner, syscall.SIGTERM))
 		withdrawn := readvertWithdrawnBlocks(c, owner)
 		for _, n := range remaining {
 			for _, b := range withdrawn {
@@ -336,7 +337,7 @@ var _ = Describe("Candidate fix for re-advertisement: a kernel import filter on 
 		res := c.Result("re-advertisement candidate fix (kernel import filter), programmer owns no-encap", nil)
 		res.Figures["readvertisementsAfterWithdrawal"] = float64(len(after.readvertised))
 		res.Notes = append(res.Notes, "candidate fix evaluated: `if (krt_source = <deviceRouteProtocol> && gw != ::) then reject;` in the kernel import filter closes the no-encap gap here, and local workload routes are still learned")
-		report("re-advertisement with the candidate kernel import filter (programmer owns no-encap)", readvertTable(readvertResult{}, after), res)
+		scenariotest.Record("re-advertisement with the candidate kernel import filter (programmer owns no-encap)", readvertTable(readvertResult{}, after), res)
 	})
 })
 

@@ -45,6 +45,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 // Verdicts of the cross-release claims, for the table at the suite's end.
@@ -241,7 +242,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 					change, _, _ := setPairLive(ctx, c, p[0], p[1], false, config.R333)
 					if p[1] != prevBGP {
 						for _, n := range c.Nodes() {
-							Eventually(func() int { return len(n.ConfdActions()) }).WithContext(ctx).WithTimeout(machine.Wait(30*time.Second)).WithPolling(50*time.Millisecond).
+							Eventually(func() int { return len(n.ConfdActions()) }).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(30*time.Second)).WithPolling(50*time.Millisecond).
 								Should(BeNumerically(">", configured[n.Name]), "BIRD %s, Felix=%s BGP=%s: %s's confd reconfigures BIRD", rel, p[0], p[1], n.Name)
 						}
 					}
@@ -258,14 +259,14 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 							return fmt.Errorf("owner %s, want %s: %s", got, want, views)
 						}
 						return nil
-					}).WithContext(ctx).WithTimeout(machine.Wait(60*time.Second)).WithPolling(150*time.Millisecond).Should(Succeed(),
+					}).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(150*time.Millisecond).Should(Succeed(),
 						"BIRD %s, Felix=%s BGP=%s: the design's tables give the no-encap class to %s", rel, p[0], p[1], want)
 					ms := sinceMs(change.Mono)
 					tab.Add(p[0], p[1], want, got, results.Cellf("%.0f", ms))
 					res.Figures["settledMs "+p[0]+"/"+p[1]] = ms
 				}
 				recordVerdict(claimOwnership, rel, verdictHolds, "")
-				report(fmt.Sprintf("no-encap ownership on BIRD %s", rel), tab.String(), res)
+				scenariotest.Record(fmt.Sprintf("no-encap ownership on BIRD %s", rel), tab.String(), res)
 			})
 
 		It(fmt.Sprintf("BIRD %s: a live programClusterRoutes change moves the no-encap routes BIRD → programmer and back, every flow delivering after each", rel),
@@ -292,7 +293,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 					settledMs := sinceMs(change.Mono)
 					// Past BIRD's next scan (a programmer → BIRD handover
 					// ends at BIRD's re-add), every flow delivers.
-					Eventually(flowsDelivering(probes)).WithContext(ctx).WithTimeout(machine.Wait(30*time.Second)).WithPolling(50*time.Millisecond).
+					Eventually(flowsDelivering(probes)).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(30*time.Second)).WithPolling(50*time.Millisecond).
 						Should(Succeed(), "BIRD %s, %s: every flow delivers after the change", rel, step.name)
 					after, err := probes.Report()
 					Expect(err).NotTo(HaveOccurred())
@@ -330,7 +331,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 				Expect(err).NotTo(HaveOccurred())
 				res.Probes = rep
 				recordVerdict(claimLive, rel, verdictHolds, "")
-				report(fmt.Sprintf("live change both ways on BIRD %s", rel), tab.String()+results.GapTable(rep), res)
+				scenariotest.Record(fmt.Sprintf("live change both ways on BIRD %s", rel), tab.String()+results.GapTable(rep), res)
 			})
 
 		It(fmt.Sprintf("BIRD %s: with the programmer owning no-encap, a node exports another node's block to iBGP peers once its owner withdrew it (the known gap of §5)", rel),
@@ -351,7 +352,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 					var err error
 					after, err = readvertCount(ctx, c, remaining)
 					return after.readvertised, err
-				}).WithContext(ctx).WithTimeout(machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).ShouldNot(BeEmpty(),
+				}).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).ShouldNot(BeEmpty(),
 					"known gap closed on BIRD %s: no node exported %s's block to an iBGP peer after it withdrew it", rel, owner)
 				var srcs []string
 				for _, r := range after.readvertised {
@@ -363,7 +364,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 				res.Figures["readvertisementsSteady"] = float64(len(steady.readvertised))
 				res.Figures["readvertisementsAfterWithdrawal"] = float64(len(after.readvertised))
 				recordVerdict(claimReadvertise, rel, verdictHolds, fmt.Sprintf("gap present: %d exports from %s", len(after.readvertised), strings.Join(srcs, ",")))
-				report(fmt.Sprintf("re-advertisement on BIRD %s after %s withdrew", rel, owner), readvertTable(steady, after), res)
+				scenariotest.Record(fmt.Sprintf("re-advertisement on BIRD %s after %s withdrew", rel, owner), readvertTable(steady, after), res)
 			})
 
 		persistWhat := "takes them back with no moment without a route"
@@ -447,12 +448,12 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 					// release rewrites them at reconciliation (delete, then
 					// add), so the node is without a route for a moment.
 					recordVerdict(claimPersist, rel, verdictDiffers, fmt.Sprintf("-R reconciliation deletes and re-adds: %d no-route windows, longest %.2f ms", allWindows, allLongest))
-					report(fmt.Sprintf("persisted routes and -R recovery on BIRD %s", rel), tab.String(), res)
+					scenariotest.Record(fmt.Sprintf("persisted routes and -R recovery on BIRD %s", rel), tab.String(), res)
 					Expect(allWindows).To(BeNumerically(">", 0), "known gap closed on BIRD %s: after -R node-2 was never without a route; make this release's persisted-routes claim hold", rel)
 					return
 				}
 				recordVerdict(claimPersist, rel, verdictHolds, "")
-				report(fmt.Sprintf("persisted routes and -R recovery on BIRD %s", rel), tab.String(), res)
+				scenariotest.Record(fmt.Sprintf("persisted routes and -R recovery on BIRD %s", rel), tab.String(), res)
 			})
 	}
 })

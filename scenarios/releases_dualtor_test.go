@@ -38,6 +38,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 // The dual-ToR claims' names in the cross-release table.
@@ -50,21 +51,21 @@ const (
 // release rel and BIRD owning no-encap (the 3.33 defaults), and waits for
 // the guard every dual-ToR claim needs: each node peers with one ToR per
 // plane and every remote block is BIRD's, one nexthop per plane.
-func dualToRCluster(ctx context.Context, rel release.Name, workloads int) (*harness.Cluster, *fabric) {
+func dualToRCluster(ctx context.Context, rel release.Name, workloads int) (*harness.Cluster, *harness.Fabric) {
 	GinkgoHelper()
 	t := builtinTopology("dualtor")
 	for i := range t.Nodes {
 		t.Nodes[i].Workloads = workloads
 	}
 	c := releaseCluster(ctx, rel, t, harness.Options{})
-	f := newFabric(c)
+	f := dualToRFabric(c)
 	for _, n := range c.Nodes() {
 		Expect(n.Peers()).To(HaveLen(2), "%s peers with one ToR per plane", n.Name)
 	}
 	for _, rt := range c.Fabric().Routers() {
 		Expect(birdStatusLine(ctx, rt.BIRD)).To(HavePrefix("BIRD 2.0."), "guard: ToR %s runs the host's BIRD 2.0", rt.Name)
 	}
-	f.expectPaths(func(n *harness.Node, _ netip.Prefix) []string { return f.bothPlanes(n.Name) }, judge.ByBIRD, 30*time.Second)
+	expectPaths(c, func(n *harness.Node, _ netip.Prefix) []string { return f.UplinkPaths(n.Name) }, judge.ByBIRD, 30*time.Second)
 	return c, f
 }
 
@@ -87,27 +88,27 @@ var _ = Describe("Dual-ToR claims per BIRD release", Label("dualtor", "ecmp", "r
 					if err != nil {
 						return err
 					}
-					return f.bothPlanesCarry(rep)
-				}).WithContext(ctx).WithTimeout(machine.Wait(20*time.Second)).WithPolling(100*time.Millisecond).Should(Succeed(),
+					return bothPlanesCarry(f, rep)
+				}).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(20*time.Second)).WithPolling(100*time.Millisecond).Should(Succeed(),
 					"BIRD %s: the multipath routes spread the flows over both planes", rel)
 				rep, err := probes.Stop()
 				Expect(err).NotTo(HaveOccurred())
 
 				// 3. Figures: flows per plane.
 				res := c.Result(fmt.Sprintf("dual-ToR ECMP, BIRD %s on the nodes", rel), rep)
-				perPlane := f.flowsPerPlane(rep)
+				perPlane := f.FlowsPerPlane(rep)
 				var split []string
-				for _, p := range f.planes {
+				for _, p := range f.Planes() {
 					res.Figures["flowsLeavingByPlane"+strings.ToUpper(p)] = float64(perPlane[p])
 					split = append(split, fmt.Sprintf("%s %d", p, perPlane[p]))
 				}
 				res.Figures["flowsLeavingByBothPlanes"] = float64(perPlane["both"])
 				res.Figures["lostProbes"] = float64(rep.Total.Lost)
 				res.Notes = append(res.Notes, "ToRs on the host's BIRD 2.0; nodes on BIRD "+string(rel))
-				report(fmt.Sprintf("dual-ToR, BIRD %s on the nodes: the plane each flow took", rel), f.planeTable(rep)+"\n"+f.routeTable(judge.ByBIRD), res)
+				scenariotest.Record(fmt.Sprintf("dual-ToR, BIRD %s on the nodes: the plane each flow took", rel), f.PlaneTable(rep)+"\n"+routeTable(c, judge.ByBIRD), res)
 
 				// 4. The claim: both planes carried flows, each flow on one.
-				Expect(f.bothPlanesCarry(rep)).To(Succeed())
+				Expect(bothPlanesCarry(f, rep)).To(Succeed())
 				Expect(perPlane["both"]).To(BeZero(), "BIRD %s: a flow's packets left by both planes: the kernel's hash is meant to be per flow", rel)
 				recordVerdict(claimDualToRMultipath, rel, verdictHolds, "flows per plane "+strings.Join(split, " / "))
 			})
@@ -118,32 +119,32 @@ var _ = Describe("Dual-ToR claims per BIRD release", Label("dualtor", "ecmp", "r
 				recordFailedUnlessDone(claimDualToRFailure, rel)
 				c, f := dualToRCluster(ctx, rel, 1)
 				const failed = "tor-1a"
-				behind := f.behind(failed)
+				behind := f.Behind(failed)
 				Expect(behind).To(ConsistOf("node-1", "node-2"), "guard: %s serves rack 1", failed)
-				plane := f.planeOf(failed)
+				plane := f.PlaneOf(failed)
 
 				probes, err := c.Probes(ctx, harness.ProbeOptions{})
 				Expect(err).NotTo(HaveOccurred())
-				fail := act(c.Fabric().StopRouterBIRD(ctx, failed, syscall.SIGTERM))
+				fail := scenariotest.Act(c.Fabric().StopRouterBIRD(ctx, failed, syscall.SIGTERM))
 
 				// A route falls back exactly when its node or the block's
 				// node sits behind the failed ToR; the other rack's routes
 				// to each other keep both planes (the failure is contained:
 				// the control).
 				want := func(n *harness.Node, b netip.Prefix) []string {
-					if slices.Contains(behind, n.Name) || slices.Contains(behind, f.owner[b]) {
-						return f.planesExcept(n.Name, plane)
+					if slices.Contains(behind, n.Name) || slices.Contains(behind, f.BlockOwner(b)) {
+						return f.UplinkPathsExcept(n.Name, plane)
 					}
-					return f.bothPlanes(n.Name)
+					return f.UplinkPaths(n.Name)
 				}
-				f.expectPaths(want, judge.ByBIRD, 30*time.Second)
-				Eventually(flowsDelivering(probes)).WithContext(ctx).WithTimeout(machine.Wait(30*time.Second)).WithPolling(50*time.Millisecond).Should(Succeed(),
+				expectPaths(c, want, judge.ByBIRD, 30*time.Second)
+				Eventually(flowsDelivering(probes)).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(30*time.Second)).WithPolling(50*time.Millisecond).Should(Succeed(),
 					"BIRD %s: every flow recovers over the surviving plane", rel)
 				rep, err := probes.Stop()
 				Expect(err).NotTo(HaveOccurred())
 
 				res := c.Result(fmt.Sprintf("dual-ToR, %s's BIRD SIGTERMed, BIRD %s on the nodes", failed, rel), rep)
-				perNode, noRoute := f.fallbackTimes(want, fail.Mono)
+				perNode, noRoute := fallbackTimes(c, want, fail.Mono)
 				var last float64
 				for _, ms := range perNode {
 					last = max(last, ms)
@@ -153,8 +154,8 @@ var _ = Describe("Dual-ToR claims per BIRD release", Label("dualtor", "ecmp", "r
 				res.Figures["lastRouteFellBackMsAfterFailure"] = last
 				res.Figures["longestNoRouteWindowMs"] = noRoute
 				res.Notes = append(res.Notes, "ToRs on the host's BIRD 2.0; nodes on BIRD "+string(rel))
-				report(fmt.Sprintf("dual-ToR, %s's BIRD SIGTERMed, BIRD %s on the nodes: last route single-path %.0f ms after", failed, rel, last),
-					results.GapTable(rep)+"\n"+f.routeTable(judge.ByBIRD), res)
+				scenariotest.Record(fmt.Sprintf("dual-ToR, %s's BIRD SIGTERMed, BIRD %s on the nodes: last route single-path %.0f ms after", failed, rel, last),
+					results.GapTable(rep)+"\n"+routeTable(c, judge.ByBIRD), res)
 				recordVerdict(claimDualToRFailure, rel, verdictHolds, fmt.Sprintf("fell back in %.0f ms, longest probe gap %.0f ms, no-route window %.1f ms",
 					last, rep.Total.LongestGapMs, noRoute))
 			})

@@ -63,6 +63,7 @@ import (
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -154,7 +155,7 @@ var _ = Describe("Double programming under route changes, per BIRD release", Lab
 				// writes as 1.6 does, whose row is the fork's side.
 				res.DependsOnUpstreamBIRD(upstreamReplaceTakesKey)
 			}
-			report(fmt.Sprintf("double programming under route changes, BIRD %s (%s)", run.rel, run.pkg), flapTable(run), res)
+			scenariotest.Record(fmt.Sprintf("double programming under route changes, BIRD %s (%s)", run.rel, run.pkg), flapTable(run), res)
 			if fr.flaps {
 				Expect(run.total()).To(BeNumerically(">", 0), "design §1: a double-programmed class flaps; on BIRD %s no route changed component under any change:\n%s", run.rel, flapTable(run))
 			} else {
@@ -243,12 +244,12 @@ func runFlaps(ctx context.Context, relName release.Name, sharedKey bool) flapRun
 			}
 		}
 		return nil
-	}).WithContext(ctx).WithTimeout(machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).Should(Succeed(), "guard: on the defaults BIRD alone programs every remote block")
+	}).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).Should(Succeed(), "guard: on the defaults BIRD alone programs every remote block")
 
 	// 2. Both own no-encap. Positive control of the counter: every remote
 	// block's route goes from BIRD's to the programmer's.
 	change, _, _ := setPairLive(ctx, c, "Enabled", "Enabled", true, config.R333)
-	Eventually(doubled).WithContext(ctx).WithTimeout(machine.Wait(60*time.Second)).WithPolling(150*time.Millisecond).Should(Succeed(), "Enabled/Enabled double-programs every remote block")
+	Eventually(doubled).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(150*time.Millisecond).Should(Succeed(), "Enabled/Enabled double-programs every remote block")
 	ctl := settle(ctx, c, pool, change.Mono, "Enabled/Enabled")
 	for _, x := range remote() {
 		f := c.Timeline(x.n.Name).Flaps(x.p, change.Mono, ctl.end)
@@ -267,9 +268,9 @@ func runFlaps(ctx context.Context, relName release.Name, sharedKey bool) flapRun
 		By(name)
 		logs := refusalOffsets(c)
 		from := do()
-		Eventually(landed).WithContext(ctx).WithTimeout(machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).Should(Succeed(), "%s landed", name)
+		Eventually(landed).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).Should(Succeed(), "%s landed", name)
 		fc := measure(ctx, c, pool, from, logs, name)
-		Eventually(doubled).WithContext(ctx).WithTimeout(machine.Wait(60*time.Second)).WithPolling(150*time.Millisecond).Should(Succeed(), "guard: still double-programmed after %s", name)
+		Eventually(doubled).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(150*time.Millisecond).Should(Succeed(), "guard: still double-programmed after %s", name)
 		run.changes = append(run.changes, fc)
 	}
 	via := func(n *harness.Node, p netip.Prefix, gw netip.Addr) error {
@@ -348,7 +349,7 @@ func runFlaps(ctx context.Context, relName release.Name, sharedKey bool) flapRun
 				}
 			}
 			return nil
-		}).WithContext(ctx).WithTimeout(machine.Wait(30*time.Second)).WithPolling(50*time.Millisecond).Should(Succeed(), "guard: with the session down node-3's BIRD loses node-1's advertisement of its blocks")
+		}).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(30*time.Second)).WithPolling(50*time.Millisecond).Should(Succeed(), "guard: with the session down node-3's BIRD loses node-1's advertisement of its blocks")
 		c.Mark("birdc enable " + peer + " on node-3")
 		_, err = n3.BIRD.Client().Run(ctx, "enable "+peer)
 		Expect(err).NotTo(HaveOccurred())

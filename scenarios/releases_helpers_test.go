@@ -26,6 +26,7 @@ import (
 	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -38,7 +39,7 @@ const programmerProto = designProgrammerProtocol
 // with one signal: persistSignals).
 var releasesFullEnv = env.Set(env.Depth, env.DepthReleases)
 
-func releasesFull() bool { return cfg.Full(env.DepthReleases) }
+func releasesFull() bool { return scenariotest.Config.Full(env.DepthReleases) }
 
 // needFull skips a spec of the full cross-release family unless
 // $BIRDCAGE_DEPTH=releases, saying so.
@@ -79,7 +80,7 @@ func releaseCluster(ctx context.Context, rel release.Name, t *topo.Topology, o h
 	if o.Release == "" {
 		o.Release = config.R333
 	}
-	c := startClusterOn(ctx, t, o)
+	c := scenariotest.StartClusterOn(ctx, t, o)
 	for _, n := range c.Nodes() {
 		Expect(birdStatusLine(ctx, n.BIRD)).To(HavePrefix("BIRD "+string(rel)+"."), "guard: %s runs BIRD %s", n.Name, rel)
 	}
@@ -104,7 +105,7 @@ func quickTimers(o harness.Options) harness.Options {
 func expectBIRDPrograms(ctx context.Context, n *harness.Node, blocks []netip.Prefix, what string) {
 	GinkgoHelper()
 	for _, b := range blocks {
-		Eventually(n).WithContext(ctx).WithTimeout(machine.Wait(30*time.Second)).WithPolling(50*time.Millisecond).
+		Eventually(n).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(30*time.Second)).WithPolling(50*time.Millisecond).
 			Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD).Only(), "%s: BIRD programs %s on %s", what, b, n.Name)
 	}
 }
@@ -113,7 +114,7 @@ func expectBIRDPrograms(ctx context.Context, n *harness.Node, blocks []netip.Pre
 // every remote block (noEncapOwner).
 func expectNoEncapOwner(ctx context.Context, c *harness.Cluster, want judge.Owner, what string) {
 	GinkgoHelper()
-	Eventually(func() (judge.Owner, error) { o, _, err := noEncapOwner(ctx, c); return o, err }).WithContext(ctx).WithTimeout(machine.Wait(60*time.Second)).
+	Eventually(func() (judge.Owner, error) { o, _, err := noEncapOwner(ctx, c); return o, err }).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).
 		WithPolling(100*time.Millisecond).Should(Equal(want), what)
 }
 

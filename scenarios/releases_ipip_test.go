@@ -51,6 +51,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -142,7 +143,7 @@ var _ = Describe("IPIP claims per BIRD release", Label("ipip", "releases"), func
 				// BIRD's best route the owner's advertisement.
 				readvertGuardOwnership(c, judge.ByProgrammer, topo.TunnelDevice)
 				for _, n := range c.Nodes() {
-					Eventually(func() (map[netip.Prefix]bool, error) { return kernelExports(ctx, n) }).WithContext(ctx).WithTimeout(machine.Wait(60*time.Second)).
+					Eventually(func() (map[netip.Prefix]bool, error) { return kernelExports(ctx, n) }).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).
 						WithPolling(200*time.Millisecond).Should(
 						Not(HaveKey(BeElementOf(c.RemoteBlocks(n.Name)))), "BIRD %s on %s exports a programmer-owned IPIP block to its kernel protocol", rel, n.Name)
 				}
@@ -162,28 +163,9 @@ var _ = Describe("IPIP claims per BIRD release", Label("ipip", "releases"), func
 				// — so the tunl0 arm is what keeps it from being exported.
 				owner := "node-3"
 				remaining := readvertWithout(c, owner)
-				kill := act(c.KillBIRD(ctx, owner, syscall.SIGTERM))
+				kill := scenariotest.Act(c.KillBIRD(ctx, owner, syscall.SIGTERM))
 				withdrawn := readvertWithdrawnBlocks(c, owner)
-				ownerAddr := c.Node(owner).NS.Address.Addr()
-				for _, n := range remaining {
-					kps := kernelProtocols(ctx, n)
-					var fromOwner string
-					for _, p := range n.Peers() {
-						if p.Address == ownerAddr {
-							fromOwner = p.Protocol
-						}
-					}
-					for _, b := range withdrawn {
-						Expect(n).To(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice), "guard: the programmer keeps its route to %s on %s", b, n.Name)
-						Eventually(func() []bird.Route { return readvertBIRDRoutes(ctx, n, b) }).WithContext(ctx).WithTimeout(machine.Wait(30*time.Second)).
-							WithPolling(100*time.Millisecond).Should(SatisfyAll(
-							ContainElement(SatisfyAll(HaveField("Protocol", BeElementOf(kps)), HaveField("Primary", true),
-								HaveField("Nexthops", ContainElement(HaveField("Iface", topo.TunnelDevice))))),
-							Not(ContainElement(HaveField("Protocol", fromOwner))),
-						), "guard: %s's BIRD %s has the programmer's tunl0 route to %s from its kernel protocol %v as best, and no longer %s's advertisement",
-							n.Name, rel, b, kps, owner)
-					}
-				}
+				expectTunnelRouteBest(ctx, c, rel, owner, remaining, withdrawn)
 
 				// 4. The claim: still nobody exports another node's block.
 				after := readvertMatrix(ctx, c, remaining, true)
@@ -204,19 +186,7 @@ var _ = Describe("IPIP claims per BIRD release", Label("ipip", "releases"), func
 				fight := ipipFightOfRun(c)
 				Expect(fight.progEvents).To(BeNumerically(">=", len(remaining)), "positive control: the route timelines hold the programmer's tunl0 routes")
 
-				res := c.Result(fmt.Sprintf("IPIP, programmer owns, BIRD %s", rel), nil)
-				res.Figures["iBGPExportsChecked"] = float64(steady.checked + after.checked)
-				res.Figures["readvertisementsSteady"] = float64(len(steady.readvertised))
-				res.Figures["readvertisementsAfterWithdrawal"] = float64(len(after.readvertised))
-				encapFigures(res, ev)
-				res.Figures["componentSwitches"] = float64(fight.switches)
-				res.Figures["birdRouteEvents"] = float64(len(fight.birdRoutes))
-				res.Figures["birdWritesRefused"] = float64(fight.refusals)
-				res.Figures["programmerRouteEvents"] = float64(fight.progEvents)
-				res.Notes = append(res.Notes, fmt.Sprintf("quiet after the withdrawal: %v", s.quiet))
-				tab := results.NewTable("iBGP exports checked", "other nodes' blocks exported (steady / after withdrawal)", "component switches", "BIRD route events", "BIRD writes refused", "programmer route events")
-				tab.Add(steady.checked+after.checked, results.Cellf("%d / %d", len(steady.readvertised), len(after.readvertised)), fight.switches, len(fight.birdRoutes), fight.refusals, fight.progEvents)
-				report(fmt.Sprintf("IPIP, programmer owns, BIRD %s: re-advertisement and the components", rel), tab.String(), res)
+				recordIPIPProgrammerFigures(c, rel, steady, after, ev, fight, s.quiet)
 
 				Expect(fight.birdRoutes).To(BeEmpty(), "BIRD %s wrote routes to remote IPIP blocks the programmer owns", rel)
 				Expect(fight.switches).To(BeZero(), "BIRD %s and the programmer fought over the IPIP class", rel)
@@ -262,7 +232,7 @@ var _ = Describe("IPIP claims per BIRD release", Label("ipip", "releases"), func
 				// 2. Every flow delivers through the tunnel.
 				probes, err := c.Probes(ctx, harness.ProbeOptions{})
 				Expect(err).NotTo(HaveOccurred())
-				Eventually(flowsDelivering(probes)).WithContext(ctx).WithTimeout(machine.Wait(20*time.Second)).WithPolling(50*time.Millisecond).Should(Succeed(),
+				Eventually(flowsDelivering(probes)).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(20*time.Second)).WithPolling(50*time.Millisecond).Should(Succeed(),
 					"BIRD %s's onlink tunl0 routes carry every flow", rel)
 				rep, err := probes.Stop()
 				Expect(err).NotTo(HaveOccurred())
@@ -277,7 +247,7 @@ var _ = Describe("IPIP claims per BIRD release", Label("ipip", "releases"), func
 				res.Figures["programmerRouteEvents"] = float64(fight.progEvents)
 				res.Figures["componentSwitches"] = float64(fight.switches)
 				res.Figures["lostProbes"] = float64(rep.Total.Lost)
-				report(fmt.Sprintf("IPIP, BIRD owns, BIRD %s: onlink tunl0 routes", rel), tab.String()+"\n"+results.GapTable(rep), res)
+				scenariotest.Record(fmt.Sprintf("IPIP, BIRD owns, BIRD %s: onlink tunl0 routes", rel), tab.String()+"\n"+results.GapTable(rep), res)
 				Expect(fight.progEvents).To(BeZero(), "the programmer wrote routes to remote IPIP blocks BIRD owns (BIRD %s)", rel)
 				Expect(fight.switches).To(BeZero())
 				Expect(len(fight.birdRoutes)).To(BeNumerically(">=", len(c.Nodes())), "positive control: the route timelines hold BIRD's tunl0 routes")
@@ -285,3 +255,51 @@ var _ = Describe("IPIP claims per BIRD release", Label("ipip", "releases"), func
 			})
 	}
 })
+
+// expectTunnelRouteBest is the guard of step 3 of the programmer-owns-IPIP
+// spec: once owner withdrew its blocks, every other BIRD's best route to
+// them is the programmer's tunl0 route, learned by its kernel protocol, and
+// no longer owner's advertisement — so the tunl0 arm is what keeps it from
+// being exported.
+func expectTunnelRouteBest(ctx SpecContext, c *harness.Cluster, rel release.Name, owner string, remaining []*harness.Node, withdrawn []netip.Prefix) {
+	GinkgoHelper()
+	ownerAddr := c.Node(owner).NS.Address.Addr()
+	for _, n := range remaining {
+		kps := kernelProtocols(ctx, n)
+		var fromOwner string
+		for _, p := range n.Peers() {
+			if p.Address == ownerAddr {
+				fromOwner = p.Protocol
+			}
+		}
+		for _, b := range withdrawn {
+			Expect(n).To(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).Via(topo.TunnelDevice), "guard: the programmer keeps its route to %s on %s", b, n.Name)
+			Eventually(func() []bird.Route { return readvertBIRDRoutes(ctx, n, b) }).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(30*time.Second)).
+				WithPolling(100*time.Millisecond).Should(SatisfyAll(
+				ContainElement(SatisfyAll(HaveField("Protocol", BeElementOf(kps)), HaveField("Primary", true),
+					HaveField("Nexthops", ContainElement(HaveField("Iface", topo.TunnelDevice))))),
+				Not(ContainElement(HaveField("Protocol", fromOwner))),
+			), "guard: %s's BIRD %s has the programmer's tunl0 route to %s from its kernel protocol %v as best, and no longer %s's advertisement",
+				n.Name, rel, b, kps, owner)
+		}
+	}
+}
+
+// recordIPIPProgrammerFigures registers the programmer-owns-IPIP spec's
+// figures: the exports checked and found, the encapsulation, the fight.
+func recordIPIPProgrammerFigures(c *harness.Cluster, rel release.Name, steady, after readvertResult, ev encap.Evidence, fight ipipFight, quiet bool) {
+	GinkgoHelper()
+	res := c.Result(fmt.Sprintf("IPIP, programmer owns, BIRD %s", rel), nil)
+	res.Figures["iBGPExportsChecked"] = float64(steady.checked + after.checked)
+	res.Figures["readvertisementsSteady"] = float64(len(steady.readvertised))
+	res.Figures["readvertisementsAfterWithdrawal"] = float64(len(after.readvertised))
+	encapFigures(res, ev)
+	res.Figures["componentSwitches"] = float64(fight.switches)
+	res.Figures["birdRouteEvents"] = float64(len(fight.birdRoutes))
+	res.Figures["birdWritesRefused"] = float64(fight.refusals)
+	res.Figures["programmerRouteEvents"] = float64(fight.progEvents)
+	res.Notes = append(res.Notes, fmt.Sprintf("quiet after the withdrawal: %v", quiet))
+	tab := results.NewTable("iBGP exports checked", "other nodes' blocks exported (steady / after withdrawal)", "component switches", "BIRD route events", "BIRD writes refused", "programmer route events")
+	tab.Add(steady.checked+after.checked, results.Cellf("%d / %d", len(steady.readvertised), len(after.readvertised)), fight.switches, len(fight.birdRoutes), fight.refusals, fight.progEvents)
+	scenariotest.Record(fmt.Sprintf("IPIP, programmer owns, BIRD %s: re-advertisement and the components", rel), tab.String(), res)
+}

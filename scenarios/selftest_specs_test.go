@@ -1,7 +1,7 @@
 package scenarios_test
 
 // Specs that exist only to test the suite's own machinery (the results
-// rows written by the ReportAfterEach in suite_test.go), run by
+// rows written by the ReportAfterEach in scenariotest/rows.go), run by
 // TestSuiteMachinery in selftest_test.go in a child process. They are
 // registered only when BIRDCAGE_SELFTEST=fail is set, so an ordinary run of
 // the suite, with any label filter, never sees them.
@@ -12,6 +12,7 @@ import (
 
 	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 // selftestEnv, set to "fail", registers the self-test specs.
@@ -26,7 +27,7 @@ const (
 )
 
 var _ = func() bool {
-	if cfg.Selftest != "fail" {
+	if scenariotest.Config.Selftest != "fail" {
 		return false
 	}
 	Describe("Suite machinery self-test", Label("selftest"), func() {
@@ -34,16 +35,16 @@ var _ = func() bool {
 			return results.ScenarioResult{Name: name, Topology: "none", Figures: map[string]float64{"answer": 42}}
 		}
 		It("passes after registering figures (positive control)", func() {
-			report("selftest pass", "figure\n", figures("selftest: passes"))
+			scenariotest.Record("selftest pass", "figure\n", figures("selftest: passes"))
 			Expect(1).To(Equal(1))
 		})
 		It("registers figures, then its claim fails", func() {
-			report("selftest fail", "figure\n", figures("selftest: registers then fails"))
+			scenariotest.Record("selftest fail", "figure\n", figures("selftest: registers then fails"))
 			Expect(1).To(Equal(2), selftestFailMsg)
 		})
 		It("fails before registering figures", func() {
 			Expect(1).To(Equal(2), selftestEarlyMsg)
-			report("selftest never reached", "", figures("selftest: never reached"))
+			scenariotest.Record("selftest never reached", "", figures("selftest: never reached"))
 		})
 		It("is skipped", func() {
 			Skip(selftestSkipMsg)
@@ -51,12 +52,12 @@ var _ = func() bool {
 		attempt := 0
 		It("runs three times, a row each", MustPassRepeatedly(3), func() {
 			attempt++
-			report("selftest repeated", "figure\n", results.ScenarioResult{Name: "selftest: repeated", Topology: "none",
+			scenariotest.Record("selftest repeated", "figure\n", results.ScenarioResult{Name: "selftest: repeated", Topology: "none",
 				Figures: map[string]float64{"attempt": float64(attempt)}})
 		})
 		It("passes its body but fails in its teardown", func() {
 			DeferCleanup(func() { Expect(1).To(Equal(2), selftestTeardownMsg) })
-			report("selftest teardown", "figure\n", figures("selftest: teardown fails"))
+			scenariotest.Record("selftest teardown", "figure\n", figures("selftest: teardown fails"))
 		})
 	})
 	return true

@@ -23,10 +23,11 @@ import (
 	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 func TestSuiteMachinery(t *testing.T) {
-	if cfg.Selftest != "" {
+	if scenariotest.Config.Selftest != "" {
 		t.Skipf("%s is set: this is (or could be) the child run of the self-test", selftestEnv)
 	}
 	testenv.NeedRoot(t) // the suite's BeforeEach skips every spec without root

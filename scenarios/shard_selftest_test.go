@@ -28,10 +28,11 @@ import (
 	"github.com/birdcage/birdcage/internal/shard"
 	"github.com/birdcage/birdcage/internal/testenv"
 	resultsfile "github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 var _ = func() bool {
-	if cfg.Selftest != "shard" {
+	if scenariotest.Config.Selftest != "shard" {
 		return false
 	}
 	Describe("Shard self-test", Label("selftest-shard"), func() {
@@ -50,7 +51,7 @@ var _ = func() bool {
 }()
 
 func TestShardsMergeIntoOneRun(t *testing.T) {
-	if cfg.Selftest != "" {
+	if scenariotest.Config.Selftest != "" {
 		t.Skipf("%s is set: this is (or could be) the child run of a self-test", selftestEnv)
 	}
 	testenv.NeedRoot(t)

@@ -33,6 +33,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -48,7 +49,7 @@ var _ = Describe("The iBGP tunl0 reject per release", Label("ipip", "tunnelrejec
 	DescribeTable("a kernel route via tunl0 goes to the iBGP peers on 3.31 and 3.32 (no tunl0 arm) and to none on 3.33 with the programmer owning IPIP",
 		func(ctx SpecContext, tc tunl0ArmCase) {
 			// 1. An IPIP cluster of the release.
-			c := startCluster(ctx, "ipip", harness.Options{Release: tc.release, RouteRefreshInterval: time.Second, Timers: confd.Timers{ScanTime: 1},
+			c := scenariotest.StartCluster(ctx, "ipip", harness.Options{Release: tc.release, RouteRefreshInterval: time.Second, Timers: confd.Timers{ScanTime: 1},
 				Felix: datastore.FelixConfiguration{ProgramClusterRoutes: string(tc.felix)},
 				BGP:   datastore.BGPConfiguration{ProgramClusterRoutes: string(tc.bgp)},
 			})
@@ -88,7 +89,7 @@ var _ = Describe("The iBGP tunl0 reject per release", Label("ipip", "tunnelrejec
 				Eventually(n1).WithPolling(100*time.Millisecond).
 					Should(judge.BeExportedTo(routes[1].dst, peer), "control: node-1 exports %s (via plain0) to %s", routes[1].dst, peer)
 				if tc.arm {
-					Consistently(n1).WithTimeout(machine.Wait(3*time.Second)).WithPolling(200*time.Millisecond).
+					Consistently(n1).WithTimeout(scenariotest.Machine.Wait(3*time.Second)).WithPolling(200*time.Millisecond).
 						ShouldNot(judge.BeExportedTo(routes[0].dst, peer), "Calico %s, the programmer owning IPIP: node-1 exports %s, a route via tunl0, to its iBGP peer %s; the tunl0 arm should reject it", tc.release, routes[0].dst, peer)
 					fmt.Fprintf(&table, "%-12s %s via tunl0: not exported (the tunl0 arm); control exported\n", peer, routes[0].dst)
 				} else {
@@ -107,7 +108,7 @@ var _ = Describe("The iBGP tunl0 reject per release", Label("ipip", "tunnelrejec
 			res := c.Result(fmt.Sprintf("the iBGP tunl0 reject, Calico %s", tc.release), nil)
 			res.Figures["iBGPPeers"] = float64(len(ibgp))
 			res.Notes = append(res.Notes, fmt.Sprintf("Felix=%s BGP=%s; tunl0 arm rendered: %v", rawName(string(tc.felix)), rawName(string(tc.bgp)), tc.arm))
-			report(fmt.Sprintf("the iBGP tunl0 reject on a running cluster, Calico %s (arm: %v)", tc.release, tc.arm), table.String(), res)
+			scenariotest.Record(fmt.Sprintf("the iBGP tunl0 reject on a running cluster, Calico %s (arm: %v)", tc.release, tc.arm), table.String(), res)
 		},
 		// 3.31: no BGPConfiguration field; Felix's Enabled is the nearest
 		// it has to the programmer owning IPIP, and the render ignores it.

@@ -33,6 +33,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 // tunnelRejectRoute is one learned route the spec plants on node-1.
@@ -45,7 +46,7 @@ type tunnelRejectRoute struct {
 var _ = Describe("Tunnel-route reject towards iBGP peers", Label("noencap", "tunnelreject", "claim6"), func() {
 	It("never exports a route via a *.cali or *.calico device to an iBGP peer, for every ownership pair, while an ordinary route is exported", func(ctx SpecContext) {
 		const rel = config.R333
-		c := startCluster(ctx, "noencap", harness.Options{Release: rel, RouteRefreshInterval: time.Second, Timers: confd.Timers{ScanTime: 1}})
+		c := scenariotest.StartCluster(ctx, "noencap", harness.Options{Release: rel, RouteRefreshInterval: time.Second, Timers: confd.Timers{ScanTime: 1}})
 		n1 := c.Node("node-1")
 		routes := []tunnelRejectRoute{
 			{device: "wireguard.cali", dst: netip.MustParsePrefix("10.244.255.1/32"), rejected: true},
@@ -93,7 +94,7 @@ var _ = Describe("Tunnel-route reject towards iBGP peers", Label("noencap", "tun
 				for _, peer := range ibgp {
 					for _, r := range routes {
 						if !r.rejected {
-							Eventually(n1).WithContext(ctx).WithTimeout(machine.Wait(30*time.Second)).WithPolling(100*time.Millisecond).
+							Eventually(n1).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(30*time.Second)).WithPolling(100*time.Millisecond).
 								Should(judge.BeExportedTo(r.dst, peer), "%s: control: node-1 exports %s (via %s) to %s", pair, r.dst, r.device, peer)
 						}
 					}
@@ -111,7 +112,7 @@ var _ = Describe("Tunnel-route reject towards iBGP peers", Label("noencap", "tun
 		res := c.Result("tunnel-route reject arms (*.cali, *.calico) unconditional", nil)
 		res.Figures["pairs"] = float64(pairs)
 		res.Figures["iBGPPeers"] = float64(len(ibgp))
-		report("the *.cali / *.calico arms of the iBGP tunnel-route reject, every ownership pair", table.String(), res)
+		scenariotest.Record("the *.cali / *.calico arms of the iBGP tunnel-route reject, every ownership pair", table.String(), res)
 	})
 })
 

@@ -36,6 +36,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 const injectedTakeoverGap = 100 * time.Millisecond
@@ -43,7 +44,7 @@ const injectedTakeoverGap = 100 * time.Millisecond
 var _ = Describe("The upgrade gate catches a window", Label("ipip", "upgrade", "headline", "gatecheck", "timing"), func() {
 	It("fails the headline's checks when the programmer deletes BIRD's route and writes its own 100 ms later", func(ctx SpecContext) {
 		// 1. The headline's cluster, every programmer carrying the fault.
-		c := startCluster(ctx, "ipip", harness.Options{Release: config.R331,
+		c := scenariotest.StartCluster(ctx, "ipip", harness.Options{Release: config.R331,
 			ProgrammerKnobs: programmer.Knobs{TakeoverGap: injectedTakeoverGap}})
 
 		// 2. The headline, its failures collected instead of failing this
@@ -56,8 +57,8 @@ var _ = Describe("The upgrade gate catches a window", Label("ipip", "upgrade", "
 		for _, f := range failures {
 			Expect(f).NotTo(ContainSubstring("guard:"), "the headline's guard failed, so the fault was not put to the test")
 		}
-		Expect(registered).NotTo(BeNil(), "the headline body registered no row: it stopped before its checks")
-		res := registered
+		Expect(scenariotest.Registered()).NotTo(BeNil(), "the headline body registered no row: it stopped before its checks")
+		res := scenariotest.Registered()
 		longest := res.Figures["longestNoRouteWindowMs"]
 		caught := 0
 		for _, f := range failures {
@@ -71,8 +72,8 @@ var _ = Describe("The upgrade gate catches a window", Label("ipip", "upgrade", "
 		// controls lost: in the VM they can lose nothing while the sender
 		// and the monitor both stall through the window (ci10, 2026-12-04:
 		// 0 lost, 76 ms seen of 100).
-		strict := !machine.Stalls()
-		report(fmt.Sprintf("upgrade with a %s takeover window injected: the longest window the timeline saw %.1f ms; the headline's checks failed %d times, %d of them on node-2's outbound flows",
+		strict := !scenariotest.Machine.Stalls()
+		scenariotest.Record(fmt.Sprintf("upgrade with a %s takeover window injected: the longest window the timeline saw %.1f ms; the headline's checks failed %d times, %d of them on node-2's outbound flows",
 			injectedTakeoverGap, longest, len(failures), caught), strings.Join(failures, "\n"), *res)
 
 		// 3. The gate caught it: the timeline check failed on a window of

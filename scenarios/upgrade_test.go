@@ -37,13 +37,13 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/encap"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/harness/lab"
-	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/instrument/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -51,7 +51,7 @@ var _ = Describe("Upgrade handover on IPIP, node by node", Label("ipip", "upgrad
 	DescribeTable("the upgraded node loses no outbound probe while the programmer takes over BIRD's tunnel routes",
 		func(ctx SpecContext, sig syscall.Signal) {
 			// Every node on 3.31: BIRD owns the IPIP routes.
-			c := startCluster(ctx, "ipip", harness.Options{Release: headlineFrom})
+			c := scenariotest.StartCluster(ctx, "ipip", harness.Options{Release: headlineFrom})
 			headlineUpgrade(ctx, c, "node-2", sig, "upgrade handover IPIP ("+sig.String()+")")
 		},
 		Entry("old BIRD SIGKILLed, as when the pod is deleted", syscall.SIGKILL),
@@ -102,9 +102,9 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	// (With $BIRDCAGE_UPGRADE_PROGRAMMER — `birdcage run
 	// --upgrade-programmer` — the upgraded node runs that build from here
 	// on: a team's own programmer judged by the claim.)
-	newBuild, err := harness.UpgradeProgrammer(cfg.UpgradeProgrammer)
+	newBuild, err := harness.UpgradeProgrammer(scenariotest.Config.UpgradeProgrammer)
 	Expect(err).NotTo(HaveOccurred())
-	begin := act(t.UpgradeNode(ctx, upgraded, config.R333, harness.UpgradeOptions{Signal: sig, Programmer: newBuild}))
+	begin := scenariotest.Act(t.UpgradeNode(ctx, upgraded, config.R333, harness.UpgradeOptions{Signal: sig, Programmer: newBuild}))
 
 	// 4. Its IPIP cluster routes move to the programmer: its route, via
 	// tunl0 (and the block's node onlink, where the target knows it) as
@@ -118,7 +118,7 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	// route to another node's block is left behind, and every other node
 	// routes the upgraded node's blocks by BIRD alone (its release's
 	// owner).
-	wait, cancel := context.WithTimeout(ctx, machine.Wait(60*time.Second))
+	wait, cancel := context.WithTimeout(ctx, scenariotest.Machine.Wait(60*time.Second))
 	defer cancel()
 	Expect(t.WaitConverged(wait)).To(Succeed())
 	Eventually(func() []kroute.Route { return birdRoutesTo(node, remote) }).
@@ -182,19 +182,10 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	// leaves by their default route, bare, to a router with no pod routes
 	// (the inbound loss). A lab says where its flows ran from its own
 	// links and datastore; one that cannot is not judged, and says why.
-	var layout encap.Layout
-	judged := true
-	switch tt := t.(type) {
-	case *harness.Cluster:
-		layout = encap.NetworkLayout(tt.Net)
-	case *lab.Lab:
-		var why string
-		if layout, judged, why = tt.EncapLayout(ctx); !judged {
-			AddReportEntry("IPIP on the underlay: not judged on this lab", why)
-			res.Notes = append(res.Notes, "IPIP encapsulation not judged: "+why)
-		}
-	default:
-		Fail(fmt.Sprintf("target %s: no layout to judge IPIP encapsulation on", t.TargetName()))
+	layout, judged, why := t.EncapLayout(ctx)
+	if !judged {
+		AddReportEntry("IPIP on the underlay: not judged on this lab", why)
+		res.Notes = append(res.Notes, "IPIP encapsulation not judged: "+why)
 	}
 	// Judged after the row is registered (step 6), as the claim is: a run
 	// that fails it still carries its figures, for compare to judge.
@@ -214,13 +205,13 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	// TCG every flow loses 70–105 ms at once while a container starts).
 	// Where they lost nothing — native, KVM — the claim is exactly "no
 	// hole".
-	controls, err := judge.Holes(rep, judge.SinceSnapshot(atBegin, atEnd), func(f probe.GapReport) bool { return !isUp(f.SrcAddr) && !isUp(f.DstAddr) })
+	controls, err := judge.Holes(rep, judge.SinceSnapshot(atBegin, atEnd), func(f report.GapReport) bool { return !isUp(f.SrcAddr) && !isUp(f.DstAddr) })
 	Expect(err).NotTo(HaveOccurred())
-	platform, err := judge.PlatformLossOf(controls, machine.Stalls())
+	platform, err := judge.PlatformLossOf(controls, scenariotest.Machine.Stalls())
 	Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve %s measure the platform's own loss", upgraded)
 	res.Figures["platformMissingPerControlFlowMax"] = float64(platform.Max)
 	AddReportEntry("platform loss", platform.String())
-	report(fmt.Sprintf("upgrade of %s %s → 3.33 on %s, old BIRD %s: lost probes per flow", upgraded, headlineFrom, t.TargetName(), sig),
+	scenariotest.Record(fmt.Sprintf("upgrade of %s %s → 3.33 on %s, old BIRD %s: lost probes per flow", upgraded, headlineFrom, t.TargetName(), sig),
 		results.GapTable(rep), res)
 
 	Expect(encapErr).NotTo(HaveOccurred(), "IPIP flows must cross the underlay encapsulated")
@@ -251,7 +242,7 @@ func isFrom(n *harness.Node, addr netip.Addr) bool { return n.NS.HasWorkloadAddr
 // splitInbound splits a report's flows into those not destined to a
 // workload `into` accepts and those destined to one (the rest of each
 // report as it is).
-func splitInbound(rep *probe.Report, into func(netip.Addr) bool) (others, in *probe.Report) {
+func splitInbound(rep *report.Report, into func(netip.Addr) bool) (others, in *report.Report) {
 	o, i := *rep, *rep
 	o.Flows, i.Flows = nil, nil
 	for _, f := range rep.Flows {

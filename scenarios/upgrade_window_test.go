@@ -51,11 +51,14 @@ import (
 	"github.com/birdcage/birdcage/dataplane/programmer"
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
+	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/instrument/timeline"
 	"github.com/birdcage/birdcage/instrument/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -112,125 +115,165 @@ func takeoverOf(tl *timeline.Monitor, b netip.Prefix, from, to int64) takeover {
 var _ = Describe("Upgrade 3.32 → 3.33 on IPIP: Felix's delete-first opens a no-route window per block (known gap, design §4)", Label("knowngap", "ipip", "upgrade", "timing", "claim4"), func() {
 	DescribeTable("the upgraded node's route to a remote block",
 		func(ctx SpecContext, writeOrder string, wantWindow bool) {
-			// 1. Every node on 3.32: BIRD owns the IPIP routes, at 1024.
-			c := startCluster(ctx, "ipip", harness.Options{Release: config.R332, ProgrammerKnobs: programmer.Knobs{WriteOrder: writeOrder}})
-			upgraded := c.Node("node-2")
-			remote := c.RemoteBlocks(upgraded.Name)
-			Expect(remote).NotTo(BeEmpty())
-
-			// 2. Guard: BIRD programs every remote block via tunl0 at
-			// metric 1024, and no other route to it.
-			for _, b := range remote {
-				Eventually(upgraded).WithPolling(50 * time.Millisecond).
-					Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD).Via(topo.TunnelDevice).Gateway(nodeAddrOf(c, b)).Onlink().Only())
-			}
-			metrics := birdMetricsTo(upgraded, remote)
-			Expect(metrics).To(HaveLen(len(remote)), "guard: one BIRD route per remote block")
-			Expect(metrics).To(HaveEach(windowBIRDMetric), "guard: on 3.32 BIRD writes its routes at metric %d", windowBIRDMetric)
-
-			// 3. Probes both ways between every pair of nodes.
-			probes, err := c.Probes(ctx, harness.ProbeOptions{})
-			Expect(err).NotTo(HaveOccurred())
-			atBegin, err := probes.Report()
-			Expect(err).NotTo(HaveOccurred())
-
-			// 4. Upgrade node-2 to 3.33, the old BIRD SIGKILLed (a pod
-			// deletion); the programmer takes the routes over.
-			begin := act(c.UpgradeNode(ctx, upgraded.Name, config.R333, harness.UpgradeOptions{Signal: syscall.SIGKILL}))
-			st, err := upgraded.Programmer.Status()
-			Expect(err).NotTo(HaveOccurred())
-			wantOrder := writeOrder
-			if wantOrder == "" {
-				wantOrder = "delete-first"
-			}
-			Expect(st.WriteOrder).To(Equal(wantOrder), "guard: the 3.33 programmer writes %s", wantOrder)
-			Expect(st.ClaimsBIRDTunnelRoutes).To(BeTrue(), "guard: the 3.33 programmer claims BIRD's tunl0 routes")
-			for _, b := range remote {
-				Eventually(upgraded).WithPolling(20 * time.Millisecond).
-					Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).
-						Via(topo.TunnelDevice).Gateway(nodeAddrOf(c, b)).Onlink().Only())
-			}
-			Expect(c.WaitConverged(ctx)).To(Succeed())
-			Eventually(func() []kroute.Route { return birdRoutesTo(upgraded, remote) }).
-				WithPolling(100 * time.Millisecond).Should(BeEmpty())
-			end := c.Mark("converged after upgrade")
-			atEnd, err := probes.Report()
-			Expect(err).NotTo(HaveOccurred())
-			rep, err := probes.Stop()
-			Expect(err).NotTo(HaveOccurred())
-
-			// 5. Per block: the takeover's order and its windows, from the
-			// upgraded node's route timeline (judgeable over the upgrade).
-			tl := c.Timeline(upgraded.Name)
-			Expect(tl.Judgeable(begin.Mono, end.Mono)).To(Succeed(), "the route timeline of %s saw the whole upgrade", upgraded.Name)
-			var tos []takeover
-			var lines []string
-			for _, b := range remote {
-				t := takeoverOf(tl, b, begin.Mono, end.Mono)
-				Expect(t.unjudgable).To(BeEmpty(), "%s: windows the timeline cannot judge", b)
-				Expect(t.birdDelAt).NotTo(BeZero(), "control: %s's timeline shows BIRD's metric-%d route to %s deleted (the claim's takeover happened); events %v", upgraded.Name, windowBIRDMetric, b, tl.EventsFor(b, begin.Mono, end.Mono))
-				Expect(t.progAddAt).NotTo(BeZero(), "control: %s's timeline shows the programmer's route to %s added", upgraded.Name, b)
-				tos = append(tos, t)
-				lines = append(lines, t.String())
-			}
-
-			res := c.Result(fmt.Sprintf("upgrade 3.32 → 3.33 IPIP, programmer write order %s (SIGKILL)", wantOrder), rep)
-			var ms []float64
-			withWindow := 0
-			for _, t := range tos {
-				w := float64(t.windowNs) / 1e6
-				res.Figures[t.block.String()+" upgradeNoRouteWindowMs"] = w
-				ms = append(ms, w)
-				if len(t.windows) > 0 {
-					withWindow++
-				}
-			}
-			sort.Float64s(ms)
-			res.Figures["upgradeNoRouteWindowMsMin"] = ms[0]
-			res.Figures["upgradeNoRouteWindowMsMedian"] = ms[len(ms)/2]
-			res.Figures["upgradeNoRouteWindowMsMax"] = ms[len(ms)-1]
-			res.Figures["blocksWithNoRouteWindow"] = float64(withWindow)
-			res.Figures["lostOutboundUpgradedNode"] = 0
-			res.Figures["lostInboundUpgradedNode"] = 0
-			for _, f := range rep.Flows {
-				if isFrom(upgraded, f.SrcAddr) {
-					res.Figures["lostOutboundUpgradedNode"] += float64(f.Lost)
-				}
-				if isFrom(upgraded, f.DstAddr) {
-					res.Figures["lostInboundUpgradedNode"] += float64(f.Lost)
-				}
-			}
-			res.Notes = append(res.Notes, lines...)
-			report(fmt.Sprintf("upgrade of node-2 3.32 → 3.33, write order %s: %d of %d remote blocks without a route for a while, per block min/median/max %.3f/%.3f/%.3f ms; outbound lost %.0f",
-				wantOrder, withWindow, len(tos), ms[0], ms[len(ms)/2], ms[len(ms)-1], res.Figures["lostOutboundUpgradedNode"]),
-				strings.Join(lines, "\n")+"\n"+results.GapTable(rep), res)
-
+			By("1-2. every node on 3.32; guard: BIRD programs every remote block via tunl0 at 1024, alone")
+			w := startUpgradeWindow(ctx, writeOrder)
+			By("3-4. probes between every pair; node-2 upgraded to 3.33 (old BIRD SIGKILLed), the programmer takes the routes over")
+			w.upgrade(ctx)
+			By("5. per block: the takeover's order and its windows, from node-2's route timeline")
+			tos, lines := w.takeovers()
+			w.recordFigures(tos, lines)
 			if wantWindow {
-				// 6. The gap: BIRD's route deleted before the programmer's
-				// was added, and a window on the timeline, for some block.
+				By("6. the gap: BIRD's route deleted before the programmer's was added, and a window, for some block")
 				Expect(slices.ContainsFunc(tos, func(t takeover) bool { return t.deleteFirst() && len(t.windows) > 0 })).To(BeTrue(),
 					"known gap closed: the 3.32 → 3.33 upgrade left no remote block without a route (%s). "+
 						"Update the design's §4 (\"Upgrading the code\") for this path and turn this entry into the claim", strings.Join(lines, "; "))
 				return
 			}
-			// 6. Control: replace-first adds the programmer's route beside
-			// BIRD's before deleting BIRD's, and there is no window.
+			By("6. control: replace-first adds the programmer's route beside BIRD's first; no window, no outbound loss")
 			for _, t := range tos {
 				Expect(t.deleteFirst()).To(BeFalse(), "control: with replace-first the programmer's route to %s is added before BIRD's is deleted: %s", t.block, t)
 				Expect(t.windows).To(BeEmpty(), "control: with replace-first node-2 is never without a route to %s: %s", t.block, t)
 			}
-			controls, err := judge.Holes(rep, judge.SinceSnapshot(atBegin, atEnd), judge.NotInvolving(upgraded))
-			Expect(err).NotTo(HaveOccurred())
-			platform, err := judge.PlatformLossOf(controls, machine.Stalls())
-			Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve node-2 measure the platform's own loss")
-			AddReportEntry("platform loss", platform.String())
-			for _, f := range rep.Flows {
-				if isFrom(upgraded, f.SrcAddr) {
-					Expect(f).To(judge.HaveNoGap().Through(atEnd).BeyondPlatform(platform), "control: node-2 lost probes to %s during its upgrade with replace-first", f.DstAddr)
-				}
-			}
+			w.expectNoOutboundLossBeyondPlatform()
 		},
 		Entry("Felix's order (delete-first): BIRD's metric-1024 route is deleted before the programmer's is added, a window per block", "", true),
 		Entry("control, write order replace-first: the programmer's route goes in beside BIRD's first, no window", "replace-first", false),
 	)
 })
+
+// upgradeWindow is one entry of the upgrade-window spec.
+type upgradeWindow struct {
+	c              *harness.Cluster
+	wantOrder      string // the programmer's write order
+	upgraded       *harness.Node
+	remote         []netip.Prefix
+	probes         *probe.Session
+	begin, end     results.Event
+	atBegin, atEnd *report.Report
+	rep            *report.Report
+}
+
+// startUpgradeWindow is steps 1-3: every node on 3.32 (BIRD owns the IPIP
+// routes, at 1024), guarded; probes both ways between every pair of nodes.
+func startUpgradeWindow(ctx SpecContext, writeOrder string) *upgradeWindow {
+	GinkgoHelper()
+	w := &upgradeWindow{wantOrder: writeOrder}
+	if w.wantOrder == "" {
+		w.wantOrder = "delete-first"
+	}
+	w.c = scenariotest.StartCluster(ctx, "ipip", harness.Options{Release: config.R332, ProgrammerKnobs: programmer.Knobs{WriteOrder: writeOrder}})
+	w.upgraded = w.c.Node("node-2")
+	w.remote = w.c.RemoteBlocks(w.upgraded.Name)
+	Expect(w.remote).NotTo(BeEmpty())
+	// 2. Guard: BIRD programs every w.remote block via tunl0 at
+	// metric 1024, and no other route to it.
+	for _, b := range w.remote {
+		Eventually(w.upgraded).WithPolling(50 * time.Millisecond).
+			Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByBIRD).Via(topo.TunnelDevice).Gateway(nodeAddrOf(w.c, b)).Onlink().Only())
+	}
+	metrics := birdMetricsTo(w.upgraded, w.remote)
+	Expect(metrics).To(HaveLen(len(w.remote)), "guard: one BIRD route per w.remote block")
+	Expect(metrics).To(HaveEach(windowBIRDMetric), "guard: on 3.32 BIRD writes its routes at metric %d", windowBIRDMetric)
+	var err error
+	w.probes, err = w.c.Probes(ctx, harness.ProbeOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	w.atBegin, err = w.probes.Report()
+	Expect(err).NotTo(HaveOccurred())
+	return w
+}
+
+// upgrade is step 4.
+func (w *upgradeWindow) upgrade(ctx SpecContext) {
+	GinkgoHelper()
+	// 4. Upgrade node-2 to 3.33, the old BIRD SIGKILLed (a pod
+	// deletion); the programmer takes the routes over.
+	w.begin = scenariotest.Act(w.c.UpgradeNode(ctx, w.upgraded.Name, config.R333, harness.UpgradeOptions{Signal: syscall.SIGKILL}))
+	st, err := w.upgraded.Programmer.Status()
+	Expect(err).NotTo(HaveOccurred())
+	Expect(st.WriteOrder).To(Equal(w.wantOrder), "guard: the 3.33 programmer writes %s", w.wantOrder)
+	Expect(st.ClaimsBIRDTunnelRoutes).To(BeTrue(), "guard: the 3.33 programmer claims BIRD's tunl0 routes")
+	for _, b := range w.remote {
+		Eventually(w.upgraded).WithPolling(20 * time.Millisecond).
+			Should(judge.HaveClusterRoute(b).ProgrammedBy(judge.ByProgrammer).WithProgrammerProtocol(designProgrammerProtocol).
+				Via(topo.TunnelDevice).Gateway(nodeAddrOf(w.c, b)).Onlink().Only())
+	}
+	Expect(w.c.WaitConverged(ctx)).To(Succeed())
+	Eventually(func() []kroute.Route { return birdRoutesTo(w.upgraded, w.remote) }).
+		WithPolling(100 * time.Millisecond).Should(BeEmpty())
+	w.end = w.c.Mark("converged after upgrade")
+	w.atEnd, err = w.probes.Report()
+	Expect(err).NotTo(HaveOccurred())
+	w.rep, err = w.probes.Stop()
+	Expect(err).NotTo(HaveOccurred())
+}
+
+// takeovers is step 5: per block, the takeover's order and its windows,
+// from the upgraded node's route timeline (judgeable over the upgrade).
+func (w *upgradeWindow) takeovers() ([]takeover, []string) {
+	GinkgoHelper()
+	tl := w.c.Timeline(w.upgraded.Name)
+	Expect(tl.Judgeable(w.begin.Mono, w.end.Mono)).To(Succeed(), "the route timeline of %s saw the whole upgrade", w.upgraded.Name)
+	var tos []takeover
+	var lines []string
+	for _, b := range w.remote {
+		t := takeoverOf(tl, b, w.begin.Mono, w.end.Mono)
+		Expect(t.unjudgable).To(BeEmpty(), "%s: windows the timeline cannot judge", b)
+		Expect(t.birdDelAt).NotTo(BeZero(), "control: %s's timeline shows BIRD's metric-%d route to %s deleted (the claim's takeover happened); events %v", w.upgraded.Name, windowBIRDMetric, b, tl.EventsFor(b, w.begin.Mono, w.end.Mono))
+		Expect(t.progAddAt).NotTo(BeZero(), "control: %s's timeline shows the programmer's route to %s added", w.upgraded.Name, b)
+		tos = append(tos, t)
+		lines = append(lines, t.String())
+	}
+	return tos, lines
+}
+
+// recordFigures registers the windows per block and the upgraded node's
+// loss.
+func (w *upgradeWindow) recordFigures(tos []takeover, lines []string) {
+	GinkgoHelper()
+	res := w.c.Result(fmt.Sprintf("upgrade 3.32 → 3.33 IPIP, programmer write order %s (SIGKILL)", w.wantOrder), w.rep)
+	var ms []float64
+	withWindow := 0
+	for _, t := range tos {
+		w := float64(t.windowNs) / 1e6
+		res.Figures[t.block.String()+" upgradeNoRouteWindowMs"] = w
+		ms = append(ms, w)
+		if len(t.windows) > 0 {
+			withWindow++
+		}
+	}
+	sort.Float64s(ms)
+	res.Figures["upgradeNoRouteWindowMsMin"] = ms[0]
+	res.Figures["upgradeNoRouteWindowMsMedian"] = ms[len(ms)/2]
+	res.Figures["upgradeNoRouteWindowMsMax"] = ms[len(ms)-1]
+	res.Figures["blocksWithNoRouteWindow"] = float64(withWindow)
+	res.Figures["lostOutboundUpgradedNode"] = 0
+	res.Figures["lostInboundUpgradedNode"] = 0
+	for _, f := range w.rep.Flows {
+		if isFrom(w.upgraded, f.SrcAddr) {
+			res.Figures["lostOutboundUpgradedNode"] += float64(f.Lost)
+		}
+		if isFrom(w.upgraded, f.DstAddr) {
+			res.Figures["lostInboundUpgradedNode"] += float64(f.Lost)
+		}
+	}
+	res.Notes = append(res.Notes, lines...)
+	scenariotest.Record(fmt.Sprintf("upgrade of node-2 3.32 → 3.33, write order %s: %d of %d w.remote blocks without a route for a while, per block min/median/max %.3f/%.3f/%.3f ms; outbound lost %.0f",
+		w.wantOrder, withWindow, len(tos), ms[0], ms[len(ms)/2], ms[len(ms)-1], res.Figures["lostOutboundUpgradedNode"]),
+		strings.Join(lines, "\n")+"\n"+results.GapTable(w.rep), res)
+}
+
+// expectNoOutboundLossBeyondPlatform: the control's node-2 lost no
+// outbound probe beyond the platform's own loss (the flows not involving it).
+func (w *upgradeWindow) expectNoOutboundLossBeyondPlatform() {
+	GinkgoHelper()
+	controls, err := judge.Holes(w.rep, judge.SinceSnapshot(w.atBegin, w.atEnd), judge.NotInvolving(w.upgraded))
+	Expect(err).NotTo(HaveOccurred())
+	platform, err := judge.PlatformLossOf(controls, scenariotest.Machine.Stalls())
+	Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve node-2 measure the platform's own loss")
+	AddReportEntry("platform loss", platform.String())
+	for _, f := range w.rep.Flows {
+		if isFrom(w.upgraded, f.SrcAddr) {
+			Expect(f).To(judge.HaveNoGap().Through(w.atEnd).BeyondPlatform(platform), "control: node-2 lost probes to %s during its upgrade with replace-first", f.DstAddr)
+		}
+	}
+}

@@ -52,12 +52,13 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 var _ = Describe("VXLAN pools are never BIRD's", Label("noencap", "vxlan"), func() {
 	It("confd rejects a VXLAN pool's blocks from BIRD's kernel export for every BGPConfiguration value (the programmer's half is not modelled)", func(ctx SpecContext) {
 		timers := confd.Timers{ScanTime: 1}
-		c := startCluster(ctx, "noencap", harness.Options{Release: config.R333, RouteRefreshInterval: time.Second, Timers: timers})
+		c := scenariotest.StartCluster(ctx, "noencap", harness.Options{Release: config.R333, RouteRefreshInterval: time.Second, Timers: timers})
 		n := c.Node("node-1")
 		remote := c.RemoteBlocks(n.Name)
 		Expect(remote).NotTo(BeEmpty())
@@ -126,6 +127,6 @@ var _ = Describe("VXLAN pools are never BIRD's", Label("noencap", "vxlan"), func
 		res.Figures["bgpValuesChecked"] = float64(len(matrixValues))
 		res.Figures["remoteBlocks"] = float64(len(remote))
 		res.Notes = append(res.Notes, "not modelled: VXLAN pools in the datastore and the programmer's VXLAN routes; confd's render of a VXLAN pool is loaded into node-1's real BIRD")
-		report("VXLAN pool: BIRD's kernel export per BGPConfiguration value, node-1", table.String(), res)
+		scenariotest.Record("VXLAN pool: BIRD's kernel export per BGPConfiguration value, node-1", table.String(), res)
 	})
 })

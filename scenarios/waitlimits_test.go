@@ -171,7 +171,7 @@ func TestEveryWaitHasALimit(t *testing.T) {
 		lines = append(lines, w.String())
 	}
 	if len(lines) > 0 {
-		t.Errorf("%d of %d waits wait on a context with no limit: a claim that breaks there hangs until the suite's limit instead of failing. Add WithTimeout(machine.Wait(...)):\n%s",
+		t.Errorf("%d of %d waits wait on a context with no limit: a claim that breaks there hangs until the suite's limit instead of failing. Add WithTimeout(scenariotest.Machine.Wait(...)):\n%s",
 			len(lines), waits, strings.Join(lines, "\n"))
 	}
 }

@@ -48,6 +48,7 @@ import (
 	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/report/results"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -67,7 +68,7 @@ func releasedBIRDMetric(rel config.Release) int {
 // needWhatIf skips unless the what-if specs are turned on ($BIRDCAGE_WHATIF).
 func needWhatIf() {
 	GinkgoHelper()
-	if !cfg.WhatIf {
+	if !scenariotest.Config.WhatIf {
 		Skip(fmt.Sprintf("a what-if measurement, not a claim; set %s=1 to run it", env.WhatIf))
 	}
 }
@@ -83,7 +84,7 @@ var _ = Describe("What-if: Felix's IPv4 cluster routes at metric 1024 (Calico PR
 	DescribeTable("an upgrade to 3.33 on IPIP, the old BIRD SIGKILLed",
 		func(ctx SpecContext, from config.Release, metric int) {
 			needWhatIf()
-			c := startCluster(ctx, "ipip", harness.Options{Release: from, ProgrammerKnobs: programmer.Knobs{IPv4Metric: metric}})
+			c := scenariotest.StartCluster(ctx, "ipip", harness.Options{Release: from, ProgrammerKnobs: programmer.Knobs{IPv4Metric: metric}})
 			upgraded := c.Node("node-2")
 			remote := c.RemoteBlocks(upgraded.Name)
 			Expect(remote).NotTo(BeEmpty())
@@ -98,7 +99,7 @@ var _ = Describe("What-if: Felix's IPv4 cluster routes at metric 1024 (Calico PR
 
 			probes, err := c.Probes(ctx, harness.ProbeOptions{})
 			Expect(err).NotTo(HaveOccurred())
-			begin := act(c.UpgradeNode(ctx, upgraded.Name, config.R333, harness.UpgradeOptions{Signal: syscall.SIGKILL}))
+			begin := scenariotest.Act(c.UpgradeNode(ctx, upgraded.Name, config.R333, harness.UpgradeOptions{Signal: syscall.SIGKILL}))
 			st, err := upgraded.Programmer.Status()
 			Expect(err).NotTo(HaveOccurred())
 			Expect(st.IPv4Metric).To(Equal(metric), "guard: the 3.33 programmer writes IPv4 at the knob's metric")
@@ -153,7 +154,7 @@ var _ = Describe("What-if: Felix's IPv4 cluster routes at metric 1024 (Calico PR
 				}
 			}
 			res.Notes = append(res.Notes, "what-if, not Calico as released: "+knobName(metric))
-			report(fmt.Sprintf("WHATIF upgrade %s→3.33 SIGKILL metric=%d: windows=%d blocksWithWindow=%d/%d longestMs=%.3f totalMs=%.3f lostOut=%.0f lostIn=%.0f lostAll=%d",
+			scenariotest.Record(fmt.Sprintf("WHATIF upgrade %s→3.33 SIGKILL metric=%d: windows=%d blocksWithWindow=%d/%d longestMs=%.3f totalMs=%.3f lostOut=%.0f lostIn=%.0f lostAll=%d",
 				from, metric, windows, withWindow, len(remote), longest, total, res.Figures["lostOutboundUpgradedNode"], res.Figures["lostInboundUpgradedNode"], rep.Total.Lost),
 				strings.Join(lines, "\n")+"\n"+results.GapTable(rep), res)
 		},
@@ -200,7 +201,7 @@ var _ = Describe("What-if: Felix's IPv4 cluster routes at metric 1024 (Calico PR
 				res.Notes = append(res.Notes, "departure: "+departure)
 				tag = " (kernelMetric 0)"
 			}
-			report(fmt.Sprintf("WHATIF live %s→%s metric=%d%s: longestNoRouteWindowMs=%.1f lostProbes=%.0f longestProbeGapMs=%.1f",
+			scenariotest.Record(fmt.Sprintf("WHATIF live %s→%s metric=%d%s: longestNoRouteWindowMs=%.1f lostProbes=%.0f longestProbeGapMs=%.1f",
 				from.owner, to.owner, metric, tag, res.Figures["longestNoRouteWindowMs"], res.Figures["lostProbes"], res.Figures["longestProbeGapMs"]),
 				results.GapTable(lc.rep)+lc.handovers.Table(), res)
 		},

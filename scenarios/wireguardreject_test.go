@@ -55,11 +55,12 @@ import (
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
+	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
 var _ = Describe("WireGuard routes and the *.cali reject", Label("noencap", "ipv6", "tunnelreject", "claim6"), func() {
 	It("does not re-advertise another node's block learned via wireguard.cali, IPv4 and IPv6, once its owner withdrew it; via an ordinary device it does", func(ctx SpecContext) {
-		c := startClusterOn(ctx, dualStackNoEncap(), harness.Options{Release: config.R333, RouteRefreshInterval: time.Second,
+		c := scenariotest.StartClusterOn(ctx, dualStackNoEncap(), harness.Options{Release: config.R333, RouteRefreshInterval: time.Second,
 			Felix: datastore.FelixConfiguration{ProgramClusterRoutes: string(config.Disabled)}, BGP: datastore.BGPConfiguration{ProgramClusterRoutes: string(config.Disabled)},
 			Timers: confd.Timers{ScanTime: 1}})
 		n1, n3 := c.Node("node-1"), c.Node("node-3")
@@ -83,7 +84,7 @@ var _ = Describe("WireGuard routes and the *.cali reject", Label("noencap", "ipv
 
 		// 1. node-3's BIRD stops with a Cease: its blocks leave node-1's
 		// BIRD.
-		act(c.KillBIRD(ctx, n3.Name, syscall.SIGTERM))
+		scenariotest.Act(c.KillBIRD(ctx, n3.Name, syscall.SIGTERM))
 		for _, b := range blocks {
 			Eventually(func() bool { return learnedOverBGP(ctx, n1, b) }).WithPolling(100*time.Millisecond).
 				Should(BeFalse(), "guard: node-1's BIRD drops node-3's advertisement of %s", b)
@@ -102,7 +103,7 @@ var _ = Describe("WireGuard routes and the *.cali reject", Label("noencap", "ipv
 					HaveField("Nexthops", ContainElement(HaveField("Iface", "wireguard.cali"))))),
 					"guard: node-1's best route to %s is the kernel route via wireguard.cali", b)
 			// 3. The claim.
-			Consistently(n1).WithTimeout(machine.Wait(3*time.Second)).WithPolling(200*time.Millisecond).
+			Consistently(n1).WithTimeout(scenariotest.Machine.Wait(3*time.Second)).WithPolling(200*time.Millisecond).
 				ShouldNot(judge.BeExportedTo(b, peers[i]), "node-1 exports node-3's block %s, learned via wireguard.cali, to its iBGP peer node-2 (%s): the *.cali arm should reject it", b, peers[i])
 			fmt.Fprintf(&table, "%-22s via wireguard.cali: not exported to node-2 (%s)\n", b, peers[i])
 		}
@@ -113,14 +114,14 @@ var _ = Describe("WireGuard routes and the *.cali reject", Label("noencap", "ipv
 			Expect(wgReplaceRoute(n1, b, devs["plain0"])).To(Succeed())
 		}
 		for i, b := range blocks {
-			Eventually(n1).WithContext(ctx).WithTimeout(machine.Wait(30*time.Second)).WithPolling(100*time.Millisecond).
+			Eventually(n1).WithContext(ctx).WithTimeout(scenariotest.Machine.Wait(30*time.Second)).WithPolling(100*time.Millisecond).
 				Should(judge.BeExportedTo(b, peers[i]), "control: node-1 exports %s, learned via plain0, to node-2 (%s)", b, peers[i])
 			fmt.Fprintf(&table, "%-22s via plain0 (control): exported to node-2 (%s)\n", b, peers[i])
 		}
 		res := c.Result("WireGuard routes and the *.cali reject, both families, owner withdrawn", nil)
 		res.Figures["families"] = float64(len(blocks))
 		res.Notes = append(res.Notes, "not modelled: confd's kernel-filter reject of routes to WireGuard peers (processWireguardPeerFilter, Calico 3.33)")
-		report("node-3's blocks learned by node-1's BIRD via wireguard.cali and via plain0, node-3's BIRD stopped", table.String(), res)
+		scenariotest.Record("node-3's blocks learned by node-1's BIRD via wireguard.cali and via plain0, node-3's BIRD stopped", table.String(), res)
 	})
 })
 

@@ -3,7 +3,7 @@ package main
 // Holds the gate's pairing in place: BASE has every scenario passing; a NEW
 // in which (a) the headline upgrade fails before it registers its title, (b)
 // a scenario is missing, or (c) a scenario skipped must exit 1 and name the
-// scenario. Rows are written the way scenarios/suite_test.go writes them: Spec
+// scenario. Rows are written the way scenarios/scenariotest/rows.go writes them: Spec
 // is the spec's full text, Name the title the spec registered (the full text
 // again when it never got that far).
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/report/results"
 )
 
@@ -88,7 +88,7 @@ func TestRunProgressPlain(t *testing.T) {
 func TestRunSummary(t *testing.T) {
 	var out bytes.Buffer
 	runSummary(&out, &results.ResultsFile{Scenarios: []results.ScenarioResult{
-		{Name: "live change", Verdict: results.VerdictPass, Duration: 3.5, Probes: &probe.Report{Total: probe.Total{Sent: 6000, Lost: 30, LongestGapMs: 31.2}}},
+		{Name: "live change", Verdict: results.VerdictPass, Duration: 3.5, Probes: &report.Report{Total: report.Total{Sent: 6000, Lost: 30, LongestGapMs: 31.2}}},
 		{Name: "upgrade", Verdict: results.VerdictFail, Duration: 9},
 	}})
 	got := strings.Join(strings.Fields(out.String()), " ")

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/harness"
-	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/poll"
@@ -300,7 +300,7 @@ func (s *Server) probeVerb(ctx context.Context, req Request, o *out) error {
 	return nil
 }
 
-func summary(rep *probe.Report) string {
+func summary(rep *report.Report) string {
 	t := rep.Total
 	line := fmt.Sprintf("%d flows at %d/s: sent %d, received %d, lost %d (%d flows with loss), longest gap %.1f ms", t.Flows, rep.Rate, t.Sent, t.Received, t.Lost, t.FlowsWithLoss, t.LongestGapMs)
 	if t.LongestGapFlow != "" {

@@ -21,7 +21,7 @@ import (
 	"strings"
 
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -167,7 +167,7 @@ func NetworkLayout(net *topo.Network) Layout {
 }
 
 // CheckIPIP is Check on a built topology's layout.
-func CheckIPIP(net *topo.Network, rep *probe.Report) (Evidence, error) {
+func CheckIPIP(net *topo.Network, rep *report.Report) (Evidence, error) {
 	return Check(NetworkLayout(net), rep)
 }
 
@@ -179,7 +179,7 @@ func CheckIPIP(net *topo.Network, rep *probe.Report) (Evidence, error) {
 // as the flows between them sent inside IPIP. An error wrapping
 // ErrNotEncapsulated names each flow and what was seen; one wrapping
 // ErrNoEvidence says why nothing could be judged.
-func Check(l Layout, rep *probe.Report) (Evidence, error) {
+func Check(l Layout, rep *report.Report) (Evidence, error) {
 	ev := Evidence{Tunnel: l.Tunnel}
 	if rep == nil {
 		return ev, fmt.Errorf("%w: no probe report", ErrNoEvidence)
@@ -246,7 +246,7 @@ func tunnelName(t string) string {
 
 // underlayCount sums a flow's counts at nd's underlay interfaces in one
 // direction; ok is false when the report has none of those hops.
-func underlayCount(g probe.GapReport, nd *Node, dir string) (c probe.HopCount, ok bool) {
+func underlayCount(g report.GapReport, nd *Node, dir string) (c report.HopCount, ok bool) {
 	for _, ifn := range nd.Underlays {
 		name := nd.Name + "/" + ifn + " " + dir
 		for _, h := range g.Hops {
@@ -265,7 +265,7 @@ func underlayCount(g probe.GapReport, nd *Node, dir string) (c probe.HopCount, o
 // (for the message). An outer header's source is the address the kernel
 // picks for the route to the far node, its destination that node's
 // address (the route's gateway).
-func outerCount(rep *probe.Report, src, dst *Node) (uint64, string) {
+func outerCount(rep *report.Report, src, dst *Node) (uint64, string) {
 	hops := map[string]bool{}
 	for _, ifn := range src.Underlays {
 		hops[src.Name+"/"+ifn+" egress"] = true
@@ -290,7 +290,7 @@ func outerCount(rep *probe.Report, src, dst *Node) (uint64, string) {
 // ExplainNotFlowing says, on a network with tunl0, which IPIP flows of rep
 // left bare: a tunnel that does not encapsulate is why flows across a
 // router never deliver. Anything else it leaves to the caller (nil).
-func ExplainNotFlowing(net *topo.Network, rep *probe.Report) error {
+func ExplainNotFlowing(net *topo.Network, rep *report.Report) error {
 	if net.Tunnel == "" {
 		return nil
 	}

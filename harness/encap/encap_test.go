@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -48,14 +48,14 @@ type encapFlow struct {
 	innerOut, bareOut, bare uint64
 }
 
-func encapReport(n *topo.Network, flows []encapFlow, tunnels ...probe.TunnelCount) *probe.Report {
-	rep := &probe.Report{Tunnels: tunnels}
+func encapReport(n *topo.Network, flows []encapFlow, tunnels ...report.TunnelCount) *report.Report {
+	rep := &report.Report{Tunnels: tunnels}
 	for _, f := range flows {
 		src, dst := n.Nodes[f.s], n.Nodes[f.d]
-		rep.Flows = append(rep.Flows, probe.GapReport{
+		rep.Flows = append(rep.Flows, report.GapReport{
 			Flow:    fmt.Sprintf("%s/wl-0->%s/wl-0", src.Name, dst.Name),
 			SrcAddr: src.Workloads[0].IPv4, DstAddr: dst.Workloads[0].IPv4, Sent: 100,
-			Hops: []probe.HopCount{
+			Hops: []report.HopCount{
 				{Hop: src.Name + "/eth0 egress", Inner: f.innerOut, Packets: f.bareOut},
 				{Hop: src.Name + "/tunl0 egress", Packets: f.innerOut + f.bareOut},
 				{Hop: dst.Name + "/eth0 ingress", Inner: f.innerOut, Packets: f.bare},
@@ -65,15 +65,15 @@ func encapReport(n *topo.Network, flows []encapFlow, tunnels ...probe.TunnelCoun
 	return rep
 }
 
-func outer(n *topo.Network, s, d int, packets uint64) probe.TunnelCount {
-	return probe.TunnelCount{Hop: n.Nodes[s].Name + "/eth0 egress", Src: n.Nodes[s].Address.Addr(), Dst: n.Nodes[d].Address.Addr(), Packets: packets}
+func outer(n *topo.Network, s, d int, packets uint64) report.TunnelCount {
+	return report.TunnelCount{Hop: n.Nodes[s].Name + "/eth0 egress", Src: n.Nodes[s].Address.Addr(), Dst: n.Nodes[d].Address.Addr(), Packets: packets}
 }
 
 func TestCheckIPIPEncapsulated(t *testing.T) {
 	n := encapNet(t, ipipBuiltin(t))
 	// node-1 -> node-2 (same subnet) and node-1 -> node-3 (across the router).
 	good := []encapFlow{{s: 0, d: 1, innerOut: 100}, {s: 0, d: 2, innerOut: 90}}
-	goodOuter := []probe.TunnelCount{outer(n, 0, 1, 100), outer(n, 0, 2, 95)}
+	goodOuter := []report.TunnelCount{outer(n, 0, 1, 100), outer(n, 0, 2, 95)}
 
 	t.Run("encapsulated passes", func(t *testing.T) {
 		ev, err := CheckIPIP(n, encapReport(n, good, goodOuter...))
@@ -91,7 +91,7 @@ func TestCheckIPIPEncapsulated(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		flows   []encapFlow
-		tunnels []probe.TunnelCount
+		tunnels []report.TunnelCount
 		want    error
 		says    []string
 	}{
@@ -99,7 +99,7 @@ func TestCheckIPIPEncapsulated(t *testing.T) {
 			ErrNotEncapsulated, []string{"node-1/wl-0->node-2/wl-0", "bare, not inside IPIP: 100 packets at node-1's underlay egress", "tunl0: ebpf"}},
 		{"bare only at the destination", []encapFlow{good[0], {s: 0, d: 2, innerOut: 90, bare: 3}}, goodOuter,
 			ErrNotEncapsulated, []string{"node-1/wl-0->node-3/wl-0", "3 at node-3's underlay ingress"}},
-		{"inner packets but no outer header between the two nodes", good, []probe.TunnelCount{outer(n, 0, 1, 100), outer(n, 0, 3, 95)},
+		{"inner packets but no outer header between the two nodes", good, []report.TunnelCount{outer(n, 0, 1, 100), outer(n, 0, 3, 95)},
 			ErrNotEncapsulated, []string{"node-1→node-3: 90 packets inside IPIP", "0 protocol-4 packets", "10.10.1.11→10.10.2.14 ×95"}},
 		{"a flow with nothing counted", []encapFlow{good[0], {s: 0, d: 2}}, goodOuter,
 			ErrNoEvidence, []string{"node-1/wl-0->node-3/wl-0", "no packet counted at node-1's underlay egress"}},

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -47,14 +47,14 @@ func TestPlaneOfFlowAndTable(t *testing.T) {
 	}
 	a, b := netip.MustParseAddr("10.99.0.1"), netip.MustParseAddr("10.99.0.2")
 	f := topoFabric{tp: tp, workloads: map[netip.Addr]string{a: "node-1", b: "node-2"}}
-	hop := func(iface, dir string, n uint64) probe.HopCount {
-		return probe.HopCount{Hop: "node-1/" + iface + " " + dir, Packets: n}
+	hop := func(iface, dir string, n uint64) report.HopCount {
+		return report.HopCount{Hop: "node-1/" + iface + " " + dir, Packets: n}
 	}
-	rep := &probe.Report{Flows: []probe.GapReport{
-		{Flow: "f1", SrcAddr: a, DstAddr: b, Received: 10, Hops: []probe.HopCount{hop(up[planes[0]], "egress", 10)}},
-		{Flow: "f2", SrcAddr: a, DstAddr: b, Received: 10, Hops: []probe.HopCount{hop(up[planes[0]], "egress", 4), hop(up[planes[1]], "egress", 6)}},
+	rep := &report.Report{Flows: []report.GapReport{
+		{Flow: "f1", SrcAddr: a, DstAddr: b, Received: 10, Hops: []report.HopCount{hop(up[planes[0]], "egress", 10)}},
+		{Flow: "f2", SrcAddr: a, DstAddr: b, Received: 10, Hops: []report.HopCount{hop(up[planes[0]], "egress", 4), hop(up[planes[1]], "egress", 6)}},
 		{Flow: "f3", SrcAddr: a, DstAddr: b, Received: 0},
-		{Flow: "f4", SrcAddr: a, DstAddr: b, Received: 10, Hops: []probe.HopCount{hop(up[planes[1]], "ingress", 10)}},
+		{Flow: "f4", SrcAddr: a, DstAddr: b, Received: 10, Hops: []report.HopCount{hop(up[planes[1]], "ingress", 10)}},
 	}}
 	want := map[string]string{"f1": planes[0], "f2": "both", "f3": "", "f4": ""}
 	for _, g := range rep.Flows {

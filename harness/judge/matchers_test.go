@@ -15,7 +15,7 @@ import (
 	"github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/dataplane/confd"
-	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/kroute"
 )
 
@@ -215,13 +215,13 @@ func TestBeExportedTo(t *testing.T) {
 	})
 }
 
-func flow(name string, sent, received, first, highest, missing uint64) probe.GapReport {
-	return probe.GapReport{Flow: name, Sent: sent, Received: received, Lost: int64(sent) - int64(received),
+func flow(name string, sent, received, first, highest, missing uint64) report.GapReport {
+	return report.GapReport{Flow: name, Sent: sent, Received: received, Lost: int64(sent) - int64(received),
 		FirstSeq: first, HighestSeq: highest, Missing: missing}
 }
 
 func TestHaveNoGap(t *testing.T) {
-	snap := &probe.Report{Flows: []probe.GapReport{flow("a->b", 900, 890, 1, 890, 0)}}
+	snap := &report.Report{Flows: []report.GapReport{flow("a->b", 900, 890, 1, 890, 0)}}
 	withErr := flow("a->b", 1000, 1000, 1, 1000, 0)
 	withErr.SendErrors = map[string]uint64{"EHOSTUNREACH": 3}
 	withEAGAIN := flow("a->b", 1000, 1000, 1, 1000, 0)
@@ -243,9 +243,9 @@ func TestHaveNoGap(t *testing.T) {
 		{"Through: the tail after the last arrival began before the snapshot", HaveNoGap().Through(snap), flow("a->b", 1000, 800, 1, 800, 0), "fail"},
 		{"Through: a flow the snapshot lacks", HaveNoGap().Through(snap), flow("c->d", 1000, 1000, 1, 1000, 0), "error"},
 		{"sent nothing: nothing to judge", HaveNoGap(), flow("a->b", 0, 0, 0, 0, 0), "error"},
-		{"a whole report, every flow clean", HaveNoGap(), &probe.Report{Flows: []probe.GapReport{flow("a->b", 10, 10, 1, 10, 0), flow("b->a", 10, 10, 1, 10, 0)}}, "pass"},
-		{"a whole report, one flow with a hole", HaveNoGap(), &probe.Report{Flows: []probe.GapReport{flow("a->b", 10, 10, 1, 10, 0), flow("b->a", 10, 9, 1, 10, 1)}}, "fail"},
-		{"a report without flows", HaveNoGap(), &probe.Report{}, "error"},
+		{"a whole report, every flow clean", HaveNoGap(), &report.Report{Flows: []report.GapReport{flow("a->b", 10, 10, 1, 10, 0), flow("b->a", 10, 10, 1, 10, 0)}}, "pass"},
+		{"a whole report, one flow with a hole", HaveNoGap(), &report.Report{Flows: []report.GapReport{flow("a->b", 10, 10, 1, 10, 0), flow("b->a", 10, 9, 1, 10, 1)}}, "fail"},
+		{"a report without flows", HaveNoGap(), &report.Report{}, "error"},
 		{"a pointer to a flow", HaveNoGap(), ptr(flow("a->b", 10, 10, 1, 10, 0)), "pass"},
 		{"not a probe report", HaveNoGap(), 42, "error"},
 	} {

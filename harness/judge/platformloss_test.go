@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/machine"
 )
 
@@ -124,8 +124,8 @@ func TestPlatformLossMeasure(t *testing.T) {
 		mid := flow("b->a", 1000, 995, 1, 1000, 5)
 		tail := flow("c->a", 1000, 800, 1, 800, 0) // 100 of them sent by the snapshot
 		none := flow("a->c", 50, 0, 0, 0, 0)
-		rep := &probe.Report{Flows: []probe.GapReport{head, mid, tail, none}}
-		snap := &probe.Report{Flows: []probe.GapReport{flow("a->b", 900, 800, 101, 900, 0), flow("b->a", 900, 895, 1, 900, 5),
+		rep := &report.Report{Flows: []report.GapReport{head, mid, tail, none}}
+		snap := &report.Report{Flows: []report.GapReport{flow("a->b", 900, 800, 101, 900, 0), flow("b->a", 900, 895, 1, 900, 5),
 			flow("c->a", 900, 800, 1, 800, 0), flow("a->c", 40, 0, 0, 0, 0)}}
 		hs, err := Holes(rep, WholeSession(snap), nil)
 		if err != nil {
@@ -137,20 +137,20 @@ func TestPlatformLossMeasure(t *testing.T) {
 				t.Errorf("%s: %d holes, want %d", h.Flow, h.Holes, want[i])
 			}
 		}
-		only, err := Holes(rep, WholeSession(nil), func(f probe.GapReport) bool { return f.Flow == "c->a" })
+		only, err := Holes(rep, WholeSession(nil), func(f report.GapReport) bool { return f.Flow == "c->a" })
 		if err != nil || len(only) != 1 || only[0].Holes != 0 {
 			t.Errorf("keep, no snapshot: %v %v (a tail without a snapshot is in flight, not a hole)", only, err)
 		}
-		if _, err := Holes(rep, WholeSession(&probe.Report{Flows: []probe.GapReport{head}}), nil); err == nil {
+		if _, err := Holes(rep, WholeSession(&report.Report{Flows: []report.GapReport{head}}), nil); err == nil {
 			t.Error("a flow missing from the snapshot: want an error")
 		}
 	})
 	t.Run("a window's holes count the runs that began in it", func(t *testing.T) {
 		f := flow("a->b", 1000, 970, 1, 1000, 30)
-		f.Delivery = &probe.Delivery{}
-		f.Disruptions = []probe.Disruption{{Lost: 10, StartNs: 100, EndNs: 100 + 45e6}, {Lost: 20, StartNs: 500, EndNs: 500 + 95e6}}
+		f.Delivery = &report.Delivery{}
+		f.Disruptions = []report.Disruption{{Lost: 10, StartNs: 100, EndNs: 100 + 45e6}, {Lost: 20, StartNs: 500, EndNs: 500 + 95e6}}
 		f.DisruptionCount = 2
-		rep := &probe.Report{Flows: []probe.GapReport{f}}
+		rep := &report.Report{Flows: []report.GapReport{f}}
 		rep.Rate = 200
 		for _, w := range []struct {
 			from, to  int64
@@ -163,7 +163,7 @@ func TestPlatformLossMeasure(t *testing.T) {
 			}
 		}
 		f.DisruptionCount = 70
-		if _, err := Holes(&probe.Report{Flows: []probe.GapReport{f}}, SentBetween(0, 1000), nil); err == nil {
+		if _, err := Holes(&report.Report{Flows: []report.GapReport{f}}, SentBetween(0, 1000), nil); err == nil {
 			t.Error("more disruptions than listed: want an error")
 		}
 	})
@@ -183,14 +183,14 @@ func TestPlatformLossMeasure(t *testing.T) {
 func TestHolesSince(t *testing.T) {
 	// At the change: a lost head (13 probes) and 2 missing; by the end 11
 	// more missing in one run after the change, and a tail still in flight.
-	at := &probe.Report{EndNs: 1000, Rate: 50, Flows: []probe.GapReport{flow("a->b", 100, 85, 14, 100, 2)}}
+	at := &report.Report{EndNs: 1000, Rate: 50, Flows: []report.GapReport{flow("a->b", 100, 85, 14, 100, 2)}}
 	end := flow("a->b", 400, 372, 14, 398, 13)
-	end.Delivery = &probe.Delivery{}
-	end.Disruptions = []probe.Disruption{{Lost: 13, StartNs: 10, EndNs: 10 + 240e6}, {Lost: 2, StartNs: 500}, {Lost: 11, StartNs: 2000, EndNs: 2000 + 200e6}}
+	end.Delivery = &report.Delivery{}
+	end.Disruptions = []report.Disruption{{Lost: 13, StartNs: 10, EndNs: 10 + 240e6}, {Lost: 2, StartNs: 500}, {Lost: 11, StartNs: 2000, EndNs: 2000 + 200e6}}
 	end.DisruptionCount = 3
 	end.LongestGapMs = 692
-	rep := &probe.Report{Rate: 50, Flows: []probe.GapReport{end}}
-	through := &probe.Report{Flows: []probe.GapReport{flow("a->b", 398, 372, 14, 398, 13)}}
+	rep := &report.Report{Rate: 50, Flows: []report.GapReport{end}}
+	through := &report.Report{Flows: []report.GapReport{flow("a->b", 398, 372, 14, 398, 13)}}
 	hs, err := Holes(rep, SinceSnapshot(at, through), nil)
 	if err != nil {
 		t.Fatal(err)

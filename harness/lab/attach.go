@@ -17,6 +17,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/instrument/timeline"
 	"github.com/birdcage/birdcage/instrument/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
@@ -33,7 +34,7 @@ type AttachedNode struct {
 	Name      string
 	Netns     string // path of its network namespace
 	Blocks    []netip.Prefix
-	Workloads []probe.Endpoint
+	Workloads []report.Endpoint
 	spec      *Node
 }
 
@@ -107,7 +108,7 @@ func Attach(ctx context.Context, m *Manifest, o AttachOptions) (_ *Lab, err erro
 			if err != nil {
 				return nil, fmt.Errorf("lab %s: node %s: workload %s: %w", m.Name, spec.Name, w.Name, err)
 			}
-			an.Workloads = append(an.Workloads, probe.Endpoint{Name: spec.Name + "/" + w.Name, Netns: p, Iface: w.Interface, Addr: netip.MustParseAddr(w.Address)})
+			an.Workloads = append(an.Workloads, report.Endpoint{Name: spec.Name + "/" + w.Name, Netns: p, Iface: w.Interface, Addr: netip.MustParseAddr(w.Address)})
 			paths = append(paths, p)
 		}
 		for _, p := range paths {
@@ -294,8 +295,8 @@ func (l *Lab) Events() []results.Event {
 }
 
 // FirstWorkloads is each node's first workload, in manifest order.
-func (l *Lab) FirstWorkloads() []probe.Endpoint {
-	var out []probe.Endpoint
+func (l *Lab) FirstWorkloads() []report.Endpoint {
+	var out []report.Endpoint
 	for _, n := range l.Nodes {
 		if len(n.Workloads) > 0 {
 			out = append(out, n.Workloads[0])

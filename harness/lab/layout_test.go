@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/birdcage/birdcage/harness/encap"
-	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 )
 
@@ -49,7 +49,7 @@ func TestEncapLayout(t *testing.T) {
 	node := func(name, netns, addr string, wls ...string) (*AttachedNode, Snapshot) {
 		an := &AttachedNode{Name: name, Netns: netns, spec: &Node{Name: name, Interfaces: []string{"eth0"}}}
 		for _, w := range wls {
-			an.Workloads = append(an.Workloads, probe.Endpoint{Addr: netip.MustParseAddr(w)})
+			an.Workloads = append(an.Workloads, report.Endpoint{Addr: netip.MustParseAddr(w)})
 		}
 		return an, Snapshot{Netns: netns, Parts: map[string][]string{"addrs": {"lo 127.0.0.1/8", "eth0 " + addr, "tunl0 10.244.1.0/32", "eth0 fe80::1/64"}}}
 	}
@@ -71,11 +71,11 @@ func TestEncapLayout(t *testing.T) {
 			t.Errorf("a → %s: encapsulates %v, want %v", c.dst, got, c.want)
 		}
 	}
-	flow := func(bare uint64) *probe.Report {
-		return &probe.Report{
-			Flows: []probe.GapReport{{Flow: "a->b", SrcAddr: netip.MustParseAddr("10.244.1.2"), DstAddr: netip.MustParseAddr("10.244.2.2"), Sent: 100,
-				Hops: []probe.HopCount{{Hop: "a/eth0 egress", Inner: 100 - bare, Packets: bare}, {Hop: "b/eth0 ingress"}}}},
-			Tunnels: []probe.TunnelCount{{Hop: "a/eth0 egress", Src: netip.MustParseAddr("10.10.0.10"), Dst: netip.MustParseAddr("10.10.0.11"), Packets: 100 - bare}},
+	flow := func(bare uint64) *report.Report {
+		return &report.Report{
+			Flows: []report.GapReport{{Flow: "a->b", SrcAddr: netip.MustParseAddr("10.244.1.2"), DstAddr: netip.MustParseAddr("10.244.2.2"), Sent: 100,
+				Hops: []report.HopCount{{Hop: "a/eth0 egress", Inner: 100 - bare, Packets: bare}, {Hop: "b/eth0 ingress"}}}},
+			Tunnels: []report.TunnelCount{{Hop: "a/eth0 egress", Src: netip.MustParseAddr("10.10.0.10"), Dst: netip.MustParseAddr("10.10.0.11"), Packets: 100 - bare}},
 		}
 	}
 	if _, err := encap.Check(lay, flow(0)); err != nil {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/report/results"
@@ -68,7 +68,7 @@ func (n nodeRoutes) Routes(dst netip.Prefix) ([]kroute.Route, error) {
 // WorkloadNode is the node whose workload has address a.
 func (l *Lab) WorkloadNode(a netip.Addr) string {
 	for _, n := range l.Nodes {
-		if slices.ContainsFunc(n.Workloads, func(w probe.Endpoint) bool { return w.Addr == a }) {
+		if slices.ContainsFunc(n.Workloads, func(w report.Endpoint) bool { return w.Addr == a }) {
 			return n.Name
 		}
 	}
@@ -100,7 +100,7 @@ func (l *Lab) WaitConverged(ctx context.Context) error {
 // Result starts a results row judged on the lab: its probes, events and
 // route swimlanes; the programmer's restarts and confd's reaction are the
 // lab's own and not seen, which a note says.
-func (l *Lab) Result(name string, rep *probe.Report) results.ScenarioResult {
+func (l *Lab) Result(name string, rep *report.Report) results.ScenarioResult {
 	s := results.ScenarioResult{Name: name, Topology: l.TargetName(), Tunnel: l.tunnel, Probes: rep, Events: l.Events(), Figures: map[string]float64{},
 		RouteEvents: l.RouteEvents()}
 	if ev := l.Events(); len(ev) > 0 {

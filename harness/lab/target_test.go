@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/birdcage/birdcage/harness"
-	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 )
 
 // A lab's upgrade action picks its own BIRD and programmer: the options a
@@ -40,7 +40,7 @@ func TestLabAsTarget(t *testing.T) {
 	w2 := netip.MustParseAddr("10.244.2.5")
 	l := &Lab{M: &Manifest{Name: "x"}, Nodes: []*AttachedNode{
 		{Name: "node-1", Blocks: []netip.Prefix{b1}},
-		{Name: "node-2", Blocks: []netip.Prefix{b2}, Workloads: []probe.Endpoint{{Name: "node-2/w", Addr: w2}}},
+		{Name: "node-2", Blocks: []netip.Prefix{b2}, Workloads: []report.Endpoint{{Name: "node-2/w", Addr: w2}}},
 	}}
 	if got := strings.Join(l.NodeNames(), ","); got != "node-1,node-2" {
 		t.Errorf("NodeNames %s", got)

@@ -3,6 +3,8 @@ package probe
 import (
 	"math/bits"
 	"sort"
+
+	"github.com/birdcage/birdcage/instrument/probe/report"
 )
 
 // Delivery over time and the list of disruptions, for the handover report
@@ -117,12 +119,12 @@ func (sb *sendBins) sendTime(seq uint64) int64 {
 
 // delivery builds the flow's series (bins merged to at most
 // maxDeliveryBins) from the send bins and the seen set.
-func delivery(sb *sendBins, seen seqBitmap, socketReceived uint64) *Delivery {
+func delivery(sb *sendBins, seen seqBitmap, socketReceived uint64) *report.Delivery {
 	if len(sb.first) == 0 {
 		return nil
 	}
 	k := (len(sb.first) + maxDeliveryBins - 1) / maxDeliveryBins
-	d := &Delivery{StartNs: sb.startNs, BinMs: float64(int64(k)*DeliveryBinNs) / 1e6, SocketReceived: socketReceived}
+	d := &report.Delivery{StartNs: sb.startNs, BinMs: float64(int64(k)*DeliveryBinNs) / 1e6, SocketReceived: socketReceived}
 	for i := 0; i < len(sb.first); i += k {
 		lo := sb.first[i]
 		hi := sb.sent + 1
@@ -137,8 +139,8 @@ func delivery(sb *sendBins, seen seqBitmap, socketReceived uint64) *Delivery {
 
 // disruptions lists the runs of lost sequence numbers 1..sent (at most
 // maxDisruptions, the first ones) and counts them all.
-func disruptions(sb *sendBins, seen seqBitmap) (list []Disruption, count int) {
-	var run *Disruption
+func disruptions(sb *sendBins, seen seqBitmap) (list []report.Disruption, count int) {
+	var run *report.Disruption
 	flush := func(next uint64) {
 		if run == nil {
 			return
@@ -160,7 +162,7 @@ func disruptions(sb *sendBins, seen seqBitmap) (list []Disruption, count int) {
 			continue
 		}
 		if run == nil {
-			run = &Disruption{FirstSeq: s, StartNs: sb.sendTime(s)}
+			run = &report.Disruption{FirstSeq: s, StartNs: sb.sendTime(s)}
 		}
 		run.LastSeq = s
 		run.Lost++

@@ -18,24 +18,18 @@ import (
 	"github.com/birdcage/birdcage/internal/monoclock"
 )
 
-// Endpoint and Flow are instrument/probe/report's (plain data a flow plan
-// holds without BPF); see there. They go with the aliases in report.go
-// (same reason).
-type (
-	Endpoint = report.Endpoint
-	Flow     = report.Flow
-)
-
 // Both returns the flows a->b and b->a.
-func Both(a, b Endpoint) []Flow { return []Flow{{Src: a, Dst: b}, {Src: b, Dst: a}} }
+func Both(a, b report.Endpoint) []report.Flow {
+	return []report.Flow{{Src: a, Dst: b}, {Src: b, Dst: a}}
+}
 
 // AllPairs returns a flow for every ordered pair of distinct endpoints.
-func AllPairs(eps ...Endpoint) []Flow {
-	var out []Flow
+func AllPairs(eps ...report.Endpoint) []report.Flow {
+	var out []report.Flow
 	for i, a := range eps {
 		for j, b := range eps {
 			if i != j {
-				out = append(out, Flow{Src: a, Dst: b})
+				out = append(out, report.Flow{Src: a, Dst: b})
 			}
 		}
 	}
@@ -60,7 +54,7 @@ type Options struct {
 	Rate int
 	// Flows to probe. Each needs a distinct (source, destination) address
 	// pair: the BPF tracker tells flows apart by addresses.
-	Flows []Flow
+	Flows []report.Flow
 	// Hops get counters too (optional).
 	Hops []Hop
 	// Port is the UDP destination port; default DefaultPort.
@@ -99,14 +93,14 @@ type Session struct {
 	sendDone chan struct{}
 
 	mu     sync.Mutex
-	marks  []Mark
+	marks  []report.Mark
 	endNs  int64
 	closed bool
-	final  *Report
+	final  *report.Report
 }
 
-func dstKey(e Endpoint) string  { return e.Netns + "|" + e.Iface }
-func recvKey(e Endpoint) string { return e.Netns + "|" + e.Addr.String() }
+func dstKey(e report.Endpoint) string  { return e.Netns + "|" + e.Iface }
+func recvKey(e report.Endpoint) string { return e.Netns + "|" + e.Addr.String() }
 
 func (o *Options) validate() error {
 	if o.Rate == 0 {
@@ -129,7 +123,7 @@ func (o *Options) validate() error {
 	}
 	seen := map[[2]netip.Addr]string{}
 	for i, f := range o.Flows {
-		for _, e := range []Endpoint{f.Src, f.Dst} {
+		for _, e := range []report.Endpoint{f.Src, f.Dst} {
 			if e.Netns == "" || e.Iface == "" || !e.Addr.IsValid() {
 				return fmt.Errorf("probe options: flow %d (%s): endpoint %q needs Netns, Iface and Addr", i, f.Name(), e.Name)
 			}
@@ -240,7 +234,7 @@ func (s *Session) Mark(name string) int64 {
 func (s *Session) MarkAt(name string, at int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.marks = append(s.marks, Mark{Name: name, At: at})
+	s.marks = append(s.marks, report.Mark{Name: name, At: at})
 }
 
 // MapBytes is the BPF map memory of all the session's counters and how
@@ -294,7 +288,7 @@ func (s *Session) WaitFlowing(ctx context.Context) error {
 
 // Report returns a report of the session so far. While probes are sending,
 // Lost includes probes still in flight; only Stop's report is exact.
-func (s *Session) Report() (*Report, error) {
+func (s *Session) Report() (*report.Report, error) {
 	s.mu.Lock()
 	if s.final != nil {
 		defer s.mu.Unlock()
@@ -307,7 +301,7 @@ func (s *Session) Report() (*Report, error) {
 // Stop stops sending, waits until nothing is in flight (the receive counts
 // stop moving, at most 2 s), releases everything and returns the final
 // report, in which Lost = Sent - Received exactly.
-func (s *Session) Stop() (*Report, error) {
+func (s *Session) Stop() (*report.Report, error) {
 	s.mu.Lock()
 	if s.final != nil {
 		defer s.mu.Unlock()

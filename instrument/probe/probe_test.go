@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/bpf"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/testenv"
@@ -34,7 +35,7 @@ import (
 type star struct {
 	router ns.NetNS
 	rh     *netlink.Handle
-	wls    []Endpoint
+	wls    []report.Endpoint
 }
 
 func newStar(tb testing.TB, n int) *star {
@@ -76,7 +77,7 @@ func newStar(tb testing.TB, n int) *star {
 			tb.Fatalf("default route in wl%d: %v", i, err)
 		}
 		wh.Close()
-		st.wls = append(st.wls, Endpoint{
+		st.wls = append(st.wls, report.Endpoint{
 			Name:  fmt.Sprintf("wl%d", i),
 			Netns: wl.Path(),
 			Iface: "eth0",
@@ -94,7 +95,7 @@ func blackhole(a netip.Addr) *netlink.Route {
 	}
 }
 
-func flowByName(t *testing.T, rep *Report, name string) GapReport {
+func flowByName(t *testing.T, rep *report.Report, name string) report.GapReport {
 	t.Helper()
 	for _, f := range rep.Flows {
 		if f.Flow == name {
@@ -102,7 +103,7 @@ func flowByName(t *testing.T, rep *Report, name string) GapReport {
 		}
 	}
 	t.Fatalf("no flow %q in report", name)
-	return GapReport{}
+	return report.GapReport{}
 }
 
 // waitArrivals polls until flow has received n more probes than it had.
@@ -161,7 +162,7 @@ type bounds struct {
 	lostMin, lostMax   int64
 }
 
-func outageBounds(interval int64, f GapReport, addBefore, addAfter, delBefore, delAfter int64) bounds {
+func outageBounds(interval int64, f report.GapReport, addBefore, addAfter, delBefore, delAfter int64) bounds {
 	b := bounds{
 		spacing: max(interval, int64(f.SenderLongestGapMs*1e6)),
 		latency: int64(f.UserSpace.MaxLatencyMs * 1e6),
@@ -297,7 +298,7 @@ func TestHopsAndNotFlowing(t *testing.T) {
 	if err := st.rh.RouteAdd(blackhole(b.Addr)); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Start(ctx, Options{Rate: 2000, Flows: []Flow{{Src: a, Dst: b}}, Hops: hops, Legacy: true})
+	s, err := Start(ctx, Options{Rate: 2000, Flows: []report.Flow{{Src: a, Dst: b}}, Hops: hops, Legacy: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/birdcage/birdcage/bpf"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/containernetworking/plugins/pkg/ns"
 )
@@ -17,7 +18,7 @@ import (
 // measurement; the receiver keeps the port open (no ICMP port unreachable
 // back to the sender) and keeps a user-space count as a cross-check.
 type receiver struct {
-	ep   Endpoint
+	ep   report.Endpoint
 	conn *net.UDPConn
 	done chan struct{}
 
@@ -36,7 +37,7 @@ type userTrack struct {
 	distinct     uint64
 }
 
-func listen(ep Endpoint, port uint16) (*receiver, error) {
+func listen(ep report.Endpoint, port uint16) (*receiver, error) {
 	n, err := ns.GetNS(ep.Netns)
 	if err != nil {
 		return nil, fmt.Errorf("receiver %s: open netns: %w", ep.Name, err)

@@ -10,30 +10,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The report's data types are instrument/probe/report's, where the results
-// model reads them; these aliases keep probe.Report and the rest. They go
-// when the scenario suite's machinery leaves package scenarios (issue 42,
-// part 2): its package-level func report takes the name the package
-// instrument/probe/report would need there.
-type (
-	Report         = report.Report
-	Total          = report.Total
-	GapReport      = report.GapReport
-	Gap            = report.Gap
-	UserSpaceCheck = report.UserSpaceCheck
-	HopCount       = report.HopCount
-	TunnelCount    = report.TunnelCount
-	Mark           = report.Mark
-	Delivery       = report.Delivery
-	Disruption     = report.Disruption
-)
-
-func (s *Session) report(end int64) (*Report, error) {
+func (s *Session) report(end int64) (*report.Report, error) {
 	s.mu.Lock()
-	marks := append([]Mark(nil), s.marks...)
+	marks := append([]report.Mark(nil), s.marks...)
 	s.mu.Unlock()
 	sort.SliceStable(marks, func(i, j int) bool { return marks[i].At < marks[j].At })
-	rep := &Report{StartNs: s.startNs, EndNs: end, Rate: s.opts.Rate, SenderRealtime: s.realtime.Load(), Marks: marks}
+	rep := &report.Report{StartNs: s.startNs, EndNs: end, Rate: s.opts.Rate, SenderRealtime: s.realtime.Load(), Marks: marks}
 	for _, sd := range s.senders {
 		g, err := s.flowReport(sd, marks)
 		if err != nil {
@@ -67,17 +49,17 @@ func (s *Session) report(end int64) (*Report, error) {
 
 // tunnelCounts lists the IPIP outer flows (protocol 4) every hop counted,
 // by hop, then source and destination.
-func (s *Session) tunnelCounts() ([]TunnelCount, error) {
-	var out []TunnelCount
+func (s *Session) tunnelCounts() ([]report.TunnelCount, error) {
+	var out []report.TunnelCount
 	for i, h := range s.opts.Hops {
 		fs, err := s.hopCtrs[i].Flows()
 		if err != nil {
 			return nil, fmt.Errorf("report hop %s: %w", h.Name, err)
 		}
-		var at []TunnelCount
+		var at []report.TunnelCount
 		for _, f := range fs {
 			if f.Proto == unix.IPPROTO_IPIP && !f.Inner {
-				at = append(at, TunnelCount{Hop: h.Name, Src: f.Src, Dst: f.Dst, Packets: f.Packets})
+				at = append(at, report.TunnelCount{Hop: h.Name, Src: f.Src, Dst: f.Dst, Packets: f.Packets})
 			}
 		}
 		sort.Slice(at, func(a, b int) bool {
@@ -91,14 +73,14 @@ func (s *Session) tunnelCounts() ([]TunnelCount, error) {
 	return out, nil
 }
 
-func (s *Session) flowReport(sd *sender, marks []Mark) (GapReport, error) {
+func (s *Session) flowReport(sd *sender, marks []report.Mark) (report.GapReport, error) {
 	f := sd.flow
 	tr, _, err := s.dstCtrs[dstKey(f.Dst)].ProbeTrack(f.Src.Addr, f.Dst.Addr, false)
 	if err != nil {
-		return GapReport{}, fmt.Errorf("report %s: %w", f.Name(), err)
+		return report.GapReport{}, fmt.Errorf("report %s: %w", f.Name(), err)
 	}
 	sent := sd.sent.Load()
-	g := GapReport{
+	g := report.GapReport{
 		Flow:               f.Name(),
 		SrcAddr:            f.Src.Addr,
 		DstAddr:            f.Dst.Addr,
@@ -117,16 +99,16 @@ func (s *Session) flowReport(sd *sender, marks []Mark) (GapReport, error) {
 	// The longest gap: between arrivals (BPF), before the first arrival, or
 	// after the last one if later probes never came.
 	firstSent, lastSent := sd.firstNs.Load(), sd.lastNs.Load()
-	gap := Gap{StartNs: tr.MaxGapStartNs, EndNs: tr.MaxGapStartNs + tr.MaxGapNs, EndSeq: tr.MaxGapEndSeq}
+	gap := report.Gap{StartNs: tr.MaxGapStartNs, EndNs: tr.MaxGapStartNs + tr.MaxGapNs, EndSeq: tr.MaxGapEndSeq}
 	switch {
 	case sent > 0 && tr.Received == 0:
-		gap = Gap{StartNs: firstSent, EndNs: lastSent, Open: true}
+		gap = report.Gap{StartNs: firstSent, EndNs: lastSent, Open: true}
 	case tr.Received > 0:
 		if tr.HighestSeq < sent && lastSent-tr.LastNs > gap.EndNs-gap.StartNs {
-			gap = Gap{StartNs: tr.LastNs, EndNs: lastSent, Open: true}
+			gap = report.Gap{StartNs: tr.LastNs, EndNs: lastSent, Open: true}
 		}
 		if tr.FirstSeq > 1 && tr.FirstNs-firstSent > gap.EndNs-gap.StartNs {
-			gap = Gap{StartNs: firstSent, EndNs: tr.FirstNs, EndSeq: tr.FirstSeq}
+			gap = report.Gap{StartNs: firstSent, EndNs: tr.FirstNs, EndSeq: tr.FirstSeq}
 		}
 	}
 	g.Gap = gap
@@ -148,7 +130,7 @@ func (s *Session) flowReport(sd *sender, marks []Mark) (GapReport, error) {
 	}
 
 	ut := s.receivers[recvKey(f.Dst)].track(f.Src.Addr)
-	g.UserSpace = UserSpaceCheck{
+	g.UserSpace = report.UserSpaceCheck{
 		Received:     ut.received,
 		LongestGapMs: monoclock.Ms(ut.maxGapNs),
 		MaxLatencyMs: monoclock.Ms(ut.maxLatencyNs),
@@ -164,20 +146,20 @@ func (s *Session) flowReport(sd *sender, marks []Mark) (GapReport, error) {
 
 	for i, h := range s.opts.Hops {
 		c := s.hopCtrs[i]
-		hc := HopCount{Hop: h.Name}
+		hc := report.HopCount{Hop: h.Name}
 		plain, err := c.Flow(bpf.FlowKey{Src: f.Src.Addr, Dst: f.Dst.Addr, Proto: unix.IPPROTO_UDP})
 		if err != nil {
-			return GapReport{}, err
+			return report.GapReport{}, err
 		}
 		inner, err := c.Flow(bpf.FlowKey{Src: f.Src.Addr, Dst: f.Dst.Addr, Proto: unix.IPPROTO_UDP, Inner: true})
 		if err != nil {
-			return GapReport{}, err
+			return report.GapReport{}, err
 		}
 		hc.Packets, hc.Inner = plain.Packets, inner.Packets
 		for _, innerFlow := range []bool{false, true} {
 			ht, ok, err := c.ProbeTrack(f.Src.Addr, f.Dst.Addr, innerFlow)
 			if err != nil {
-				return GapReport{}, err
+				return report.GapReport{}, err
 			}
 			if ok {
 				hc.Received += ht.Received

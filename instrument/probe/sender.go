@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/bpf"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"golang.org/x/sys/unix"
@@ -19,7 +20,7 @@ import (
 // the source workload's netns and keeps that netns for its life, so the send
 // loop runs on an ordinary thread.
 type sender struct {
-	flow Flow
+	flow report.Flow
 	fd   int
 
 	seq       uint64 // last sequence number sent; only the send loop touches it
@@ -53,7 +54,7 @@ func sockaddr(a netip.Addr, port uint16) unix.Sockaddr {
 // socket buffer is a counted send error (EAGAIN), never a stalled send loop.
 // Connected: ICMP errors for earlier probes show up as send errors
 // (ECONNREFUSED, EHOSTUNREACH), which says what the network did.
-func dial(f Flow, port uint16) (*sender, error) {
+func dial(f report.Flow, port uint16) (*sender, error) {
 	n, err := ns.GetNS(f.Src.Netns)
 	if err != nil {
 		return nil, fmt.Errorf("flow %s: open source netns: %w", f.Name(), err)

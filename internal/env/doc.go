@@ -4,7 +4,7 @@
 // and what would be valid.
 //
 // Load is called only at the edges of a process: the scenario suite's setup
-// (scenarios/suite_test.go), the CLI's root command (cmd/birdcage), the
+// (scenarios/scenariotest/suite.go), the CLI's root command (cmd/birdcage), the
 // programmer's main (cmd/birdcage-programmer), the CI helpers' mains
 // (ci/soakrun) and a few test-package setups that have no other edge
 // (internal/testenv, the opt-in benchmarks and root tests). Everything

@@ -14,7 +14,7 @@ import (
 // edges are the files that load the environment (LoadOS): a process's
 // entry, or a test package's only way in. Everything else takes values.
 var edges = []string{
-	"scenarios/suite_test.go",         // the scenario suite's setup
+	"scenarios/scenariotest/suite.go", // the scenario suite's setup
 	"cmd/birdcage/env.go",             // the CLI's root command
 	"cmd/birdcage-programmer/main.go", // the programmer's main
 	"ci/soakrun/main.go",              // the soak tool's main

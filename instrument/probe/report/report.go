@@ -1,9 +1,10 @@
 // Package report is a probe session's report as data: per flow what was
 // sent, lost, late and duplicated, the longest gap, delivery over time and
 // the disruptions; and the flows a session carries (Endpoint, Flow), so a
-// flow plan is data too. instrument/probe measures and builds it (and aliases these
-// types); the results model (report/results) and the tools that read
-// results files import only this package, without BPF.
+// flow plan is data too. instrument/probe measures and builds it, and its
+// callers name these types here (report.Report, report.Flow); the results
+// model (report/results) and the tools that read results files import only
+// this package, without BPF.
 package report
 
 import "net/netip"

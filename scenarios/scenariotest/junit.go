@@ -1,10 +1,10 @@
-package scenarios_test
+package scenariotest
 
 // The suite's JUnit report (--ginkgo.junit-report) carries every
 // scenario's figures as properties of its test case, so CI systems that
 // read JUnit can chart and gate on them: Ginkgo writes each report entry as
 // a <property name=... value=JSON/>. The entries are invisible on the
-// console (the table report() prints is the console's view).
+// console (the table Record prints is the console's view).
 
 import (
 	"sort"

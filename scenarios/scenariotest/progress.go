@@ -1,4 +1,4 @@
-package scenarios_test
+package scenariotest
 
 // Progress lines for `birdcage run` (which sets BIRDCAGE_PROGRESS=1): which
 // spec started, and once a second while a cluster is up, its probes sent
@@ -19,7 +19,7 @@ import (
 // (another goroutine than the spec's).
 var progressCluster atomic.Pointer[harness.Cluster]
 
-var progressOn = cfg.Progress
+var progressOn = Config.Progress
 
 var startProgressTicker sync.Once
 
@@ -28,7 +28,7 @@ var _ = BeforeEach(func() {
 		return
 	}
 	fmt.Printf("[birdcage] progress start %s\n", CurrentSpecReport().FullText())
-	// The suite has one BeforeSuite (suite_test.go); the ticker starts with
+	// The suite has one BeforeSuite (suite.go); the ticker starts with
 	// the first spec and ends with the process.
 	startProgressTicker.Do(func() { go progressTicker() })
 })

@@ -1,4 +1,4 @@
-package scenarios_test
+package scenariotest
 
 // Debugging a failure: with $BIRDCAGE_KEEP_ON_FAIL=1 (`birdcage run
 // --keep-on-fail`) the first failed spec's cluster is left up instead of
@@ -25,7 +25,7 @@ func keepIfFailed(c *harness.Cluster) bool {
 	if !CurrentSpecReport().Failed() {
 		return false
 	}
-	if !cfg.KeepOnFail {
+	if !Config.KeepOnFail {
 		return false
 	}
 	if keptRun != "" {

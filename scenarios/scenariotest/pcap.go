@@ -1,4 +1,4 @@
-package scenarios_test
+package scenariotest
 
 // Packet captures for a person debugging a handover: with
 // $BIRDCAGE_PCAP=1 (`birdcage run --pcap`) every cluster a spec starts
@@ -25,10 +25,10 @@ var _ = BeforeEach(func() { armed = nil })
 // armCaptures arms c's captures when they were asked for.
 func armCaptures(c *harness.Cluster) {
 	GinkgoHelper()
-	if !cfg.Pcap {
+	if !Config.Pcap {
 		return
 	}
-	dir := filepath.Join(results.ArtifactsDir(cfg.Artifacts), slug(CurrentSpecReport().FullText()), "pcap-"+c.Run.ID)
+	dir := filepath.Join(results.ArtifactsDir(Config.Artifacts), slug(CurrentSpecReport().FullText()), "pcap-"+c.Run.ID)
 	if err := c.Captures().Arm(dir); err != nil {
 		Fail(err.Error())
 	}
@@ -40,7 +40,7 @@ func armCaptures(c *harness.Cluster) {
 var _ = JustAfterEach(func() {
 	var files []results.CaptureFile
 	for _, c := range armed {
-		fs, err := c.Captures().Stop(results.ArtifactsDir(cfg.Artifacts))
+		fs, err := c.Captures().Stop(results.ArtifactsDir(Config.Artifacts))
 		if err != nil {
 			AddReportEntry("packet captures", err.Error())
 			fmt.Printf("[birdcage] warning: %v\n", err)
@@ -59,5 +59,5 @@ var _ = JustAfterEach(func() {
 	for _, f := range files {
 		total += f.Packets
 	}
-	fmt.Printf("[birdcage] packet captures: %d files, %d probe packets, in %s\n", len(files), total, filepath.Dir(filepath.Join(results.ArtifactsDir(cfg.Artifacts), files[0].Path)))
+	fmt.Printf("[birdcage] packet captures: %d files, %d probe packets, in %s\n", len(files), total, filepath.Dir(filepath.Join(results.ArtifactsDir(Config.Artifacts), files[0].Path)))
 })
