@@ -91,56 +91,11 @@ var _ = Describe("A non-default deviceRouteProtocol end to end", Label("noencap"
 			probes, err := c.Probes(ctx, harness.ProbeOptions{})
 			Expect(err).NotTo(HaveOccurred(), "probes flow between every pair over the proto %d routes", customProgrammerProtocol)
 
-			// 4. The programmer's ownership of kernel routes goes by 99: an
-			// undesired proto 99 route on the uplink is its own and goes;
-			// an undesired proto 80 route beside it is not and stays.
-			n1 := c.Node("node-1")
-			gw := c.Node("node-2").NS.Address.Addr()
-			planted := c.Mark("fixtures planted")
-			Expect(addFixtureRoute(n1, fixtureOwnProtocol, gw, "eth0", customProgrammerProtocol)).To(Succeed())
-			Expect(addFixtureRoute(n1, fixtureOldProtocol, gw, "eth0", designProgrammerProtocol)).To(Succeed())
-			Eventually(func() []kroute.Route { rs, _ := n1.Routes(fixtureOwnProtocol); return rs }).
-				WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).Should(BeEmpty(),
-				"node-1's programmer should remove the undesired proto %d route to %s: its own by protocol", customProgrammerProtocol, fixtureOwnProtocol)
-			removedAfter := float64(0)
-			if dels := deletesOf(c.Timeline(n1.Name), fixtureOwnProtocol, planted.Mono, 0); len(dels) > 0 {
-				removedAfter = float64(dels[0].At-planted.Mono) / 1e6
-			}
-			Expect(programmerDeletes(n1.Programmer.LogPath())).To(HaveKey(fixtureOwnProtocol.String()), "node-1's programmer log should say it deleted %s", fixtureOwnProtocol)
-			resyncs := waitFullResyncs(n1, 2)
-			end := c.Mark("two full resyncs after the fixtures")
-			Expect(n1.Routes(fixtureOldProtocol)).To(ContainElement(SatisfyAll(HaveField("Dst", fixtureOldProtocol), HaveField("Protocol", designProgrammerProtocol))),
-				"control: the proto %d route to %s is not the programmer's once it writes proto %d, and must stay", designProgrammerProtocol, fixtureOldProtocol, customProgrammerProtocol)
-			Expect(deletesOf(c.Timeline(n1.Name), fixtureOldProtocol, planted.Mono, end.Mono)).To(BeEmpty(), "the proto %d fixture was deleted at some point", designProgrammerProtocol)
+			By("4. the programmer's ownership goes by 99: an undesired proto 99 route goes, a proto 80 one stays")
+			removedAfter, resyncs := expectOwnershipByProtocol(c)
 
-			// 5. BIRD's view of the programmer's routes.
-			source := strconv.Itoa(int(customProgrammerProtocol))
-			b2 := blockOf(c.Node("node-2").NS, "noencap-pool")
-			var held []bird.Route
-			if !importFilter {
-				// Learned as alien kernel routes carrying protocol 99.
-				Eventually(func() []bird.Route { held = birdKernelRoutes(ctx, n1, b2); return held }).WithPolling(100*time.Millisecond).
-					Should(ContainElement(HaveField("Attrs", HaveKeyWithValue("Kernel.source", source))),
-						"node-1's BIRD should learn the programmer's route to %s with Kernel.source %s", b2, source)
-			} else {
-				// The candidate filter rejects krt_source = 99 with a next
-				// hop: the remote routes stay out of BIRD's table...
-				conf, err := birdConfig(n1)
-				Expect(err).NotTo(HaveOccurred())
-				Expect(conf).To(ContainSubstring(fmt.Sprintf("krt_source = %d", customProgrammerProtocol)), "node-1's import filter names protocol %d", customProgrammerProtocol)
-				Consistently(func() []bird.Route { held = birdKernelRoutes(ctx, n1, b2); return held }).WithTimeout(3*time.Second).WithPolling(200*time.Millisecond).
-					Should(BeEmpty(), "with the candidate import filter node-1's BIRD must not hold the programmer's proto %d route to %s", customProgrammerProtocol, b2)
-				// ...while the programmer's local workload route (proto 99,
-				// no next hop) is still learned: the filter matched the
-				// protocol and the next hop, not everything.
-				local := netip.PrefixFrom(c.Net.Nodes[0].Workloads[0].IPv4, 32)
-				Eventually(n1).WithPolling(50*time.Millisecond).
-					Should(judge.HaveClusterRoute(local).ProgrammedBy(judge.ByProgrammer).WithProgrammerProtocol(customProgrammerProtocol),
-						"guard: node-1's programmer writes its local workload route %s at proto %d", local, customProgrammerProtocol)
-				Eventually(func() []bird.Route { return birdKernelRoutes(ctx, n1, local) }).WithPolling(100*time.Millisecond).
-					Should(ContainElement(HaveField("Attrs", HaveKeyWithValue("Kernel.source", source))),
-						"control: node-1's BIRD still learns the proto %d local workload route %s (no next hop)", customProgrammerProtocol, local)
-			}
+			By("5. BIRD's view of the programmer's routes (learned with Kernel.source 99, or kept out by the import filter)")
+			b2, held := expectBIRDViewOfProtocol(ctx, c, importFilter)
 
 			rep, err := probes.Stop()
 			Expect(err).NotTo(HaveOccurred())
@@ -174,4 +129,64 @@ func birdKernelRoutes(ctx context.Context, n *harness.Node, p netip.Prefix) []bi
 		}
 	}
 	return out
+}
+
+// expectOwnershipByProtocol is step 4 of the deviceRouteProtocol spec: the
+// programmer's ownership of kernel routes goes by 99: an undesired proto 99
+// route on the uplink is its own and goes; an undesired proto 80 route
+// beside it is not and stays (over two full resyncs).
+func expectOwnershipByProtocol(c *harness.Cluster) (removedAfter float64, resyncs int) {
+	GinkgoHelper()
+	n1 := c.Node("node-1")
+	gw := c.Node("node-2").NS.Address.Addr()
+	planted := c.Mark("fixtures planted")
+	Expect(addFixtureRoute(n1, fixtureOwnProtocol, gw, "eth0", customProgrammerProtocol)).To(Succeed())
+	Expect(addFixtureRoute(n1, fixtureOldProtocol, gw, "eth0", designProgrammerProtocol)).To(Succeed())
+	Eventually(func() []kroute.Route { rs, _ := n1.Routes(fixtureOwnProtocol); return rs }).
+		WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(50*time.Millisecond).Should(BeEmpty(),
+		"node-1's programmer should remove the undesired proto %d route to %s: its own by protocol", customProgrammerProtocol, fixtureOwnProtocol)
+	if dels := deletesOf(c.Timeline(n1.Name), fixtureOwnProtocol, planted.Mono, 0); len(dels) > 0 {
+		removedAfter = float64(dels[0].At-planted.Mono) / 1e6
+	}
+	Expect(programmerDeletes(n1.Programmer.LogPath())).To(HaveKey(fixtureOwnProtocol.String()), "node-1's programmer log should say it deleted %s", fixtureOwnProtocol)
+	resyncs = waitFullResyncs(n1, 2)
+	end := c.Mark("two full resyncs after the fixtures")
+	Expect(n1.Routes(fixtureOldProtocol)).To(ContainElement(SatisfyAll(HaveField("Dst", fixtureOldProtocol), HaveField("Protocol", designProgrammerProtocol))),
+		"control: the proto %d route to %s is not the programmer's once it writes proto %d, and must stay", designProgrammerProtocol, fixtureOldProtocol, customProgrammerProtocol)
+	Expect(deletesOf(c.Timeline(n1.Name), fixtureOldProtocol, planted.Mono, end.Mono)).To(BeEmpty(), "the proto %d fixture was deleted at some point", designProgrammerProtocol)
+	return removedAfter, resyncs
+}
+
+// expectBIRDViewOfProtocol is step 5: BIRD's view of the programmer's
+// routes; it returns node-2's block and what node-1's BIRD holds for it.
+func expectBIRDViewOfProtocol(ctx SpecContext, c *harness.Cluster, importFilter bool) (b2 netip.Prefix, held []bird.Route) {
+	GinkgoHelper()
+	n1 := c.Node("node-1")
+	source := strconv.Itoa(int(customProgrammerProtocol))
+	b2 = blockOf(c.Node("node-2").NS, "noencap-pool")
+	if !importFilter {
+		// Learned as alien kernel routes carrying protocol 99.
+		Eventually(func() []bird.Route { held = birdKernelRoutes(ctx, n1, b2); return held }).WithPolling(100*time.Millisecond).
+			Should(ContainElement(HaveField("Attrs", HaveKeyWithValue("Kernel.source", source))),
+				"node-1's BIRD should learn the programmer's route to %s with Kernel.source %s", b2, source)
+	} else {
+		// The candidate filter rejects krt_source = 99 with a next
+		// hop: the remote routes stay out of BIRD's table...
+		conf, err := birdConfig(n1)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(conf).To(ContainSubstring(fmt.Sprintf("krt_source = %d", customProgrammerProtocol)), "node-1's import filter names protocol %d", customProgrammerProtocol)
+		Consistently(func() []bird.Route { held = birdKernelRoutes(ctx, n1, b2); return held }).WithTimeout(3*time.Second).WithPolling(200*time.Millisecond).
+			Should(BeEmpty(), "with the candidate import filter node-1's BIRD must not hold the programmer's proto %d route to %s", customProgrammerProtocol, b2)
+		// ...while the programmer's local workload route (proto 99,
+		// no next hop) is still learned: the filter matched the
+		// protocol and the next hop, not everything.
+		local := netip.PrefixFrom(c.Net.Nodes[0].Workloads[0].IPv4, 32)
+		Eventually(n1).WithPolling(50*time.Millisecond).
+			Should(judge.HaveClusterRoute(local).ProgrammedBy(judge.ByProgrammer).WithProgrammerProtocol(customProgrammerProtocol),
+				"guard: node-1's programmer writes its local workload route %s at proto %d", local, customProgrammerProtocol)
+		Eventually(func() []bird.Route { return birdKernelRoutes(ctx, n1, local) }).WithPolling(100*time.Millisecond).
+			Should(ContainElement(HaveField("Attrs", HaveKeyWithValue("Kernel.source", source))),
+				"control: node-1's BIRD still learns the proto %d local workload route %s (no next hop)", customProgrammerProtocol, local)
+	}
+	return b2, held
 }
