@@ -105,6 +105,9 @@ func (c *Config) knobs() []Knob {
 		{ProgrammerTakeoverGap, "Programmer process", "0 (off)", durationValid,
 			"--takeover-gap's default. FAULT INJECTION, not Felix: delete a route being taken over and write our own this long after.",
 			setDuration(&c.ProgrammerTakeoverGap)},
+		{ProgrammerNoBIRDCleanup, "Programmer process", "0 (off)", boolValid,
+			"--no-bird-cleanup's default. FAULT INJECTION, not Felix: never claim BIRD's persisted routes via the tunnel device, so they are never cleaned up (the gate's A/B measurement).",
+			setBool(&c.ProgrammerNoBIRDCleanup)},
 
 		{Artifacts, "Results", "artifacts/ at the module root", "a directory",
 			"Where results files, reports, diagnostics and captures go.",
