@@ -825,6 +825,9 @@ func (d *ScenarioDiff) decide(o Options) {
 		fd := &d.Flows[i]
 		for _, x := range []*FigureDiff{&fd.Gap, &fd.Lost} {
 			x.decide(d.Family, o)
+			if x.Informational {
+				continue // marked in the flows' table; the list names figures
+			}
 			d.note("flow "+fd.Flow+" "+x.Name, *x)
 		}
 	}

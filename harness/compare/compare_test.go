@@ -342,8 +342,8 @@ func TestCompareRepeatedVerdictsFlowsBudget(t *testing.T) {
 		shifted[i].Probes.Flows[0].SenderPauseInGapMs = 50
 	}
 	r = Compare("b", &results.ResultsFile{Scenarios: withFlow(10, 12, 14, 11, 13)}, "n", &results.ResultsFile{Scenarios: shifted}, Options{Thresholds: DefaultThresholds()})
-	if d := r.Scenarios[0]; d.Regression || !strings.Contains(strings.Join(d.Informational, "\n"), "flow a->b longest gap ms: ~ informational, not gated: median 12 → 62") {
-		t.Errorf("a flow's gap should be informational under the default gate: regression %v %v, informational %q", d.Regression, d.Reasons, d.Informational)
+	if d := r.Scenarios[0]; d.Regression || !d.Flows[0].Gap.Informational || !strings.Contains(d.Flows[0].Gap.Why, "~ informational, not gated: median 12 → 62") || !strings.Contains(r.Text(), "~ worse") {
+		t.Errorf("a flow's gap should be informational under the default gate: regression %v %v, flow %+v", d.Regression, d.Reasons, d.Flows[0].Gap)
 	}
 	for i := range shifted {
 		shifted[i].Figures = map[string]float64{"lostProbes": shifted[i].Probes.Flows[0].LongestGapMs}
