@@ -119,7 +119,7 @@ func (c *Config) knobs() []Knob {
 			"The lab the lab specs attach to (`birdcage lab`); the results file is named after it.",
 			setString(&c.Lab)},
 		{Repeat, "Results", "once (the sweep: its own count)", "a whole number from 1 to 1000",
-			"How many times a repeated scenario runs; the results summarise the repeats.",
+			"`birdcage run --repeat`'s default: how many times the suite runs into one results file, every run's rows kept as samples (a failed run's too). Under plain go test the specs run once; the live-change sweep takes it as its sample count.",
 			setInt(&c.Repeat, 1, 1000)},
 
 		{Build, "Results", "the checkout's commit (-dirty with changes)", "any build name (a commit SHA, a release tag)",
