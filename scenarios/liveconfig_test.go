@@ -215,7 +215,6 @@ func liveChangeOn(ctx SpecContext, t *topo.Topology, from, to ownership, lo live
 	return lc
 }
 
-
 // syncedRestarts lists the programmer's config-change restarts whose
 // replacement has synced.
 func syncedRestarts(n *harness.Node) []results.Restart {
