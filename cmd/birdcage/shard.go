@@ -115,11 +115,23 @@ func shardOf(w shard.Which, universe, phase, durations string) ([]shard.Spec, er
 }
 
 func durationsDefault(flag string) string {
-	if flag != "" {
+	switch {
+	case flag != "":
 		return flag
+	case cfg.ShardDurations != "":
+		return cfg.ShardDurations
 	}
-	return cfg.ShardDurations
+	if _, err := os.Stat(committedDurations); err == nil {
+		return committedDurations
+	}
+	return ""
 }
+
+// committedDurations is the checkout's recorded durations (a full native
+// ci/test run's results, each row's spec text and duration only), so a
+// fresh clone's shards split by duration, not by count. Refresh it from a
+// recent full run's artifacts/results-*.json (ci/shard-durations.md).
+const committedDurations = "ci/shard-durations.json"
 
 func shardCmd() *cobra.Command {
 	var suite, phase, durations string

@@ -137,7 +137,7 @@ func (c *Config) knobs() []Knob {
 		{Selftest, "Scenario runs", "", "fail, keep or shard",
 			"Registers the suite's self-test specs that must fail (fail), keep their cluster (keep) or be split into shards (shard); set by the self-tests for the child run they start.",
 			setOneOf(&c.Selftest, "fail", "keep", "shard")},
-		{ShardDurations, "Scenario runs", "unset (shards split by count)", "a results file or a directory of them",
+		{ShardDurations, "Scenario runs", "ci/shard-durations.json (the committed durations; without it, by count)", "a results file or a directory of them",
 			"Recorded durations that balance `birdcage run --shard` and `birdcage shard` (--durations' default).",
 			setString(&c.ShardDurations)},
 		{Progress, "Scenario runs", "0", boolValid,
