@@ -20,11 +20,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/poll"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // UpgradeOptions say how a node is replaced.

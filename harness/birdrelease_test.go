@@ -7,14 +7,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/birdcage/birdcage/harness/bird"
-	"github.com/birdcage/birdcage/harness/bird/birdtest"
-	"github.com/birdcage/birdcage/harness/bird/release"
+	"github.com/birdcage/birdcage/dataplane/bird"
+	"github.com/birdcage/birdcage/dataplane/bird/birdtest"
+	"github.com/birdcage/birdcage/dataplane/bird/release"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/poll"
 	"github.com/birdcage/birdcage/internal/testenv"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // birdVersion is what a node's BIRD says it is (`show status`, first line).

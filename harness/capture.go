@@ -6,9 +6,9 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/birdcage/birdcage/harness/pcap"
-	"github.com/birdcage/birdcage/harness/probe"
-	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/instrument/pcap"
+	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -107,7 +107,7 @@ func (cs *Captures) Stop(rel string) ([]results.CaptureFile, error) {
 				p = q
 			}
 		}
-		out = append(out, results.CaptureFile{Node: r.node, Iface: r.iface, Path: p, CaptureStats: st})
+		out = append(out, results.CaptureFile{Node: r.node, Iface: r.iface, Path: p, Stats: st})
 	}
 	if len(errs) > 0 {
 		return out, fmt.Errorf("packet captures: %v", errs)

@@ -61,7 +61,7 @@ func TestPacketCapturesMatchHopCounters(t *testing.T) {
 				t.Logf("%-14s %6d packets in %s (kernel drops %d), counters %d", at, f.Packets, f.Path, f.KernelDrops, counted[at])
 				total += f.Packets
 				if f.KernelDrops != 0 || f.OverLimit != 0 {
-					t.Errorf("%s: capture missed packets: %+v", at, f.CaptureStats)
+					t.Errorf("%s: capture missed packets: %+v", at, f.Stats)
 				}
 				if uint64(f.Packets) != counted[at] {
 					t.Errorf("%s: capture holds %d probe packets, the hop counters counted %d", at, f.Packets, counted[at])

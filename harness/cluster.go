@@ -14,15 +14,15 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/birdcage/birdcage/dataplane/bird"
+	"github.com/birdcage/birdcage/dataplane/bird/release"
+	"github.com/birdcage/birdcage/dataplane/caliconode"
+	"github.com/birdcage/birdcage/dataplane/confd"
 	"github.com/birdcage/birdcage/dataplane/programmer"
-	"github.com/birdcage/birdcage/harness/bird"
-	"github.com/birdcage/birdcage/harness/bird/release"
-	"github.com/birdcage/birdcage/harness/caliconode"
-	"github.com/birdcage/birdcage/harness/confd"
-	"github.com/birdcage/birdcage/harness/probe"
-	"github.com/birdcage/birdcage/harness/results"
-	"github.com/birdcage/birdcage/harness/supervisor"
-	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/dataplane/supervisor"
+	"github.com/birdcage/birdcage/dataplane/timing"
+	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/timeline"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/env"
@@ -34,6 +34,7 @@ import (
 	"github.com/birdcage/birdcage/internal/poll"
 	"github.com/birdcage/birdcage/internal/procfs"
 	"github.com/birdcage/birdcage/internal/run"
+	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -84,7 +85,7 @@ type Options struct {
 	// Timing is the timing model (programmer restart profile, confd
 	// latency and concurrency, BIRD scan time); nil: timing.Realistic().
 	// WithEnv sets the one the environment asks for.
-	Timing *results.TimingModel
+	Timing *timing.Model
 	// BIRD is the BIRD release every node runs ("" is the host's bird2,
 	// 2.0); NodeBIRD overrides it per node (harness/birdrelease.go).
 	BIRD     string
@@ -106,7 +107,7 @@ type Options struct {
 	BIRDCache string
 	// Calico, when set, is the `calico` flavour for every node: a
 	// directory laid out like the calico/node image's root filesystem
-	// whose Felix, confd and BIRD run on the node (harness/caliconode)
+	// whose Felix, confd and BIRD run on the node (dataplane/caliconode)
 	// against Calico's etcdv3 datastore; "" runs the model (FlavourModel).
 	// NodeCalico overrides it per node ("" there runs the model on that
 	// node).
@@ -125,7 +126,7 @@ type Cluster struct {
 	Machine machine.Profile
 
 	opts    Options
-	timing  results.TimingModel
+	timing  timing.Model
 	log     *slog.Logger
 	binary  string
 	nodes   []*Node

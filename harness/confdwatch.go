@@ -33,7 +33,7 @@ func (n *Node) ConfdActions() []ConfdAction {
 // and reconfigures BIRD in place where the text changed.
 type confdLoop struct{ c *Cluster }
 
-// watch plays confd. With TimingModel.ConfdConcurrent (the real
+// watch plays confd. With timing.Model.ConfdConcurrent (the real
 // arrangement: a confd in every calico/node container) each node has its
 // own goroutine, so every node reacts ConfdLatency after the change,
 // independently. Without it a single confd reacts for every node in turn,

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/birdcage/birdcage/harness/timing"
+	"github.com/birdcage/birdcage/dataplane/timing"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 )

@@ -8,8 +8,8 @@ import (
 
 	"github.com/birdcage/birdcage/internal/calico/config"
 
-	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
+	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/topo"
 )
 

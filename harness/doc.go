@@ -20,15 +20,9 @@
 // (confdwatch.go). What reads only the topology and a probe report — the
 // IPIP encapsulation check — is harness/encap.
 //
-// The results model (the results file and its rows, verdicts, figure
-// kinds, stats, sweeps, budgets, tables) is harness/results, a leaf that
-// the tools reading results files import alone. This package keeps type
-// aliases and thin forwards for it (harness.ScenarioResult,
-// harness.NewTable, …) so the scenarios compile unchanged; new code
-// imports harness/results directly. Likewise the probe report's data
-// types are harness/probe/report, a route timeline event's
-// harness/timeline/event, and the netlink route conversion
-// internal/kroute/nlroute.
+// The results model is report/results; the probe report's data types are
+// instrument/probe/report and a route timeline event's
+// instrument/timeline/event. docs/layout.md says which room owns what.
 //
 // The judges (route, probe and timeline matchers, the platform-loss rule
 // and hole counter, handovers, hop tables, the flow plan, the sweep's

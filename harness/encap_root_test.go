@@ -20,7 +20,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/birdcage/birdcage/harness/encap"
-	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/instrument/probe"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/poll"
 	"github.com/birdcage/birdcage/internal/testenv"

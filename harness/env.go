@@ -1,7 +1,7 @@
 package harness
 
 import (
-	"github.com/birdcage/birdcage/harness/timing"
+	"github.com/birdcage/birdcage/dataplane/timing"
 	"github.com/birdcage/birdcage/internal/env"
 )
 

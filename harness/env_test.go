@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/birdcage/birdcage/harness/confd"
+	"github.com/birdcage/birdcage/dataplane/confd"
 	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/machine"
 	"github.com/birdcage/birdcage/internal/testenv"

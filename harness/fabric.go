@@ -7,11 +7,11 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/birdcage/birdcage/harness/bird"
-	"github.com/birdcage/birdcage/harness/confd"
+	"github.com/birdcage/birdcage/dataplane/bird"
+	"github.com/birdcage/birdcage/dataplane/confd"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/harness/probe"
-	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/topo"
 )
 

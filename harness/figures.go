@@ -5,8 +5,9 @@ package harness
 // A spec adds its own claim's figures beside them.
 
 import (
-	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/dataplane/supervisor"
 	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // Measure reads what the cluster's processes did and cost, for a spec's
@@ -29,7 +30,7 @@ func (m *Measure) AddRestartFigures(s *results.ScenarioResult) {
 			continue // a calico node: Felix's restarts are its own
 		}
 		for _, r := range n.Programmer.Restarts() {
-			if r.Reason != results.ReasonConfigChanged || r.SyncedMono == 0 {
+			if r.Reason != supervisor.ReasonConfigChanged || r.SyncedMono == 0 {
 				continue
 			}
 			restarts = append(restarts, monoclock.Ms(int64(r.Duration())))

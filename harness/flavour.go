@@ -10,11 +10,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/birdcage/birdcage/harness/caliconode"
-	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/dataplane/caliconode"
+	"github.com/birdcage/birdcage/dataplane/supervisor"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/etcdv3"
 	"github.com/birdcage/birdcage/internal/poll"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // A node's flavour is what runs on it.
@@ -277,7 +278,7 @@ func errCalicoNode(node, action string) error {
 
 // programmerRestarts are the model programmer's restarts; none on a
 // calico node.
-func (n *Node) programmerRestarts() []results.Restart {
+func (n *Node) programmerRestarts() []supervisor.Restart {
 	if n.Programmer == nil {
 		return nil
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/birdcage/birdcage/harness/bgphold"
+	"github.com/birdcage/birdcage/instrument/bgphold"
 )
 
 // HoldBGP stages the order of BGP messages between node and peer (an

@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/birdcage/birdcage/harness/bird"
+	"github.com/birdcage/birdcage/dataplane/bird"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"

@@ -5,7 +5,7 @@ import (
 	"sync"
 
 	"github.com/birdcage/birdcage/bpf"
-	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // RouteTrace is a netlink route trace of one node: every RTM_NEWROUTE /

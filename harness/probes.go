@@ -8,7 +8,7 @@ import (
 
 	"github.com/birdcage/birdcage/bpf"
 	"github.com/birdcage/birdcage/harness/encap"
-	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/instrument/probe"
 	"github.com/birdcage/birdcage/internal/machine"
 	"github.com/birdcage/birdcage/topo"
 )

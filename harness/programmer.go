@@ -10,9 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/run"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // UpgradeProgrammer is b, the programmer binary the headline upgrade's node

@@ -1,6 +1,6 @@
 package harness
 
-import "github.com/birdcage/birdcage/harness/probe"
+import "github.com/birdcage/birdcage/instrument/probe"
 
 // ProbeProgress is what the cluster's probe sessions have sent and lost so
 // far, for a person watching a long run: probes still in flight count as

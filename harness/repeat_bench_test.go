@@ -5,8 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/birdcage/birdcage/harness/results"
-	"github.com/birdcage/birdcage/harness/timing"
+	"github.com/birdcage/birdcage/dataplane/timing"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/poll"
@@ -23,7 +22,7 @@ import (
 // Run with -benchtime=3x under the heavy lock.
 func BenchmarkLiveChangeRepeat(b *testing.B) {
 	zero, realistic := timing.Zero(), timing.Realistic()
-	for _, m := range []results.TimingModel{zero, realistic} {
+	for _, m := range []timing.Model{zero, realistic} {
 		b.Run(m.Name, func(b *testing.B) {
 			testenv.NeedRoot(b)
 			var start, change, stop time.Duration

@@ -9,10 +9,11 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/birdcage/birdcage/harness/probe"
-	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/dataplane/supervisor"
+	"github.com/birdcage/birdcage/instrument/probe"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/nsutil"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // Result assembles a ScenarioResult from the cluster's events, restarts and
@@ -37,7 +38,7 @@ func (c *Cluster) Result(name string, rep *probe.Report) results.ScenarioResult 
 		}
 		if rs := n.Programmer.Restarts(); len(rs) > 0 {
 			if s.Restarts == nil {
-				s.Restarts = map[string][]results.Restart{}
+				s.Restarts = map[string][]supervisor.Restart{}
 			}
 			s.Restarts[n.Name] = rs
 		}

@@ -1,8 +1,8 @@
 package harness
 
 import (
-	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/machine"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // OpenResults starts (or, with join, the run's $BIRDCAGE_RESULTS_JOIN,

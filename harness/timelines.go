@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/birdcage/birdcage/harness/timeline"
+	"github.com/birdcage/birdcage/instrument/timeline"
 )
 
 // Timeline is the route monitor of a node, running since Start.

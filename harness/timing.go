@@ -4,19 +4,18 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/dataplane/programmer"
-	"github.com/birdcage/birdcage/harness/results"
-	"github.com/birdcage/birdcage/harness/timing"
+	"github.com/birdcage/birdcage/dataplane/timing"
 	"github.com/birdcage/birdcage/internal/env"
 )
 
 // RestartProfile is the programmer's share of the model.
-func RestartProfile(m results.TimingModel) programmer.RestartProfile {
+func RestartProfile(m timing.Model) programmer.RestartProfile {
 	return programmer.RestartProfile{StartupDelay: m.ProgrammerStartupDelay, ResyncDelayPerRoute: m.ProgrammerResyncPerRoute}
 }
 
 // programmerEnv is what the supervisor adds to the programmer's
 // environment to give it the restart profile (see dataplane/programmer).
-func programmerEnv(m results.TimingModel) []string {
+func programmerEnv(m timing.Model) []string {
 	return []string{
 		env.Set(env.ProgrammerStartupDelay, m.ProgrammerStartupDelay.String()),
 		env.Set(env.ProgrammerResyncDelayPerRoute, m.ProgrammerResyncPerRoute.String()),
@@ -24,14 +23,14 @@ func programmerEnv(m results.TimingModel) []string {
 }
 
 // Timing is the timing model the cluster runs under.
-func (c *Cluster) Timing() results.TimingModel { return c.timing }
+func (c *Cluster) Timing() timing.Model { return c.timing }
 
 // resolveTiming settles the model for a start: Options.Timing, else the
 // environment's, with BIRD's scan time agreeing with the renderer's timers
 // (an explicit Options.Timers.ScanTime wins; otherwise the model's is
 // rendered).
-func resolveTiming(opts *Options) (results.TimingModel, error) {
-	var m results.TimingModel
+func resolveTiming(opts *Options) (timing.Model, error) {
+	var m timing.Model
 	if opts.Timing != nil {
 		m = *opts.Timing
 	} else {

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/birdcage/birdcage/harness/results"
-	"github.com/birdcage/birdcage/harness/timing"
+	"github.com/birdcage/birdcage/dataplane/supervisor"
+	"github.com/birdcage/birdcage/dataplane/timing"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/poll"
@@ -32,7 +32,7 @@ import (
 // would add (300 ms and more in the cases below).
 const restartTolerance = 50 * time.Millisecond
 
-func crashAndWaitRestart(t *testing.T, c *Cluster) results.Restart {
+func crashAndWaitRestart(t *testing.T, c *Cluster) supervisor.Restart {
 	t.Helper()
 	n := c.Nodes()[0]
 	before := len(n.Programmer.Restarts())
@@ -46,7 +46,7 @@ func crashAndWaitRestart(t *testing.T, c *Cluster) results.Restart {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var r results.Restart
+	var r supervisor.Restart
 	if err := poll.Until(ctx, 5*time.Millisecond, func() bool {
 		rs := n.Programmer.Restarts()
 		if len(rs) <= before || rs[before].SyncedMono == 0 {

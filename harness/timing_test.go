@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/birdcage/birdcage/harness/confd"
-	"github.com/birdcage/birdcage/harness/timing"
+	"github.com/birdcage/birdcage/dataplane/confd"
+	"github.com/birdcage/birdcage/dataplane/timing"
 )
 
 func TestResolveTiming(t *testing.T) {

@@ -1,7 +1,7 @@
 package scenarios_test
 
 // Real Calico (issue 45): the same claims held on Calico's own Felix,
-// confd and BIRD — the `calico` node flavour (harness/caliconode) — run
+// confd and BIRD — the `calico` node flavour (dataplane/caliconode) — run
 // from a directory laid out like the calico/node image
 // ($BIRDCAGE_CALICO), reading Calico's etcdv3 datastore that birdcage's
 // writer keeps following the cluster model. Without a build these specs
@@ -18,10 +18,10 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/testenv"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // calicoSource is $BIRDCAGE_CALICO, or the spec skips naming the feature.

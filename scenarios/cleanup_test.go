@@ -38,14 +38,15 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/vishvananda/netlink"
 
+	"github.com/birdcage/birdcage/dataplane/supervisor"
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/harness/results"
-	"github.com/birdcage/birdcage/harness/timeline"
-	"github.com/birdcage/birdcage/harness/timeline/event"
+	"github.com/birdcage/birdcage/instrument/timeline"
+	"github.com/birdcage/birdcage/instrument/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -189,7 +190,7 @@ var _ = Describe("Persisted-route cleanup where BIRD does not come back", Label(
 				}
 				migrated, err = c.SetProgramClusterRoutes(ctx, felix, bgp)
 				Expect(err).NotTo(HaveOccurred())
-				Eventually(func() []results.Restart { return syncedRestarts(node2) }).
+				Eventually(func() []supervisor.Restart { return syncedRestarts(node2) }).
 					WithPolling(50*time.Millisecond).ShouldNot(BeEmpty(), "node-2's programmer restarts for the ownership change")
 			}
 			Expect(node2.Programmer.Release()).To(Equal(tc.release))

@@ -52,7 +52,7 @@ package scenarios_test
 //
 // Who wins is a race between packets on a node; the spec stages each way
 // deterministically with an nftables table in the restarted node's
-// namespace (Cluster.HoldBGP, harness/bgphold), every step waiting for BIRD's protocol
+// namespace (Cluster.HoldBGP, instrument/bgphold), every step waiting for BIRD's protocol
 // state, never a sleep:
 //
 //   - late accept: the restarted node's SYN is held until the peer has
@@ -101,18 +101,18 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/birdcage/birdcage/dataplane/bird"
+	"github.com/birdcage/birdcage/dataplane/confd"
 	"github.com/birdcage/birdcage/harness"
-	"github.com/birdcage/birdcage/harness/bgphold"
-	"github.com/birdcage/birdcage/harness/bird"
-	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/harness/results"
-	"github.com/birdcage/birdcage/harness/timeline"
-	"github.com/birdcage/birdcage/harness/timeline/event"
+	"github.com/birdcage/birdcage/instrument/bgphold"
+	"github.com/birdcage/birdcage/instrument/timeline"
+	"github.com/birdcage/birdcage/instrument/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/testenv"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // collisionRace is which way the staged collision goes (see the top).

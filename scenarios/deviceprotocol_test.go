@@ -37,13 +37,13 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/birdcage/birdcage/dataplane/bird"
 	"github.com/birdcage/birdcage/harness"
-	"github.com/birdcage/birdcage/harness/bird"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // customProgrammerProtocol is the deviceRouteProtocol this spec sets.

@@ -35,11 +35,11 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/bpf"
+	"github.com/birdcage/birdcage/dataplane/confd"
 	"github.com/birdcage/birdcage/harness"
-	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // programmerTried lists the destinations n's programmer tried to program

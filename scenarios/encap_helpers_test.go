@@ -19,8 +19,8 @@ import (
 
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/encap"
-	"github.com/birdcage/birdcage/harness/probe"
-	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // encapBurstProbes is how many probes each flow of the burst sends: 0.2 s

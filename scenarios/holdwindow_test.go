@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/birdcage/birdcage/harness/confd"
+	"github.com/birdcage/birdcage/dataplane/confd"
 )
 
 // The hold-timer window of the slow dual-ToR spec, in both forms: its ends

@@ -43,7 +43,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/encap"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/harness/pcap"
+	"github.com/birdcage/birdcage/instrument/pcap"
 	"github.com/birdcage/birdcage/topo"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 
-	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // JUnit property names: figurePrefix+figure, samplesPrefix+figure, and the

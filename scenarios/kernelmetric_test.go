@@ -45,9 +45,9 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/birdcage/birdcage/dataplane/confd"
 	"github.com/birdcage/birdcage/harness"
-	"github.com/birdcage/birdcage/harness/confd"
-	"github.com/birdcage/birdcage/harness/timeline/event"
+	"github.com/birdcage/birdcage/instrument/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"

@@ -29,18 +29,18 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/birdcage/birdcage/dataplane/timing"
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/harness/lab"
 	"github.com/birdcage/birdcage/harness/lab/handmade"
-	"github.com/birdcage/birdcage/harness/probe"
-	"github.com/birdcage/birdcage/harness/results"
-	"github.com/birdcage/birdcage/harness/timing"
+	"github.com/birdcage/birdcage/instrument/probe"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/run"
 	"github.com/birdcage/birdcage/internal/testenv"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 var _ = func() bool {
@@ -111,7 +111,7 @@ var handmadeLabs = map[string]handmade.Flavour{"handmade": handmade.NetnsFlavour
 // registers the spec's end: the start put back, detach, and the
 // before/after comparison, which fails the spec if the lab is not as
 // found. A manifest without the actions skips, naming them.
-func attachLab(ctx context.Context, start labStart, needs ...lab.Action) (*lab.Lab, results.TimingModel) {
+func attachLab(ctx context.Context, start labStart, needs ...lab.Action) (*lab.Lab, timing.Model) {
 	GinkgoHelper()
 	from := start.from
 	timing, err := timing.FromEnv(cfg)
@@ -203,7 +203,7 @@ func labProto(l *lab.Lab, o judge.Owner) kroute.Protocol {
 // labLiveChange is liveChange (liveconfig_test.go) against a lab: the same
 // steps and figures, except those only a built cluster can see (the
 // programmer's restarts, confd's reaction).
-func labLiveChange(ctx SpecContext, l *lab.Lab, from, to ownership, timing results.TimingModel) (results.ScenarioResult, *probe.Report, judge.Handovers) {
+func labLiveChange(ctx SpecContext, l *lab.Lab, from, to ownership, timing timing.Model) (results.ScenarioResult, *probe.Report, judge.Handovers) {
 	GinkgoHelper()
 	// 1. The routes belong to `from` (attachLab waited for it).
 	probes, err := l.Probes(ctx, harness.ProbeOptions{})

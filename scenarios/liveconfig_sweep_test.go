@@ -30,11 +30,11 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/birdcage/birdcage/dataplane/timing"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/harness/results"
-	"github.com/birdcage/birdcage/harness/timing"
 	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // sweepPlan is the delays and runs per delay the environment asks for.
@@ -99,7 +99,7 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 			noRoute := results.NewSweep("programmerStartupDelay", "ms")
 			var budget sweepBudget
 			var stated judge.SweepStated
-			var model results.TimingModel
+			var model timing.Model
 			var allHandovers judge.Handovers
 			base, err := timing.FromEnv(cfg)
 

@@ -13,7 +13,7 @@ package scenarios_test
 // programmer restarted for the change, every flow recovered); the gap itself
 // is the figure reported, under the timing model the result records (the
 // programmer's restart profile, confd's latency per node, BIRD's scan time:
-// results.TimingModel). How the gap depends on the restart is the sweep in
+// timing.Model). How the gap depends on the restart is the sweep in
 // liveconfig_sweep_test.go.
 //
 // The reverse direction (programmer → BIRD) has a gap the design does not
@@ -31,13 +31,15 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/birdcage/birdcage/dataplane/supervisor"
+	"github.com/birdcage/birdcage/dataplane/timing"
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/harness/probe"
-	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/instrument/probe"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -119,7 +121,7 @@ const scanSlackMs = 250
 // kernel scan time (the renderer's), or confd's stated latency plus one
 // process start's allowance, whichever is longer, plus scanSlackMs. A
 // confd that gets slower fails it instead of widening it.
-func toBIRDBoundMs(m results.TimingModel) float64 {
+func toBIRDBoundMs(m timing.Model) float64 {
 	return max(monoclock.Ms(m.BIRDScanTime), monoclock.Ms(m.ConfdLatency+judge.ProcessStartAllowance)) + scanSlackMs
 }
 
@@ -137,7 +139,7 @@ type liveResult struct {
 // environment's), the probe flows (nil: every node pair's first
 // workloads) and changes to the cluster's options.
 type liveOptions struct {
-	timing *results.TimingModel
+	timing *timing.Model
 	flows  func(*harness.Cluster) []probe.Flow
 	vary   []func(*harness.Options)
 }
@@ -186,7 +188,7 @@ func liveChangeOn(ctx SpecContext, t *topo.Topology, from, to ownership, lo live
 		Should(judge.HaveRemoteBlockRoutes().ProgrammedBy(to.owner).Only(), "after the change: the new owner's route, and no other")
 	// ...every programmer restarted for the change and synced again...
 	for _, n := range c.Nodes() {
-		Eventually(func() []results.Restart { return syncedRestarts(n) }).
+		Eventually(func() []supervisor.Restart { return syncedRestarts(n) }).
 			WithPolling(50*time.Millisecond).ShouldNot(BeEmpty(), "%s's programmer restarts when its configuration changes", n.Name)
 	}
 	Expect(c.WaitConverged(ctx)).To(Succeed())
@@ -217,10 +219,10 @@ func liveChangeOn(ctx SpecContext, t *topo.Topology, from, to ownership, lo live
 
 // syncedRestarts lists the programmer's config-change restarts whose
 // replacement has synced.
-func syncedRestarts(n *harness.Node) []results.Restart {
-	var out []results.Restart
+func syncedRestarts(n *harness.Node) []supervisor.Restart {
+	var out []supervisor.Restart
 	for _, r := range n.Programmer.Restarts() {
-		if r.Reason == results.ReasonConfigChanged && r.SyncedMono != 0 {
+		if r.Reason == supervisor.ReasonConfigChanged && r.SyncedMono != 0 {
 			out = append(out, r)
 		}
 	}

@@ -45,15 +45,15 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/birdcage/birdcage/dataplane/confd"
 	"github.com/birdcage/birdcage/harness"
-	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/harness/probe"
-	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/instrument/probe"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/topo"
 	"golang.org/x/sys/unix"
 )

@@ -14,7 +14,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 
 	"github.com/birdcage/birdcage/harness"
-	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // armed is the running spec's clusters with captures armed.

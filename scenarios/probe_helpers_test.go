@@ -5,7 +5,7 @@ package scenarios_test
 import (
 	"fmt"
 
-	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/instrument/probe"
 )
 
 // flowsDelivering returns a check that fails until every flow has received

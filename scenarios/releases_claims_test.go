@@ -39,12 +39,12 @@ import (
 	. "github.com/onsi/gomega"
 	"golang.org/x/sys/unix"
 
+	"github.com/birdcage/birdcage/dataplane/bird/release"
 	"github.com/birdcage/birdcage/harness"
-	"github.com/birdcage/birdcage/harness/bird/release"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // Verdicts of the cross-release claims, for the table at the suite's end.

@@ -34,10 +34,10 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/birdcage/birdcage/dataplane/bird/release"
 	"github.com/birdcage/birdcage/harness"
-	"github.com/birdcage/birdcage/harness/bird/release"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // The dual-ToR claims' names in the cross-release table.

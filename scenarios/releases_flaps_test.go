@@ -57,12 +57,12 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/birdcage/birdcage/dataplane/bird/release"
 	"github.com/birdcage/birdcage/harness"
-	"github.com/birdcage/birdcage/harness/bird/release"
-	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/topo"
 )
 

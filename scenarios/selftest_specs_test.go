@@ -10,8 +10,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/env"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // selftestEnv, set to "fail", registers the self-test specs.

@@ -20,9 +20,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/testenv"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 func TestSuiteMachinery(t *testing.T) {

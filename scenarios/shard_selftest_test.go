@@ -24,10 +24,10 @@ import (
 	"github.com/onsi/ginkgo/v2/types"
 	. "github.com/onsi/gomega"
 
-	resultsfile "github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/shard"
 	"github.com/birdcage/birdcage/internal/testenv"
+	resultsfile "github.com/birdcage/birdcage/report/results"
 )
 
 var _ = func() bool {

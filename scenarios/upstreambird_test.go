@@ -30,7 +30,7 @@ package scenarios_test
 //
 // Each dependence below is one of these, as the rows that carry it say.
 
-import birdresults "github.com/birdcage/birdcage/harness/results"
+import birdresults "github.com/birdcage/birdcage/report/results"
 
 var (
 	// The take-back of a double-programmed route, and the flaps of one.

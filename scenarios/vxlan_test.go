@@ -13,7 +13,7 @@ package scenarios_test
 // the programmer's half of the claim (it programs VXLAN routes) is NOT
 // modelled and not asserted; the guards below say so, and fail the day it
 // is modelled, so this spec is extended then. confd's half is modelled
-// (harness/confd classes a pool with vxlanMode set as VXLAN and never gives
+// (dataplane/confd classes a pool with vxlanMode set as VXLAN and never gives
 // it to BIRD), and is held here against a real BIRD: node-1's own renderer
 // renders its config from the live datastore with the no-encap pool
 // re-classed as VXLAN (vxlanMode Always), and node-1's running BIRD is
@@ -47,8 +47,8 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/birdcage/birdcage/dataplane/calc"
+	"github.com/birdcage/birdcage/dataplane/confd"
 	"github.com/birdcage/birdcage/harness"
-	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"

@@ -34,7 +34,7 @@ package scenarios_test
 // 6609dea54713, confd/pkg/backends/calico/bgp_processor.go: when the local
 // node and a peer both have a WireGuard address, the kernel filter rejects
 // routes whose BGP next hop is that peer) — birdcage's datastore has no
-// WireGuard address and harness/confd renders no such statement.
+// WireGuard address and dataplane/confd renders no such statement.
 
 import (
 	"fmt"
@@ -49,9 +49,9 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/birdcage/birdcage/dataplane/bird"
+	"github.com/birdcage/birdcage/dataplane/confd"
 	"github.com/birdcage/birdcage/harness"
-	"github.com/birdcage/birdcage/harness/bird"
-	"github.com/birdcage/birdcage/harness/confd"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"

@@ -293,7 +293,7 @@ func Format(w io.Writer, rows []Row) {
 	}
 }
 
-// displayName is package-relative: "harness/probe TestGapAccuracyBlackhole".
+// displayName is package-relative: "instrument/probe TestGapAccuracyBlackhole".
 func displayName(r Row) string {
 	return strings.TrimPrefix(r.Package, module+"/") + " " + r.Test
 }

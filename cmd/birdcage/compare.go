@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/birdcage/birdcage/harness/compare"
-	"github.com/birdcage/birdcage/harness/htmlreport"
-	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/report/compare"
+	"github.com/birdcage/birdcage/report/htmlreport"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // Exit statuses of `birdcage compare`.

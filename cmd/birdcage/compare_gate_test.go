@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 const (

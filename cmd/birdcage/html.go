@@ -7,9 +7,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/birdcage/birdcage/harness/compare"
-	"github.com/birdcage/birdcage/harness/htmlreport"
-	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/report/compare"
+	"github.com/birdcage/birdcage/report/htmlreport"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // stepSummaryEnv is where GitHub Actions reads a job's Markdown summary.

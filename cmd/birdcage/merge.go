@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/env"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // resultsCmd groups the verbs on results files that are not a report or a

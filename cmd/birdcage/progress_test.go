@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/birdcage/birdcage/harness/probe"
-	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 var suiteLines = []string{

@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/env"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // resultsCommands are the commands that drive or read whole scenario runs.

@@ -13,9 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/birdcage/birdcage/harness"
-	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/shard"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // suiteRun is how runScenarios runs the suite: Repeat times one after

@@ -11,9 +11,9 @@ import (
 	"github.com/onsi/ginkgo/v2/types"
 	"github.com/spf13/cobra"
 
-	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/shard"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // suiteDescription is what scenarios/suite_test.go passes to RunSpecs:

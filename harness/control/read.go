@@ -8,22 +8,25 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/birdcage/birdcage/harness/bird"
-	"github.com/birdcage/birdcage/harness/timeline"
-	"github.com/birdcage/birdcage/harness/timeline/event"
+	"github.com/birdcage/birdcage/dataplane/bird"
+	"github.com/birdcage/birdcage/instrument/timeline"
+	"github.com/birdcage/birdcage/instrument/timeline/event"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/monoclock"
 )
 
 // ownerName names a route protocol as the owner of a prefix.
 func (s *Server) ownerName(proto kroute.Protocol) string {
-	switch proto {
-	case kroute.ProtoUnspec:
+	if proto == kroute.ProtoUnspec {
 		return "none"
-	case s.c.ProgrammerProtocol(context.Background()):
+	}
+	switch kroute.OwnerOf(proto, s.c.ProgrammerProtocol(context.Background())) {
+	case kroute.OwnerProgrammer:
 		return fmt.Sprintf("programmer (proto %s)", proto)
-	case kroute.ProtoBIRD:
+	case kroute.OwnerBIRD:
 		return "BIRD (proto bird)"
+	}
+	switch proto {
 	case kroute.ProtoKernel, kroute.ProtoBoot, kroute.ProtoStatic:
 		return fmt.Sprintf("%s (proto %s)", proto, proto)
 	}

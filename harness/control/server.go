@@ -18,8 +18,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/birdcage/birdcage/harness"
-	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // Server serves one cluster's control socket.

@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/birdcage/birdcage/harness"
-	"github.com/birdcage/birdcage/harness/probe"
-	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/instrument/probe"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/monoclock"
 	"github.com/birdcage/birdcage/internal/poll"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // actionContext is the context of an action that changes the cluster: it

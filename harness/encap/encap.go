@@ -21,8 +21,8 @@ import (
 	"strings"
 
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/harness/probe"
-	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/topo"
 )
 

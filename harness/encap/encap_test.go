@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/instrument/probe"
 	"github.com/birdcage/birdcage/topo"
 )
 

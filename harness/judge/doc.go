@@ -7,9 +7,9 @@
 // equivalent of Calico FV's connectivity checker: declare what must hold,
 // check it once.
 //
-// It judges data: probe reports (harness/probe/report), route timeline
-// answers (harness/timeline/event), kernel routes (internal/kroute) and the
-// results model (harness/results). Where it needs a node or a cluster it
+// It judges data: probe reports (instrument/probe/report), route timeline
+// answers (instrument/timeline/event), kernel routes (internal/kroute) and the
+// results model (report/results). Where it needs a node or a cluster it
 // takes a small interface (RouteSource, ExportSource, WorkloadHost,
 // BlockRouteSource, Timeline, Fabric) that *harness.Node, *harness.Cluster
 // and *timeline.Monitor satisfy. It must not import the harness root, BIRD's

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/birdcage/birdcage/harness/probe/report"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 )
 
 // FlowPlan is which flows a probe session carries on a cluster too large

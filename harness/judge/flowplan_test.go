@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/birdcage/birdcage/harness/probe/report"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 )
 
 // fakeCluster is a cluster of n nodes with one workload each, as far as a

@@ -10,8 +10,8 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/birdcage/birdcage/harness/probe/report"
-	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/instrument/probe/report"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // HopPackets is a flow's packet count at one hop ("node-1/eth0 egress"),

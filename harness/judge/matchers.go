@@ -9,8 +9,8 @@ import (
 
 	"github.com/onsi/gomega/types"
 
-	"github.com/birdcage/birdcage/harness/confd"
-	"github.com/birdcage/birdcage/harness/probe/report"
+	"github.com/birdcage/birdcage/dataplane/confd"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/kroute"
 )
 
@@ -131,10 +131,10 @@ func (m *ClusterRouteMatcher) matchRoutes(rs []kroute.Route) bool {
 // ownerOf is who a route's protocol says wrote it: the programmer writes
 // at the matcher's protocol (Calico's 80 unless told otherwise).
 func (m *ClusterRouteMatcher) ownerOf(p kroute.Protocol) Owner {
-	switch p {
-	case m.protocol:
+	switch kroute.OwnerOf(p, m.protocol) {
+	case kroute.OwnerProgrammer:
 		return ByProgrammer
-	case kroute.ProtoBIRD:
+	case kroute.OwnerBIRD:
 		return ByBIRD
 	}
 	return Nobody

@@ -14,8 +14,8 @@ import (
 
 	"github.com/onsi/gomega"
 
-	"github.com/birdcage/birdcage/harness/confd"
-	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/dataplane/confd"
+	"github.com/birdcage/birdcage/instrument/probe"
 	"github.com/birdcage/birdcage/internal/kroute"
 )
 

@@ -45,7 +45,7 @@ import (
 
 	"github.com/onsi/gomega/types"
 
-	"github.com/birdcage/birdcage/harness/probe/report"
+	"github.com/birdcage/birdcage/instrument/probe/report"
 	"github.com/birdcage/birdcage/internal/env"
 )
 

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // SweepStated is what a restart-delay sweep's verdict may depend on: the

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/machine"
 	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/report/results"
 )
 
 // synthSweep builds the samples of a restart-delay sweep: runs samples at

@@ -8,12 +8,12 @@ import (
 
 	"github.com/onsi/gomega/types"
 
-	"github.com/birdcage/birdcage/harness/timeline/event"
+	"github.com/birdcage/birdcage/instrument/timeline/event"
 	"github.com/birdcage/birdcage/internal/kroute"
 )
 
 // Timeline is a node's route timeline as the judges read it: a
-// *timeline.Monitor (harness/timeline), or anything else that answers the
+// *timeline.Monitor (instrument/timeline), or anything else that answers the
 // same questions about one prefix over a span of monotonic nanoseconds.
 type Timeline interface {
 	Name() string

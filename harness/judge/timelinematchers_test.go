@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/birdcage/birdcage/harness/timeline"
-	"github.com/birdcage/birdcage/harness/timeline/event"
+	"github.com/birdcage/birdcage/instrument/timeline"
+	"github.com/birdcage/birdcage/instrument/timeline/event"
 	"github.com/birdcage/birdcage/internal/kroute"
 )
 

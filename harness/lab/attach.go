@@ -16,15 +16,15 @@ import (
 	"github.com/birdcage/birdcage/bpf"
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
-	"github.com/birdcage/birdcage/harness/probe"
-	"github.com/birdcage/birdcage/harness/results"
-	"github.com/birdcage/birdcage/harness/timeline"
-	"github.com/birdcage/birdcage/harness/timeline/event"
+	"github.com/birdcage/birdcage/instrument/probe"
+	"github.com/birdcage/birdcage/instrument/timeline"
+	"github.com/birdcage/birdcage/instrument/timeline/event"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/machine"
 	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/topo"
 )
 
@@ -202,10 +202,10 @@ func (l *Lab) Timeline(node string) *timeline.Monitor {
 // ownerName names who wrote a route by its protocol: BIRD (12), the lab's
 // programmer (its deviceRouteProtocol), or anything else by number.
 func (l *Lab) ownerName(protocol kroute.Protocol) string {
-	switch protocol {
-	case kroute.ProtoBIRD:
+	switch kroute.OwnerOf(protocol, l.M.RouteProtocol()) {
+	case kroute.OwnerBIRD:
 		return judge.ByBIRD.String()
-	case l.M.RouteProtocol():
+	case kroute.OwnerProgrammer:
 		return judge.ByProgrammer.String()
 	}
 	return fmt.Sprintf("proto %d", protocol)

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/birdcage/birdcage/harness/encap"
-	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/instrument/probe"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 )
 

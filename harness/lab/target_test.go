@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/birdcage/birdcage/harness"
-	"github.com/birdcage/birdcage/harness/probe"
+	"github.com/birdcage/birdcage/instrument/probe"
 )
 
 // A lab's upgrade action picks its own BIRD and programmer: the options a

@@ -1,5 +1,5 @@
 // Package stattest holds the two tests birdcage's upgrade gate
-// (harness/compare) judges repeated figures with: the Mann–Whitney U rank
+// (report/compare) judges repeated figures with: the Mann–Whitney U rank
 // test (two samples of a figure: did NEW's runs shift against BASE's?
 // two-sided P, one-sided PGreater) and Fisher's exact test on a 2×2 table
 // (did a larger share of NEW's runs land in a figure's slow mode?); and

@@ -15,7 +15,7 @@ const importPath = "github.com/birdcage/birdcage/internal/testenv"
 // importsTestenv reports whether the Go source src (a non-test file of the
 // package in directory dir) imports this package where shipped code may
 // not: only a test-helper package (its directory named *test, such as
-// harness/bird/birdtest) may build on it.
+// dataplane/bird/birdtest) may build on it.
 func importsTestenv(dir, src string) (bool, error) {
 	if strings.HasSuffix(filepath.Base(dir), "test") {
 		return false, nil
@@ -39,10 +39,10 @@ func TestShippedCodeImportsNoTestHelper(t *testing.T) {
 	// Control: a shipped file that imports the package is caught, the same
 	// file in a test-helper package is not.
 	planted := "package bird\n\nimport \"" + importPath + "\"\n"
-	if bad, err := importsTestenv("harness/bird", planted); err != nil || !bad {
+	if bad, err := importsTestenv("dataplane/bird", planted); err != nil || !bad {
 		t.Fatalf("control: a shipped import of testenv went unseen (%v)", err)
 	}
-	if bad, _ := importsTestenv("harness/bird/birdtest", planted); bad {
+	if bad, _ := importsTestenv("dataplane/bird/birdtest", planted); bad {
 		t.Fatal("control: a test-helper package was refused")
 	}
 	root := filepath.Join("..", "..")
@@ -82,7 +82,7 @@ func TestShippedCodeImportsNoTestHelper(t *testing.T) {
 		t.Fatalf("guard: read %d non-test Go files; expected the module's hundreds", files)
 	}
 	if len(offenders) > 0 {
-		t.Errorf("shipped code imports the test helper %s (move the helper into a *test package, as harness/bird/birdtest):\n  %s",
+		t.Errorf("shipped code imports the test helper %s (move the helper into a *test package, as dataplane/bird/birdtest):\n  %s",
 			importPath, strings.Join(offenders, "\n  "))
 	}
 }

@@ -20,7 +20,7 @@
 //
 // It exists to test the attach mode (harness/lab) against something
 // birdcage did not build. The BIRD configs are rendered ahead of time by
-// harness/confd for every programClusterRoutes value and release, which is
+// dataplane/confd for every programClusterRoutes value and release, which is
 // what the lab's "confd" installs; the datastore is birdcage's directory
 // format, which the programmer reads.
 package handmade
@@ -41,9 +41,9 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/birdcage/birdcage/harness/confd"
+	"github.com/birdcage/birdcage/dataplane/confd"
+	"github.com/birdcage/birdcage/dataplane/timing"
 	"github.com/birdcage/birdcage/harness/lab"
-	"github.com/birdcage/birdcage/harness/results"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/env"
@@ -97,7 +97,7 @@ type Options struct {
 	Programmer string
 	// Timing gives the programmer's restart profile and the lab confd's
 	// latency, so the lab runs under the same model as the built-in target.
-	Timing results.TimingModel
+	Timing timing.Model
 }
 
 // Lab is a built hand-made lab.
@@ -434,7 +434,7 @@ func (l *Lab) WaitReady(ctx context.Context, protocol kroute.Protocol) error {
 // startAgent runs the node agent in the node's namespace and registers its
 // stop: the agent stops BIRD and the programmer; whatever is left of its
 // process group after that is killed.
-func startAgent(r *run.Run, nd, nns, node, ds, prog string, timing results.TimingModel) error {
+func startAgent(r *run.Run, nd, nns, node, ds, prog string, timing timing.Model) error {
 	cmd := exec.Command("ip", "netns", "exec", nns, "bash", filepath.Join(filepath.Dir(filepath.Dir(nd)), "agent.sh"), nd, node, ds, prog)
 	cmd.Env = append(os.Environ(),
 		env.Set(env.ProgrammerStartupDelay, timing.ProgrammerStartupDelay.String()),

@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/birdcage/birdcage/dataplane/timing"
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/lab"
 	"github.com/birdcage/birdcage/harness/lab/handmade"
-	"github.com/birdcage/birdcage/harness/timing"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/internal/nsutil"
 	"github.com/birdcage/birdcage/internal/run"

@@ -19,7 +19,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/birdcage/birdcage/harness/results"
+	"github.com/birdcage/birdcage/dataplane/timing"
 	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/run"
 )
@@ -35,7 +35,7 @@ type runcLab struct {
 	// mounts bound at their own paths in node containers: the lab's
 	// directory (read-write) and the programmer binary.
 	labDir, prog string
-	timing       results.TimingModel
+	timing       timing.Model
 }
 
 // container is one created container.
@@ -52,7 +52,7 @@ type container struct {
 var nodeCapabilities = []string{"CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_NET_BIND_SERVICE", "CAP_KILL",
 	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_SETUID", "CAP_SETGID"}
 
-func newRuncLab(r *run.Run, labDir, prog string, timing results.TimingModel) (*runcLab, error) {
+func newRuncLab(r *run.Run, labDir, prog string, timing timing.Model) (*runcLab, error) {
 	if _, err := exec.LookPath("runc"); err != nil {
 		return nil, fmt.Errorf("handmade lab, runc flavour: %w (Debian package runc)", err)
 	}

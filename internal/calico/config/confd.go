@@ -3,7 +3,7 @@ package config
 // What each release's confd renders for BIRD, beyond programClusterRoutes.
 // The facts are read from Calico's release branches; the file and commit of
 // each is beside it, and docs/conformance.md tables them against birdcage's
-// renderer (harness/confd). The programmer's side is in felix.go.
+// renderer (dataplane/confd). The programmer's side is in felix.go.
 
 // NormalRoutePriority is the kernel metric confd gives BGP routes from 3.32
 // on when BGPConfiguration.ipv4NormalRoutePriority / ipv6NormalRoutePriority
