@@ -8,12 +8,14 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/birdcage/birdcage/internal/env"
 )
 
 func TestCommittedDurationsCoverTheSuite(t *testing.T) {
 	t.Chdir("../..")
 	if got := durationsDefault(""); cfg.ShardDurations == "" && got != committedDurations {
-		t.Errorf("with no --durations and no $BIRDCAGE_SHARD_DURATIONS the shards balance by %q, want %s", got, committedDurations)
+		t.Errorf("with no --durations and no $%s the shards balance by %q, want %s", env.ShardDurations, got, committedDurations)
 	}
 	specs, err := listSuite("")
 	if err != nil {
