@@ -513,9 +513,13 @@ func paren(s string) string {
 //   - informational: every other figure and every flow's gap and loss;
 //     tested and printed (benchstat's "~"), never a regression.
 //
-// The verdict regresses when NEW failed in a larger share of its runs
-// than BASE did (a failure is a broken claim, not noise; skipped runs
-// judged nothing and do not count), on any number of runs; a budget
+// The verdict regresses when NEW failed where BASE passed: on one run a
+// side, that run; repeated, when NEW failed in a larger share of its runs
+// and either BASE never failed and NEW failed in most of its runs (a
+// broken claim) or Fisher's one-sided test of the shares gives p < α; a
+// minority of failing NEW runs that the test cannot tell from a flaky
+// spec is "not enough samples to judge" (counted; --min-samples makes it
+// a regression). Skipped runs judged nothing and do not count. A budget
 // judges every NEW run.
 func compareScenario(bs, ns []results.ScenarioResult, o Options) ScenarioDiff {
 	b, n := bs[0], ns[0]
@@ -525,15 +529,32 @@ func compareScenario(bs, ns []results.ScenarioResult, o Options) ScenarioDiff {
 	nf, nran, nt := failures(ns)
 	switch {
 	case bran > 0 && nran > 0 && float64(nf)/float64(nran) > float64(bf)/float64(bran):
-		d.Regression = true
-		if repeated {
-			// A failure is a broken claim: judged on any number of runs.
-			// Fisher's p says how far chance alone could explain the
-			// shares (a flaky claim), for the reader.
-			d.Reasons = append(d.Reasons, fmt.Sprintf("failed in %d of %d runs in NEW, %d of %d in BASE (Fisher p=%.3g): %s", nf, nran, bf, bran,
-				stattest.FisherGreater(bf, bran, nf, nran), firstLine(ns[nt].Failure)))
-		} else {
+		if !repeated {
+			d.Regression = true
 			d.Reasons = append(d.Reasons, "passed in BASE, fails in NEW: "+firstLine(n.Failure))
+			break
+		}
+		// A claim that held in every BASE run and now fails in most of
+		// NEW's is broken: no test needed. A smaller share is a test of
+		// the shares (Fisher, one-sided, at α): a spec that fails now
+		// and then under load fails one run in five on either side, and
+		// crying wolf on it is the false alarm the gate must not raise.
+		p := stattest.FisherGreater(bf, bran, nf, nran)
+		shares := fmt.Sprintf("failed in %d of %d runs in NEW, %d of %d in BASE (Fisher p=%.3g", nf, nran, bf, bran, p)
+		switch {
+		case bf == 0 && 2*nf > nran:
+			d.Regression = true
+			d.Reasons = append(d.Reasons, shares+"; most of NEW's runs): "+firstLine(ns[nt].Failure))
+		case p < o.alpha():
+			d.Regression = true
+			d.Reasons = append(d.Reasons, fmt.Sprintf("%s < α %g): %s", shares, o.alpha(), firstLine(ns[nt].Failure)))
+		default:
+			why := fmt.Sprintf("verdict: not enough samples to judge a claim that failed in a minority of NEW's runs: %s ≥ α %g): %s", shares, o.alpha(), firstLine(ns[nt].Failure))
+			if o.StrictSamples {
+				d.Regression = true
+				d.Reasons = append(d.Reasons, why+" (--min-samples)")
+			}
+			d.Undecided = append(d.Undecided, why)
 		}
 	case bran > 0 && nran == 0:
 		// Every NEW run skipped: the claim BASE checked was not checked.

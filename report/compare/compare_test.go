@@ -304,7 +304,10 @@ func TestCompareRepeatedVerdictsFlowsBudget(t *testing.T) {
 		regression bool
 		reason     string
 	}{
-		{"a NEW failure where BASE had none", runs("s", 1, 1, 1), fail(runs("s", 1, 1, 1), 1), true, "failed in 1 of 3 runs in NEW, 0 of 3 in BASE (Fisher p=0.5): lost 40 probes"},
+		{"NEW failing in most runs where BASE had none", runs("s", 1, 1, 1), fail(fail(runs("s", 1, 1, 1), 1), 2), true, "failed in 2 of 3 runs in NEW, 0 of 3 in BASE (Fisher p=0.2; most of NEW's runs): lost 40 probes"},
+		// One failing run of five where BASE had none: a flaky spec as
+		// likely as a broken claim (Fisher p 0.5); counted, not a regression.
+		{"one NEW failure of five where BASE had none", runs("s", 1, 1, 1, 1, 1), fail(runs("s", 1, 1, 1, 1, 1), 1), false, ""},
 		{"the same failure share", fail(runs("s", 1, 1, 1), 0), fail(runs("s", 1, 1, 1), 2), false, ""},
 		{"fewer failures", fail(fail(runs("s", 1, 1, 1), 0), 1), fail(runs("s", 1, 1, 1), 2), false, ""},
 		{"skips do not count", runs("s", 1, 1), skip(runs("s", 1, 1), 0), false, ""},
@@ -320,6 +323,30 @@ func TestCompareRepeatedVerdictsFlowsBudget(t *testing.T) {
 			}
 		})
 	}
+	// The minority failure is counted and named; --min-samples makes it a
+	// regression; with the shares past α (Fisher) it is one anyway.
+	one := fail(runs("s", 1, 1, 1, 1, 1), 1)
+	r := Compare("b", &results.ResultsFile{Scenarios: runs("s", 1, 1, 1, 1, 1)}, "n", &results.ResultsFile{Scenarios: one}, Options{Thresholds: DefaultThresholds()})
+	if d := r.Scenarios[0]; d.Regression || r.Undecided != 1 || !strings.Contains(d.Undecided[0], "failed in 1 of 5 runs in NEW, 0 of 5 in BASE (Fisher p=0.5 ≥ α 0.01): lost 40 probes") {
+		t.Errorf("one failure in five: regression %v, undecided %q", d.Regression, d.Undecided)
+	}
+	r = Compare("b", &results.ResultsFile{Scenarios: runs("s", 1, 1, 1, 1, 1)}, "n", &results.ResultsFile{Scenarios: one}, Options{Thresholds: DefaultThresholds(), StrictSamples: true})
+	if !r.Scenarios[0].Regression {
+		t.Errorf("--min-samples: one failure in five should regress: %v", r.Scenarios[0].Reasons)
+	}
+	// A flaky BASE (1 of 10) against NEW failing 9 of 10: the majority
+	// rule does not apply (BASE failed too); Fisher's test does.
+	ten := func(failing int) []results.ScenarioResult {
+		rs := runs("s", 1, 1, 1, 1, 1, 1, 1, 1, 1, 1)
+		for i := range failing {
+			rs = fail(rs, i)
+		}
+		return rs
+	}
+	if r := Compare("b", &results.ResultsFile{Scenarios: ten(1)}, "n", &results.ResultsFile{Scenarios: ten(9)}, Options{Thresholds: DefaultThresholds()}); !r.Scenarios[0].Regression ||
+		!strings.Contains(r.Scenarios[0].Reasons[0], "failed in 9 of 10 runs in NEW, 1 of 10 in BASE (Fisher p=0.000547 < α 0.01)") {
+		t.Errorf("a flaky BASE (1 of 10) against 9 of 10: %v", r.Scenarios[0].Reasons)
+	}
 
 	withFlow := func(gaps ...float64) []results.ScenarioResult {
 		rs := runs("s", gaps...)
@@ -329,7 +356,7 @@ func TestCompareRepeatedVerdictsFlowsBudget(t *testing.T) {
 		}
 		return rs
 	}
-	r := Compare("b", &results.ResultsFile{Scenarios: withFlow(10, 12, 50)}, "n", &results.ResultsFile{Scenarios: withFlow(11, 60, 12)}, Options{Thresholds: DefaultThresholds(), Gated: AllGated})
+	r = Compare("b", &results.ResultsFile{Scenarios: withFlow(10, 12, 50)}, "n", &results.ResultsFile{Scenarios: withFlow(11, 60, 12)}, Options{Thresholds: DefaultThresholds(), Gated: AllGated})
 	if r.Regressions != 0 {
 		t.Errorf("flow noise flagged: %v", r.Scenarios[0].Reasons)
 	}
