@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/onsi/ginkgo/v2/types"
 	"github.com/spf13/cobra"
@@ -50,7 +51,13 @@ func listSuite(filter string) ([]shard.Spec, error) {
 	for _, r := range reports {
 		for _, sr := range r.SpecReports {
 			if sr.LeafNodeType == types.NodeTypeIt && sr.State == types.SpecStatePassed {
-				specs = append(specs, shard.Spec{Text: sr.FullText(), Labels: sr.Labels()})
+				sp := shard.Spec{Text: sr.FullText(), Labels: sr.Labels()}
+				if sr.IsInOrderedContainer {
+					// The container path names the Ordered container
+					// (the suite nests none inside another).
+					sp.Ordered = strings.Join(sr.ContainerHierarchyTexts, " ")
+				}
+				specs = append(specs, sp)
 			}
 		}
 	}
