@@ -175,7 +175,6 @@ var _ = Describe("Live programClusterRoutes change per release and address famil
 				t.Name, tc.release, tc.from.owner, tc.to.owner, byFam[4].windowMs, byFam[6].windowMs, c.Timing()),
 				tab.String()+results.GapTable(rep)+lc.handovers.Table(), res)
 		},
-		repeated(),
 		Entry("3.32, BIRD → programmer", liveFamilyCase{config.R332, noEncapByBIRD332, noEncapByProgrammer332}),
 		Entry("3.32, programmer → BIRD", liveFamilyCase{config.R332, noEncapByProgrammer332, noEncapByBIRD332}),
 		Entry("3.33, BIRD → programmer", liveFamilyCase{config.R333, noEncapByBIRD, noEncapByProgrammer}),

@@ -105,7 +105,6 @@ var _ = Describe("Live programClusterRoutes change", Label("liveconfig", "headli
 			scenariotest.Record(fmt.Sprintf("live change on %s, %s → %s (longest window without a route: %.1f ms; %s)", topology, from.owner, to.owner,
 				res.Figures["longestNoRouteWindowMs"], c.Timing()), results.GapTable(rep)+lc.handovers.Table(), res)
 		},
-		repeated(),
 		Entry("no-encap, BIRD → programmer", Label("noencap"), "noencap", noEncapByBIRD, noEncapByProgrammer),
 		Entry("no-encap, programmer → BIRD", Label("noencap"), "noencap", noEncapByProgrammer, noEncapByBIRD),
 		Entry("IPIP, BIRD → programmer", Label("ipip"), "ipip", ipipByBIRD, ipipByProgrammer),
@@ -217,12 +216,6 @@ func liveChangeOn(ctx SpecContext, t *topo.Topology, from, to ownership, lo live
 	// how long a window was: fail as unjudgeable rather than report it.
 	Expect(lc.handovers.Judgeable()).To(Succeed(), "the route timelines over the live change")
 	return lc
-}
-
-// repeated makes a spec run $BIRDCAGE_REPEAT times (default once), each
-// run a result of its own; the results file summarises them.
-func repeated() MustPassRepeatedly {
-	return MustPassRepeatedly(results.Repeats(scenariotest.Config.Repeat, 1))
 }
 
 // syncedRestarts lists the programmer's config-change restarts whose

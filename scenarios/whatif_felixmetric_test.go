@@ -158,7 +158,6 @@ var _ = Describe("What-if: Felix's IPv4 cluster routes at metric 1024 (Calico PR
 				from, metric, windows, withWindow, len(remote), longest, total, res.Figures["lostOutboundUpgradedNode"], res.Figures["lostInboundUpgradedNode"], rep.Total.Lost),
 				strings.Join(lines, "\n")+"\n"+results.GapTable(rep), res)
 		},
-		repeated(),
 		Entry("3.31 → 3.33, Felix IPv4 at 0 (released)", config.R331, 0),
 		Entry("3.31 → 3.33, Felix IPv4 at 1024 (PR #13856)", config.R331, prIPv4Metric),
 		Entry("3.32 → 3.33, Felix IPv4 at 0 (released)", config.R332, 0),
@@ -205,7 +204,6 @@ var _ = Describe("What-if: Felix's IPv4 cluster routes at metric 1024 (Calico PR
 				from.owner, to.owner, metric, tag, res.Figures["longestNoRouteWindowMs"], res.Figures["lostProbes"], res.Figures["longestProbeGapMs"]),
 				results.GapTable(lc.rep)+lc.handovers.Table(), res)
 		},
-		repeated(),
 		Entry("BIRD → programmer, Felix IPv4 at 0 (released)", ipipByBIRD, ipipByProgrammer, 0),
 		Entry("BIRD → programmer, Felix IPv4 at 1024 (PR #13856)", ipipByBIRD, ipipByProgrammer, prIPv4Metric),
 		Entry("programmer → BIRD, Felix IPv4 at 0 (released)", ipipByProgrammer, ipipByBIRD, 0),

@@ -57,6 +57,8 @@ func run() int {
 		"emulation knob: write no MTU on IPIP routes (Felix writes host MTU - 20) (default $"+env.ProgrammerNoTunnelMTU+"=1)")
 	takeoverGap := fs.Duration("takeover-gap", cfg.ProgrammerTakeoverGap,
 		"FAULT INJECTION, not Felix: delete a route being taken over and write our own this long after (default $"+env.ProgrammerTakeoverGap+", else 0: off)")
+	noBIRDCleanup := fs.Bool("no-bird-cleanup", cfg.ProgrammerNoBIRDCleanup,
+		"FAULT INJECTION, not Felix: never claim (so never clean up) BIRD's persisted routes via the tunnel device (default $"+env.ProgrammerNoBIRDCleanup+"=1)")
 	startupDelay := fs.Duration("startup-delay", cfg.ProgrammerStartupDelay,
 		"restart profile: do not program before this long after process start (default $"+env.ProgrammerStartupDelay+", else 0)")
 	perRoute := fs.Duration("resync-delay-per-route", cfg.ProgrammerResyncDelayPerRoute,
@@ -116,7 +118,7 @@ func run() int {
 		Restart:     programmer.RestartProfile{StartupDelay: *startupDelay, ResyncDelayPerRoute: *perRoute},
 		StartedMono: started,
 		Knobs: programmer.Knobs{WriteOrder: *writeOrder, DeleteNamesProtocol: *deleteNamesProto, NoTunnelMTU: *noTunnelMTU,
-			WriteWindow: *writeWindow, TakeoverGap: *takeoverGap, IPv4Metric: *ipv4Metric},
+			WriteWindow: *writeWindow, TakeoverGap: *takeoverGap, IPv4Metric: *ipv4Metric, NoBIRDCleanup: *noBIRDCleanup},
 	})
 	code := programmer.ExitCode(err)
 	if err != nil && code != programmer.ExitConfigChanged {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -29,19 +30,24 @@ func compareCmd(jsonOut *bool) *cobra.Command {
 	var allow []string
 	var alpha float64
 	var minSamples int
+	var gate []string
 	c := &cobra.Command{
 		Use:   "compare BASE NEW  (each a results file, or a directory of runs' results files)",
 		Short: "Compare two runs' results (release A, release B): exit 1 on any regression past the thresholds",
 		Long: "Compare two results files scenario by scenario (matched by the spec's full text, so a spec that failed\n" +
 			"before registering its title still pairs) and figure by figure, and per probe flow where both have\n" +
-			"probe reports. Every run of a scenario is a sample (birdcage run --repeat N). A figure regresses when\n" +
-			"NEW's median is worse than BASE's by more than the minimum effect of its kind (gap figures:\n" +
-			"--max-gap-increase; loss figures: --max-lost-increase; counts: --max-count-increase; any figure with a\n" +
-			"non-zero base: --max-ratio when given) AND a two-sided Mann–Whitney U test of the runs gives p < --alpha;\n" +
-			"a bimodal figure (two modes further apart than the minimum effect) also regresses when more of NEW's\n" +
-			"runs fall in its slow mode (Fisher's exact test, p < --alpha). A count 0 in every BASE run must stay 0\n" +
-			"and is judged on any number of runs. A figure that moved past its minimum effect on fewer runs than\n" +
-			"the test can judge is \"not enough samples to judge\": counted in the summary, an error with --min-samples.\n" +
+			"probe reports. Every run of a scenario is a sample (birdcage run --repeat N). Each scenario is gated on a\n" +
+			"few figures (--gate; default lostProbes and longestNoRouteWindowMs: what the dataplane did, not the\n" +
+			"harness's own pace). A gated figure regresses when NEW's median is worse than BASE's by more than the\n" +
+			"minimum effect of its kind (gap: --max-gap-increase; loss: --max-lost-increase; count:\n" +
+			"--max-count-increase; with a non-zero base also --max-ratio when given), or for a bimodal figure more of\n" +
+			"NEW's runs fell in its slow mode, AND a one-sided Mann–Whitney U test of the runs, Holm-adjusted over the\n" +
+			"scenario's gated figures, gives p < --alpha: --alpha is the chance that one scenario of two runs of one\n" +
+			"build regresses (default 0.01). With 2 gated figures that needs 5 runs a side (the smallest one-sided p\n" +
+			"is 1/252); with 4 or fewer a gated figure past its minimum effect is \"not enough samples to judge\":\n" +
+			"counted in the summary, an error with --min-samples. Every other figure, and each flow's gap and loss,\n" +
+			"is informational (printed with its test, \"~\"), never a regression. A count 0 in every BASE run must stay\n" +
+			"0 and is judged on any number of runs, gated or not.\n" +
 			"A scenario regresses when it passed in BASE and fails in NEW, ran in BASE\n" +
 			"and skipped in NEW, skipped in BASE and fails in NEW, is missing from NEW, is new and fails, or\n" +
 			"(--fail-on-fail) fails on both sides; --allow NAME turns its absence or skip into a remark.\n" +
@@ -97,13 +103,17 @@ func compareCmd(jsonOut *bool) *cobra.Command {
 				}
 			}
 			if alpha <= 0 || alpha >= 1 {
-				badInput(fmt.Errorf("--alpha %g: want a significance between 0 and 1 (0.05: one false alarm in 20 for a figure that did not change)", alpha))
+				badInput(fmt.Errorf("--alpha %g: want a significance between 0 and 1 (0.01: one scenario in 100 of two runs of one build regresses by chance)", alpha))
 			}
 			if cmd.Flags().Changed("min-samples") && minSamples < 1 {
 				badInput(fmt.Errorf("--min-samples %d: want 1 or more runs a side", minSamples))
 			}
+			gated, err := gateFlag(gate)
+			if err != nil {
+				badInput(err)
+			}
 			opts := compare.Options{Thresholds: th, Budgets: budgets, FailOnFail: failOnFail, Allow: allow,
-				Alpha: alpha, MinSamples: minSamples, StrictSamples: cmd.Flags().Changed("min-samples")}
+				Alpha: alpha, MinSamples: minSamples, StrictSamples: cmd.Flags().Changed("min-samples"), Gated: gated}
 			r := compare.Compare(baseLabel, base, newLabel, nw, opts)
 			if *jsonOut {
 				b, _ := json.MarshalIndent(r, "", "  ")
@@ -135,7 +145,8 @@ func compareCmd(jsonOut *bool) *cobra.Command {
 	f.Int64Var(&th.MaxLostIncrease, "max-lost-increase", th.MaxLostIncrease, "how many more probes may be lost (figure or per flow); negative: not judged")
 	f.Int64Var(&th.MaxCountIncrease, "max-count-increase", th.MaxCountIncrease, "how much a count figure (deletes, flaps, refused writes, prefixes with two routes) may grow; 0: not at all; negative: not judged")
 	f.Float64Var(&th.MaxRatio, "max-ratio", 0, "how many times its base a gap, loss, count or duration figure may become (e.g. 1.5); 0: not judged")
-	f.Float64Var(&alpha, "alpha", compare.DefaultAlpha, "significance a figure's Mann–Whitney test (and a bimodal figure's slow-mode test) must reach to regress")
+	f.Float64Var(&alpha, "alpha", compare.DefaultAlpha, "family-wise significance per scenario: its gated figures' one-sided Mann–Whitney p-values, Holm-adjusted together, must fall below it to regress")
+	f.StringSliceVar(&gate, "gate", nil, "the figures a scenario can regress on by a test, comma-separated (default "+strings.Join(compare.DefaultGated, ",")+"); all: every judged figure and every flow's gap and loss, sharing α")
 	f.IntVar(&minSamples, "min-samples", 0, "fewest runs a side a noisy figure is judged on; given, a figure with too few runs to judge is an error (exit 1), not a counted note")
 	f.StringVar(&budgetFile, "budget", "", "budget file (YAML: default and per-scenario maxGapMs, allowedDisruptions, maxLost), judged per flow of NEW")
 	f.DurationVar(&maxGapPerFlow, "max-gap-per-flow", 0, "budget: longest gap any flow of NEW may have")
@@ -151,4 +162,24 @@ func compareCmd(jsonOut *bool) *cobra.Command {
 func badInput(err error) {
 	fmt.Fprintln(os.Stderr, "birdcage compare:", err)
 	os.Exit(exitBadInput)
+}
+
+// gateFlag is --gate's figures: nil (the default gate) when not given,
+// compare.AllGated for "all".
+func gateFlag(names []string) ([]string, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	var out []string
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		switch {
+		case n == "all" && len(names) == 1:
+			return compare.AllGated, nil
+		case n == "" || n == "all" || strings.ContainsAny(n, " *"):
+			return nil, fmt.Errorf("--gate %q: want figure names separated by commas (e.g. %s), or all alone", strings.Join(names, ","), strings.Join(compare.DefaultGated, ","))
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }

@@ -229,9 +229,21 @@ func runCmd() *cobra.Command {
 			if pcap {
 				vars = append(vars, env.Set(env.Pcap, "1"))
 			}
+			if !cc.Flags().Changed("repeat") {
+				// $BIRDCAGE_REPEAT is --repeat's default: one repeat
+				// mechanism, the suite run N times, every run kept.
+				cur, err := env.Load(env.Overlay(vars, os.LookupEnv))
+				if err != nil {
+					return err
+				}
+				repeat = max(cur.Repeat, 1)
+			}
 			if repeat < 1 {
 				return fmt.Errorf("--repeat %d: want 1 or more runs", repeat)
 			}
+			// The suite itself does not repeat (the sweep would take it as
+			// its sample count, N runs of N samples).
+			vars = append(vars, env.Set(env.Repeat, ""))
 			sr := suiteRun{Repeat: repeat}
 			if shardSpec != "" {
 				w, err := shard.Parse("--shard", shardSpec)
@@ -256,7 +268,7 @@ func runCmd() *cobra.Command {
 	c.Flags().BoolVar(&keepOnFail, "keep-on-fail", false, "leave the first failed spec's cluster up and print how to get in (birdcage exec/routes/down); sets $"+env.KeepOnFail)
 	c.Flags().StringVar(&programmer, "programmer", "", "run this route programmer binary on every node (your own build, under the process contract of dataplane/programmer); sets $"+env.Programmer)
 	c.Flags().StringVar(&upgradeProgrammer, "upgrade-programmer", "", "the headline upgrade's node runs this programmer binary from its upgrade on (old build → new build in one run, judged by the claim); sets $"+env.UpgradeProgrammer)
-	c.Flags().IntVar(&repeat, "repeat", 1, "run the suite this many times into one results file (each run's figures are samples for compare)")
+	c.Flags().IntVar(&repeat, "repeat", 1, "run the suite this many times into one results file (each run's figures are samples for compare, a failed run's too) (default $"+env.Repeat+", else 1)")
 	c.Flags().StringVar(&shardSpec, "shard", "", "run only shard i/n of the specs the filter selects (i of n machines; birdcage results merge joins them)")
 	c.Flags().StringVar(&durations, "durations", "", "recorded durations that balance the shards: a results file or a directory of them (default $"+env.ShardDurations+")")
 	c.Flags().BoolVar(&pcap, "pcap", false, "capture the probes on every node's uplinks (and tunl0) during the probe window into the artifacts, linked from the report; sets $"+env.Pcap)

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/onsi/ginkgo/v2/types"
 	"github.com/spf13/cobra"
@@ -50,7 +51,13 @@ func listSuite(filter string) ([]shard.Spec, error) {
 	for _, r := range reports {
 		for _, sr := range r.SpecReports {
 			if sr.LeafNodeType == types.NodeTypeIt && sr.State == types.SpecStatePassed {
-				specs = append(specs, shard.Spec{Text: sr.FullText(), Labels: sr.Labels()})
+				sp := shard.Spec{Text: sr.FullText(), Labels: sr.Labels()}
+				if sr.IsInOrderedContainer {
+					// The container path names the Ordered container
+					// (the suite nests none inside another).
+					sp.Ordered = strings.Join(sr.ContainerHierarchyTexts, " ")
+				}
+				specs = append(specs, sp)
 			}
 		}
 	}
@@ -115,11 +122,23 @@ func shardOf(w shard.Which, universe, phase, durations string) ([]shard.Spec, er
 }
 
 func durationsDefault(flag string) string {
-	if flag != "" {
+	switch {
+	case flag != "":
 		return flag
+	case cfg.ShardDurations != "":
+		return cfg.ShardDurations
 	}
-	return cfg.ShardDurations
+	if _, err := os.Stat(committedDurations); err == nil {
+		return committedDurations
+	}
+	return ""
 }
+
+// committedDurations is the checkout's recorded durations (a full native
+// ci/test run's results, each row's spec text and duration only), so a
+// fresh clone's shards split by duration, not by count. Refresh it from a
+// recent full run's artifacts/results-*.json (ci/shard-durations.md).
+const committedDurations = "ci/shard-durations.json"
 
 func shardCmd() *cobra.Command {
 	var suite, phase, durations string

@@ -76,6 +76,11 @@ type Knobs struct {
 	// long after (routetable.Options.TakeoverGap), so a spec can show the
 	// gate catches a window. 0: off.
 	TakeoverGap time.Duration
+	// NoBIRDCleanup is fault injection, not an emulation choice: the
+	// programmer never claims BIRD's persisted routes via the tunnel
+	// device (routetable.OwnershipPolicy.ClaimBIRDTunnelRoutes), so it never
+	// cleans them up, whatever the release's rule says. false: off.
+	NoBIRDCleanup bool
 	// IPv4Metric is the metric of the IPv4 routes the programmer writes (its
 	// route key's priority). 0 is Felix as released; Calico PR #13856
 	// proposes 1024, BIRD's metric from 3.32 on. A what-if, not a release.
@@ -103,6 +108,9 @@ func (k Knobs) Env() []string {
 	}
 	if k.IPv4Metric > 0 {
 		vars = append(vars, fmt.Sprintf("%s=%d", env.ProgrammerIPv4Metric, k.IPv4Metric))
+	}
+	if k.NoBIRDCleanup {
+		vars = append(vars, env.ProgrammerNoBIRDCleanup+"=1")
 	}
 	return vars
 }
@@ -298,6 +306,10 @@ func (d *daemon) run(ctx context.Context) error {
 	d.refresh = d.refreshInterval(d.cluster)
 	owner := d.key.ProgramClusterRoutes
 	policy := routetable.NewOwnershipPolicy(d.key.DeviceRouteProtocol, d.o.TunnelDevice, nil, owner, d.o.Release)
+	if d.o.Knobs.NoBIRDCleanup && policy.ClaimBIRDTunnelRoutes {
+		policy.ClaimBIRDTunnelRoutes = false
+		d.log.Warn("FAULT INJECTION: not claiming BIRD's persisted tunnel routes (--no-bird-cleanup): they stay in the kernel")
+	}
 	d.table, err = routetable.Open(netns.None(), policy, d.log)
 	if err != nil {
 		return fmt.Errorf("programmer: %w", err)

@@ -46,6 +46,7 @@ type Config struct {
 	ProgrammerIPv4Metric          int
 	ProgrammerNoTunnelMTU         bool
 	ProgrammerTakeoverGap         time.Duration
+	ProgrammerNoBIRDCleanup       bool
 
 	// Results and artifacts.
 	Artifacts   string

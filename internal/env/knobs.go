@@ -105,6 +105,9 @@ func (c *Config) knobs() []Knob {
 		{ProgrammerTakeoverGap, "Programmer process", "0 (off)", durationValid,
 			"--takeover-gap's default. FAULT INJECTION, not Felix: delete a route being taken over and write our own this long after.",
 			setDuration(&c.ProgrammerTakeoverGap)},
+		{ProgrammerNoBIRDCleanup, "Programmer process", "0 (off)", boolValid,
+			"--no-bird-cleanup's default. FAULT INJECTION, not Felix: never claim BIRD's persisted routes via the tunnel device, so they are never cleaned up (the gate's A/B measurement).",
+			setBool(&c.ProgrammerNoBIRDCleanup)},
 
 		{Artifacts, "Results", "artifacts/ at the module root", "a directory",
 			"Where results files, reports, diagnostics and captures go.",
@@ -116,7 +119,7 @@ func (c *Config) knobs() []Knob {
 			"The lab the lab specs attach to (`birdcage lab`); the results file is named after it.",
 			setString(&c.Lab)},
 		{Repeat, "Results", "once (the sweep: its own count)", "a whole number from 1 to 1000",
-			"How many times a repeated scenario runs; the results summarise the repeats.",
+			"`birdcage run --repeat`'s default: how many times the suite runs into one results file, every run's rows kept as samples (a failed run's too). Under plain go test the specs run once; the live-change sweep takes it as its sample count.",
 			setInt(&c.Repeat, 1, 1000)},
 
 		{Build, "Results", "the checkout's commit (-dirty with changes)", "any build name (a commit SHA, a release tag)",
@@ -134,7 +137,7 @@ func (c *Config) knobs() []Knob {
 		{Selftest, "Scenario runs", "", "fail, keep or shard",
 			"Registers the suite's self-test specs that must fail (fail), keep their cluster (keep) or be split into shards (shard); set by the self-tests for the child run they start.",
 			setOneOf(&c.Selftest, "fail", "keep", "shard")},
-		{ShardDurations, "Scenario runs", "unset (shards split by count)", "a results file or a directory of them",
+		{ShardDurations, "Scenario runs", "ci/shard-durations.json (the committed durations; without it, by count)", "a results file or a directory of them",
 			"Recorded durations that balance `birdcage run --shard` and `birdcage shard` (--durations' default).",
 			setString(&c.ShardDurations)},
 		{Progress, "Scenario runs", "0", boolValid,

@@ -36,6 +36,7 @@ const (
 	ProgrammerIPv4Metric          = "BIRDCAGE_PROGRAMMER_IPV4_METRIC"
 	ProgrammerNoTunnelMTU         = "BIRDCAGE_PROGRAMMER_NO_TUNNEL_MTU"
 	ProgrammerTakeoverGap         = "BIRDCAGE_PROGRAMMER_TAKEOVER_GAP"
+	ProgrammerNoBIRDCleanup       = "BIRDCAGE_PROGRAMMER_NO_BIRD_CLEANUP"
 
 	// Results and artifacts.
 	Artifacts   = "BIRDCAGE_ARTIFACTS"

@@ -16,6 +16,10 @@ type Spec struct {
 	Text    string
 	Labels  []string
 	Seconds float64
+	// Ordered names the Ordered container the spec is in ("": none). The
+	// specs of one Ordered container share state (the live-change sweep's
+	// points and the fit over them) and go to one shard together.
+	Ordered string
 }
 
 // TimingLabel marks the specs that report or judge a time and so run
@@ -56,32 +60,52 @@ func Split(specs []Spec, n int) [][]Spec {
 	}
 	fill := median(specs)
 	out := make([][]Spec, n)
+	// A unit is what is placed: one spec, or every spec of one Ordered
+	// container, its time the sum.
+	type unit struct {
+		key     string
+		specs   []Spec
+		seconds float64
+	}
 	for _, timing := range []bool{true, false} {
-		var group []Spec
+		var units []*unit
+		byKey := map[string]*unit{}
 		for _, s := range specs {
-			if s.Timing() == timing {
-				if s.Seconds <= 0 {
-					s.Seconds = fill
-				}
-				group = append(group, s)
+			if s.Timing() != timing {
+				continue
 			}
+			if s.Seconds <= 0 {
+				s.Seconds = fill
+			}
+			key := "spec\x00" + s.Text
+			if s.Ordered != "" {
+				key = "ordered\x00" + s.Ordered
+			}
+			u, ok := byKey[key]
+			if !ok {
+				u = &unit{key: key}
+				byKey[key] = u
+				units = append(units, u)
+			}
+			u.specs = append(u.specs, s)
+			u.seconds += s.Seconds
 		}
-		sort.SliceStable(group, func(a, b int) bool {
-			if group[a].Seconds != group[b].Seconds {
-				return group[a].Seconds > group[b].Seconds
+		sort.SliceStable(units, func(a, b int) bool {
+			if units[a].seconds != units[b].seconds {
+				return units[a].seconds > units[b].seconds
 			}
-			return group[a].Text < group[b].Text
+			return units[a].key < units[b].key
 		})
 		load := make([]float64, n)
-		for _, s := range group {
+		for _, u := range units {
 			best := 0
 			for i := 1; i < n; i++ {
 				if load[i] < load[best] {
 					best = i
 				}
 			}
-			load[best] += s.Seconds
-			out[best] = append(out[best], s)
+			load[best] += u.seconds
+			out[best] = append(out[best], u.specs...)
 		}
 	}
 	for i := range out {

@@ -45,17 +45,13 @@ func DefaultThresholds() Thresholds {
 	return Thresholds{MaxGapIncrease: 20 * time.Millisecond, MaxLostIncrease: 20, MaxCountIncrease: 0}
 }
 
-// Kind is what a figure measures (results.FigureKind), which decides its
-// threshold.
-type Kind = results.FigureKind
-
 // KindOf is the by-name rule compare used before rows declared their
 // figures' kinds, kept for such rows only: a name with "lost" is loss, one
 // with "gap" or "window" a gap, anything else a duration (the ratio alone
 // judges it). It misjudges figures (windowMs, a watch time, as a gap;
 // platformLost…, machine noise, as loss; counts never), which is why rows
 // now carry FigureKinds.
-func KindOf(figure string) Kind {
+func KindOf(figure string) results.FigureKind {
 	f := strings.ToLower(figure)
 	switch {
 	case strings.Contains(f, "lost"):
@@ -71,17 +67,17 @@ func KindOf(figure string) Kind {
 // row on either side declares any (files written before kinds), by name.
 type figureKinds struct {
 	byName  bool
-	base    map[string]Kind
-	nw      map[string]Kind
+	base    map[string]results.FigureKind
+	nw      map[string]results.FigureKind
 	remarks []string
 }
 
 func kindsOf(bs, ns []results.ScenarioResult) *figureKinds {
-	k := &figureKinds{base: map[string]Kind{}, nw: map[string]Kind{}}
+	k := &figureKinds{base: map[string]results.FigureKind{}, nw: map[string]results.FigureKind{}}
 	declared := false
 	for _, side := range []struct {
 		rs []results.ScenarioResult
-		m  map[string]Kind
+		m  map[string]results.FigureKind
 	}{{bs, k.base}, {ns, k.nw}} {
 		for _, r := range side.rs {
 			if r.FigureKinds != nil {
@@ -97,7 +93,7 @@ func kindsOf(bs, ns []results.ScenarioResult) *figureKinds {
 }
 
 // of is figure name's kind ("": undeclared, not judged).
-func (k *figureKinds) of(name string) Kind {
+func (k *figureKinds) of(name string) results.FigureKind {
 	if k.byName {
 		return KindOf(name)
 	}
@@ -121,9 +117,18 @@ type Options struct {
 	// Budgets judges NEW's flows; nil: each scenario's own budget (the
 	// one its result carries), if any.
 	Budgets *Budgets
-	// Alpha is the significance a noisy figure's rank test (and a bimodal
-	// figure's slow-mode test) must reach for a regression; 0: DefaultAlpha.
+	// Alpha is the family-wise significance of a scenario's gated figures:
+	// their tests' p-values are Holm-adjusted together and a gated figure
+	// regresses only when its adjusted p is below Alpha, so one scenario
+	// comparison of two runs of one build regresses by chance at most
+	// Alpha of the time; 0: DefaultAlpha.
 	Alpha float64
+	// Gated names the figures that can regress by a statistical test (see
+	// DefaultGated); nil: DefaultGated. Every other judged figure, and
+	// every flow's gap and loss, is informational: its test is printed,
+	// never a regression. Counts that must stay 0 and the verdict are
+	// judged whatever this says.
+	Gated []string
 	// MinSamples is the fewest runs on each side a noisy figure is judged
 	// on (0: as few as the rank test can reach Alpha with). StrictSamples
 	// turns a figure that could not be judged for want of samples into a
@@ -141,16 +146,55 @@ type Options struct {
 	Allow []string
 }
 
-// DefaultAlpha is the significance compare judges at unless told: one
-// false alarm in 20 for a figure whose runs did not change at all, before
-// the minimum effect, which most noise does not pass, is asked too.
-const DefaultAlpha = 0.05
+// DefaultAlpha is the family-wise significance compare judges each
+// scenario's gated figures at unless told: at most one false alarm in 100
+// scenario comparisons of one build, the gate's stated target. With the
+// two default gated figures Holm asks α/2 = 0.005 of the smaller p; the
+// one-sided rank test reaches it with 5 runs a side (1/252 ≈ 0.0040) and
+// not with 4 (1/70).
+const DefaultAlpha = 0.01
+
+// DefaultGated are the figures every scenario family is gated on: what the
+// dataplane did to the claim "no probe lost, no route missing" — the
+// probes lost (counted at the receiver's eBPF counters, whatever the
+// sender's pace) and the longest window the route timeline saw a node
+// without a route. Figures that carry the harness's own overhead (the
+// longest probe gap, which includes the sender's stalls; durations; each
+// flow's gap) are informational. Two figures keep Holm's first step at
+// α/2, which 5 runs a side can reach.
+var DefaultGated = []string{"lostProbes", "longestNoRouteWindowMs"}
 
 func (o Options) alpha() float64 {
 	if o.Alpha <= 0 {
 		return DefaultAlpha
 	}
 	return o.Alpha
+}
+
+// AllGated, as Options.Gated, gates every judged figure and every flow's
+// gap and loss (compare --gate all): the rule before figures were gated,
+// with Holm over all of them, which 5 runs a side cannot pass (some 30
+// tests share α).
+var AllGated = []string{"*"}
+
+func (o Options) gatedList() []string {
+	if o.Gated == nil {
+		return DefaultGated
+	}
+	return o.Gated
+}
+
+func (o Options) gated(name string) bool {
+	g := o.Gated
+	if g == nil {
+		g = DefaultGated
+	}
+	for _, n := range g {
+		if n == name || n == "*" {
+			return true
+		}
+	}
+	return false
 }
 
 func (o Options) allowed(rs ...results.ScenarioResult) bool {
@@ -186,6 +230,8 @@ type Report struct {
 	// fewest runs a side needed (0: what the test needs).
 	Alpha      float64 `json:"alpha"`
 	MinSamples int     `json:"minSamples,omitempty"`
+	// Gated are the figures that could regress by a test (Options.Gated).
+	Gated []string `json:"gated"`
 	// StrictSamples: undecided figures were counted as regressions.
 	StrictSamples bool `json:"strictSamples,omitempty"`
 	// Undecided counts the figures (and flows' gaps and losses) that moved
@@ -229,17 +275,24 @@ type ScenarioDiff struct {
 	// Undecided are the figures that could not be judged for want of
 	// samples, each with why.
 	Undecided []string `json:"undecided,omitempty"`
+	// Informational are the figures that are not gated but moved past
+	// their minimum effect with an unadjusted p below α: printed for the
+	// reader (benchstat's "~" is the rest), never a regression.
+	Informational []string `json:"informational,omitempty"`
+	// Family is how many gated figures' tests the scenario's α was shared
+	// among (Holm).
+	Family int `json:"family,omitempty"`
 }
 
 // FigureDiff is one figure on both sides.
 type FigureDiff struct {
-	Name    string  `json:"name"`
-	Kind    Kind    `json:"kind"`
-	Base    float64 `json:"base"`
-	New     float64 `json:"new"`
-	HasBase bool    `json:"hasBase"`
-	HasNew  bool    `json:"hasNew"`
-	Delta   float64 `json:"delta"`
+	Name    string             `json:"name"`
+	Kind    results.FigureKind `json:"kind"`
+	Base    float64            `json:"base"`
+	New     float64            `json:"new"`
+	HasBase bool               `json:"hasBase"`
+	HasNew  bool               `json:"hasNew"`
+	Delta   float64            `json:"delta"`
 	// Ratio is New/Base (0 when Base is 0).
 	Ratio      float64 `json:"ratio,omitempty"`
 	Regression bool    `json:"regression"`
@@ -262,6 +315,23 @@ type FigureDiff struct {
 	// Undecided: the medians moved past the minimum effect on fewer
 	// samples than the test can tell from noise (Why says so).
 	Undecided bool `json:"undecided,omitempty"`
+	// Gated: the figure can regress by its test (Options.Gated); else it
+	// is informational.
+	Gated bool `json:"gated,omitempty"`
+	// P is the one-sided p of the figure's test (did NEW get worse?):
+	// Mann–Whitney's PGreater; Tested says there was one. AdjustedP is P after Holm's
+	// adjustment over the scenario's gated figures.
+	P         float64 `json:"p,omitempty"`
+	AdjustedP float64 `json:"adjustedP,omitempty"`
+	Tested    bool    `json:"tested,omitempty"`
+	// Past: NEW's median is worse than BASE's by more than the kind's
+	// minimum effect (effect says by how much).
+	Past   bool `json:"past,omitempty"`
+	effect string
+	// Informational: not gated, and moved past its minimum effect with an
+	// unadjusted p below α (Why says so); never a regression.
+	Informational bool `json:"informational,omitempty"`
+	nBase, nNew   int
 }
 
 // SlowMode is how many runs of a bimodal figure fell in its slow mode on
@@ -287,9 +357,9 @@ type FlowDiff struct {
 	DisruptionsMeasured bool `json:"disruptionsMeasured"`
 }
 
-// flowGapName is how a flow's judged gap is named: its longest gap less
-// the sender's own pause inside it.
-const flowGapName = "longest gap ms (sender pause out)"
+// flowGapName is how a flow's gap is named: its longest gap as the
+// receiver saw it (informational: it includes the sender's own stalls).
+const flowGapName = "longest gap ms"
 
 // Compare compares new against base. Scenarios are paired by their key
 // (results.ScenarioResult.Key: the spec's full text), never by the title a
@@ -298,7 +368,7 @@ const flowGapName = "longest gap ms (sender pause out)"
 // is compared as a distribution over all its runs on each side (see
 // compareScenario), never run i against run i.
 func Compare(baseName string, base *results.ResultsFile, newName string, nw *results.ResultsFile, o Options) *Report {
-	r := &Report{Base: baseName, New: newName, BaseEnv: base.Env, NewEnv: nw.Env, Thresholds: o.Thresholds, Alpha: o.alpha(), MinSamples: o.MinSamples, StrictSamples: o.StrictSamples}
+	r := &Report{Base: baseName, New: newName, BaseEnv: base.Env, NewEnv: nw.Env, Thresholds: o.Thresholds, Alpha: o.alpha(), MinSamples: o.MinSamples, StrictSamples: o.StrictSamples, Gated: o.gatedList()}
 	r.EnvDiffers = envDiffers(base, nw)
 	bruns, border := runsByKey(base.Scenarios)
 	nruns, norder := runsByKey(nw.Scenarios)
@@ -423,19 +493,30 @@ func paren(s string) string {
 // compareScenario compares one scenario's runs on each side (one run
 // each unless it was repeated).
 //
-// The rule for figures (and each flow's gap and loss), stated once (see
-// judgeRuns): a figure regresses when NEW's median is worse than BASE's by
-// more than its kind's minimum effect AND the runs say it is no accident —
-// a two-sided Mann–Whitney U test of NEW's runs against BASE's at α; or,
-// for a bimodal figure, when a larger share of NEW's runs fell in its slow
-// mode (Fisher's exact test at α). A count that was 0 in every BASE run is
-// exact: it regresses on any number of samples. Any other figure whose
-// medians moved past the minimum effect on fewer samples than the test
-// can tell from noise is "not enough samples to judge": counted, never
-// passed in silence. The verdict regresses when NEW failed in a larger
-// share of its runs than BASE did (a failure is a broken claim, not noise;
-// skipped runs judged nothing and do not count), on any number of runs;
-// a budget judges every NEW run.
+// The rule for figures, stated once (see judgeRuns and decide). A
+// scenario's figures are of three sorts:
+//   - gated (Options.Gated, DefaultGated: lost probes and the longest
+//     no-route window): it regresses when NEW's median is worse than
+//     BASE's by more than its kind's minimum effect (for a bimodal figure,
+//     or when a larger share of NEW's runs fell in its slow mode) AND its
+//     one-sided Mann–Whitney U test of NEW's runs against BASE's,
+//     Holm-adjusted over the scenario's gated figures, is below α: the
+//     scenario's family-wise false-alarm rate is α. A gated figure whose median moved past the minimum effect on
+//     fewer runs than can reach α/m is "not enough samples to judge":
+//     counted, never passed in silence.
+//   - exact: a count that was 0 in every BASE run and grew regresses on
+//     any number of runs, gated or not (no test: a count that must stay 0).
+//   - informational: every other figure and every flow's gap and loss;
+//     tested and printed (benchstat's "~"), never a regression.
+//
+// The verdict regresses when NEW failed where BASE passed: on one run a
+// side, that run; repeated, when NEW failed in a larger share of its runs
+// and either BASE never failed and NEW failed in most of its runs (a
+// broken claim) or Fisher's one-sided test of the shares gives p < α; a
+// minority of failing NEW runs that the test cannot tell from a flaky
+// spec is "not enough samples to judge" (counted; --min-samples makes it
+// a regression). Skipped runs judged nothing and do not count. A budget
+// judges every NEW run.
 func compareScenario(bs, ns []results.ScenarioResult, o Options) ScenarioDiff {
 	b, n := bs[0], ns[0]
 	repeated := len(bs) > 1 || len(ns) > 1
@@ -444,15 +525,32 @@ func compareScenario(bs, ns []results.ScenarioResult, o Options) ScenarioDiff {
 	nf, nran, nt := failures(ns)
 	switch {
 	case bran > 0 && nran > 0 && float64(nf)/float64(nran) > float64(bf)/float64(bran):
-		d.Regression = true
-		if repeated {
-			// A failure is a broken claim: judged on any number of runs.
-			// Fisher's p says how far chance alone could explain the
-			// shares (a flaky claim), for the reader.
-			d.Reasons = append(d.Reasons, fmt.Sprintf("failed in %d of %d runs in NEW, %d of %d in BASE (Fisher p=%.3g): %s", nf, nran, bf, bran,
-				stattest.FisherGreater(bf, bran, nf, nran), firstLine(ns[nt].Failure)))
-		} else {
+		if !repeated {
+			d.Regression = true
 			d.Reasons = append(d.Reasons, "passed in BASE, fails in NEW: "+firstLine(n.Failure))
+			break
+		}
+		// A claim that held in every BASE run and now fails in most of
+		// NEW's is broken: no test needed. A smaller share is a test of
+		// the shares (Fisher, one-sided, at α): a spec that fails now
+		// and then under load fails one run in five on either side, and
+		// crying wolf on it is the false alarm the gate must not raise.
+		p := stattest.FisherGreater(bf, bran, nf, nran)
+		shares := fmt.Sprintf("failed in %d of %d runs in NEW, %d of %d in BASE (Fisher p=%.3g", nf, nran, bf, bran, p)
+		switch {
+		case bf == 0 && 2*nf > nran:
+			d.Regression = true
+			d.Reasons = append(d.Reasons, shares+"; most of NEW's runs): "+firstLine(ns[nt].Failure))
+		case p < o.alpha():
+			d.Regression = true
+			d.Reasons = append(d.Reasons, fmt.Sprintf("%s < α %g): %s", shares, o.alpha(), firstLine(ns[nt].Failure)))
+		default:
+			why := fmt.Sprintf("verdict: not enough samples to judge a claim that failed in a minority of NEW's runs: %s ≥ α %g): %s", shares, o.alpha(), firstLine(ns[nt].Failure))
+			if o.StrictSamples {
+				d.Regression = true
+				d.Reasons = append(d.Reasons, why+" (--min-samples)")
+			}
+			d.Undecided = append(d.Undecided, why)
 		}
 	case bran > 0 && nran == 0:
 		// Every NEW run skipped: the claim BASE checked was not checked.
@@ -497,7 +595,7 @@ func compareScenario(bs, ns []results.ScenarioResult, o Options) ScenarioDiff {
 	for _, name := range names.Sorted() {
 		kind := kinds.of(name)
 		f := judgeRuns(name, kind, figureSamples(bs, name), figureSamples(ns, name), o)
-		d.note(name, f)
+		f.Gated = o.gated(name) && judged(kind)
 		if !judged(kind) && f.HasBase && f.HasNew && f.Delta != 0 {
 			d.Remarks = append(d.Remarks, fmt.Sprintf("%s (%s) %s → %s: not judged", name, kindName(kind), fmtNum(f.Base), fmtNum(f.New)))
 		}
@@ -518,11 +616,10 @@ func compareScenario(bs, ns []results.ScenarioResult, o Options) ScenarioDiff {
 			NewDisruptions:      nfr.disruptions,
 			DisruptionsMeasured: bfr.measured && nfr.measured,
 		}
-		for _, x := range []FigureDiff{fd.Gap, fd.Lost} {
-			d.note("flow "+flow+" "+x.Name, x)
-		}
+		fd.Gap.Gated, fd.Lost.Gated = o.gated("*"), o.gated("*")
 		d.Flows = append(d.Flows, fd)
 	}
+	d.decide(o)
 	budget := n.Budget
 	if o.Budgets != nil {
 		bb := o.Budgets.For(n.Name)
@@ -598,8 +695,7 @@ func figureSamples(rs []results.ScenarioResult, name string) []float64 {
 	return out
 }
 
-// flowSamples is one flow's longest gap (net of the sender's own pause in
-// it) and loss in every run that probed it, and the most disruptions any
+// flowSamples is one flow's longest gap and loss in every run that probed it, and the most disruptions any
 // of those runs saw.
 type flowSamples struct {
 	gap, lost   []float64
@@ -625,11 +721,13 @@ func flowRuns(rs []results.ScenarioResult) flowSet {
 				s.byFlow[f.Flow] = fs
 				s.order = append(s.order, f.Flow)
 			}
-			// The sender's own pause inside the gap is the machine's
-			// (senderPauseInGapMs, a machine figure): on a loaded host every
-			// flow of a run shows the same 30–90 ms with nothing lost. What
-			// is judged is the gap no pause of the sender explains.
-			fs.gap = append(fs.gap, max(0, f.LongestGapMs-f.SenderPauseInGapMs))
+			// The longest gap as the receiver saw it. It is informational
+			// (never gated): it carries the sender's own stalls
+			// (senderPauseInGapMs), the harness's overhead, which a loaded
+			// host shows as 30–90 ms on every flow with nothing lost. What
+			// the dataplane did is judged by the probes lost and the route
+			// timeline's windows (DefaultGated).
+			fs.gap = append(fs.gap, f.LongestGapMs)
 			fs.lost = append(fs.lost, float64(f.Lost))
 			fs.disruptions = max(fs.disruptions, f.DisruptionCount)
 			fs.measured = fs.measured && f.Delivery != nil
@@ -647,19 +745,26 @@ func (d *ScenarioDiff) note(what string, f FigureDiff) {
 		d.Reasons = append(d.Reasons, what+": "+f.Why)
 	case f.Undecided:
 		d.Undecided = append(d.Undecided, what+": "+f.Why)
+	case f.Informational:
+		d.Informational = append(d.Informational, what+": "+f.Why)
 	}
 	if f.Regression && f.Undecided {
 		d.Undecided = append(d.Undecided, what+": "+f.Why) // counted all the same
 	}
 }
 
-// judgeRuns judges a figure measured in one or more runs per side by the
-// rule of compareScenario. Base and New are the medians; with more than
-// one run on a side, BaseStats and NewStats carry both distributions with
-// every sample.
-func judgeRuns(name string, kind Kind, bv, nv []float64, o Options) FigureDiff {
+// judgeRuns measures a figure over one or more runs per side: the
+// medians (Base, New) and, with more than one run on a side, both
+// distributions; whether NEW's median is worse by more than the kind's
+// minimum effect (Past); for a count 0 in every BASE run that grew, the
+// exact regression; else the figure's one-sided Mann–Whitney test (P) and,
+// for a bimodal figure, its slow-mode split with Fisher's p. Whether
+// a tested figure regresses is the scenario's business (decide), since
+// its α is shared among the scenario's gated figures.
+func judgeRuns(name string, kind results.FigureKind, bv, nv []float64, o Options) FigureDiff {
 	bst, nst := results.Summarize(bv), results.Summarize(nv)
 	f := judge(name, kind, bst.Median, bst.N > 0, nst.Median, nst.N > 0, o.Thresholds)
+	f.nBase, f.nNew = bst.N, nst.N
 	if bst.N > 1 || nst.N > 1 {
 		if bst.N > 0 {
 			f.BaseStats = &bst
@@ -670,77 +775,155 @@ func judgeRuns(name string, kind Kind, bv, nv []float64, o Options) FigureDiff {
 	}
 	// judge said whether the medians moved past the minimum effect; the
 	// samples decide the rest.
-	effect, past := f.Why, f.Regression
+	f.effect, f.Past = f.Why, f.Regression
 	f.Regression, f.Why = false, ""
 	if bst.N == 0 || nst.N == 0 || !judged(kind) {
 		return f
 	}
-	alpha := o.alpha()
-	enough := min(bst.N, nst.N) >= o.MinSamples
-	f.Why = judgeMedians(&f, kind, effect, past, bst, nst, bv, nv, enough, o)
-	if sm := slowModeOf(kind, bv, nv, o.Thresholds); sm != nil {
+	if f.Past && kind == results.KindCount && bst.Max == 0 {
+		// A count that must stay 0 and did in every BASE run: exact, no
+		// test needed, on any number of runs.
+		f.Exact, f.Regression = true, true
+		f.Why = fmt.Sprintf("median %s; 0 in every BASE run (n=%d): a count that must stay 0", f.effect, bst.N)
+		return f
+	}
+	if mw, err := stattest.MannWhitneyU(bv, nv); err == nil {
+		f.Test = &mw
+		f.P, f.Tested = mw.PGreater, true
+	}
+	// A bimodal figure's slow-mode share is its effect when the median did
+	// not move; its test stays the rank test (one test a figure, so the
+	// family's α is not spent twice), and Fisher's p is printed beside it.
+	if sm := slowModeOf(kind, bv, nv, o.Thresholds); sm != nil && min(bst.N, nst.N) > 1 {
+		sm.P = stattest.FisherGreater(sm.Base, bst.N, sm.New, nst.N)
 		f.SlowMode = sm
-		if enough && stattest.FisherMinP(bst.N, nst.N) < alpha {
-			sm.P = stattest.FisherGreater(sm.Base, bst.N, sm.New, nst.N)
-			if sm.P < alpha {
-				slow := fmt.Sprintf("slow mode (≥ %s, the fast one ≤ %s) in %d of %d runs in NEW, %d of %d in BASE: Fisher p=%.3g < α %g",
-					fmtNum(sm.From), fmtNum(sm.Below), sm.New, nst.N, sm.Base, bst.N, sm.P, alpha)
-				if f.Undecided {
-					// The slow mode judged what the medians could not.
-					f.Undecided, f.Why = false, ""
-				}
-				if f.Regression {
-					slow = f.Why + "; " + slow
-				}
-				f.Regression, f.Why = true, slow
-			}
-		}
 	}
 	return f
 }
 
-// judgeMedians is the median rule of judgeRuns for a figure whose medians
-// moved by effect (past: by more than its minimum effect): exact for a
-// count 0 in every BASE run, else the rank test when the samples allow it,
-// else undecided. It sets f's verdict and returns why.
-func judgeMedians(f *FigureDiff, kind Kind, effect string, past bool, bst, nst results.Stats, bv, nv []float64, enough bool, o Options) string {
-	if !past {
-		return ""
+// decide judges a scenario's figures and flows once all are measured:
+// the gated figures' p-values are Holm-adjusted together (the family,
+// d.Family), so the scenario's chance of a false alarm stays at α; each
+// figure is then decided (FigureDiff.decide) and noted.
+func (d *ScenarioDiff) decide(o Options) {
+	all := make([]*FigureDiff, 0, len(d.Figures)+2*len(d.Flows))
+	for i := range d.Figures {
+		all = append(all, &d.Figures[i])
 	}
-	alpha := o.alpha()
-	if kind == results.KindCount && bst.Max == 0 {
-		// A count that must stay 0 and did in every BASE run: exact, no
-		// test needed.
-		f.Exact, f.Regression = true, true
-		return fmt.Sprintf("median %s; 0 in every BASE run (n=%d): a count that must stay 0", effect, bst.N)
+	for i := range d.Flows {
+		all = append(all, &d.Flows[i].Gap, &d.Flows[i].Lost)
 	}
-	if !enough || stattest.MinP(bst.N, nst.N) >= alpha {
-		f.Undecided = true
-		why := fmt.Sprintf("not enough samples to judge: median %s on n=%d vs %d; a rank test at α %g needs e.g. %d runs a side",
-			effect, bst.N, nst.N, alpha, max(o.MinSamples, runsFor(alpha)))
-		if o.StrictSamples {
-			f.Regression = true
-			why += " (--min-samples)"
+	// The family: every gated figure measured on both sides. One that
+	// could not be tested still counts: its share of α is spent either way.
+	var family []*FigureDiff
+	d.Family = 0
+	for _, f := range all {
+		if !f.Gated || f.Exact || !judged(f.Kind) || f.nBase == 0 || f.nNew == 0 {
+			continue
 		}
-		return why
+		d.Family++
+		if f.Tested {
+			family = append(family, f)
+		}
 	}
-	mw, err := stattest.MannWhitneyU(bv, nv)
-	if err != nil {
-		return ""
+	ps := make([]float64, len(family))
+	for i, f := range family {
+		ps[i] = f.P
 	}
-	f.Test = &mw
-	if mw.P >= alpha {
-		return ""
+	adj := stattest.Holm(append(ps, ones(d.Family-len(family))...))
+	for i, f := range family {
+		f.AdjustedP = adj[i]
 	}
-	f.Regression = true
-	return fmt.Sprintf("median %s, Mann–Whitney p=%.3g < α %g (n=%d vs %d)", effect, mw.P, alpha, bst.N, nst.N)
+	for i := range d.Figures {
+		d.Figures[i].decide(d.Family, o)
+		d.note(d.Figures[i].Name, d.Figures[i])
+	}
+	for i := range d.Flows {
+		fd := &d.Flows[i]
+		for _, x := range []*FigureDiff{&fd.Gap, &fd.Lost} {
+			x.decide(d.Family, o)
+			if x.Informational {
+				continue // marked in the flows' table; the list names figures
+			}
+			d.note("flow "+fd.Flow+" "+x.Name, *x)
+		}
+	}
 }
 
-// runsFor is the fewest runs a side (equal on both) with which a rank
-// test can reach alpha.
+func ones(n int) []float64 {
+	out := make([]float64, max(n, 0))
+	for i := range out {
+		out[i] = 1
+	}
+	return out
+}
+
+// decide is the rule for one measured figure, m the scenario's family of
+// gated figures. Exact: already a regression. Gated: a regression when its
+// Holm-adjusted p is below α and either NEW's median moved past the
+// minimum effect or, for a bimodal figure, the slow mode's share grew;
+// a median past the minimum effect on fewer runs than can reach α/m is
+// "not enough samples to judge". Not gated: informational, never a
+// regression; noted when it moved past its minimum effect with an
+// unadjusted p below α.
+func (f *FigureDiff) decide(m int, o Options) {
+	if f.Exact || !judged(f.Kind) || f.nBase == 0 || f.nNew == 0 {
+		return
+	}
+	alpha := o.alpha()
+	if !f.Gated {
+		if f.Tested && (f.Past || f.SlowMode != nil) && f.P < alpha {
+			f.Informational = true
+			f.Why = fmt.Sprintf("~ informational, not gated: median %s, one-sided p=%.3g (n=%d vs %d)", orMedian(f), f.P, f.nBase, f.nNew)
+		}
+		return
+	}
+	m = max(m, 1)
+	enough := min(f.nBase, f.nNew) >= o.MinSamples
+	if f.Past && (!enough || !f.Tested || stattest.MinPGreater(f.nBase, f.nNew) >= alpha/float64(m)) {
+		f.Undecided = true
+		f.Why = fmt.Sprintf("not enough samples to judge: median %s on n=%d vs %d; a one-sided rank test at α %g shared by %d gated figures needs e.g. %d runs a side",
+			f.effect, f.nBase, f.nNew, alpha, m, max(o.MinSamples, runsFor(alpha/float64(m))))
+		if o.StrictSamples {
+			f.Regression = true
+			f.Why += " (--min-samples)"
+		}
+		return
+	}
+	if !f.Tested || f.AdjustedP >= alpha {
+		return
+	}
+	slower := f.SlowMode != nil && f.SlowMode.New > f.SlowMode.Base
+	if !f.Past && !slower {
+		return
+	}
+	f.Regression = true
+	var effect []string
+	if f.Past {
+		effect = append(effect, "median "+f.effect)
+	}
+	if slower {
+		sm := f.SlowMode
+		effect = append(effect, fmt.Sprintf("slow mode (≥ %s, the fast one ≤ %s) in %d of %d runs in NEW, %d of %d in BASE (Fisher p=%.3g)",
+			fmtNum(sm.From), fmtNum(sm.Below), sm.New, f.nNew, sm.Base, f.nBase, sm.P))
+	}
+	f.Why = fmt.Sprintf("%s; Mann–Whitney p=%.3g one-sided, Holm-adjusted over %d gated figures %.3g < α %g (n=%d vs %d)",
+		strings.Join(effect, "; "), f.P, m, f.AdjustedP, alpha, f.nBase, f.nNew)
+}
+
+// orMedian is the effect for a note: the median's move, else the medians.
+func orMedian(f *FigureDiff) string {
+	if f.effect != "" {
+		return f.effect
+	}
+	return fmt.Sprintf("%s → %s", fmtNum(f.Base), fmtNum(f.New))
+}
+
+// runsFor is the fewest runs a side (equal on both) with which the
+// one-sided rank test can reach alpha.
 func runsFor(alpha float64) int {
 	for n := 1; n < 100; n++ {
-		if stattest.MinP(n, n) < alpha {
+		if stattest.MinPGreater(n, n) < alpha {
 			return n
 		}
 	}
@@ -755,7 +938,7 @@ func runsFor(alpha float64) int {
 // one BIRD kernel scan later, in others). Figures without an absolute
 // minimum effect (durations, a kind not judged) have no slow mode; nil
 // when the samples are not bimodal.
-func slowModeOf(kind Kind, bv, nv []float64, t Thresholds) *SlowMode {
+func slowModeOf(kind results.FigureKind, bv, nv []float64, t Thresholds) *SlowMode {
 	var limit float64
 	switch kind {
 	case results.KindGap:
@@ -811,7 +994,7 @@ func slowModeOf(kind Kind, bv, nv []float64, t Thresholds) *SlowMode {
 
 // judged says whether compare judges figures of kind at all: sizes, the
 // machine's figures and undeclared ones never are.
-func judged(kind Kind) bool {
+func judged(kind results.FigureKind) bool {
 	switch kind {
 	case results.KindGap, results.KindLoss, results.KindCount, results.KindDuration:
 		return true
@@ -819,7 +1002,7 @@ func judged(kind Kind) bool {
 	return false
 }
 
-func kindName(k Kind) string {
+func kindName(k results.FigureKind) string {
 	if k == "" {
 		return "no declared kind"
 	}
@@ -828,7 +1011,7 @@ func kindName(k Kind) string {
 
 // judge compares one figure by its kind. Worse is higher for every kind
 // that is judged (gaps, losses, counts, durations).
-func judge(name string, kind Kind, bv float64, hb bool, nv float64, hn bool, t Thresholds) FigureDiff {
+func judge(name string, kind results.FigureKind, bv float64, hb bool, nv float64, hn bool, t Thresholds) FigureDiff {
 	f := FigureDiff{Name: name, Kind: kind, Base: bv, New: nv, HasBase: hb, HasNew: hn}
 	if !hb || !hn {
 		return f

@@ -22,7 +22,7 @@ func scen(name string, v results.Verdict, figs map[string]float64) results.Scena
 // The by-name rule, now only the fallback for rows without FigureKinds
 // (its "lost" and "other" kinds are results' loss and duration).
 func TestKindOf(t *testing.T) {
-	for name, want := range map[string]Kind{
+	for name, want := range map[string]results.FigureKind{
 		"longestProbeGapMs": results.KindGap, "longestNoRouteWindowMs": results.KindGap, "lostProbes": results.KindLoss,
 		"programmerRestartMsMax": results.KindDuration, "handovers: BIRD→programmer": results.KindDuration,
 	} {
@@ -100,19 +100,19 @@ func TestCompare(t *testing.T) {
 	// cannot be told from noise. They are counted and named, not passed
 	// in silence; the verdict flip and the missing scenario are judged on
 	// one run.
-	r := Compare("base.json", base, "new.json", nw, Options{Thresholds: DefaultThresholds()})
+	r := Compare("base.json", base, "new.json", nw, Options{Thresholds: DefaultThresholds(), Gated: AllGated})
 	if r.Regressions != 2 || r.Undecided != 2 {
 		t.Errorf("one run a side: %d regressions (want 2: now fails, gone), %d undecided figures (want 2)", r.Regressions, r.Undecided)
 	}
 	squeezed := strings.Join(strings.Fields(r.Text()), " ")
-	for _, want := range []string{"UNDECIDED gap grew", "longestProbeGapMs 30 300 +270 - not enough samples",
+	for _, want := range []string{"UNDECIDED gap grew", "longestProbeGapMs 30 300 +270 0.5 adj 0.5 not enough samples",
 		"not enough samples to judge: 2 figures in 2 scenarios", "gap grew; one flow worse", "5 scenarios compared, 2 regressed: now fails; gone"} {
 		if !strings.Contains(squeezed, want) {
 			t.Errorf("text lacks %q:\n%s", want, r.Text())
 		}
 	}
 	// --min-samples: a figure that cannot be judged is an error.
-	r = Compare("base.json", base, "new.json", nw, Options{Thresholds: DefaultThresholds(), StrictSamples: true})
+	r = Compare("base.json", base, "new.json", nw, Options{Thresholds: DefaultThresholds(), Gated: AllGated, StrictSamples: true})
 	got := map[string]ScenarioDiff{}
 	for _, s := range r.Scenarios {
 		got[s.Name] = s
@@ -137,7 +137,7 @@ func TestCompare(t *testing.T) {
 	}
 	txt := r.Text()
 	squeezed = strings.Join(strings.Fields(txt), " ")
-	for _, want := range []string{"REGRESSION gap grew", "longestProbeGapMs 30 300 +270 - REGRESSION", "only in BASE (1): gone", "only in NEW (1): new one", "REGRESSION gone: in BASE (pass), missing from NEW", "5 scenarios compared, 4 regressed",
+	for _, want := range []string{"REGRESSION gap grew", "longestProbeGapMs 30 300 +270 0.5 adj 0.5 REGRESSION", "only in BASE (1): gone", "only in NEW (1): new one", "REGRESSION gone: in BASE (pass), missing from NEW", "5 scenarios compared, 4 regressed",
 		"not enough samples to judge: 2 figures in 2 scenarios", "counted as regressions (--min-samples)"} {
 		if !strings.Contains(squeezed, want) {
 			t.Errorf("text lacks %q:\n%s", want, txt)
@@ -181,7 +181,7 @@ scenarios:
 	}
 	// Compare applies the budget file to NEW.
 	res := &results.ResultsFile{Scenarios: []results.ScenarioResult{{Name: "strict", Verdict: results.VerdictPass, Probes: rep}}}
-	r := Compare("a", res, "b", res, Options{Thresholds: DefaultThresholds(), Budgets: b})
+	r := Compare("a", res, "b", res, Options{Thresholds: DefaultThresholds(), Gated: AllGated, Budgets: b})
 	if r.Regressions != 1 || len(r.Scenarios[0].OverBudget) != 2 {
 		t.Errorf("budget not applied: %+v", r.Scenarios[0])
 	}
@@ -225,9 +225,12 @@ func TestCompareRepeated(t *testing.T) {
 		// 1 run against 3: the smallest p a rank test can give is 0.5.
 		{"one BASE run, repeated NEW", []float64{900}, []float64{1200, 1210, 1190}, false, true},
 		{"repeated BASE, one NEW below its max", []float64{900, 905, 1300}, []float64{1250}, false, true},
-		// 3 runs a side reach p 0.1 at best: still not enough at α 0.05.
+		// The one-sided test: 3 runs a side reach 0.05 at best, 4 reach
+		// 1/70 ≈ 0.014: still not enough at the default α 0.01; 5 reach
+		// 1/252 ≈ 0.0040.
 		{"three runs a side, every NEW above every BASE", []float64{900, 901, 902}, []float64{1200, 1201, 1202}, false, true},
-		{"four runs a side, every NEW above every BASE", []float64{900, 901, 902, 903}, []float64{1200, 1201, 1202, 1203}, true, false},
+		{"four runs a side, every NEW above every BASE", []float64{900, 901, 902, 903}, []float64{1200, 1201, 1202, 1203}, false, true},
+		{"five runs a side, every NEW above every BASE", []float64{900, 901, 902, 903, 904}, []float64{1200, 1201, 1202, 1203, 1204}, true, false},
 		// A figure that moved less than the minimum effect is judged on any
 		// number of runs: it did not regress.
 		{"one run a side within the increase", []float64{900}, []float64{915}, false, false},
@@ -235,7 +238,7 @@ func TestCompareRepeated(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			base := &results.ResultsFile{Scenarios: runs("s", tc.base...)}
 			nw := &results.ResultsFile{Scenarios: runs("s", tc.new...)}
-			r := Compare("b", base, "n", nw, Options{Thresholds: DefaultThresholds()})
+			r := Compare("b", base, "n", nw, Options{Thresholds: DefaultThresholds(), Gated: AllGated})
 			if len(r.Scenarios) != 1 || len(r.OnlyInBase)+len(r.OnlyInNew) != 0 {
 				t.Fatalf("a repeated name must pair once, by name: %d pairs, one-sided %v %v", len(r.Scenarios), r.OnlyInBase, r.OnlyInNew)
 			}
@@ -256,7 +259,7 @@ func TestCompareRepeated(t *testing.T) {
 			if len(d.BaseRuns) != len(tc.base) || len(d.NewRuns) != len(tc.new) {
 				t.Errorf("runs %v / %v, want %d / %d", d.BaseRuns, d.NewRuns, len(tc.base), len(tc.new))
 			}
-			if tc.regression && (len(d.Reasons) != 1 || !strings.Contains(d.Reasons[0], "Mann–Whitney p=") || f.Test == nil || f.Test.P >= 0.05) {
+			if tc.regression && (len(d.Reasons) != 1 || !strings.Contains(d.Reasons[0], "Mann–Whitney p=") || f.Test == nil || f.AdjustedP >= DefaultAlpha) {
 				t.Errorf("the reason should state the rule: %v", d.Reasons)
 			}
 			if strings.Contains(r.Text(), "from one run on each side") {
@@ -271,13 +274,13 @@ func TestCompareRepeated(t *testing.T) {
 // is a regression, so name pairing is what keeps it quiet.
 func TestCompareRepeatedPairsByNameNotOccurrence(t *testing.T) {
 	one := func(g float64) *results.ResultsFile { return &results.ResultsFile{Scenarios: runs("s", g)} }
-	if r := Compare("b", one(1.3), "n", one(30), Options{Thresholds: DefaultThresholds(), StrictSamples: true}); r.Regressions != 1 {
+	if r := Compare("b", one(1.3), "n", one(30), Options{Thresholds: DefaultThresholds(), Gated: AllGated, StrictSamples: true}); r.Regressions != 1 {
 		t.Fatalf("control: a single run 1.3 → 30 ms must regress, got %d", r.Regressions)
 	}
 	// Interleaved names: each name's runs pair with its own, wherever they sit.
 	base := &results.ResultsFile{Scenarios: append(runs("a", 10, 10), runs("b", 500, 500)...)}
 	nw := &results.ResultsFile{Scenarios: []results.ScenarioResult{runs("b", 500)[0], runs("a", 10)[0], runs("b", 501)[0], runs("a", 11)[0]}}
-	r := Compare("b", base, "n", nw, Options{Thresholds: DefaultThresholds()})
+	r := Compare("b", base, "n", nw, Options{Thresholds: DefaultThresholds(), Gated: AllGated})
 	if r.Regressions != 0 || len(r.Scenarios) != 2 {
 		t.Errorf("interleaved runs: %d regressions in %d pairs, want 0 in 2: %+v", r.Regressions, len(r.Scenarios), r.Scenarios)
 	}
@@ -301,13 +304,16 @@ func TestCompareRepeatedVerdictsFlowsBudget(t *testing.T) {
 		regression bool
 		reason     string
 	}{
-		{"a NEW failure where BASE had none", runs("s", 1, 1, 1), fail(runs("s", 1, 1, 1), 1), true, "failed in 1 of 3 runs in NEW, 0 of 3 in BASE (Fisher p=0.5): lost 40 probes"},
+		{"NEW failing in most runs where BASE had none", runs("s", 1, 1, 1), fail(fail(runs("s", 1, 1, 1), 1), 2), true, "failed in 2 of 3 runs in NEW, 0 of 3 in BASE (Fisher p=0.2; most of NEW's runs): lost 40 probes"},
+		// One failing run of five where BASE had none: a flaky spec as
+		// likely as a broken claim (Fisher p 0.5); counted, not a regression.
+		{"one NEW failure of five where BASE had none", runs("s", 1, 1, 1, 1, 1), fail(runs("s", 1, 1, 1, 1, 1), 1), false, ""},
 		{"the same failure share", fail(runs("s", 1, 1, 1), 0), fail(runs("s", 1, 1, 1), 2), false, ""},
 		{"fewer failures", fail(fail(runs("s", 1, 1, 1), 0), 1), fail(runs("s", 1, 1, 1), 2), false, ""},
 		{"skips do not count", runs("s", 1, 1), skip(runs("s", 1, 1), 0), false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := Compare("b", &results.ResultsFile{Scenarios: tc.base}, "n", &results.ResultsFile{Scenarios: tc.new}, Options{Thresholds: DefaultThresholds()})
+			r := Compare("b", &results.ResultsFile{Scenarios: tc.base}, "n", &results.ResultsFile{Scenarios: tc.new}, Options{Thresholds: DefaultThresholds(), Gated: AllGated})
 			d := r.Scenarios[0]
 			if d.Regression != tc.regression {
 				t.Errorf("regression %v, want %v (%v)", d.Regression, tc.regression, d.Reasons)
@@ -316,6 +322,30 @@ func TestCompareRepeatedVerdictsFlowsBudget(t *testing.T) {
 				t.Errorf("reasons %v, want %q", d.Reasons, tc.reason)
 			}
 		})
+	}
+	// The minority failure is counted and named; --min-samples makes it a
+	// regression; with the shares past α (Fisher) it is one anyway.
+	one := fail(runs("s", 1, 1, 1, 1, 1), 1)
+	r := Compare("b", &results.ResultsFile{Scenarios: runs("s", 1, 1, 1, 1, 1)}, "n", &results.ResultsFile{Scenarios: one}, Options{Thresholds: DefaultThresholds()})
+	if d := r.Scenarios[0]; d.Regression || r.Undecided != 1 || !strings.Contains(d.Undecided[0], "failed in 1 of 5 runs in NEW, 0 of 5 in BASE (Fisher p=0.5 ≥ α 0.01): lost 40 probes") {
+		t.Errorf("one failure in five: regression %v, undecided %q", d.Regression, d.Undecided)
+	}
+	r = Compare("b", &results.ResultsFile{Scenarios: runs("s", 1, 1, 1, 1, 1)}, "n", &results.ResultsFile{Scenarios: one}, Options{Thresholds: DefaultThresholds(), StrictSamples: true})
+	if !r.Scenarios[0].Regression {
+		t.Errorf("--min-samples: one failure in five should regress: %v", r.Scenarios[0].Reasons)
+	}
+	// A flaky BASE (1 of 10) against NEW failing 9 of 10: the majority
+	// rule does not apply (BASE failed too); Fisher's test does.
+	ten := func(failing int) []results.ScenarioResult {
+		rs := runs("s", 1, 1, 1, 1, 1, 1, 1, 1, 1, 1)
+		for i := range failing {
+			rs = fail(rs, i)
+		}
+		return rs
+	}
+	if r := Compare("b", &results.ResultsFile{Scenarios: ten(1)}, "n", &results.ResultsFile{Scenarios: ten(9)}, Options{Thresholds: DefaultThresholds()}); !r.Scenarios[0].Regression ||
+		!strings.Contains(r.Scenarios[0].Reasons[0], "failed in 9 of 10 runs in NEW, 1 of 10 in BASE (Fisher p=0.000547 < α 0.01)") {
+		t.Errorf("a flaky BASE (1 of 10) against 9 of 10: %v", r.Scenarios[0].Reasons)
 	}
 
 	withFlow := func(gaps ...float64) []results.ScenarioResult {
@@ -326,29 +356,42 @@ func TestCompareRepeatedVerdictsFlowsBudget(t *testing.T) {
 		}
 		return rs
 	}
-	r := Compare("b", &results.ResultsFile{Scenarios: withFlow(10, 12, 50)}, "n", &results.ResultsFile{Scenarios: withFlow(11, 60, 12)}, Options{Thresholds: DefaultThresholds()})
+	r = Compare("b", &results.ResultsFile{Scenarios: withFlow(10, 12, 50)}, "n", &results.ResultsFile{Scenarios: withFlow(11, 60, 12)}, Options{Thresholds: DefaultThresholds(), Gated: AllGated})
 	if r.Regressions != 0 {
 		t.Errorf("flow noise flagged: %v", r.Scenarios[0].Reasons)
 	}
-	// The sender's own pause is the machine's: a NEW whose sender paused
-	// 50 ms inside every flow's gap, with nothing else worse, is not a
-	// regression (the control: the same gaps without the pause are).
-	paused := withFlow(60, 61, 62, 62, 63)
-	for i := range paused {
-		paused[i].Probes.Flows[0].SenderPauseInGapMs = 50
+	// The default gate: a flow's gap (which carries the sender's own
+	// pause, the harness's overhead) and loss are informational, printed
+	// with their test, never a regression; the scenario's lostProbes, a
+	// gated figure, shifted the same way regresses (the control).
+	shifted := withFlow(60, 61, 62, 62, 63)
+	for i := range shifted {
+		shifted[i].Probes.Flows[0].SenderPauseInGapMs = 50
 	}
-	r = Compare("b", &results.ResultsFile{Scenarios: withFlow(10, 12, 14, 11, 13)}, "n", &results.ResultsFile{Scenarios: paused}, Options{Thresholds: DefaultThresholds()})
-	if d := r.Scenarios[0]; strings.Contains(strings.Join(d.Reasons, "\n"), "longest gap") {
-		t.Errorf("a gap the sender's own pause explains regressed: %v", d.Reasons)
+	r = Compare("b", &results.ResultsFile{Scenarios: withFlow(10, 12, 14, 11, 13)}, "n", &results.ResultsFile{Scenarios: shifted}, Options{Thresholds: DefaultThresholds()})
+	if d := r.Scenarios[0]; d.Regression || !d.Flows[0].Gap.Informational || !strings.Contains(d.Flows[0].Gap.Why, "~ informational, not gated: median 12 → 62") || !strings.Contains(r.Text(), "~ worse") {
+		t.Errorf("a flow's gap should be informational under the default gate: regression %v %v, flow %+v", d.Regression, d.Reasons, d.Flows[0].Gap)
 	}
-	r = Compare("b", &results.ResultsFile{Scenarios: withFlow(10, 12, 14, 11, 13)}, "n", &results.ResultsFile{Scenarios: withFlow(60, 61, 12, 62, 63)}, Options{Thresholds: DefaultThresholds()})
-	if d := r.Scenarios[0]; !d.Regression || !strings.Contains(strings.Join(d.Reasons, "\n"), "flow a->b longest gap ms (sender pause out): median 12 → 61") {
-		t.Errorf("a shifted flow should regress, naming it: %v", d.Reasons)
+	for i := range shifted {
+		shifted[i].Figures = map[string]float64{"lostProbes": shifted[i].Probes.Flows[0].LongestGapMs}
+	}
+	base := withFlow(10, 12, 14, 11, 13)
+	for i := range base {
+		base[i].Figures = map[string]float64{"lostProbes": base[i].Probes.Flows[0].LongestGapMs}
+	}
+	r = Compare("b", &results.ResultsFile{Scenarios: base}, "n", &results.ResultsFile{Scenarios: shifted}, Options{Thresholds: DefaultThresholds()})
+	if d := r.Scenarios[0]; !d.Regression || len(d.Reasons) != 1 || !strings.Contains(d.Reasons[0], "lostProbes: median 12 → 62") || d.Family != 1 {
+		t.Errorf("a shifted lostProbes should regress, alone (family %d): %v", d.Family, d.Reasons)
+	}
+	// --gate all: the flows are gated too, and name themselves.
+	r = Compare("b", &results.ResultsFile{Scenarios: withFlow(10, 12, 14, 11, 13)}, "n", &results.ResultsFile{Scenarios: withFlow(60, 61, 12, 62, 63)}, Options{Thresholds: DefaultThresholds(), Gated: AllGated, Alpha: 0.05})
+	if d := r.Scenarios[0]; !d.Regression || !strings.Contains(strings.Join(d.Reasons, "\n"), "flow a->b longest gap ms: median 12 → 61") {
+		t.Errorf("a shifted flow should regress under --gate all, naming it: %v", d.Reasons)
 	}
 	maxGap := 40.0
 	nw := withFlow(10, 45, 12)
 	nw[0].Budget = &results.Budget{MaxGapMs: &maxGap}
-	r = Compare("b", &results.ResultsFile{Scenarios: withFlow(10, 12, 14)}, "n", &results.ResultsFile{Scenarios: nw}, Options{Thresholds: DefaultThresholds()})
+	r = Compare("b", &results.ResultsFile{Scenarios: withFlow(10, 12, 14)}, "n", &results.ResultsFile{Scenarios: nw}, Options{Thresholds: DefaultThresholds(), Gated: AllGated})
 	if d := r.Scenarios[0]; !d.Regression || len(d.OverBudget) != 1 || d.OverBudget[0].Run != 2 || !strings.HasPrefix(d.Reasons[len(d.Reasons)-1], "run 2 of 3: over budget") {
 		t.Errorf("the budget should judge every NEW run and name run 2: %+v %v", d.OverBudget, d.Reasons)
 	}
@@ -374,7 +417,7 @@ func TestVerdictTransitions(t *testing.T) {
 		row("D spec", "d title", results.VerdictSkip), // skip → skip: nothing to judge
 		row("E spec", "E spec", results.VerdictFail),  // new, and failing
 	}}
-	r := Compare("b", base, "n", nw, Options{Thresholds: DefaultThresholds()})
+	r := Compare("b", base, "n", nw, Options{Thresholds: DefaultThresholds(), Gated: AllGated})
 	if len(r.OnlyInBase) != 0 || len(r.OnlyInNew) != 1 {
 		t.Fatalf("rows not paired by spec text: only in BASE %v, only in NEW %v", r.OnlyInBase, r.OnlyInNew)
 	}
@@ -410,7 +453,7 @@ func TestCompareNamesTheTunnelAndWaitScale(t *testing.T) {
 		return &results.ResultsFile{Kernel: "6.18", Env: &results.RunEnv{Where: "native", ProbeRate: 1000, Tunnel: tunnel, TimeoutScale: scale},
 			Scenarios: []results.ScenarioResult{row(tunnel)}}
 	}
-	r := Compare("vm.json", file("kernel", 2), "native.json", file("ebpf", 0), Options{Thresholds: DefaultThresholds()})
+	r := Compare("vm.json", file("kernel", 2), "native.json", file("ebpf", 0), Options{Thresholds: DefaultThresholds(), Gated: AllGated})
 	env := strings.Join(r.EnvDiffers, "; ")
 	for _, want := range []string{"tunl0 kernel vs ebpf", "waits ×2 vs ×1"} {
 		if !strings.Contains(env, want) {
@@ -424,7 +467,7 @@ func TestCompareNamesTheTunnelAndWaitScale(t *testing.T) {
 		t.Errorf("a tunnel difference is a remark, not a regression: %d", r.Regressions)
 	}
 	// The control: the same tunnel and scale (0 read as 1) say nothing.
-	r = Compare("a.json", file("ebpf", 1), "b.json", file("ebpf", 0), Options{Thresholds: DefaultThresholds()})
+	r = Compare("a.json", file("ebpf", 1), "b.json", file("ebpf", 0), Options{Thresholds: DefaultThresholds(), Gated: AllGated})
 	if len(r.EnvDiffers) != 0 || len(r.Scenarios[0].Remarks) != 0 {
 		t.Errorf("same tunnel and scale: differences %v, remarks %v", r.EnvDiffers, r.Scenarios[0].Remarks)
 	}
@@ -453,10 +496,12 @@ func TestCompareBimodal(t *testing.T) {
 		{"A/A: the slow mode as often", lost(0, 0, 1103, 0, 1100), lost(0, 1101, 0, 1102, 0), false, ""},
 		{"A/A: medians 0 → 1101, the shares 2 of 5 → 3 of 5", lost(0, 0, 1103, 0, 1100), lost(1101, 1101, 0, 1102, 0), false, ""},
 		{"every NEW run slow", lost(0, 0, 0, 0, 0), lost(1100, 1103, 1101, 1102, 0), true, "Mann–Whitney p="},
-		{"the share alone: 0 of 9 → 4 of 9, median still 0", lost(0, 0, 0, 0, 0, 0, 0, 0, 0), lost(0, 1100, 0, 1101, 0, 1102, 0, 1099, 0), true, "slow mode (≥ 1099, the fast one ≤ 0) in 4 of 9 runs in NEW, 0 of 9 in BASE: Fisher p=0.0412"},
+		{"the share alone: 0 of 9 → 4 of 9, median still 0", lost(0, 0, 0, 0, 0, 0, 0, 0, 0), lost(0, 1100, 0, 1101, 0, 1102, 0, 1099, 0), true, "slow mode (≥ 1099, the fast one ≤ 0) in 4 of 9 runs in NEW, 0 of 9 in BASE (Fisher p=0.0412); Mann–Whitney p="},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := Compare("b", &results.ResultsFile{Scenarios: tc.base}, "n", &results.ResultsFile{Scenarios: tc.new}, Options{Thresholds: DefaultThresholds()})
+			// α 0.05: the rule for a bimodal figure, not the family's
+			// arithmetic (TestFamilyWiseAlpha).
+			r := Compare("b", &results.ResultsFile{Scenarios: tc.base}, "n", &results.ResultsFile{Scenarios: tc.new}, Options{Thresholds: DefaultThresholds(), Gated: AllGated, Alpha: 0.05})
 			d := r.Scenarios[0]
 			if d.Regression != tc.regression || len(d.Undecided) != 0 {
 				t.Errorf("regression %v (want %v), undecided %q: %q", d.Regression, tc.regression, d.Undecided, d.Reasons)

@@ -33,6 +33,9 @@ func compareOneLenient(t *testing.T, base, nw results.ScenarioResult, th Thresho
 
 func compareWith(t *testing.T, base, nw results.ScenarioResult, o Options) ScenarioDiff {
 	t.Helper()
+	if o.Gated == nil {
+		o.Gated = AllGated // which kinds are judged, whether gated or not
+	}
 	r := Compare("base", &results.ResultsFile{Scenarios: []results.ScenarioResult{base}},
 		"new", &results.ResultsFile{Scenarios: []results.ScenarioResult{nw}}, o)
 	if len(r.Scenarios) != 1 {

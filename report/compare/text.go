@@ -17,7 +17,7 @@ func (r *Report) Text() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "BASE %s (%s)\nNEW  %s (%s)\n", r.Base, r.BaseEnv, r.New, r.NewEnv)
 	fmt.Fprintf(&b, "thresholds: %s\n", r.Thresholds)
-	fmt.Fprintf(&b, "rule: a figure regresses when NEW's median is worse by more than its minimum effect AND a Mann–Whitney U test of the runs gives p < α %g (a bimodal figure also when more of NEW's runs fall in its slow mode, Fisher p < α); a count 0 in every BASE run is judged on any number of runs%s\n", r.Alpha, minSamplesNote(r.MinSamples))
+	fmt.Fprintf(&b, "rule: a gated figure (%s) regresses when NEW's median is worse by more than its minimum effect (or, a bimodal figure, more of NEW's runs fell in its slow mode) AND its one-sided Mann–Whitney U test, Holm-adjusted over the scenario's gated figures, gives p < α %g (family-wise, per scenario); a count 0 in every BASE run is judged on any number of runs; other figures and flows are informational (~)%s\n", strings.Join(r.Gated, ", "), r.Alpha, minSamplesNote(r.MinSamples))
 	for _, e := range r.EnvDiffers {
 		fmt.Fprintf(&b, "warning: the runs differ in %s: figures may not be comparable\n", e)
 	}
@@ -40,6 +40,9 @@ func (r *Report) Text() string {
 			for _, u := range s.Undecided {
 				fmt.Fprintf(&b, "  ? %s\n", u)
 			}
+		}
+		for _, i := range s.Informational {
+			fmt.Fprintf(&b, "  ~ %s\n", i)
 		}
 		for _, rm := range s.Remarks {
 			fmt.Fprintf(&b, "  note: %s\n", rm)
@@ -185,18 +188,26 @@ func regMark(f FigureDiff) string {
 		return "REGRESSION"
 	case f.Undecided:
 		return "not enough samples"
+	case f.Gated:
+		return "gated"
+	case f.Informational:
+		return "~ worse"
 	}
 	return ""
 }
 
-// pValue is the figure's test p-value: Mann–Whitney's, else the slow
-// mode's Fisher p, else "-".
+// pValue is the figure's one-sided test p (the slow mode's Fisher p for a
+// bimodal figure), with the Holm-adjusted p of a gated one; else "-".
 func pValue(f FigureDiff) string {
-	switch {
-	case f.Test != nil:
-		return fmt.Sprintf("%.3g", f.Test.P)
-	case f.SlowMode != nil && f.SlowMode.P < 1:
-		return fmt.Sprintf("%.3g (slow mode)", f.SlowMode.P)
+	if !f.Tested {
+		return "-"
 	}
-	return "-"
+	p := fmt.Sprintf("%.3g", f.P)
+	if f.SlowMode != nil {
+		p += fmt.Sprintf(" (slow mode %d→%d, Fisher %.3g)", f.SlowMode.Base, f.SlowMode.New, f.SlowMode.P)
+	}
+	if f.Gated {
+		p += fmt.Sprintf(" adj %.3g", f.AdjustedP)
+	}
+	return p
 }

@@ -2,6 +2,7 @@ package htmlreport
 
 import (
 	"fmt"
+	"html"
 	"io"
 	"math"
 	"path/filepath"
@@ -104,7 +105,7 @@ func RenderCompare(w io.Writer, base, nw Run, r *compare.Report) error {
 			b.WriteString("</ul>")
 		}
 		if len(d.BaseRuns)+len(d.NewRuns) > 0 {
-			fmt.Fprintf(&b, `<p class="note">Repeated: %d runs in BASE, %d in NEW. The table gives medians [min–max] and the Mann–Whitney p; a figure regresses when NEW's median is worse by more than its minimum effect and p &lt; α %g. Below, each side's first run.</p>`, len(d.BaseRuns), len(d.NewRuns), r.Alpha)
+			fmt.Fprintf(&b, `<p class="note">Repeated: %d runs in BASE, %d in NEW. The table gives medians [min–max] and the one-sided Mann–Whitney p; a gated figure (%s) regresses when NEW's median is worse by more than its minimum effect and its p, Holm-adjusted over the scenario's gated figures, is below α %g; the others are informational. Below, each side's first run.</p>`, len(d.BaseRuns), len(d.NewRuns), html.EscapeString(strings.Join(r.Gated, ", ")), r.Alpha)
 		}
 		compareTable(&b, d)
 		bs, ns := base.File.Scenarios[d.BaseIndex], nw.File.Scenarios[d.NewIndex]
@@ -138,10 +139,15 @@ func row(b *strings.Builder, name string, f compare.FigureDiff) {
 		cls, mark = ` class="regression"`, "REGRESSION"
 	case f.Undecided:
 		mark = "not enough samples"
+	case f.Informational:
+		mark = "~ worse (informational)"
 	}
 	p := ""
-	if f.Test != nil {
-		p = fmt.Sprintf("%.3g", f.Test.P)
+	if f.Tested {
+		p = fmt.Sprintf("%.3g", f.P)
+		if f.Gated {
+			p += fmt.Sprintf(" (adj %.3g)", f.AdjustedP)
+		}
 	}
 	side := func(v float64, ok bool, st *results.Stats) string {
 		if !ok {

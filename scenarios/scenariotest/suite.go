@@ -37,6 +37,14 @@ var (
 
 var _ = BeforeSuite(func() {
 	Expect(configErr).NotTo(HaveOccurred())
+	if Config.Repeat > 1 {
+		// One repeat mechanism: the suite runs each spec once; `birdcage
+		// run --repeat N` (whose default $BIRDCAGE_REPEAT is) runs the
+		// suite N times and keeps every run's rows, a failed run's too.
+		// Only the live-change sweep reads it here, as its sample count.
+		fmt.Printf("[birdcage] %s=%d: specs run once per suite run; `birdcage run --repeat %d` runs the suite %d times, every run kept (the sweep takes it as its sample count)\n",
+			env.Repeat, Config.Repeat, Config.Repeat, Config.Repeat)
+	}
 	topo.ForceTunnel(Config.Tunnel)
 	// An Eventually without a limit of its own waits this long: long
 	// enough for any route, session or flow of a converged cluster to
