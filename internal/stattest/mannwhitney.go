@@ -139,11 +139,10 @@ func doubledMidranks(x, y []float64) ([]int, float64) {
 	return ranks, ties
 }
 
-// exactP counts, over every way of choosing n1 of the ranks as x's, the
-// choices whose rank sum is at least as far from its mean as rx2 is (all
-// in doubled ranks, so the comparison is exact), and divides by the number
-// of choices.
-func exactP(ranks2 []int, n1, rx2 int) float64 {
+// rankSumWays counts, for every sum s, the ways of choosing n1 of the
+// (doubled) ranks whose sum is s: the exact null distribution of x's rank
+// sum.
+func rankSumWays(ranks2 []int, n1 int) []float64 {
 	total := 0
 	for _, r := range ranks2 {
 		total += r
@@ -161,17 +160,21 @@ func exactP(ranks2 []int, n1, rx2 int) float64 {
 			}
 		}
 	}
-	n := len(ranks2)
+	return ways[n1]
+}
+
+// exactP counts, over every way of choosing n1 of the ranks as x's, the
+// choices whose rank sum is at least as far from its mean as rx2 is (all
+// in doubled ranks, so the comparison is exact), and divides by the number
+// of choices.
+func exactP(ranks2 []int, n1, rx2 int) float64 {
 	// The mean of x's rank sum in doubled ranks: n1·(n+1).
-	mean2 := n1 * (n + 1)
+	mean2 := n1 * (len(ranks2) + 1)
 	dev := abs(rx2 - mean2)
 	var extreme, all float64
-	for s, w := range ways[n1] {
-		if w == 0 {
-			continue
-		}
+	for s, w := range rankSumWays(ranks2, n1) {
 		all += w
-		if abs(s-mean2) >= dev {
+		if w != 0 && abs(s-mean2) >= dev {
 			extreme += w
 		}
 	}
@@ -182,24 +185,8 @@ func exactP(ranks2 []int, n1, rx2 int) float64 {
 // (in doubled ranks): every way of choosing n1 of the ranks as x's, the
 // share with a sum that small.
 func exactPLess(ranks2 []int, n1, rx2 int) float64 {
-	total := 0
-	for _, r := range ranks2 {
-		total += r
-	}
-	ways := make([][]float64, n1+1)
-	for k := range ways {
-		ways[k] = make([]float64, total+1)
-	}
-	ways[0][0] = 1
-	for i, r := range ranks2 {
-		for k := min(i+1, n1); k >= 1; k-- {
-			for s := total; s >= r; s-- {
-				ways[k][s] += ways[k-1][s-r]
-			}
-		}
-	}
 	var extreme, all float64
-	for s, w := range ways[n1] {
+	for s, w := range rankSumWays(ranks2, n1) {
 		all += w
 		if s <= rx2 {
 			extreme += w
