@@ -25,8 +25,6 @@ import (
 
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
-	"github.com/birdcage/birdcage/internal/calico/datastore"
-	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/internal/kroute"
 	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
@@ -34,18 +32,9 @@ import (
 
 var _ = Describe("Real Calico persisted-route cleanup", Label("calico", "cleanup", "ipip"), func() {
 	It("with node-2's BIRD killed and not restarted, Felix given IPIP removes BIRD's stray tunnel routes (block released, node gone, pool deleted) and nothing else", func(ctx SpecContext) {
-		side := sideOf(calicoSource(), env.Calico)
-		t, err := topo.Builtin("ipip")
-		Expect(err).NotTo(HaveOccurred())
+		t := builtin("ipip")
 		t.Pools = append(t.Pools, strayPool)
-		opts := side.options()
-		opts.Felix = datastore.FelixConfiguration{ProgramClusterRoutes: string(config.Disabled)}
-		opts.BGP = datastore.BGPConfiguration{ProgramClusterRoutes: string(config.Enabled)}
-		c := scenariotest.StartClusterOn(ctx, t, opts)
-		versions := expectSide(c, side)
-		if rel := c.Nodes()[0].Release(); rel != config.R333 {
-			Skip(fmt.Sprintf("the image is Calico %s: the claim rule is 3.33's", rel))
-		}
+		c, versions := startCalicoSide(ctx, t, calicoStep{felix: config.Disabled, bgp: config.Enabled})
 		node2 := c.Node("node-2")
 		node1, node3, node4 := c.Net.Nodes[0], c.Net.Nodes[2], c.Net.Nodes[3]
 
@@ -110,7 +99,7 @@ var _ = Describe("Real Calico persisted-route cleanup", Label("calico", "cleanup
 		Expect(node2.Routes(fixtureBIRDViaUplink)).To(ContainElement(HaveField("Protocol", kroute.ProtoBIRD)), "the proto bird route on eth0 is outside the rule and must stay")
 
 		// 8. Figures: when each stray went, and who asked (the trace).
-		res := c.Result(fmt.Sprintf("%s: persisted-route cleanup, BIRD killed and not restarted, Felix given IPIP", side.flavour()), nil)
+		res := c.Result(fmt.Sprintf("%s: persisted-route cleanup, BIRD killed and not restarted, Felix given IPIP", c.Nodes()[0].Flavour()), nil)
 		recordConformance(c, &res, trace, "cleanup: BIRD killed, strays (block released, node gone, pool deleted), Felix given IPIP", changed.Mono, end.Mono)
 		var lines []string
 		var slowest float64

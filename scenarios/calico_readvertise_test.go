@@ -29,8 +29,6 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
-	"github.com/birdcage/birdcage/internal/calico/datastore"
-	"github.com/birdcage/birdcage/internal/env"
 	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
@@ -70,15 +68,7 @@ func meshProtocol(addr netip.Addr) string {
 var _ = Describe("Real Calico re-advertisement", Label("calico", "readvertise"), func() {
 	DescribeTable("once a block's owner withdraws its block, whether another node passes Felix's route to it on to its iBGP peers",
 		func(ctx SpecContext, topology string, start calicoStep, knownGap bool) {
-			side := sideOf(calicoSource(), env.Calico)
-			opts := side.options()
-			opts.Felix = datastore.FelixConfiguration{ProgramClusterRoutes: string(start.felix)}
-			opts.BGP = datastore.BGPConfiguration{ProgramClusterRoutes: string(start.bgp)}
-			c := scenariotest.StartCluster(ctx, topology, opts)
-			versions := expectSide(c, side)
-			if rel := c.Nodes()[0].Release(); rel != config.R333 {
-				Skip(fmt.Sprintf("the image is Calico %s: the tunl0 arm is 3.33's", rel))
-			}
+			c, versions := startCalicoSide(ctx, builtin(topology), start)
 
 			// 1. Felix owns every remote block's route.
 			Eventually(c).WithTimeout(scenariotest.Machine.Wait(60*time.Second)).WithPolling(100*time.Millisecond).
@@ -137,7 +127,7 @@ var _ = Describe("Real Calico re-advertisement", Label("calico", "readvertise"),
 					found, err = readvertised()
 					return found, err
 				}).WithTimeout(hold).WithPolling(100*time.Millisecond).ShouldNot(BeEmpty(),
-					"known gap closed on %s: no node re-advertised %s's withdrawn block %v with Felix owning no-encap; update the design's §5 and readvertise_test.go", side.flavour(), owner, blocks)
+					"known gap closed on %s: no node re-advertised %s's withdrawn block %v with Felix owning no-encap; update the design's §5 and readvertise_test.go", c.Nodes()[0].Flavour(), owner, blocks)
 			} else {
 				Consistently(func() ([]string, error) {
 					var err error
@@ -148,7 +138,7 @@ var _ = Describe("Real Calico re-advertisement", Label("calico", "readvertise"),
 			}
 			end := c.Mark("re-advertisement read")
 
-			name := fmt.Sprintf("%s: re-advertisement on %s after %s withdrew its block", side.flavour(), topology, owner)
+			name := fmt.Sprintf("%s: re-advertisement on %s after %s withdrew its block", c.Nodes()[0].Flavour(), topology, owner)
 			res := c.Result(name, nil)
 			recordConformance(c, &res, trace, "re-advertisement "+topology+" (Felix owns it), owner withdraws", withdrew.Mono, end.Mono)
 			res.Figures["readvertisementsAfterWithdrawal"] = float64(len(found))

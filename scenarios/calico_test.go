@@ -26,6 +26,7 @@ import (
 	"github.com/birdcage/birdcage/internal/testenv"
 	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/scenarios/scenariotest"
+	"github.com/birdcage/birdcage/topo"
 )
 
 // calicoSource is $BIRDCAGE_CALICO, or the spec skips naming the feature.
@@ -94,6 +95,33 @@ func expectSide(c *harness.Cluster, s calicoSide) []string {
 	return versions
 }
 
+// startCalicoSide starts t with every node on $BIRDCAGE_CALICO's side
+// (Calico's image, or the model at model:REL), programClusterRoutes as
+// start writes it (empty: the release's default), and guards that every
+// node runs that side; it returns the nodes' versions for the row. A
+// release other than 3.33 skips: the specs' owners are 3.33's values.
+func startCalicoSide(ctx SpecContext, t *topo.Topology, start calicoStep) (*harness.Cluster, []string) {
+	GinkgoHelper()
+	side := sideOf(calicoSource(), env.Calico)
+	opts := side.options()
+	opts.Felix = datastore.FelixConfiguration{ProgramClusterRoutes: string(start.felix)}
+	opts.BGP = datastore.BGPConfiguration{ProgramClusterRoutes: string(start.bgp)}
+	c := scenariotest.StartClusterOn(ctx, t, opts)
+	versions := expectSide(c, side)
+	if rel := c.Nodes()[0].Release(); rel != config.R333 {
+		Skip(fmt.Sprintf("the image is Calico %s: these specs' owners are 3.33's values", rel))
+	}
+	return c, versions
+}
+
+// builtin is a built-in topology by name.
+func builtin(name string) *topo.Topology {
+	GinkgoHelper()
+	t, err := topo.Builtin(name)
+	Expect(err).NotTo(HaveOccurred())
+	return t
+}
+
 // traceConformance starts the netlink route trace of a conformance case's
 // node; a kernel that cannot run it skips, naming the feature.
 func traceConformance(c *harness.Cluster, node string) *harness.RouteTrace {
@@ -137,19 +165,10 @@ type calicoStep struct {
 var _ = Describe("Real Calico", Label("calico"), func() {
 	DescribeTable("converges on Calico's own Felix, confd and BIRD, and a live programClusterRoutes change moves the routes",
 		func(ctx SpecContext, topology string, start calicoStep, st calicoStep) {
-			side := sideOf(calicoSource(), env.Calico)
-			opts := side.options()
-			opts.Felix = datastore.FelixConfiguration{ProgramClusterRoutes: string(start.felix)}
-			opts.BGP = datastore.BGPConfiguration{ProgramClusterRoutes: string(start.bgp)}
-			c := scenariotest.StartCluster(ctx, topology, opts)
-
 			// 1. Guard: every node runs Calico's binaries, BIRD the 1.6
 			// fork, not the model's programmer and upstream BIRD (or, on
 			// the model's side of the conformance table, the model).
-			versions := expectSide(c, side)
-			if rel := c.Nodes()[0].Release(); rel != config.R333 {
-				Skip(fmt.Sprintf("the image is Calico %s: these owners are 3.33's values", rel))
-			}
+			c, versions := startCalicoSide(ctx, builtin(topology), start)
 
 			// 2. The starting owner, every flow delivering through the
 			// dataplane.
@@ -172,7 +191,7 @@ var _ = Describe("Real Calico", Label("calico"), func() {
 
 			rep, err := probes.Stop()
 			Expect(err).NotTo(HaveOccurred())
-			name := fmt.Sprintf("%s: live change on %s, %s", side.flavour(), topology, st.name)
+			name := fmt.Sprintf("%s: live change on %s, %s", c.Nodes()[0].Flavour(), topology, st.name)
 			res := c.Result(name, rep)
 			res.AddProbeFigures(rep)
 			recordConformance(c, &res, trace, fmt.Sprintf("live change %s, %s", topology, st.name), e.Mono, end.Mono)
