@@ -39,15 +39,11 @@ func (m *Measure) AddRestartFigures(s *results.ScenarioResult) {
 			}
 		}
 	}
-	if s.Figures == nil {
-		s.Figures = map[string]float64{}
-	}
 	if s.Samples == nil {
 		s.Samples = map[string]results.Stats{}
 	}
 	s.Samples["programmerRestartMs"] = results.Summarize(restarts)
 	s.Samples["programmerToFirstProgramMs"] = results.Summarize(toProgram)
-	s.Figures["programmerRestartMsMax"] = s.Samples["programmerRestartMs"].Max
-	s.Figures["programmerToFirstProgramMsMax"] = s.Samples["programmerToFirstProgramMs"].Max
-	s.RecordFigureKinds()
+	s.Figure("programmerRestartMsMax", s.Samples["programmerRestartMs"].Max, results.KindDuration)
+	s.Figure("programmerToFirstProgramMsMax", s.Samples["programmerToFirstProgramMs"].Max, results.KindDuration)
 }

@@ -96,7 +96,7 @@ var _ = Describe("Disabling BGP under the 3.33 defaults", Label("ipip", "bgpdisa
 			}
 		}
 		res := c.Result("BGP disabled under the 3.33 defaults: IPIP up, no-encap down", rep)
-		res.Figures["windowMs"] = float64(end.Mono-off.Mono) / 1e6
+		res.Figure("windowMs", float64(end.Mono-off.Mono)/1e6, results.KindDuration)
 		scenariotest.Record("BGP switched off under the 3.33 defaults", table.String()+results.GapTable(rep), res)
 		for _, f := range rep.Flows {
 			Expect(f).To(judge.HaveNoGap().Through(atEnd), "IPIP flow %s lost probes after BGP went off", f.Flow)

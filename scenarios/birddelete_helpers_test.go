@@ -214,18 +214,18 @@ func (d *birdDelete) recordFigures(rep *report.Report) map[string]bpf.RouteReque
 	GinkgoHelper()
 	c, block3 := d.c, d.block3
 	res := c.Result("a real BIRD's delete misses the programmer's route (no-encap, BIRD gives up routes the programmer took)", rep)
-	res.Figures["controlDeleteAfterWithdrawalMs"] = float64(d.controlDel.At-d.ctl.Mono) / 1e6
+	res.Figure("controlDeleteAfterWithdrawalMs", float64(d.controlDel.At-d.ctl.Mono)/1e6, results.KindDuration)
 	afterWithdrawal := map[string]bpf.RouteRequests{}
 	for _, n := range []*harness.Node{d.node1, d.node2} {
 		reqs, err := d.traces[n.Name].Requests()
 		Expect(err).NotTo(HaveOccurred())
 		afterWithdrawal[n.Name] = reqs.Between(d.withdrawn.Mono, d.end.Mono).To(block3)
-		res.Figures["birdDeletesRefused "+n.Name] = float64(len(d.refused[n.Name]))
-		res.Figures["routeRequestsAfterWithdrawal "+n.Name] = float64(len(afterWithdrawal[n.Name]))
-		res.Figures["routeEventsAfterWithdrawal "+n.Name] = float64(c.Timeline(n.Name).Flaps(block3, d.withdrawn.Mono, d.end.Mono).Changes())
+		res.Figure("birdDeletesRefused "+n.Name, float64(len(d.refused[n.Name])), results.KindCount)
+		res.Figure("routeRequestsAfterWithdrawal "+n.Name, float64(len(afterWithdrawal[n.Name])), results.KindCount)
+		res.Figure("routeEventsAfterWithdrawal "+n.Name, float64(c.Timeline(n.Name).Flaps(block3, d.withdrawn.Mono, d.end.Mono).Changes()), results.KindCount)
 		res.Notes = append(res.Notes, fmt.Sprintf("%s, route requests for %s after the withdrawal: %s", n.Name, block3, strings.Join(afterWithdrawal[n.Name].Strings(), "; ")))
 	}
-	res.Figures["controlDeleteAckMs"] = float64(d.ctlReq.AckAt-d.ctlReq.At) / 1e6
+	res.Figure("controlDeleteAckMs", float64(d.ctlReq.AckAt-d.ctlReq.At)/1e6, results.KindDuration)
 	noteQuiescence(&res, d.settled)
 	res.Notes = append(res.Notes, "control, node-2: "+d.ctlReq.String())
 	scenariotest.Record(fmt.Sprintf("a real BIRD delete: BGPConfiguration Disabled, %s withdrawn by BIRD; node-1/node-2's BIRDs sent %d/%d RTM_DELROUTE proto bird, refused ESRCH; control delete of BIRD's own route accepted, %.0f ms after its withdrawal",
@@ -307,8 +307,8 @@ func recordBIRDDelete1024(c *harness.Cluster, rep *report.Report, dels bpf.Route
 		}
 	}
 	res := c.Result("a real BIRD's delete on 3.33's metric 1024 removes BIRD's own route beside the programmer's (no-encap)", rep)
-	res.Figures["birdDeletesAccepted node-2"] = float64(len(dels))
-	res.Figures["routeEventsAfterWithdrawal node-2"] = float64(tl.Flaps(block3, withdrawn, end).Changes())
+	res.Figure("birdDeletesAccepted node-2", float64(len(dels)), results.KindSize)
+	res.Figure("routeEventsAfterWithdrawal node-2", float64(tl.Flaps(block3, withdrawn, end).Changes()), results.KindCount)
 	noteQuiescence(&res, settled)
 	res.Notes = append(res.Notes, "node-2 route requests for "+block3.String()+" after the withdrawal: "+strings.Join(dels.Strings(), "; "))
 	scenariotest.Record(fmt.Sprintf("a real BIRD delete at 3.33's metric 1024: node-2's BIRD sent %d RTM_DELROUTE proto bird, accepted; BIRD's route deleted %d time(s), the programmer's %d", len(dels), birdDeletes, progDeletes),

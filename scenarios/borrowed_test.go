@@ -51,6 +51,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
@@ -140,7 +141,7 @@ var _ = Describe("Borrowed /32 workload routes", Label("noencap", "borrowed"), f
 					"after two resyncs %s's route to %s is still %s's alone", n.Name, borrowed, owner)
 			}
 			res := c.Result(fmt.Sprintf("borrowed /32 route (Felix=%s, BGP=%s)", rawName(felix), rawName(bgp)), nil)
-			res.Figures["nodesRoutingTheBorrowedAddress"] = 2
+			res.Figure("nodesRoutingTheBorrowedAddress", 2, results.KindSize)
 			scenariotest.Record(fmt.Sprintf("borrowed %s (node-2's block, on node-3), Felix=%s BGP=%s: owner %s", borrowed, rawName(felix), rawName(bgp), owner), table.String(), res)
 		},
 		Entry("3.33 defaults: BIRD owns no-encap, so BIRD programs the /32", "", "", judge.ByBIRD),

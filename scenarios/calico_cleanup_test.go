@@ -26,6 +26,7 @@ import (
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -116,8 +117,8 @@ var _ = Describe("Real Calico persisted-route cleanup", Label("calico", "cleanup
 			}
 			lines = append(lines, fmt.Sprintf("%s %s: removed %.0f ms after the change, deleted by %v", s.kind, s.dst, ms, by))
 		}
-		res.Figures["slowestStrayRemovalMs"] = slowest
-		res.Figures["straysLeft"] = float64(len(birdRoutesTo(node2, strayDsts(strays))))
+		res.Figure("slowestStrayRemovalMs", slowest, results.KindDuration)
+		res.Figure("straysLeft", float64(len(birdRoutesTo(node2, strayDsts(strays)))), results.KindCount)
 		res.Notes = append(res.Notes, lines...)
 		scenariotest.Record(res.Name, strings.Join(versions, "\n")+"\n"+strings.Join(lines, "\n")+"\n", res)
 	})

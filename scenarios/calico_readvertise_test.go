@@ -29,6 +29,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
@@ -141,7 +142,7 @@ var _ = Describe("Real Calico re-advertisement", Label("calico", "readvertise"),
 			name := fmt.Sprintf("%s: re-advertisement on %s after %s withdrew its block", c.Nodes()[0].Flavour(), topology, owner)
 			res := c.Result(name, nil)
 			recordConformance(c, &res, trace, "re-advertisement "+topology+" (Felix owns it), owner withdraws", withdrew.Mono, end.Mono)
-			res.Figures["readvertisementsAfterWithdrawal"] = float64(len(found))
+			res.Figure("readvertisementsAfterWithdrawal", float64(len(found)), results.KindCount)
 			res.Notes = append(res.Notes, found...)
 			if knownGap {
 				res.Notes = append(res.Notes, "known gap (design §5): Felix's no-encap routes leave through the uplink, which the iBGP reject does not match")

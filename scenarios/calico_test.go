@@ -207,8 +207,8 @@ var _ = Describe("Real Calico", Label("calico"), func() {
 					}
 				}
 			}
-			res.Figures["noRouteWindows"] = float64(windows)
-			res.Figures["longestNoRouteWindowMs"] = longest
+			res.Figure("noRouteWindows", float64(windows), results.KindCount)
+			res.Figure("longestNoRouteWindowMs", longest, results.KindGap)
 			line := fmt.Sprintf("%s: %.0f lost, %d no-route windows on every node, longest %.0f ms", st.name, res.Figures["lostProbes"], windows, longest)
 			scenariotest.Record(name, strings.Join(versions, "\n")+"\n"+results.GapTable(rep)+line+"\n", res)
 		},

@@ -186,16 +186,8 @@ func (u *calicoUpgrade) recordFigures(sig syscall.Signal) (windows int, platform
 	res := u.c.Result(name, rep)
 	recordConformance(u.c, &res, u.trace, u.conformance, u.begin.Mono, u.end.Mono)
 	res.AddProbeFigures(rep)
-	res.Figures["lostOutboundUpgradedNode"], res.Figures["lostInboundUpgradedNode"] = 0, 0
-	for _, f := range rep.Flows {
-		if u.isUp(f.SrcAddr) {
-			res.Figures["lostOutboundUpgradedNode"] += float64(f.Lost)
-		}
-		if u.isUp(f.DstAddr) {
-			res.Figures["lostInboundUpgradedNode"] += float64(f.Lost)
-		}
-	}
-	res.Figures["handoverSeconds"] = float64(u.end.Mono-u.begin.Mono) / 1e9
+	res.AddNodeLossFigures(rep, u.isUp)
+	res.Figure("handoverSeconds", float64(u.end.Mono-u.begin.Mono)/1e9, results.KindDuration)
 	tl := u.c.Timeline(u.upgraded)
 	Expect(tl.Judgeable(u.begin.Mono, u.end.Mono)).To(Succeed(), "%s's route timeline over the upgrade", u.upgraded)
 	var longest float64
@@ -204,7 +196,7 @@ func (u *calicoUpgrade) recordFigures(sig syscall.Signal) (windows int, platform
 		for _, w := range tl.NoRouteWindows(b, u.begin.Mono, u.end.Mono) {
 			windows++
 			longest = max(longest, w.Ms())
-			res.Figures["noRouteWindowMs "+b.String()] = max(res.Figures["noRouteWindowMs "+b.String()], w.Ms())
+			res.MaxFigure("noRouteWindowMs "+b.String(), w.Ms(), results.KindGap)
 		}
 		for _, e := range tl.EventsFor(b, u.begin.Mono, u.end.Mono) {
 			if e.Kind == event.Delete && e.Route.Table == kroute.MainTable {
@@ -212,14 +204,14 @@ func (u *calicoUpgrade) recordFigures(sig syscall.Signal) (windows int, platform
 			}
 		}
 	}
-	res.Figures["noRouteWindows"] = float64(windows)
-	res.Figures["longestNoRouteWindowMs"] = longest
-	res.Figures["deletesAtUpgradedNode"] = float64(deletes)
+	res.Figure("noRouteWindows", float64(windows), results.KindCount)
+	res.Figure("longestNoRouteWindowMs", longest, results.KindGap)
+	res.Figure("deletesAtUpgradedNode", float64(deletes), results.KindCount)
 	controls, err := judge.Holes(rep, judge.SinceSnapshot(u.atBegin, u.atEnd), func(f report.GapReport) bool { return !u.isUp(f.SrcAddr) && !u.isUp(f.DstAddr) })
 	Expect(err).NotTo(HaveOccurred())
 	platform, err = judge.PlatformLossOf(controls, scenariotest.Machine.Stalls())
 	Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve %s measure the platform's own loss", u.upgraded)
-	res.Figures["platformMissingPerControlFlowMax"] = float64(platform.Max)
+	res.Figure("platformMissingPerControlFlowMax", float64(platform.Max), results.KindMachine)
 	scenariotest.Record(name, strings.Join(u.versions, "\n")+"\n"+results.GapTable(rep), res)
 	u.res = res
 	return windows, platform

@@ -234,8 +234,8 @@ func (r *cleanupRun) recordFigures() {
 	firstSync := firstSyncAfter(c, node2, migrated.Mono)
 	tab := results.NewTable("stray", "prefix", "proto bird route", "removed after migration began", "in refresh intervals", "by the first sync", "deleted by")
 	res := c.Result(fmt.Sprintf("persisted-route cleanup: %s, node-2 on %s", tc.absence, tc.release), nil)
-	res.Figures["routeRefreshIntervalMs"] = float64(refresh.Milliseconds())
-	res.Figures["fullResyncsObserved"] = float64(r.resyncs)
+	res.Figure("routeRefreshIntervalMs", float64(refresh.Milliseconds()), results.KindSize)
+	res.Figure("fullResyncsObserved", float64(r.resyncs), results.KindSize)
 	encapFigures(res, r.encap)
 	var slowest float64
 	for _, s := range r.strays {
@@ -263,13 +263,13 @@ func (r *cleanupRun) recordFigures() {
 	tab.Add("fixture proto static via tunl0", fixtureStaticViaTunnel, "stayed", "-", "-", "-", "-")
 	tab.Add("fixture proto bird via eth0", fixtureBIRDViaUplink, "stayed", "-", "-", "-", "-")
 	if firstSync != 0 {
-		res.Figures["firstSyncAfterMigrationMs"] = float64(firstSync-migrated.Mono) / 1e6
+		res.Figure("firstSyncAfterMigrationMs", float64(firstSync-migrated.Mono)/1e6, results.KindDuration)
 	}
 	if tc.claims {
-		res.Figures["slowestStrayRemovalMs"] = slowest
-		res.Figures["slowestStrayRemovalRefreshIntervals"] = slowest / float64(refresh.Milliseconds())
+		res.Figure("slowestStrayRemovalMs", slowest, results.KindDuration)
+		res.Figure("slowestStrayRemovalRefreshIntervals", slowest/float64(refresh.Milliseconds()), results.KindDuration)
 	}
-	res.Figures["straysLeft"] = float64(len(birdRoutesTo(node2, strayDsts(r.strays))))
+	res.Figure("straysLeft", float64(len(birdRoutesTo(node2, strayDsts(r.strays)))), results.KindCount)
 	res.Notes = append(res.Notes, fmt.Sprintf("node-2 programmer %s: programIPIPClusterRoutes=%v claimsBIRDTunnelRoutes=%v; routeRefreshInterval %s; %d full resyncs observed after the migration",
 		tc.release, st.ProgramIPIPClusterRoutes, st.ClaimsBIRDTunnelRoutes, refresh, r.resyncs))
 	scenariotest.Record(fmt.Sprintf("cleanup, %s, node-2 programmer %s (owns IPIP %v, claims BIRD's tunl0 routes %v)", tc.absence, tc.release, tc.owns, tc.claims), tab.String(), res)

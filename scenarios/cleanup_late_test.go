@@ -222,9 +222,9 @@ func (l *lateCleanup) plantAndExpectRemoved(i int, age lateAge) {
 	at, _ := firstBIRDDelete(c.Timeline(node2.Name), age.dst, planted.Mono)
 	Expect(programmerDeletes(node2.Programmer.LogPath())).To(HaveKey(age.dst.String()), "node-2's programmer log should say it deleted %s", age.dst)
 	key := fmt.Sprintf("age%d", i+1)
-	l.res.Figures[key+".plantedAfterProgrammerStartMs"] = float64(sinceStart.Milliseconds())
-	l.res.Figures[key+".resyncsBefore"] = float64(resyncs)
-	l.res.Figures[key+".removedAfterMs"] = float64(at-planted.Mono) / 1e6
+	l.res.Figure(key+".plantedAfterProgrammerStartMs", float64(sinceStart.Milliseconds()), results.KindSize)
+	l.res.Figure(key+".resyncsBefore", float64(resyncs), results.KindSize)
+	l.res.Figure(key+".removedAfterMs", float64(at-planted.Mono)/1e6, results.KindDuration)
 	fmt.Fprintf(&l.table, "stray %s planted %.1f s after the programmer started (after %d full resyncs): removed %.0f ms later\n", age.dst, sinceStart.Seconds(), resyncs, float64(at-planted.Mono)/1e6)
 }
 
@@ -244,9 +244,9 @@ func (l *lateCleanup) recordFigures() {
 	GinkgoHelper()
 	res := l.res
 	ages := lateAges()
-	res.Figures["routeRefreshIntervalMs"] = float64(lateNoBoundRefresh.Milliseconds())
-	res.Figures["lateStrays"] = float64(len(ages))
-	res.Figures["earlyStrayRemovedAfterMigrationMs"] = float64(l.earlyAt-l.migrated.Mono) / 1e6
+	res.Figure("routeRefreshIntervalMs", float64(lateNoBoundRefresh.Milliseconds()), results.KindSize)
+	res.Figure("lateStrays", float64(len(ages)), results.KindSize)
+	res.Figure("earlyStrayRemovedAfterMigrationMs", float64(l.earlyAt-l.migrated.Mono)/1e6, results.KindDuration)
 	scenariotest.Record(fmt.Sprintf("cleanup without a time bound: %d late strays, the oldest planted %.1f s after the programmer started, all removed (early stray %.0f ms after the migration)",
 		len(ages), res.Figures[fmt.Sprintf("age%d.plantedAfterProgrammerStartMs", len(ages))]/1e3, res.Figures["earlyStrayRemovedAfterMigrationMs"]), l.table.String(), res)
 }
@@ -318,8 +318,8 @@ var _ = Describe("Persisted-route cleanup when BIRD is not run for want of BGP p
 
 		res := c.Result("persisted-route cleanup, BIRD not run for want of BGP peers", nil)
 		encapFigures(res, encap)
-		res.Figures["strayRemovedAfterMigrationMs"] = float64(removedAt-migrated.Mono) / 1e6
-		res.Figures["routeRefreshIntervalMs"] = float64(lateRefresh.Milliseconds())
+		res.Figure("strayRemovedAfterMigrationMs", float64(removedAt-migrated.Mono)/1e6, results.KindDuration)
+		res.Figure("routeRefreshIntervalMs", float64(lateRefresh.Milliseconds()), results.KindSize)
 		scenariotest.Record(fmt.Sprintf("cleanup with no BGP peers (BIRD not run, BGP enabled): node-2 (3.33) removed the stray %.0f ms after the migration began; node-1 (%s) kept it",
 			res.Figures["strayRemovedAfterMigrationMs"], headlineFrom), "", res)
 	})

@@ -369,16 +369,16 @@ func (s *collisionPair) recordFigures(race collisionRace) {
 		}
 		return 0
 	}
-	res.Figures["collisionBothConnections"] = b2f(s.bothConnections)
-	res.Figures["collisionSessionReset"] = b2f(s.sessionReset)
-	res.Figures["peerConnectAttempts"] = float64(s.counts.PeerSYNs)
-	res.Figures["restartedConnectAttempts"] = float64(s.counts.NodeSYNs)
-	res.Figures["peerNoRouteToRestartedMs"] = s.peerMs
-	res.Figures["restartedNoRouteToPeerMs"] = s.nodeMs
-	res.Figures["restartedPersistedRoutesDeleted"] = float64(s.deleted)
-	res.Figures["lostPeerToRestarted"] = float64(lostPR)
-	res.Figures["lostRestartedToPeer"] = float64(lostRP)
-	res.Figures["gracefulRestartRecoveryMs"] = s.recoveredMs
+	res.Figure("collisionBothConnections", b2f(s.bothConnections), results.KindSize)
+	res.Figure("collisionSessionReset", b2f(s.sessionReset), results.KindCount)
+	res.Figure("peerConnectAttempts", float64(s.counts.PeerSYNs), results.KindSize)
+	res.Figure("restartedConnectAttempts", float64(s.counts.NodeSYNs), results.KindSize)
+	res.Figure("peerNoRouteToRestartedMs", s.peerMs, results.KindGap)
+	res.Figure("restartedNoRouteToPeerMs", s.nodeMs, results.KindGap)
+	res.Figure("restartedPersistedRoutesDeleted", float64(s.deleted), results.KindCount)
+	res.Figure("lostPeerToRestarted", float64(lostPR), results.KindLoss)
+	res.Figure("lostRestartedToPeer", float64(lostRP), results.KindLoss)
+	res.Figure("gracefulRestartRecoveryMs", s.recoveredMs, results.KindDuration)
 	notes := append(s.notes, s.peerLines...)
 	notes = append(notes, s.nodeLines...)
 	notes = append(notes, fmt.Sprintf("hold lifted %.0f ms after the new BIRD started", float64(s.lifted.Mono-s.start.Mono)/1e6))
@@ -609,17 +609,17 @@ func (s *torCollision) recordFigures(duringRecovery bool) torCollisionFigures {
 		when = "after node-1's recovery (control)"
 	}
 	res := s.c.Result("collision on a ToR session (late accept) "+when+", node-1 restarted, tor-1a", s.rep)
-	res.Figures["collisionSessionReset"] = 1
-	res.Figures["farNodeLessPathsMs"] = singleMs
-	res.Figures["peerNoRouteToRestartedMs"] = torNoRouteMs
-	res.Figures["farNodeNoRouteMs"] = noRouteMs
+	res.Figure("collisionSessionReset", 1, results.KindCount)
+	res.Figure("farNodeLessPathsMs", singleMs, results.KindGap)
+	res.Figure("peerNoRouteToRestartedMs", torNoRouteMs, results.KindGap)
+	res.Figure("farNodeNoRouteMs", noRouteMs, results.KindGap)
 	res.Notes = append(res.Notes, torLines...)
 	for _, e := range s.ttl.EventsFor(block, kill, end) {
 		torLines = append(torLines, fmt.Sprintf("tor-1a +%.1f ms: %v %v", float64(e.At-kill)/1e6, e.Kind, e.Route))
 	}
-	res.Figures["lostToRestarted"] = float64(lostToR)
-	res.Figures["peerNoRouteWindowsDuringRecovery"] = float64(inRecovery)
-	res.Figures["gracefulRestartRecoveryMs"] = float64(end-s.start.Mono) / 1e6
+	res.Figure("lostToRestarted", float64(lostToR), results.KindLoss)
+	res.Figure("peerNoRouteWindowsDuringRecovery", float64(inRecovery), results.KindCount)
+	res.Figure("gracefulRestartRecoveryMs", float64(end-s.start.Mono)/1e6, results.KindDuration)
 	scenariotest.Record(fmt.Sprintf("node-1 restarted, late accept on its tor-1a session %s: tor-1a without a route to node-1's block %.1f ms; node-3 on fewer than 2 planes to it %.1f ms (no route %.1f ms); lost toward node-1 %d",
 		when, torNoRouteMs, singleMs, noRouteMs, lostToR), strings.Join(torLines, "\n")+"\n"+results.GapTable(s.rep), res)
 	return torCollisionFigures{noRouteMs: noRouteMs, inRecovery: inRecovery}

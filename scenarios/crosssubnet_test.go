@@ -185,11 +185,11 @@ func (cs *crossSubnet) expectSteadyExports(ctx SpecContext) {
 	}
 
 	cs.res = cs.c.Result(fmt.Sprintf("CrossSubnet counted as IPIP (Felix=%s, BGP=%s)", rawName(cs.felix), rawName(cs.bgp)), nil)
-	cs.res.Figures["sameSubnetRoutes"] = float64(cs.shapes["same subnet, eth0"])
-	cs.res.Figures["crossSubnetRoutes"] = float64(cs.shapes["other subnet, tunl0 onlink"])
-	cs.res.Figures["iBGPExportsChecked"] = float64(cs.steady.checked)
-	cs.res.Figures["bestRouteIsPeersReadvertisementSteady"] = float64(len(preferred))
-	cs.res.Figures["sameSubnetReadvertisementsSteady"] = float64(sameSteady)
+	cs.res.Figure("sameSubnetRoutes", float64(cs.shapes["same subnet, eth0"]), results.KindSize)
+	cs.res.Figure("crossSubnetRoutes", float64(cs.shapes["other subnet, tunl0 onlink"]), results.KindSize)
+	cs.res.Figure("iBGPExportsChecked", float64(cs.steady.checked), results.KindSize)
+	cs.res.Figure("bestRouteIsPeersReadvertisementSteady", float64(len(preferred)), results.KindCount)
+	cs.res.Figure("sameSubnetReadvertisementsSteady", float64(sameSteady), results.KindCount)
 	cs.res.Notes = append(cs.res.Notes, preferred...)
 }
 
@@ -225,7 +225,7 @@ func (cs *crossSubnet) expectWithdrawalExports(ctx SpecContext) {
 		Expect(r.source).To(Equal(readvertKernelProto), "%s exports %s from %s; the eth0 route learned from the kernel is what passes the arm", same, r.block, r.source)
 		fmt.Fprintf(&cs.table, "after %s withdrew: %s exports %s (via %s, from %s) to %s — its same-subnet eth0 route, past the tunl0 arm\n", gone, same, r.block, r.via, r.source, r.peer)
 	}
-	cs.res.Figures["sameSubnetReadvertisementsAfterWithdrawal"] = float64(len(sameSubnet))
+	cs.res.Figure("sameSubnetReadvertisementsAfterWithdrawal", float64(len(sameSubnet)), results.KindCount)
 
 	scenariotest.Act(cs.c.KillBIRD(ctx, same, syscall.SIGTERM))
 	others := []*harness.Node{cs.c.Node("node-3"), cs.c.Node("node-4")}

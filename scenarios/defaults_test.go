@@ -31,6 +31,7 @@ import (
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
+	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -105,7 +106,7 @@ var _ = Describe("Release defaults with programClusterRoutes unset or unknown", 
 
 			res := c.Result(fmt.Sprintf("release defaults, %s, fields %s, on %s", rel, rawName(raw), topology), nil)
 			for cls, k := range classes {
-				res.Figures["remoteBlocks "+string(cls)] = float64(k)
+				res.Figure("remoteBlocks "+string(cls), float64(k), results.KindSize)
 			}
 			res.Notes = append(res.Notes, fmt.Sprintf("design default for %s: Felix %s, BGP %s; owners %v", rel, def.felix, def.bgp, exp))
 			scenariotest.Record(fmt.Sprintf("release defaults on %s, %s, fields %s", topology, rel, rawName(raw)),

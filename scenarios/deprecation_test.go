@@ -193,10 +193,10 @@ func recordDeprecationFigures(c *harness.Cluster, owned, switched map[string][2]
 		r, ws := deprecationCounts(n)
 		o, s := owned[n.Name], switched[n.Name]
 		t.Add(n.Name, o[0], o[1], s[0]-o[0], s[1]-o[1], r-s[0], len(ws)-s[1])
-		res.Figures["rendersBIRDOwns_"+n.Name] = float64(o[0])
-		res.Figures["warningsBIRDOwns_"+n.Name] = float64(o[1])
-		res.Figures["rendersFromSwitchOn_"+n.Name] = float64(r - o[0])
-		res.Figures["warningsFromSwitchOn_"+n.Name] = float64(len(ws) - o[1])
+		res.Figure("rendersBIRDOwns_"+n.Name, float64(o[0]), results.KindSize)
+		res.Figure("warningsBIRDOwns_"+n.Name, float64(o[1]), results.KindSize)
+		res.Figure("rendersFromSwitchOn_"+n.Name, float64(r-o[0]), results.KindSize)
+		res.Figure("warningsFromSwitchOn_"+n.Name, float64(len(ws)-o[1]), results.KindCount)
 	}
 	last := c.Nodes()[0].Warnings()
 	res.Notes = append(res.Notes, "last warning text: "+last[len(last)-1])

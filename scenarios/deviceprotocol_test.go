@@ -103,9 +103,9 @@ var _ = Describe("A non-default deviceRouteProtocol end to end", Label("noencap"
 				Expect(f.Received).To(BeNumerically(">", 0), "flow %s delivered over the proto %d routes", f.Flow, customProgrammerProtocol)
 			}
 			res := c.Result(fmt.Sprintf("deviceRouteProtocol %d end to end (import filter %v)", customProgrammerProtocol, importFilter), rep)
-			res.Figures["deviceRouteProtocol"] = float64(customProgrammerProtocol)
-			res.Figures["ownProtocolFixtureRemovedAfterMs"] = removedAfter
-			res.Figures["fullResyncsObserved"] = float64(resyncs)
+			res.Figure("deviceRouteProtocol", float64(customProgrammerProtocol), results.KindSize)
+			res.Figure("ownProtocolFixtureRemovedAfterMs", removedAfter, results.KindDuration)
+			res.Figure("fullResyncsObserved", float64(resyncs), results.KindSize)
 			res.Notes = append(res.Notes, fmt.Sprintf("node-1's BIRD holds for %s: %v", b2, held))
 			scenariotest.Record(fmt.Sprintf("deviceRouteProtocol %d: routes, ownership, BIRD's view (import filter %v); own-protocol stray removed after %.0f ms", customProgrammerProtocol, importFilter, removedAfter),
 				results.GapTable(rep), res)

@@ -300,11 +300,11 @@ func (dp *doubleProgramming) recordFigures(rel config.Release, both map[remoteBl
 		}
 	}
 	res := dp.c.Result(fmt.Sprintf("double programming judged per component, IPv4 and IPv6, %s", rel), nil)
-	res.Figures["remoteBlocksIPv4"] = float64(dp.v4)
-	res.Figures["remoteBlocksIPv6"] = float64(dp.v6)
-	res.Figures["doubleProgrammedBlocksWithOneKernelRoute"] = float64(hidden)
-	res.Figures["traceBIRDAddsEnabledEnabled"] = float64(len(birdAdds))
-	res.Figures["traceProgrammerAddsEnabledEnabled"] = float64(len(progAdds))
+	res.Figure("remoteBlocksIPv4", float64(dp.v4), results.KindSize)
+	res.Figure("remoteBlocksIPv6", float64(dp.v6), results.KindSize)
+	res.Figure("doubleProgrammedBlocksWithOneKernelRoute", float64(hidden), results.KindSize)
+	res.Figure("traceBIRDAddsEnabledEnabled", float64(len(birdAdds)), results.KindSize)
+	res.Figure("traceProgrammerAddsEnabledEnabled", float64(len(progAdds)), results.KindSize)
 	res.Notes = append(res.Notes, "netlink trace, Enabled/Enabled: BIRD's adds answered "+errnoCounts(birdAdds)+"; the programmer's "+errnoCounts(progAdds))
 	res.Notes = append(res.Notes, "a double-programmed block with one kernel route is the hiding the claim is about: the surviving route alone looks like one owner's")
 	scenariotest.Record(fmt.Sprintf("double programming per component on %s (BIRD's kernel export per family, the programmer's own log)", rel), dp.table.String(), res)

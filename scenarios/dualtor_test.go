@@ -49,6 +49,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/birdcage/birdcage/dataplane/bird"
 	"github.com/birdcage/birdcage/dataplane/confd"
 	"github.com/birdcage/birdcage/harness"
@@ -62,7 +64,6 @@ import (
 	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
-	"github.com/vishvananda/netlink"
 )
 
 var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
@@ -104,10 +105,10 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 		res := c.Result("dual-ToR ECMP, BIRD owns no-encap", rep)
 		perPlane := f.FlowsPerPlane(rep)
 		for _, p := range f.Planes() {
-			res.Figures["flowsLeavingByPlane"+strings.ToUpper(p)] = float64(perPlane[p])
+			res.Figure("flowsLeavingByPlane"+strings.ToUpper(p), float64(perPlane[p]), results.KindSize)
 		}
-		res.Figures["flowsLeavingByBothPlanes"] = float64(perPlane["both"])
-		res.Figures["lostProbes"] = float64(rep.Total.Lost)
+		res.Figure("flowsLeavingByBothPlanes", float64(perPlane["both"]), results.KindSize)
+		res.Figure("lostProbes", float64(rep.Total.Lost), results.KindLoss)
 		res.Notes = append(res.Notes,
 			"fib_multipath_hash_policy left at 0 (L3): one flow per ordered pair of workloads, spread over the planes by address pair")
 		scenariotest.Record("dual-ToR, BIRD owns no-encap: the plane each flow took (packets at the source's uplinks and the destination's)",
@@ -212,15 +213,15 @@ var _ = Describe("Dual-ToR ECMP", Label("dualtor", "ecmp", "timing"), func() {
 			}
 		}
 		res := c.Result("dual-ToR, programmer owns no-encap (known gap)", rep)
-		res.Figures["singlePathRemoteBlocks"] = float64(single)
-		res.Figures["multipathRemoteBlocks"] = float64(dual)
+		res.Figure("singlePathRemoteBlocks", float64(single), results.KindSize)
+		res.Figure("multipathRemoteBlocks", float64(dual), results.KindSize)
 		perPlane := f.FlowsPerPlane(rep)
 		for _, p := range f.Planes() {
-			res.Figures["flowsLeavingByPlane"+strings.ToUpper(p)] = float64(perPlane[p])
+			res.Figure("flowsLeavingByPlane"+strings.ToUpper(p), float64(perPlane[p]), results.KindSize)
 		}
 		via, checked := torRoutesViaNonOwner(ctx, c)
-		res.Figures["torBestRoutesViaNonOwner"] = float64(via)
-		res.Figures["torBlockRoutesChecked"] = float64(checked)
+		res.Figure("torBestRoutesViaNonOwner", float64(via), results.KindCount)
+		res.Figure("torBlockRoutesChecked", float64(checked), results.KindSize)
 		res.Notes = append(res.Notes, "known gap (design §5 Dual ToR): the programmer sends a remote block to its first uplink gateway only",
 			"the programmer took over after the ToR sessions were up; started with the programmer owning, a node exports its proto-80 routes to its ToRs as its own (Calico accepts pool routes towards eBGP peers), the ToRs prefer that one-AS path and loop the traffic back")
 		scenariotest.Record(fmt.Sprintf("dual-ToR, programmer owns no-encap: %d of %d remote-block routes single-path (known gap)", single, single+dual),
@@ -621,20 +622,20 @@ func (tf *torFailureRun) recordFigures() {
 	title := failure.name
 	if failure.holdTimer {
 		title += ", " + form.name
-		res.Figures["bgpHoldTimeS"] = float64(form.timers.EffectiveHold())
-		res.Figures["bgpKeepaliveTimeS"] = float64(form.timers.EffectiveKeepalive())
+		res.Figure("bgpHoldTimeS", float64(form.timers.EffectiveHold()), results.KindSize)
+		res.Figure("bgpKeepaliveTimeS", float64(form.timers.EffectiveKeepalive()), results.KindSize)
 	}
 	res.AddProbeFigures(rep)
-	res.Figures["flowsWithLoss"] = float64(rep.Total.FlowsWithLoss)
+	res.Figure("flowsWithLoss", float64(rep.Total.FlowsWithLoss), results.KindCount)
 	tf.perNode, tf.noRoute = fallbackTimes(c, tf.want, tf.fail.Mono)
 	perNode, noRoute := tf.perNode, tf.noRoute
 	var last float64
 	for node, ms := range perNode {
-		res.Figures[node+".lastRouteFellBackMsAfterFailure"] = ms
+		res.Figure(node+".lastRouteFellBackMsAfterFailure", ms, results.KindDuration)
 		last = max(last, ms)
 	}
-	res.Figures["lastRouteFellBackMsAfterFailure"] = last
-	res.Figures["longestNoRouteWindowMs"] = noRoute
+	res.Figure("lastRouteFellBackMsAfterFailure", last, results.KindDuration)
+	res.Figure("longestNoRouteWindowMs", noRoute, results.KindGap)
 	note := failure.note
 	if failure.holdTimer {
 		note = fmt.Sprintf(note, form.describe())
@@ -647,8 +648,8 @@ func (tf *torFailureRun) recordFigures() {
 	}
 	if failure.holdTimer {
 		tf.window = newHoldWindow(form.timers, c.Timing().BIRDScanTime)
-		res.Figures["holdExpiryWindowLowMs"] = tf.window.lowMs()
-		res.Figures["holdExpiryWindowHighMs"] = tf.window.highMs()
+		res.Figure("holdExpiryWindowLowMs", tf.window.lowMs(), results.KindSize)
+		res.Figure("holdExpiryWindowHighMs", tf.window.highMs(), results.KindSize)
 		res.Notes = append(res.Notes, tf.window.String())
 	}
 	scenariotest.Record(fmt.Sprintf("dual-ToR, %s fails (%s): lost probes per flow; last route single-path %.0f ms after the failure",

@@ -33,6 +33,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
+	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -106,8 +107,8 @@ var _ = Describe("eBGP peers receive the tunl0 routes the iBGP reject keeps back
 		rs, _ := router.BIRD.Client().Routes(ctx, withdrawn[0].String())
 
 		res := c.Result("eBGP peers receive the IPIP routes the tunl0 arm rejects towards iBGP peers", nil)
-		res.Figures["exportsToEBGP"] = float64(toRouter)
-		res.Figures["iBGPExportsChecked"] = float64(positive.checked)
+		res.Figure("exportsToEBGP", float64(toRouter), results.KindSize)
+		res.Figure("iBGPExportsChecked", float64(positive.checked), results.KindSize)
 		encapFigures(res, encap)
 		res.Notes = append(res.Notes, fmt.Sprintf("the router holds %d routes to %s after %s withdrew it", len(rs), withdrawn[0], owner))
 		scenariotest.Record(fmt.Sprintf("eBGP re-advertisement of tunl0 routes: %d (node, block) exported to the router, none to iBGP peers", toRouter), table.String(), res)

@@ -74,8 +74,8 @@ func ipipEncapBurst(ctx context.Context, c *harness.Cluster, flows []report.Flow
 
 // encapFigures records what the burst judged in a spec's row.
 func encapFigures(res results.ScenarioResult, ev encap.Evidence) {
-	res.Figures["ipipFlowsEncapsulated"] = float64(len(ev.Rows))
-	res.Figures["ipipInnerPacketsOnUnderlay"] = float64(ev.Inner)
+	res.Figure("ipipFlowsEncapsulated", float64(len(ev.Rows)), results.KindSize)
+	res.Figure("ipipInnerPacketsOnUnderlay", float64(ev.Inner), results.KindSize)
 }
 
 // flowsFrom is one flow from src's first workload to each dst's first

@@ -133,7 +133,7 @@ var _ = Describe("IPv6 no-encap pools follow the same ownership policy as IPv4",
 					}
 				}
 			}
-			res.Figures["ipv6RemoteBlocks"] = float64(v6)
+			res.Figure("ipv6RemoteBlocks", float64(v6), results.KindSize)
 			res.Notes = append(res.Notes, routes...)
 			table := results.GapTable(rep) + "IPv6 cluster routes:\n"
 			for _, r := range routes {

@@ -332,7 +332,7 @@ func (v *ipv6IPIP) recordFigures(table string) {
 			}
 		}
 	}
-	res.Figures["ipv6IPIPBlocksWithAKernelRoute"] = float64(programmed)
+	res.Figure("ipv6IPIPBlocksWithAKernelRoute", float64(programmed), results.KindSize)
 	res.Notes = append(res.Notes, "Calico never tunnels IPv6: confd sets krt_tunnel for IPv4 only (bgp_processor.go, release-v3.33 6609dea5), Felix's IPIP manager is IPv4 only; Calico's API refuses IPv6 IPIP pools")
 	scenariotest.Record(fmt.Sprintf("IPv6 pool %s with ipipMode %s (Felix=%s, BGP=%s): %d of its remote blocks have a kernel route, none via %s",
 		ipv6IPIPPoolName, v.tc.mode, rawName(string(v.tc.felix)), rawName(string(v.tc.bgp)), programmed, topo.TunnelDevice), table, res)

@@ -51,6 +51,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
@@ -144,12 +145,12 @@ var _ = Describe("BIRD's kernel metric against the programmer's RouteReplace", L
 				}
 			}
 			res := c.Result(fmt.Sprintf("kernel metric %d against the programmer's RouteReplace", birdMetric), nil)
-			res.Figures["birdKernelMetric"] = float64(birdMetric)
-			res.Figures["remoteBlocks"] = float64(len(remote))
-			res.Figures["replacesToProgrammer"] = float64(replaces)
-			res.Figures["addsBesideBIRD"] = float64(adds)
-			res.Figures["deletesOfRemoteBlocks"] = float64(deletes)
-			res.Figures["mostRoutesAtOnce"] = float64(most)
+			res.Figure("birdKernelMetric", float64(birdMetric), results.KindSize)
+			res.Figure("remoteBlocks", float64(len(remote)), results.KindSize)
+			res.Figure("replacesToProgrammer", float64(replaces), results.KindSize)
+			res.Figure("addsBesideBIRD", float64(adds), results.KindSize)
+			res.Figure("deletesOfRemoteBlocks", float64(deletes), results.KindCount)
+			res.Figure("mostRoutesAtOnce", float64(most), results.KindSize)
 			noteQuiescence(&res, settled)
 			scenariotest.Record(fmt.Sprintf("node-1, BIRD at kernel metric %d, the programmer taking over its no-encap routes", birdMetric), table.String(), res)
 		},

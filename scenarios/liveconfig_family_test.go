@@ -164,9 +164,9 @@ var _ = Describe("Live programClusterRoutes change per release and address famil
 			for _, fam := range []int{4, 6} {
 				ff := byFam[fam]
 				ff.windowMs = slices.Max(ff.handovers.Windows(""))
-				res.Figures[fmt.Sprintf("ipv%d.longestNoRouteWindowMs", fam)] = ff.windowMs
-				res.Figures[fmt.Sprintf("ipv%d.longestProbeGapMs", fam)] = ff.gapMs
-				res.Figures[fmt.Sprintf("ipv%d.lostProbes", fam)] = float64(ff.lost)
+				res.Figure(fmt.Sprintf("ipv%d.longestNoRouteWindowMs", fam), ff.windowMs, results.KindGap)
+				res.Figure(fmt.Sprintf("ipv%d.longestProbeGapMs", fam), ff.gapMs, results.KindGap)
+				res.Figure(fmt.Sprintf("ipv%d.lostProbes", fam), float64(ff.lost), results.KindLoss)
 				fmt.Fprintf(&tab, "IPv%d   %-22.1f %-18.1f %-10d %s\n", fam, ff.windowMs, ff.gapMs, ff.lost, ff.orderingSummary())
 			}
 			res.Notes = append(res.Notes, fmt.Sprintf("Calico %s; %s writes IPv4 at metric %d and IPv6 at %d", tc.release, tc.to.owner,

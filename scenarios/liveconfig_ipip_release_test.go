@@ -49,6 +49,7 @@ import (
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -103,7 +104,7 @@ var _ = Describe("Live IPIP change from the programmer to BIRD at the release's 
 			Expect(deleteFixtureRoute(n1, leftover, designProgrammerProtocol)).To(Succeed())
 			Expect(ipipBIRDOnly(c)).To(Succeed(), "control: without the planted route the table is BIRD's again")
 
-			res.Figures["remoteBlocks"] = float64(len(c.Nodes()) * len(blocks))
+			res.Figure("remoteBlocks", float64(len(c.Nodes())*len(blocks)), results.KindSize)
 			res.Notes = append(res.Notes, fmt.Sprintf("Calico %s metrics: BIRD %d (kernelMetric set: BIRD 2.0's row-17 artifact otherwise leaves a metric-0 proto bird route beside it), the programmer's IPv4 0; the guard planted a proto %s route to %s on node-1 and the check named it",
 				rel, birdIPIPMetric, designProgrammerProtocol, leftover))
 			scenariotest.Record(fmt.Sprintf("live IPIP change, Calico %s, programmer → BIRD: the route table after (longest window without a route: %.1f ms)", rel, res.Figures["longestNoRouteWindowMs"]),

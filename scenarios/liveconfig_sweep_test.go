@@ -243,8 +243,9 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 					"no-route window fit: "+nrFit.String())
 				aboveLine := fmt.Sprintf("fit over the delays past confd's stated reaction (%.0f ms): fewer than two such delays", react)
 				if aboveErr == nil && aboveDelays >= 2 {
-					res.Figures["fitAboveReactSlope"], res.Figures["fitAboveReactInterceptMs"] = above.A, above.B
-					res.Figures["fitAboveReactResidualRMSMs"] = above.RMS
+					res.Figure("fitAboveReactSlope", above.A, results.KindSize)
+					res.Figure("fitAboveReactInterceptMs", above.B, results.KindDuration)
+					res.Figure("fitAboveReactResidualRMSMs", above.RMS, results.KindDuration)
 					aboveLine = fmt.Sprintf("fit over the delays past confd's stated reaction (%.0f ms): gap ≈ %.3f·D %+.1f ms (R² %.4f, residual RMS %.1f, max |residual| %.1f)",
 						react, above.A, above.B, above.R2, above.RMS, above.MaxAbsResidual)
 				}

@@ -207,7 +207,7 @@ func liveChangeOn(ctx SpecContext, t *topo.Topology, from, to ownership, lo live
 		confdReactMs: c.Measure().ConfdReactMs(change.Mono)}
 	res := c.Result(fmt.Sprintf("live change on %s: %s → %s", topology, from.owner, to.owner), rep)
 	res.AddProbeFigures(rep)
-	res.Figures["confdReactMsMax"] = lc.confdReactMs
+	res.Figure("confdReactMsMax", lc.confdReactMs, results.KindMachine)
 	c.Measure().AddRestartFigures(&res)
 	lc.handovers.AddFigures(&res)
 	res.Notes = append(res.Notes, "the design calls this gap unmeasured; these are its figures, under the timing model recorded here")

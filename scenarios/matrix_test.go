@@ -45,6 +45,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/birdcage/birdcage/dataplane/confd"
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
@@ -56,7 +58,6 @@ import (
 	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
-	"golang.org/x/sys/unix"
 )
 
 // The design's tables (§1, "The two configuration fields" and "Who sets
@@ -645,23 +646,23 @@ func matrixResult(name string, topology string, rows []matrixRow, classes []pool
 				}
 			}
 		}
-		res.Figures[kind+"Pairs"]++
+		res.AddFigure(kind+"Pairs", 1, results.KindSize)
 		if kind == "doubleProgrammed" {
-			res.Figures["doubleProgrammedRouteEvents"] += float64(r.changes)
-			res.Figures["doubleProgrammedOwnerChanges"] += float64(r.ownerChanges)
-			res.Figures["doubleProgrammedBIRDRefusedWrites"] += float64(r.birdRefusals)
+			res.AddFigure("doubleProgrammedRouteEvents", float64(r.changes), results.KindCount)
+			res.AddFigure("doubleProgrammedOwnerChanges", float64(r.ownerChanges), results.KindCount)
+			res.AddFigure("doubleProgrammedBIRDRefusedWrites", float64(r.birdRefusals), results.KindCount)
 			takenBack := 0.0 // reported when 0 too
 			if r.takenBackAtEnd {
 				takenBack = 1
 			}
-			res.Figures["doubleProgrammedTakenBackAtWindowEnd"] += takenBack
+			res.AddFigure("doubleProgrammedTakenBackAtWindowEnd", takenBack, results.KindCount)
 		}
-		res.Figures["settleMsMax"] = max(res.Figures["settleMsMax"], r.settleMs)
-		res.Figures["programmerSyncedMsMax"] = max(res.Figures["programmerSyncedMsMax"], r.programmerMs)
-		res.Figures["birdReconfiguredMsMax"] = max(res.Figures["birdReconfiguredMsMax"], r.birdMs)
-		res.Figures["windowMsMax"] = max(res.Figures["windowMsMax"], r.windowMs)
+		res.MaxFigure("settleMsMax", r.settleMs, results.KindDuration)
+		res.MaxFigure("programmerSyncedMsMax", r.programmerMs, results.KindDuration)
+		res.MaxFigure("birdReconfiguredMsMax", r.birdMs, results.KindDuration)
+		res.MaxFigure("windowMsMax", r.windowMs, results.KindDuration)
 	}
-	res.Figures["pairs"] = float64(len(rows))
+	res.Figure("pairs", float64(len(rows)), results.KindSize)
 	res.Notes = append(res.Notes,
 		"double programming at BIRD's fork-equivalent kernel metric 0: the programmer's route holds the prefix and BIRD's write is refused at every scan (counted as BIRD refused writes); owner changes are counted from the route timeline")
 	if res.Figures["doubleProgrammedPairs"] > 0 {

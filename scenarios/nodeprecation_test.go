@@ -26,6 +26,7 @@ import (
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
+	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
@@ -100,8 +101,8 @@ var _ = Describe("No deprecation warning while BIRD programs only no-encap pools
 		fmt.Fprintf(&table, "%-90s renders(node-1) %d, warnings %d\n", "control: BGP Enabled beside the IPIP pool", r, len(w))
 
 		res := c.Result("no deprecation warning while BIRD programs only no-encap pools", nil)
-		res.Figures["controlWarningsNode1"] = float64(len(w))
-		res.Figures["rendersNode1"] = float64(r)
+		res.Figure("controlWarningsNode1", float64(len(w)), results.KindSize)
+		res.Figure("rendersNode1", float64(r), results.KindSize)
 		scenariotest.Record("deprecation warnings while BIRD programs only no-encap pools (then the control)", table.String(), res)
 	})
 })

@@ -105,13 +105,13 @@ var _ = Describe("Protocol-matched delete", Label("ipip", "protodelete"), func()
 		flaps := tl2.Flaps(block, withdrawn.Mono, end.Mono)
 		res := c.Result("protocol-matched delete: BIRD withdraws a destination the programmer owns", rep)
 		for _, f := range rep.Flows {
-			res.Figures["lost "+f.Flow] = float64(f.Lost)
-			res.Figures["missing "+f.Flow] = float64(f.Missing)
+			res.Figure("lost "+f.Flow, float64(f.Lost), results.KindLoss)
+			res.Figure("missing "+f.Flow, float64(f.Missing), results.KindLoss)
 		}
-		res.Figures["node2ToNode3SentByEndMark"] = float64(sentByEnd)
-		res.Figures["controlDeleteAfterWithdrawalMs"] = float64(controlDelete.At-withdrawn.Mono) / 1e6
-		res.Figures["node2BIRDWithdrawalSeenByHarnessMs"] = float64(birdSawIt.Mono-withdrawn.Mono) / 1e6
-		res.Figures["node2RouteEventsAfterWithdrawal"] = float64(flaps.Changes())
+		res.Figure("node2ToNode3SentByEndMark", float64(sentByEnd), results.KindSize)
+		res.Figure("controlDeleteAfterWithdrawalMs", float64(controlDelete.At-withdrawn.Mono)/1e6, results.KindDuration)
+		res.Figure("node2BIRDWithdrawalSeenByHarnessMs", float64(birdSawIt.Mono-withdrawn.Mono)/1e6, results.KindDuration)
+		res.Figure("node2RouteEventsAfterWithdrawal", float64(flaps.Changes()), results.KindCount)
 		res.Notes = append(res.Notes,
 			fmt.Sprintf("node-2's BIRD exported %s to its kernel before the withdrawal: %v (3.33's kernel filter rejects IPIP pools)", block, exportedToKernel),
 			fmt.Sprintf("a hand-made delete of %s with BIRD's protocol and metric on node-2: %v", block, delErr),

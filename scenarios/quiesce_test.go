@@ -112,8 +112,8 @@ func birdWrites(c *harness.Cluster, from, to int64) (int, []string) {
 // noteQuiescence records in res what BIRD took back before the cluster
 // routes stood still.
 func noteQuiescence(res *results.ScenarioResult, q quiescence) {
-	res.Figures["birdWritesBeforeRoutesStoodStill"] = float64(q.BIRDWrites)
-	res.Figures["roundsUntilRoutesStoodStill"] = float64(q.Rounds)
+	res.Figure("birdWritesBeforeRoutesStoodStill", float64(q.BIRDWrites), results.KindSize)
+	res.Figure("roundsUntilRoutesStoodStill", float64(q.Rounds), results.KindSize)
 	if len(q.Writes) > 0 {
 		res.Notes = append(res.Notes, "BIRD wrote remote-block routes after the programmer's takeover, before the routes stood still: "+strings.Join(q.Writes, "; "))
 	}

@@ -108,9 +108,9 @@ var _ = Describe("iBGP re-advertisement with the programmer owning IPIP", Label(
 		}
 
 		res := c.Result("re-advertisement, programmer owns IPIP", nil)
-		res.Figures["iBGPExportsChecked"] = float64(steady.checked + after.checked)
-		res.Figures["readvertisementsSteady"] = float64(len(steady.readvertised))
-		res.Figures["readvertisementsAfterWithdrawal"] = float64(len(after.readvertised))
+		res.Figure("iBGPExportsChecked", float64(steady.checked+after.checked), results.KindSize)
+		res.Figure("readvertisementsSteady", float64(len(steady.readvertised)), results.KindCount)
+		res.Figure("readvertisementsAfterWithdrawal", float64(len(after.readvertised)), results.KindCount)
 		encapFigures(res, encap)
 		res.Notes = append(res.Notes, fmt.Sprintf("%s's block withdrawn by stopping its BIRD with SIGTERM; the programmer's tunl0 routes to it stayed the best in every other BIRD and were not exported", owner))
 		scenariotest.Record("re-advertisement to iBGP peers, programmer owns IPIP (exports of other nodes' blocks)",
@@ -180,10 +180,10 @@ var _ = Describe("iBGP re-advertisement with the programmer owning no-encap (kno
 		learned := readvertLearned(ctx, c, after.readvertised)
 
 		res := c.Result("re-advertisement known gap, programmer owns no-encap", nil)
-		res.Figures["iBGPExportsChecked"] = float64(steady.checked + after.checked)
-		res.Figures["readvertisementsSteady"] = float64(len(steady.readvertised))
-		res.Figures["readvertisementsAfterWithdrawal"] = float64(len(after.readvertised))
-		res.Figures["bestRouteIsPeersReadvertisementSteady"] = float64(len(preferred))
+		res.Figure("iBGPExportsChecked", float64(steady.checked+after.checked), results.KindSize)
+		res.Figure("readvertisementsSteady", float64(len(steady.readvertised)), results.KindCount)
+		res.Figure("readvertisementsAfterWithdrawal", float64(len(after.readvertised)), results.KindCount)
+		res.Figure("bestRouteIsPeersReadvertisementSteady", float64(len(preferred)), results.KindCount)
 		res.Notes = append(res.Notes, preferred...)
 		res.Notes = append(res.Notes,
 			"known gap (design §5): the programmer's no-encap routes leave through eth0, which the iBGP reject does not match",
@@ -267,11 +267,11 @@ var _ = Describe("eBGP re-advertisement with the programmer owning no-encap", La
 			"after %s withdrew its block, expected some node to export the programmer's route to it to its ToRs (eBGP peers are outside the iBGP reject by decision); exports seen: %v", owner, after.readvertised)
 
 		res := c.Result("re-advertisement to eBGP peers, programmer owns no-encap (dualtor)", nil)
-		res.Figures["eBGPExportsChecked"] = float64(steady.checked + after.checked)
-		res.Figures["otherBlocksExportedSteady"] = float64(len(steady.readvertised))
-		res.Figures["programmerRoutesExportedSteady"] = float64(len(steadyKernel))
-		res.Figures["programmerRoutesExportedAfterWithdrawal"] = float64(len(fromKernel))
-		res.Figures["ownKernelRouteBestSteady"] = float64(len(ownBest))
+		res.Figure("eBGPExportsChecked", float64(steady.checked+after.checked), results.KindSize)
+		res.Figure("otherBlocksExportedSteady", float64(len(steady.readvertised)), results.KindSize)
+		res.Figure("programmerRoutesExportedSteady", float64(len(steadyKernel)), results.KindSize)
+		res.Figure("programmerRoutesExportedAfterWithdrawal", float64(len(fromKernel)), results.KindSize)
+		res.Figure("ownKernelRouteBestSteady", float64(len(ownBest)), results.KindSize)
 		res.Notes = append(res.Notes,
 			fmt.Sprintf("steady state: %d (node, block, ToR) exports came from the programmer's route, %d from BGP transit; Calico's multihop BGPPeer sessions send the kernel route with next hop self and the ToRs take it", len(steadyKernel), len(steady.readvertised)-len(steadyKernel)),
 			fmt.Sprintf("after %s's advertisement was gone: %d (node, block, ToR) exports of its block from the programmer's route", owner, len(fromKernel)))
@@ -335,7 +335,7 @@ var _ = Describe("Candidate fix for re-advertisement: a kernel import filter on 
 			"with the candidate import filter a node still re-advertised another node's block")
 
 		res := c.Result("re-advertisement candidate fix (kernel import filter), programmer owns no-encap", nil)
-		res.Figures["readvertisementsAfterWithdrawal"] = float64(len(after.readvertised))
+		res.Figure("readvertisementsAfterWithdrawal", float64(len(after.readvertised)), results.KindCount)
 		res.Notes = append(res.Notes, "candidate fix evaluated: `if (krt_source = <deviceRouteProtocol> && gw != ::) then reject;` in the kernel import filter closes the no-encap gap here, and local workload routes are still learned")
 		scenariotest.Record("re-advertisement with the candidate kernel import filter (programmer owns no-encap)", readvertTable(readvertResult{}, after), res)
 	})

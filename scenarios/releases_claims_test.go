@@ -263,7 +263,7 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 						"BIRD %s, Felix=%s BGP=%s: the design's tables give the no-encap class to %s", rel, p[0], p[1], want)
 					ms := sinceMs(change.Mono)
 					tab.Add(p[0], p[1], want, got, results.Cellf("%.0f", ms))
-					res.Figures["settledMs "+p[0]+"/"+p[1]] = ms
+					res.Figure("settledMs "+p[0]+"/"+p[1], ms, results.KindDuration)
 				}
 				recordVerdict(claimOwnership, rel, verdictHolds, "")
 				scenariotest.Record(fmt.Sprintf("no-encap ownership on BIRD %s", rel), tab.String(), res)
@@ -323,9 +323,9 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 					}
 					tab.Add(step.name, results.Cellf("%.0f", settledMs), results.Cellf("%.1f", gap), lost, windows, results.Cellf("%.1f", longest))
 					k := strings.ReplaceAll(step.name, " → ", "To")
-					res.Figures[k+"SettledMs"] = settledMs
-					res.Figures[k+"LongestNoRouteMs"] = longest
-					res.Figures[k+"Lost"] = float64(lost)
+					res.Figure(k+"SettledMs", settledMs, results.KindDuration)
+					res.Figure(k+"LongestNoRouteMs", longest, results.KindGap)
+					res.Figure(k+"Lost", float64(lost), results.KindLoss)
 				}
 				rep, err := probes.Stop()
 				Expect(err).NotTo(HaveOccurred())
@@ -361,8 +361,8 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 					}
 				}
 				res := c.Result(fmt.Sprintf("re-advertisement known gap, BIRD %s", rel), nil)
-				res.Figures["readvertisementsSteady"] = float64(len(steady.readvertised))
-				res.Figures["readvertisementsAfterWithdrawal"] = float64(len(after.readvertised))
+				res.Figure("readvertisementsSteady", float64(len(steady.readvertised)), results.KindCount)
+				res.Figure("readvertisementsAfterWithdrawal", float64(len(after.readvertised)), results.KindCount)
 				recordVerdict(claimReadvertise, rel, verdictHolds, fmt.Sprintf("gap present: %d exports from %s", len(after.readvertised), strings.Join(srcs, ",")))
 				scenariotest.Record(fmt.Sprintf("re-advertisement on BIRD %s after %s withdrew", rel, owner), readvertTable(steady, after), res)
 			})
@@ -438,10 +438,10 @@ var _ = Describe("No-encap claims per BIRD release", Label("noencap", "releases"
 					allWindows += windows
 					allLongest = max(allLongest, longest)
 					tab.Add(sig, true, results.Cellf("%d (longest %.2f ms)", windows, longest), peersKeep, results.Cellf("%.0f", peerGap), results.Cellf("%.0f", recovered))
-					res.Figures[sig.String()+" noRouteWindowsNode2"] = float64(windows)
-					res.Figures[sig.String()+" longestNoRouteMsNode2"] = longest
-					res.Figures[sig.String()+" peersLongestNoRouteMs"] = peerGap
-					res.Figures[sig.String()+" recoveryToConvergedMs"] = recovered
+					res.Figure(sig.String()+" noRouteWindowsNode2", float64(windows), results.KindCount)
+					res.Figure(sig.String()+" longestNoRouteMsNode2", longest, results.KindGap)
+					res.Figure(sig.String()+" peersLongestNoRouteMs", peerGap, results.KindGap)
+					res.Figure(sig.String()+" recoveryToConvergedMs", recovered, results.KindDuration)
 				}
 				if persistGap[rel] {
 					// Known gap: the design says -R holds the routes; this

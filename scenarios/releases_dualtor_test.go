@@ -99,11 +99,11 @@ var _ = Describe("Dual-ToR claims per BIRD release", Label("dualtor", "ecmp", "r
 				perPlane := f.FlowsPerPlane(rep)
 				var split []string
 				for _, p := range f.Planes() {
-					res.Figures["flowsLeavingByPlane"+strings.ToUpper(p)] = float64(perPlane[p])
+					res.Figure("flowsLeavingByPlane"+strings.ToUpper(p), float64(perPlane[p]), results.KindSize)
 					split = append(split, fmt.Sprintf("%s %d", p, perPlane[p]))
 				}
-				res.Figures["flowsLeavingByBothPlanes"] = float64(perPlane["both"])
-				res.Figures["lostProbes"] = float64(rep.Total.Lost)
+				res.Figure("flowsLeavingByBothPlanes", float64(perPlane["both"]), results.KindSize)
+				res.Figure("lostProbes", float64(rep.Total.Lost), results.KindLoss)
 				res.Notes = append(res.Notes, "ToRs on the host's BIRD 2.0; nodes on BIRD "+string(rel))
 				scenariotest.Record(fmt.Sprintf("dual-ToR, BIRD %s on the nodes: the plane each flow took", rel), f.PlaneTable(rep)+"\n"+routeTable(c, judge.ByBIRD), res)
 
@@ -149,10 +149,10 @@ var _ = Describe("Dual-ToR claims per BIRD release", Label("dualtor", "ecmp", "r
 				for _, ms := range perNode {
 					last = max(last, ms)
 				}
-				res.Figures["lostProbes"] = float64(rep.Total.Lost)
-				res.Figures["longestProbeGapMs"] = rep.Total.LongestGapMs
-				res.Figures["lastRouteFellBackMsAfterFailure"] = last
-				res.Figures["longestNoRouteWindowMs"] = noRoute
+				res.Figure("lostProbes", float64(rep.Total.Lost), results.KindLoss)
+				res.Figure("longestProbeGapMs", rep.Total.LongestGapMs, results.KindGap)
+				res.Figure("lastRouteFellBackMsAfterFailure", last, results.KindDuration)
+				res.Figure("longestNoRouteWindowMs", noRoute, results.KindGap)
 				res.Notes = append(res.Notes, "ToRs on the host's BIRD 2.0; nodes on BIRD "+string(rel))
 				scenariotest.Record(fmt.Sprintf("dual-ToR, %s's BIRD SIGTERMed, BIRD %s on the nodes: last route single-path %.0f ms after", failed, rel, last),
 					results.GapTable(rep)+"\n"+routeTable(c, judge.ByBIRD), res)

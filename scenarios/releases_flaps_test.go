@@ -509,15 +509,15 @@ func flapTable(r flapRun) string {
 
 func flapResult(r flapRun) results.ScenarioResult {
 	res := results.ScenarioResult{Name: fmt.Sprintf("double programming under route changes, BIRD %s", r.rel), Topology: "noencap-spare-block", Figures: map[string]float64{}}
-	res.Figures["controlSwitches"] = float64(r.controlSwitches)
-	res.Figures["steadySwitches"] = float64(r.steady.switches)
-	res.Figures["componentSwitches"] = float64(r.total())
+	res.Figure("controlSwitches", float64(r.controlSwitches), results.KindSize)
+	res.Figure("steadySwitches", float64(r.steady.switches), results.KindCount)
+	res.Figure("componentSwitches", float64(r.total()), results.KindCount)
 	for i, c := range r.changes {
 		k := fmt.Sprintf("change%d", i+1)
-		res.Figures[k+"Switches"] = float64(c.switches)
-		res.Figures[k+"RouteEvents"] = float64(c.events)
-		res.Figures[k+"NoRouteWindows"] = float64(c.noRoute)
-		res.Figures[k+"LongestNoRouteMs"] = c.noRouteMs
+		res.Figure(k+"Switches", float64(c.switches), results.KindCount)
+		res.Figure(k+"RouteEvents", float64(c.events), results.KindCount)
+		res.Figure(k+"NoRouteWindows", float64(c.noRoute), results.KindCount)
+		res.Figure(k+"LongestNoRouteMs", c.noRouteMs, results.KindGap)
 		res.Notes = append(res.Notes, fmt.Sprintf("%s: %s", k, c.name))
 	}
 	res.Notes = append(res.Notes, "component switches: a block's kernel route going from the programmer's (80) to BIRD's (12) or back, from the route timeline of every node")

@@ -208,13 +208,13 @@ func (u *birdUpgrade) recordFigures() results.ScenarioResult {
 	name := fmt.Sprintf("BIRD upgrade %s→%s on node-2 (%s)", u.from, u.to, u.sig)
 	res := u.c.Result(name, u.rep)
 	out, in, other := upgradeGaps(u.up, u.rep)
-	res.Figures["outboundLongestGapMs"] = out.gap
-	res.Figures["inboundLongestGapMs"] = in.gap
-	res.Figures["otherLongestGapMs"] = other.gap
-	res.Figures["outboundLost"] = float64(out.lost)
-	res.Figures["inboundLost"] = float64(in.lost)
-	res.Figures["convergedMs"] = monoclock.Ms(u.established.Mono - u.begin.Mono)
-	res.Figures["allDeliveringMs"] = monoclock.Ms(u.end.Mono - u.begin.Mono)
+	res.Figure("outboundLongestGapMs", out.gap, results.KindGap)
+	res.Figure("inboundLongestGapMs", in.gap, results.KindGap)
+	res.Figure("otherLongestGapMs", other.gap, results.KindGap)
+	res.Figure("outboundLost", float64(out.lost), results.KindLoss)
+	res.Figure("inboundLost", float64(in.lost), results.KindLoss)
+	res.Figure("convergedMs", monoclock.Ms(u.established.Mono-u.begin.Mono), results.KindDuration)
+	res.Figure("allDeliveringMs", monoclock.Ms(u.end.Mono-u.begin.Mono), results.KindDuration)
 	res.Notes = append(res.Notes, fmt.Sprintf("node-2's BIRD %s → %s, old BIRD %s, new BIRD started with -R; the programmer restarts with it (pod replacement)", u.from, u.to, u.sig))
 	if u.sig == syscall.SIGKILL && u.from != release.BIRD16 {
 		// The peers run `from`: upstream BIRD 2 replaces the
@@ -255,8 +255,8 @@ func (u *birdUpgrade) peerNoRouteWindows(res results.ScenarioResult) map[string]
 			}
 		}
 	}
-	res.Figures["peerNoRouteWindows"] = float64(nWindows)
-	res.Figures["longestPeerNoRouteMs"] = longestWindow
+	res.Figure("peerNoRouteWindows", float64(nWindows), results.KindCount)
+	res.Figure("longestPeerNoRouteMs", longestWindow, results.KindGap)
 	return peerWindows
 }
 
@@ -294,5 +294,5 @@ func (u *birdUpgrade) expectFlows(res results.ScenarioResult, peerWindows map[st
 			inPeerWindows += d.Lost
 		}
 	}
-	res.Figures["inboundLostInPeerNoRouteWindows"] = float64(inPeerWindows)
+	res.Figure("inboundLostInPeerNoRouteWindows", float64(inPeerWindows), results.KindLoss)
 }

@@ -73,7 +73,7 @@ var _ = Describe("Upgrade round trip A → B → A, node by node", Label("upgrad
 			Expect(err).NotTo(HaveOccurred())
 			platform, err := judge.PlatformLossOf(controls, scenariotest.Machine.Stalls())
 			Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve node-2 measure the platform's own loss")
-			res.Figures["upgradePlatformLostPerControlFlowMax"] = float64(platform.Max)
+			res.Figure("upgradePlatformLostPerControlFlowMax", float64(platform.Max), results.KindMachine)
 			AddReportEntry("platform loss in the upgrade leg", platform.String())
 			out, err := judge.Holes(rt.rep, judge.SentBetween(rt.up.Mono, rt.upEnd.Mono), func(f report.GapReport) bool { return isFrom(rt.node, f.SrcAddr) })
 			Expect(err).NotTo(HaveOccurred())
@@ -284,11 +284,11 @@ func (rt *roundTrip) recordFigures() results.ScenarioResult {
 	}{{"upgrade", rt.up.Mono, rt.upEnd.Mono}, {"downgrade", rt.down.Mono, rt.downEnd.Mono}}
 	for _, l := range legs {
 		f := legFigures(rep, node, l.from, l.to)
-		res.Figures[l.name+"LostOutboundUpgradedNode"] = float64(f.lostOut)
-		res.Figures[l.name+"LostInboundUpgradedNode"] = float64(f.lostIn)
-		res.Figures[l.name+"LostOtherFlows"] = float64(f.lostOther)
-		res.Figures[l.name+"LongestGapMs"] = f.longestMs
-		res.Figures[l.name+"Seconds"] = float64(l.to-l.from) / 1e9
+		res.Figure(l.name+"LostOutboundUpgradedNode", float64(f.lostOut), results.KindLoss)
+		res.Figure(l.name+"LostInboundUpgradedNode", float64(f.lostIn), results.KindLoss)
+		res.Figure(l.name+"LostOtherFlows", float64(f.lostOther), results.KindLoss)
+		res.Figure(l.name+"LongestGapMs", f.longestMs, results.KindGap)
+		res.Figure(l.name+"Seconds", float64(l.to-l.from)/1e9, results.KindDuration)
 		var window int64 // ns
 		// A leg the route monitor did not see whole is unjudgeable.
 		Expect(c.Timeline(node.Name).Judgeable(l.from, l.to)).To(Succeed(), "%s leg: %s's route timeline", l.name, node.Name)
@@ -297,7 +297,7 @@ func (rt *roundTrip) recordFigures() results.ScenarioResult {
 				window = max(window, w.Duration())
 			}
 		}
-		res.Figures[l.name+"LongestNoRouteWindowMs"] = float64(window) / 1e6
+		res.Figure(l.name+"LongestNoRouteWindowMs", float64(window)/1e6, results.KindGap)
 		if f.truncated {
 			res.Notes = append(res.Notes, fmt.Sprintf("%s leg: some flow had more disruptions than the report lists; its figures count the listed ones", l.name))
 		}
@@ -322,10 +322,10 @@ func (rt *roundTrip) recordFigures() results.ScenarioResult {
 			byProgrammer++
 		}
 	}
-	res.Figures["remoteBlocksOwnedByBIRDAfterDowngrade"] = float64(byBIRD)
-	res.Figures["remoteBlocksOwnedByOthersAfterDowngrade"] = float64(byProgrammer)
-	res.Figures["downgradeLeftoverRoutes"] = float64(leftover)
-	res.Figures["upgradeLeftoverRoutes"] = float64(rt.upLeftover)
+	res.Figure("remoteBlocksOwnedByBIRDAfterDowngrade", float64(byBIRD), results.KindSize)
+	res.Figure("remoteBlocksOwnedByOthersAfterDowngrade", float64(byProgrammer), results.KindCount)
+	res.Figure("downgradeLeftoverRoutes", float64(leftover), results.KindCount)
+	res.Figure("upgradeLeftoverRoutes", float64(rt.upLeftover), results.KindCount)
 	if rt.upLeftover > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("upgrade leg: %d route(s) to remote blocks left beneath the best one (the 3.31 BIRD's at metric 0, beside the 3.33 BIRD's at its krt_metric)", rt.upLeftover))
 		if rt.birdRel != release.BIRD16 {

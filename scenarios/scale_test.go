@@ -604,17 +604,17 @@ func recordScaleRollout(c *harness.Cluster, steps []scaleStep, n int, pool strin
 	for _, st := range steps {
 		tab.Add(st.node, len(st.plan.Flows), st.lostOut, st.lostIn, st.lostSample, st.platform.Max, results.Cellf("%.1f", st.platform.LongestMs), results.Cellf("%.1f", st.longestOutMs), results.Cellf("%.1f", st.longestGapMs), results.Cellf("%.2f", st.upgradeS), results.Cellf("%.2f", st.convergedS), st.peersNoRoute, results.Cellf("%.1f", st.peerNoRouteMs), results.Cellf("%.2f", st.cpuPerS), st.mapBytes/1024)
 		pfx := "node." + st.node + "."
-		res.Figures[pfx+"lostOut"] = float64(st.lostOut)
-		res.Figures[pfx+"lostIn"] = float64(st.lostIn)
-		res.Figures[pfx+"lostSample"] = float64(st.lostSample)
-		res.Figures[pfx+"platformLostPerControlFlowMax"] = float64(st.platform.Max)
-		res.Figures[pfx+"platformLongestOutageMs"] = st.platform.LongestMs
-		res.Figures[pfx+"longestGapOutboundMs"] = st.longestOutMs
-		res.Figures[pfx+"longestGapMs"] = st.longestGapMs
-		res.Figures[pfx+"secondsToConverged"] = st.convergedS
-		res.Figures[pfx+"softnetDropped"] = float64(st.softnetDropped)
-		res.Figures[pfx+"peersWithoutRoute"] = float64(st.peersNoRoute)
-		res.Figures[pfx+"peerLongestNoRouteMs"] = st.peerNoRouteMs
+		res.Figure(pfx+"lostOut", float64(st.lostOut), results.KindLoss)
+		res.Figure(pfx+"lostIn", float64(st.lostIn), results.KindLoss)
+		res.Figure(pfx+"lostSample", float64(st.lostSample), results.KindLoss)
+		res.Figure(pfx+"platformLostPerControlFlowMax", float64(st.platform.Max), results.KindMachine)
+		res.Figure(pfx+"platformLongestOutageMs", st.platform.LongestMs, results.KindMachine)
+		res.Figure(pfx+"longestGapOutboundMs", st.longestOutMs, results.KindGap)
+		res.Figure(pfx+"longestGapMs", st.longestGapMs, results.KindGap)
+		res.Figure(pfx+"secondsToConverged", st.convergedS, results.KindDuration)
+		res.Figure(pfx+"softnetDropped", float64(st.softnetDropped), results.KindMachine)
+		res.Figure(pfx+"peersWithoutRoute", float64(st.peersNoRoute), results.KindCount)
+		res.Figure(pfx+"peerLongestNoRouteMs", st.peerNoRouteMs, results.KindGap)
 		if st.peersNoRoute > 0 {
 			stepsNoRoute++
 		}
@@ -667,27 +667,27 @@ func recordScaleRollout(c *harness.Cluster, steps []scaleStep, n int, pool strin
 		medianOf(cpus), slices.Max(cpus), steps[0].mapBytes/1024, steps[0].counters, steps[0].mapBytes/max(1, steps[0].counters))
 	fmt.Fprintf(&b, "memory: %d BIRDs %.1f MiB, %d programmers %.1f MiB, harness %.1f MiB (RSS); machine %.0f MiB, %.0f MiB available at the end\n",
 		fp.BIRDs, mib(fp.BIRDBytes), fp.Programmers, mib(fp.ProgrammerBytes), mib(fp.HarnessBytes), mib(memTotal), mib(memAvail))
-	res.Figures["rssBIRDBytes"] = float64(fp.BIRDBytes)
-	res.Figures["rssProgrammerBytes"] = float64(fp.ProgrammerBytes)
-	res.Figures["rssHarnessBytes"] = float64(fp.HarnessBytes)
-	res.Figures["memAvailableBytesAtEnd"] = float64(memAvail)
-	res.Figures["nodes"] = float64(n)
-	res.Figures["rolloutSeconds"] = rollout
-	res.Figures["secondsPerNodeMedian"] = medianOf(per)
-	res.Figures["secondsPerNodeMax"] = slices.Max(per)
-	res.Figures["lostOutboundUpgraded"] = float64(lostOut)
-	res.Figures["lostInboundUpgraded"] = float64(lostIn)
-	res.Figures["lostSample"] = float64(lostSample)
-	res.Figures["longestProbeGapMs"] = worst
-	res.Figures["longestGapMedianPerStepMs"] = medianOf(gaps)
-	res.Figures["stepsWithPeerWithoutRoute"] = float64(stepsNoRoute)
-	res.Figures["longestPeerNoRouteMs"] = worstNoRoute
-	res.Figures["harnessCPUPerSecondMedian"] = medianOf(cpus)
-	res.Figures["harnessCPUPerSecondMax"] = slices.Max(cpus)
-	res.Figures["flowsPerStep"] = float64(len(steps[0].plan.Flows))
-	res.Figures["probeRate"] = float64(scaleRate())
-	res.Figures["bpfMapBytesPerSession"] = float64(steps[0].mapBytes)
-	res.Figures["bpfCountersPerSession"] = float64(steps[0].counters)
+	res.Figure("rssBIRDBytes", float64(fp.BIRDBytes), results.KindMachine)
+	res.Figure("rssProgrammerBytes", float64(fp.ProgrammerBytes), results.KindMachine)
+	res.Figure("rssHarnessBytes", float64(fp.HarnessBytes), results.KindMachine)
+	res.Figure("memAvailableBytesAtEnd", float64(memAvail), results.KindMachine)
+	res.Figure("nodes", float64(n), results.KindSize)
+	res.Figure("rolloutSeconds", rollout, results.KindDuration)
+	res.Figure("secondsPerNodeMedian", medianOf(per), results.KindDuration)
+	res.Figure("secondsPerNodeMax", slices.Max(per), results.KindDuration)
+	res.Figure("lostOutboundUpgraded", float64(lostOut), results.KindLoss)
+	res.Figure("lostInboundUpgraded", float64(lostIn), results.KindLoss)
+	res.Figure("lostSample", float64(lostSample), results.KindLoss)
+	res.Figure("longestProbeGapMs", worst, results.KindGap)
+	res.Figure("longestGapMedianPerStepMs", medianOf(gaps), results.KindGap)
+	res.Figure("stepsWithPeerWithoutRoute", float64(stepsNoRoute), results.KindCount)
+	res.Figure("longestPeerNoRouteMs", worstNoRoute, results.KindGap)
+	res.Figure("harnessCPUPerSecondMedian", medianOf(cpus), results.KindMachine)
+	res.Figure("harnessCPUPerSecondMax", slices.Max(cpus), results.KindMachine)
+	res.Figure("flowsPerStep", float64(len(steps[0].plan.Flows)), results.KindSize)
+	res.Figure("probeRate", float64(scaleRate()), results.KindSize)
+	res.Figure("bpfMapBytesPerSession", float64(steps[0].mapBytes), results.KindMachine)
+	res.Figure("bpfCountersPerSession", float64(steps[0].counters), results.KindMachine)
 	res.Notes = append(res.Notes, "flow plan per step: "+steps[0].plan.String())
 	scenariotest.Record(fmt.Sprintf("rolling upgrade of %d nodes %s → 3.33 (%s, old BIRD SIGKILL)", n, headlineFrom, pool), b.String(), res)
 
@@ -738,17 +738,24 @@ func recordConsecutiveRestart(c *harness.Cluster, victim string, n int, pool str
 			fmt.Fprintf(&b, "%s: the peers without a route, their sessions to %s once converged (times from the first restart):\n  %s\n", r.name, victim, strings.Join(r.st.peerSessions, "\n  "))
 		}
 	}
-	for k, v := range map[string]float64{
-		"spaced.peersWithoutSessionAtSecondKill": float64(k.atSecondSpaced), "spaced.lostIn": float64(spaced.lostIn),
-		"spaced.lostOut": float64(spaced.lostOut), "spaced.longestGapMs": spaced.longestGapMs,
-		"spaced.longestNoRouteMs": spacedNoRoute, "quick.peersWithoutSessionAtSecondKill": float64(k.atSecond),
-		"quick.lostIn": float64(quick.lostIn), "quick.lostOut": float64(quick.lostOut),
-		"quick.longestGapMs": quick.longestGapMs, "quick.longestNoRouteMs": quickNoRoute,
-		"quick.peersWithoutRoute": float64(quickPeers), "lostSample": float64(spaced.lostSample + quick.lostSample),
-		"spaced.platformLostPerControlFlowMax": float64(spaced.platform.Max), "quick.platformLostPerControlFlowMax": float64(quick.platform.Max),
-	} {
-		res.Figures[k] = v
+	for _, r := range []struct {
+		name       string
+		st         scaleStep
+		atSecond   int
+		noRouteMs  float64
+		peersNoRte int
+	}{{"spaced", spaced, k.atSecondSpaced, spacedNoRoute, -1}, {"quick", quick, k.atSecond, quickNoRoute, quickPeers}} {
+		res.Figure(r.name+".peersWithoutSessionAtSecondKill", float64(r.atSecond), results.KindSize) // the hazard's setup
+		res.Figure(r.name+".lostIn", float64(r.st.lostIn), results.KindLoss)
+		res.Figure(r.name+".lostOut", float64(r.st.lostOut), results.KindLoss)
+		res.Figure(r.name+".longestGapMs", r.st.longestGapMs, results.KindGap)
+		res.Figure(r.name+".longestNoRouteMs", r.noRouteMs, results.KindGap)
+		res.Figure(r.name+".platformLostPerControlFlowMax", float64(r.st.platform.Max), results.KindMachine)
+		if r.peersNoRte >= 0 {
+			res.Figure(r.name+".peersWithoutRoute", float64(r.peersNoRte), results.KindCount)
+		}
 	}
+	res.Figure("lostSample", float64(spaced.lostSample+quick.lostSample), results.KindLoss)
 	scenariotest.Record(fmt.Sprintf("consecutive restart of %s (SIGKILL twice), %d nodes, %s", victim, n, pool), b.String(), res)
 
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/scenarios/scenariotest"
 	"github.com/birdcage/birdcage/topo"
 )
@@ -106,7 +107,7 @@ var _ = Describe("The iBGP tunl0 reject per release", Label("ipip", "tunnelrejec
 			Expect(strings.Contains(conf, tunl0Arm)).To(Equal(tc.arm), "Calico %s's render has the tunl0 arm: want %v", tc.release, tc.arm)
 
 			res := c.Result(fmt.Sprintf("the iBGP tunl0 reject, Calico %s", tc.release), nil)
-			res.Figures["iBGPPeers"] = float64(len(ibgp))
+			res.Figure("iBGPPeers", float64(len(ibgp)), results.KindSize)
 			res.Notes = append(res.Notes, fmt.Sprintf("Felix=%s BGP=%s; tunl0 arm rendered: %v", rawName(string(tc.felix)), rawName(string(tc.bgp)), tc.arm))
 			scenariotest.Record(fmt.Sprintf("the iBGP tunl0 reject on a running cluster, Calico %s (arm: %v)", tc.release, tc.arm), table.String(), res)
 		},

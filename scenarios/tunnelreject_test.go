@@ -33,6 +33,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
+	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
@@ -110,8 +111,8 @@ var _ = Describe("Tunnel-route reject towards iBGP peers", Label("noencap", "tun
 		}
 		Expect(pairs).To(Equal(len(matrixValues) * len(matrixValues)))
 		res := c.Result("tunnel-route reject arms (*.cali, *.calico) unconditional", nil)
-		res.Figures["pairs"] = float64(pairs)
-		res.Figures["iBGPPeers"] = float64(len(ibgp))
+		res.Figure("pairs", float64(pairs), results.KindSize)
+		res.Figure("iBGPPeers", float64(len(ibgp)), results.KindSize)
 		scenariotest.Record("the *.cali / *.calico arms of the iBGP tunnel-route reject, every ownership pair", table.String(), res)
 	})
 })

@@ -36,6 +36,7 @@ import (
 	"github.com/birdcage/birdcage/harness"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/monoclock"
+	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
@@ -66,8 +67,8 @@ var _ = Describe("The upgrade gate catches a window", Label("ipip", "upgrade", "
 				caught++
 			}
 		}
-		res.Figures["injectedTakeoverGapMs"] = monoclock.Ms(injectedTakeoverGap)
-		res.Figures["outboundFlowsFailingTheProbeJudge"] = float64(caught)
+		res.Figure("injectedTakeoverGapMs", monoclock.Ms(injectedTakeoverGap), results.KindSize)
+		res.Figure("outboundFlowsFailingTheProbeJudge", float64(caught), results.KindSize)
 		// Judged by what the platform is (a TCG guest stalls), not by what its
 		// controls lost: in the VM they can lose nothing while the sender
 		// and the monitor both stall through the window (ci10, 2026-12-04:

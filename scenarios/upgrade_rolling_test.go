@@ -240,10 +240,10 @@ func (ru *rollingUpgrade) recordFigures() (ceaseWithdrawals int) {
 			fmt.Fprintf(&ru.table, "%s -> %s: deletes %d, most routes at once %d, events %d (judged from %+.0f ms)\n", n.Name, b, len(d), m, len(tl.EventsFor(b, from, ru.end.Mono)), float64(from-ru.begin.Mono)/1e6)
 		}
 	}
-	ru.res.Figures["deletesOfRemoteBlocks"] = float64(deletes)
-	ru.res.Figures["prefixesWithTwoRoutes"] = float64(doubles)
-	ru.res.Figures["rollingUpgradeSeconds"] = float64(ru.end.Mono-ru.begin.Mono) / 1e9
-	ru.res.Figures["ceaseWithdrawalsOnNodesNotYetUpgraded"] = float64(ceaseWithdrawals)
+	ru.res.Figure("deletesOfRemoteBlocks", float64(deletes), results.KindCount)
+	ru.res.Figure("prefixesWithTwoRoutes", float64(doubles), results.KindCount)
+	ru.res.Figure("rollingUpgradeSeconds", float64(ru.end.Mono-ru.begin.Mono)/1e9, results.KindDuration)
+	ru.res.Figure("ceaseWithdrawalsOnNodesNotYetUpgraded", float64(ceaseWithdrawals), results.KindSize)
 	scenariotest.Record("rolling upgrade "+string(headlineFrom)+" → 3.33 of every node in turn (old BIRD "+ru.sig.String()+")", ru.table.String()+results.GapTable(ru.rep), ru.res)
 	return ceaseWithdrawals
 }
@@ -286,7 +286,7 @@ func (ru *rollingUpgrade) expectProbesWithinPlatformLoss() {
 		platforms[i], err = judge.PlatformLossOf(controls, scenariotest.Machine.Stalls())
 		Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve %s measure the platform's own loss", n.Name)
 		AddReportEntry("platform loss while "+n.Name+" was upgraded", platforms[i].String())
-		ru.res.Figures["platformLostPerControlFlowMax."+n.Name] = float64(platforms[i].Max)
+		ru.res.Figure("platformLostPerControlFlowMax."+n.Name, float64(platforms[i].Max), results.KindMachine)
 		strict = strict && platforms[i].Strict()
 	}
 	if strict {

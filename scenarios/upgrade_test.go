@@ -146,18 +146,9 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	if newBuild != "" {
 		res.Notes = append(res.Notes, fmt.Sprintf("%s ran the programmer %s from its upgrade on (%s)", upgraded, newBuild, env.UpgradeProgrammer))
 	}
-	res.Figures["sentProbes"] = float64(rep.Total.Sent)
-	res.Figures["lostOutboundUpgradedNode"] = 0
-	res.Figures["lostInboundUpgradedNode"] = 0
-	for _, f := range rep.Flows {
-		if isUp(f.SrcAddr) {
-			res.Figures["lostOutboundUpgradedNode"] += float64(f.Lost)
-		}
-		if isUp(f.DstAddr) {
-			res.Figures["lostInboundUpgradedNode"] += float64(f.Lost)
-		}
-	}
-	res.Figures["handoverSeconds"] = float64(end.Mono-begin.Mono) / 1e9
+	res.Figure("sentProbes", float64(rep.Total.Sent), results.KindSize)
+	res.AddNodeLossFigures(rep, isUp)
+	res.Figure("handoverSeconds", float64(end.Mono-begin.Mono)/1e9, results.KindDuration)
 	tl := t.Timeline(upgraded)
 	Expect(tl.Judgeable(begin.Mono, end.Mono)).To(Succeed(), "%s's route timeline over the upgrade", upgraded)
 	var window float64
@@ -172,8 +163,8 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 			}
 		}
 	}
-	res.Figures["longestNoRouteWindowMs"] = window
-	res.Figures["deletesAtUpgradedNode"] = float64(len(deletes))
+	res.Figure("longestNoRouteWindowMs", window, results.KindGap)
+	res.Figure("deletesAtUpgradedNode", float64(len(deletes)), results.KindCount)
 	// The handover is judged on a tunnel that encapsulates (issue 28): the
 	// upgraded node's outbound flows and the control flows crossed the
 	// underlay inside protocol 4 between their nodes, never bare. Flows
@@ -196,7 +187,7 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 		encapErr = err
 		encapFigures(res, out)
 		in, _ := encap.Check(layout, inbound)
-		res.Figures["ipipBarePacketsInboundUpgradedNode"] = float64(in.Bare)
+		res.Figure("ipipBarePacketsInboundUpgradedNode", float64(in.Bare), results.KindCount)
 		AddReportEntry("IPIP on the underlay, flows into "+upgraded+" (counted, not judged)", in.Table())
 	}
 
@@ -209,7 +200,7 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 	Expect(err).NotTo(HaveOccurred())
 	platform, err := judge.PlatformLossOf(controls, scenariotest.Machine.Stalls())
 	Expect(err).NotTo(HaveOccurred(), "guard: flows that do not involve %s measure the platform's own loss", upgraded)
-	res.Figures["platformMissingPerControlFlowMax"] = float64(platform.Max)
+	res.Figure("platformMissingPerControlFlowMax", float64(platform.Max), results.KindMachine)
 	AddReportEntry("platform loss", platform.String())
 	scenariotest.Record(fmt.Sprintf("upgrade of %s %s → 3.33 on %s, old BIRD %s: lost probes per flow", upgraded, headlineFrom, t.TargetName(), sig),
 		results.GapTable(rep), res)

@@ -235,27 +235,18 @@ func (w *upgradeWindow) recordFigures(tos []takeover, lines []string) {
 	withWindow := 0
 	for _, t := range tos {
 		w := float64(t.windowNs) / 1e6
-		res.Figures[t.block.String()+" upgradeNoRouteWindowMs"] = w
+		res.Figure(t.block.String()+" upgradeNoRouteWindowMs", w, results.KindGap)
 		ms = append(ms, w)
 		if len(t.windows) > 0 {
 			withWindow++
 		}
 	}
 	sort.Float64s(ms)
-	res.Figures["upgradeNoRouteWindowMsMin"] = ms[0]
-	res.Figures["upgradeNoRouteWindowMsMedian"] = ms[len(ms)/2]
-	res.Figures["upgradeNoRouteWindowMsMax"] = ms[len(ms)-1]
-	res.Figures["blocksWithNoRouteWindow"] = float64(withWindow)
-	res.Figures["lostOutboundUpgradedNode"] = 0
-	res.Figures["lostInboundUpgradedNode"] = 0
-	for _, f := range w.rep.Flows {
-		if isFrom(w.upgraded, f.SrcAddr) {
-			res.Figures["lostOutboundUpgradedNode"] += float64(f.Lost)
-		}
-		if isFrom(w.upgraded, f.DstAddr) {
-			res.Figures["lostInboundUpgradedNode"] += float64(f.Lost)
-		}
-	}
+	res.Figure("upgradeNoRouteWindowMsMin", ms[0], results.KindGap)
+	res.Figure("upgradeNoRouteWindowMsMedian", ms[len(ms)/2], results.KindGap)
+	res.Figure("upgradeNoRouteWindowMsMax", ms[len(ms)-1], results.KindGap)
+	res.Figure("blocksWithNoRouteWindow", float64(withWindow), results.KindCount)
+	res.AddNodeLossFigures(w.rep, func(a netip.Addr) bool { return isFrom(w.upgraded, a) })
 	res.Notes = append(res.Notes, lines...)
 	scenariotest.Record(fmt.Sprintf("upgrade of node-2 3.32 → 3.33, write order %s: %d of %d w.remote blocks without a route for a while, per block min/median/max %.3f/%.3f/%.3f ms; outbound lost %.0f",
 		w.wantOrder, withWindow, len(tos), ms[0], ms[len(ms)/2], ms[len(ms)-1], res.Figures["lostOutboundUpgradedNode"]),

@@ -52,6 +52,7 @@ import (
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
 	"github.com/birdcage/birdcage/internal/kroute"
+	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
@@ -124,8 +125,8 @@ var _ = Describe("VXLAN pools are never BIRD's", Label("noencap", "vxlan"), func
 			fmt.Fprintf(&table, "BGP %-20s VXLAN pool: BIRD exports 0 of %d remote blocks to its kernel; control (no-encap, Enabled): %d of %d\n", rawName(raw), len(remote), len(remote), len(remote))
 		}
 		res := c.Result("VXLAN pools never BIRD's (confd half; programmer half not modelled)", nil)
-		res.Figures["bgpValuesChecked"] = float64(len(matrixValues))
-		res.Figures["remoteBlocks"] = float64(len(remote))
+		res.Figure("bgpValuesChecked", float64(len(matrixValues)), results.KindSize)
+		res.Figure("remoteBlocks", float64(len(remote)), results.KindSize)
 		res.Notes = append(res.Notes, "not modelled: VXLAN pools in the datastore and the programmer's VXLAN routes; confd's render of a VXLAN pool is loaded into node-1's real BIRD")
 		scenariotest.Record("VXLAN pool: BIRD's kernel export per BGPConfiguration value, node-1", table.String(), res)
 	})

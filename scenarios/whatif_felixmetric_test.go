@@ -34,6 +34,7 @@ package scenarios_test
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 	"syscall"
 	"time"
@@ -142,17 +143,9 @@ var _ = Describe("What-if: Felix's IPv4 cluster routes at metric 1024 (Calico PR
 				lines = append(lines, fmt.Sprintf("%s: %s", b, strings.Join(evs, "; ")))
 			}
 			res := c.Result(fmt.Sprintf("what-if upgrade %s → 3.33 IPIP (SIGKILL), %s", from, knobName(metric)), rep)
-			res.Figures["blocksWithNoRouteWindow"] = float64(withWindow)
-			res.Figures["upgradeNoRouteWindowMsMax"] = longest
-			res.Figures["lostOutboundUpgradedNode"], res.Figures["lostInboundUpgradedNode"] = 0, 0
-			for _, f := range rep.Flows {
-				if isFrom(upgraded, f.SrcAddr) {
-					res.Figures["lostOutboundUpgradedNode"] += float64(f.Lost)
-				}
-				if isFrom(upgraded, f.DstAddr) {
-					res.Figures["lostInboundUpgradedNode"] += float64(f.Lost)
-				}
-			}
+			res.Figure("blocksWithNoRouteWindow", float64(withWindow), results.KindCount)
+			res.Figure("upgradeNoRouteWindowMsMax", longest, results.KindGap)
+			res.AddNodeLossFigures(rep, func(a netip.Addr) bool { return isFrom(upgraded, a) })
 			res.Notes = append(res.Notes, "what-if, not Calico as released: "+knobName(metric))
 			scenariotest.Record(fmt.Sprintf("WHATIF upgrade %s→3.33 SIGKILL metric=%d: windows=%d blocksWithWindow=%d/%d longestMs=%.3f totalMs=%.3f lostOut=%.0f lostIn=%.0f lostAll=%d",
 				from, metric, windows, withWindow, len(remote), longest, total, res.Figures["lostOutboundUpgradedNode"], res.Figures["lostInboundUpgradedNode"], rep.Total.Lost),

@@ -55,6 +55,7 @@ import (
 	"github.com/birdcage/birdcage/harness/judge"
 	"github.com/birdcage/birdcage/internal/calico/config"
 	"github.com/birdcage/birdcage/internal/calico/datastore"
+	"github.com/birdcage/birdcage/report/results"
 	"github.com/birdcage/birdcage/scenarios/scenariotest"
 )
 
@@ -119,7 +120,7 @@ var _ = Describe("WireGuard routes and the *.cali reject", Label("noencap", "ipv
 			fmt.Fprintf(&table, "%-22s via plain0 (control): exported to node-2 (%s)\n", b, peers[i])
 		}
 		res := c.Result("WireGuard routes and the *.cali reject, both families, owner withdrawn", nil)
-		res.Figures["families"] = float64(len(blocks))
+		res.Figure("families", float64(len(blocks)), results.KindSize)
 		res.Notes = append(res.Notes, "not modelled: confd's kernel-filter reject of routes to WireGuard peers (processWireguardPeerFilter, Calico 3.33)")
 		scenariotest.Record("node-3's blocks learned by node-1's BIRD via wireguard.cali and via plain0, node-3's BIRD stopped", table.String(), res)
 	})

@@ -173,14 +173,11 @@ func (hs Handovers) Windows(o Ordering) []float64 {
 // (all, and per ordering), how many handovers took each ordering, and,
 // where the scan explanation applies, how far the windows were from it.
 func (hs Handovers) AddFigures(res *results.ScenarioResult) {
-	if res.Figures == nil {
-		res.Figures = map[string]float64{}
-	}
 	if res.Samples == nil {
 		res.Samples = map[string]results.Stats{}
 	}
 	res.Samples["noRouteWindowMs"] = results.Summarize(hs.Windows(""))
-	res.Figures["longestNoRouteWindowMs"] = res.Samples["noRouteWindowMs"].Max
+	res.Figure("longestNoRouteWindowMs", res.Samples["noRouteWindowMs"].Max, results.KindGap)
 	var predErr []float64
 	for _, h := range hs {
 		if h.PredictedWindowMs >= 0 {
@@ -191,10 +188,9 @@ func (hs Handovers) AddFigures(res *results.ScenarioResult) {
 		res.Samples["noRouteWindowMinusScanPredictionMs"] = results.Summarize(predErr)
 	}
 	for o, n := range hs.Orderings() {
-		res.Figures["handovers: "+string(o)] = float64(n)
+		res.Figure("handovers: "+string(o), float64(n), results.KindSize)
 		res.Samples["noRouteWindowMs: "+string(o)] = results.Summarize(hs.Windows(o))
 	}
-	res.RecordFigureKinds()
 }
 
 // Judgeable is nil when every handover was read from a timeline that

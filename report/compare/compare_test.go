@@ -481,8 +481,7 @@ func TestCompareBimodal(t *testing.T) {
 	lost := func(vs ...float64) []results.ScenarioResult {
 		var out []results.ScenarioResult
 		for _, v := range vs {
-			s := scen("live change on ipip", results.VerdictPass, map[string]float64{"lostProbes": v})
-			s.RecordFigureKinds()
+			s := declared("live change on ipip", map[string]float64{"lostProbes": v})
 			out = append(out, s)
 		}
 		return out

@@ -1,29 +1,20 @@
 package results
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 )
 
-// Every declared name and rule has one of the six kinds.
-func TestFigureKindsTableIsValid(t *testing.T) {
-	for name, k := range figureKinds {
+func TestFigureKindValid(t *testing.T) {
+	for _, k := range FigureKinds {
 		if !k.Valid() {
-			t.Errorf("figure %q declared with kind %q, not one of %v", name, k, FigureKinds)
-		}
-		if strings.TrimSpace(name) != name || name == "" {
-			t.Errorf("figure name %q has leading or trailing space", name)
-		}
-	}
-	for _, r := range figureKindRules {
-		if !r.Kind.Valid() {
-			t.Errorf("rule %+v has kind %q, not one of %v", r, r.Kind, FigureKinds)
-		}
-		if r.Prefix == "" && r.Suffix == "" {
-			t.Errorf("rule %+v matches every name", r)
+			t.Errorf("%q is listed but not valid", k)
 		}
 	}
 	if FigureKind("").Valid() || FigureKind("other").Valid() {
@@ -31,52 +22,51 @@ func TestFigureKindsTableIsValid(t *testing.T) {
 	}
 }
 
-// Names the suite builds at run time find their kind through the rules
-// and the qualifier rule; names nobody declared get none.
-func TestKindOfFigure(t *testing.T) {
-	for name, want := range map[string]FigureKind{
-		"windowMs":                                                   KindDuration,
-		"longestPeerNoRouteMs":                                       KindGap,
-		"prefixesWithTwoRoutes":                                      KindCount,
-		"deletesOfRemoteBlocks":                                      KindCount,
-		"platformLostPerControlFlowMax":                              KindMachine,
-		"senderPauseInGapMs":                                         KindMachine,
-		"platformLostPerControlFlowMax.node-2":                       KindMachine,
-		"node.node-2.lostOut":                                        KindLoss,
-		"node.node-2.platformLostPerControlFlowMax":                  KindMachine,
-		"spaced.longestNoRouteMs":                                    KindGap,
-		"node-1.lastRouteFellBackMsAfterFailure":                     KindDuration,
-		"SIGTERM noRouteWindowsNode2":                                KindCount,
-		"SIGKILL recoveryToConvergedMs":                              KindDuration,
-		"handovers: new owner first":                                 KindSize,
-		"handovers: programmer deleted before BIRD was reconfigured": KindSize,
-		"birdDeletesRefused node-3":                                  KindCount,
-		"missing node-1->node-2":                                     KindLoss,
-		"change2Switches":                                            KindCount,
-		"change2LongestNoRouteMs":                                    KindGap,
-		"warningsFromSwitchOn_node-1":                                KindCount,
-		"warningsBIRDOwns_node-1":                                    KindSize,
-		"upgradeLostOutboundUpgradedNode":                            KindLoss,
-		"downgradeSeconds":                                           KindDuration,
-	} {
-		got, ok := KindOfFigure(name)
-		if !ok || got != want {
-			t.Errorf("KindOfFigure(%q) = %q, %v; want %q", name, got, ok, want)
+// A figure carries the kind it was recorded with; AddFigure sums, and
+// MaxFigure keeps the larger value, each keeping the kind.
+func TestFigureRecordsItsKind(t *testing.T) {
+	var s ScenarioResult
+	s.Figure("windowMs", 3, KindDuration)
+	s.AddFigure("lostIn", 2, KindLoss)
+	s.AddFigure("lostIn", 5, KindLoss)
+	s.MaxFigure("longestMs", 7, KindGap)
+	s.MaxFigure("longestMs", 4, KindGap)
+	s.MaxFigure("longestMs", 9, KindGap)
+	for name, want := range map[string]struct {
+		v float64
+		k FigureKind
+	}{"windowMs": {3, KindDuration}, "lostIn": {7, KindLoss}, "longestMs": {9, KindGap}} {
+		if s.Figures[name] != want.v || s.FigureKinds[name] != want.k {
+			t.Errorf("%s = %g (%q), want %g (%q)", name, s.Figures[name], s.FigureKinds[name], want.v, want.k)
 		}
 	}
-	for _, name := range []string{"someNewFigure", "node-1.someNewFigure", "change", "handovers: "} {
-		if k, ok := KindOfFigure(name); ok {
-			t.Errorf("KindOfFigure(%q) = %q, want undeclared", name, k)
-		}
+	s.MarkUndeclaredFigures()
+	if len(s.Notes) != 0 {
+		t.Errorf("figures recorded with kinds got notes %q", s.Notes)
 	}
 }
 
-// A row records every figure's kind; an undeclared figure gets "" and one
-// note, however often the kinds are recorded.
-func TestRecordFigureKinds(t *testing.T) {
-	s := ScenarioResult{Name: "x", Figures: map[string]float64{"windowMs": 3, "someNewFigure": 1}}
-	s.RecordFigureKinds()
-	s.RecordFigureKinds()
+// A kind outside FigureKinds is a bug in the spec: it panics, naming the
+// figure and the valid kinds.
+func TestFigureRefusesAnInvalidKind(t *testing.T) {
+	defer func() {
+		r := recover()
+		msg, _ := r.(string)
+		if !strings.Contains(msg, "windowMs") || !strings.Contains(msg, string(KindGap)) {
+			t.Errorf("recovered %v, want a message naming the figure and the valid kinds", r)
+		}
+	}()
+	var s ScenarioResult
+	s.Figure("windowMs", 3, "ms")
+}
+
+// A figure written into the map by hand gets "" and one note, however
+// often the row is marked; a recorded one keeps its kind.
+func TestMarkUndeclaredFigures(t *testing.T) {
+	s := ScenarioResult{Name: "x", Figures: map[string]float64{"someNewFigure": 1}}
+	s.Figure("windowMs", 3, KindDuration)
+	s.MarkUndeclaredFigures()
+	s.MarkUndeclaredFigures()
 	if s.FigureKinds["windowMs"] != KindDuration {
 		t.Errorf("windowMs recorded as %q", s.FigureKinds["windowMs"])
 	}
@@ -89,45 +79,93 @@ func TestRecordFigureKinds(t *testing.T) {
 	}
 }
 
-// Every figure name the suite writes as a literal (Figures["…"] in
-// scenarios/ and the harness root) is declared: a new figure without a
-// kind fails here, not silently in compare.
-func TestSuiteFigureNamesAreDeclared(t *testing.T) {
+// Figures are written only through the recorders: outside this package no
+// code assigns into a row's Figures map (`x.Figures[k] = v`, `+=`, `++`),
+// so every figure the suite writes carries a kind by construction. The
+// guard: the scan finds the recorder calls, and this package's own writes.
+func TestFiguresAreWrittenOnlyThroughRecorders(t *testing.T) {
 	root, err := ModuleRoot()
 	if err != nil {
 		t.Skip(err)
 	}
-	lit := regexp.MustCompile(`Figures\["([^"]+)"\]`)
-	seen := 0
-	for _, dir := range []string{"scenarios", "harness", "harness/lab"} {
-		files, _ := filepath.Glob(filepath.Join(root, dir, "*.go"))
-		for _, f := range files {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
+	calls, ownWrites := 0, 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); path != root && (strings.HasPrefix(n, ".") || n == "artifacts" || n == "testdata" || n == "vendor") {
+				return filepath.SkipDir
 			}
-			for _, m := range lit.FindAllStringSubmatch(string(b), -1) {
-				seen++
-				if _, ok := KindOfFigure(m[1]); !ok {
-					t.Errorf("%s: figure %q has no declared kind (add it to figureKinds)", filepath.Base(f), m[1])
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, src, 0)
+		if err != nil {
+			return err
+		}
+		inResults := filepath.Dir(path) == filepath.Join(root, "report", "results")
+		write := func(e ast.Expr, at token.Pos) {
+			ix, ok := e.(*ast.IndexExpr)
+			if !ok {
+				return
+			}
+			if sel, ok := ix.X.(*ast.SelectorExpr); ok && sel.Sel.Name == "Figures" {
+				if inResults {
+					ownWrites++
+					return
 				}
+				rel, _ := filepath.Rel(root, path)
+				t.Errorf("%s:%d writes into Figures directly: record it with Figure, AddFigure or MaxFigure and its kind", rel, fset.Position(at).Line)
 			}
 		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch x := n.(type) {
+			case *ast.AssignStmt:
+				for _, l := range x.Lhs {
+					write(l, x.Pos())
+				}
+			case *ast.IncDecStmt:
+				write(x.X, x.Pos())
+			case *ast.CallExpr:
+				if sel, ok := x.Fun.(*ast.SelectorExpr); ok && !inResults {
+					switch sel.Sel.Name {
+					case "Figure", "AddFigure", "MaxFigure":
+						calls++
+					}
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if seen < 100 {
-		t.Errorf("found only %d literal figure names: is the scan looking in the right place?", seen)
+	if calls < 200 || ownWrites == 0 {
+		t.Errorf("found %d recorder calls and %d writes in report/results: is the scan looking in the right place?", calls, ownWrites)
 	}
 }
 
-// The writer records the kinds of every row it writes, so a row written by
-// anything (the suite, `birdcage run`, a test) carries them.
+// The kinds a row was recorded with survive the results file, and a
+// figure written by hand is marked there.
 func TestWrittenRowsCarryFigureKinds(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "results.json")
 	r, err := OpenResultsJoin(path, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Add(ScenarioResult{Name: "a", Verdict: VerdictPass, Passed: true, Figures: map[string]float64{"deletesOfRemoteBlocks": 0, "windowMs": 12}}); err != nil {
+	row := ScenarioResult{Name: "a", Verdict: VerdictPass, Passed: true, Figures: map[string]float64{"byHand": 1}}
+	row.Figure("deletesOfRemoteBlocks", 0, KindCount)
+	row.Figure("windowMs", 12, KindDuration)
+	if err := r.Add(row); err != nil {
 		t.Fatal(err)
 	}
 	f, err := ReadResults(path)
@@ -137,5 +175,8 @@ func TestWrittenRowsCarryFigureKinds(t *testing.T) {
 	got := f.Scenarios[0].FigureKinds
 	if got["deletesOfRemoteBlocks"] != KindCount || got["windowMs"] != KindDuration {
 		t.Errorf("written kinds %v", got)
+	}
+	if k, ok := got["byHand"]; !ok || k != "" {
+		t.Errorf("a figure written by hand: kind %q, %v; want \"\", true", k, ok)
 	}
 }

@@ -80,7 +80,7 @@ type ScenarioResult struct {
 	Registered bool               `json:"registered"`
 	Duration   float64            `json:"durationSeconds"`
 	Figures    map[string]float64 `json:"figures,omitempty"`
-	// FigureKinds is each figure's declared kind (figurekinds.go), what
+	// FigureKinds is each figure's kind as it was recorded (Figure), what
 	// compare judges it by; "" for a figure with no declared kind (then
 	// compare does not judge it). Absent in files written before kinds
 	// existed: compare then falls back to judging by name.
@@ -279,7 +279,7 @@ func (r *Results) Path() string { return r.path }
 func (r *Results) Add(s ScenarioResult) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s.RecordFigureKinds()
+	s.MarkUndeclaredFigures()
 	add := func() error {
 		// The run's tunnel is known once a topology was built.
 		if r.doc.Env != nil && r.doc.Env.Tunnel == "" && s.Tunnel != "" {

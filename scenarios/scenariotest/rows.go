@@ -164,7 +164,7 @@ func scenarioRow(sr SpecReport, res *results.ScenarioResult) results.ScenarioRes
 	row.Passed = row.Verdict == results.VerdictPass
 	// Every figure's declared kind, what compare judges it by (an
 	// undeclared one gets "" and a note).
-	row.RecordFigureKinds()
+	row.MarkUndeclaredFigures()
 	return row
 }
 
