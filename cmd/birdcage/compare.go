@@ -28,6 +28,7 @@ func compareCmd(jsonOut *bool) *cobra.Command {
 	var maxLost int64
 	var failOnFail bool
 	var allow []string
+	var label string
 	var alpha float64
 	var minSamples int
 	var gate []string
@@ -97,6 +98,18 @@ func compareCmd(jsonOut *bool) *cobra.Command {
 			if err != nil {
 				badInput(err)
 			}
+			if label != "" {
+				for i, side := range []**results.ResultsFile{&base, &nw} {
+					sel, err := results.SelectLabels(*side, label)
+					if err != nil {
+						badInput(fmt.Errorf("--label: %w", err))
+					}
+					if len(sel.Scenarios) == 0 {
+						badInput(fmt.Errorf("--label %q selects no scenario of %s (%d rows): a filter of the spec labels (headline, ipip, noencap, upgrade, liveconfig, ...)", label, args[i], len((*side).Scenarios)))
+					}
+					*side = sel
+				}
+			}
 			if budgets != nil {
 				if unknown := budgets.UnknownScenarios(nw); len(unknown) > 0 {
 					badInput(fmt.Errorf("budget %s: scenarios %q are not in %s", budgetFile, unknown, args[1]))
@@ -153,6 +166,7 @@ func compareCmd(jsonOut *bool) *cobra.Command {
 	f.IntVar(&allowedDisruptions, "allowed-disruptions", 0, "budget: distinct gaps (runs of lost probes) any flow of NEW may have")
 	f.Int64Var(&maxLost, "max-lost", 0, "budget: probes any flow of NEW may lose")
 	f.BoolVar(&failOnFail, "fail-on-fail", false, "a scenario that fails in BASE and again in NEW is a regression")
+	f.StringVar(&label, "label", "", "compare only the scenarios this Ginkgo label filter selects, on both sides (\"upgrade && ipip\": a run of the upgrades against the same scenarios of a whole headline run)")
 	f.StringArrayVar(&allow, "allow", nil, "a scenario (title or spec text) whose absence from NEW or skip in NEW is expected; repeatable")
 	f.StringVar(&htmlOut, "html", "", "also write the two runs side by side as one self-contained HTML file")
 	f.StringVar(&mdOut, "markdown", "", "also write the two runs side by side as one Markdown table, a row per scenario: verdict, lost of sent, longest gap, no-route windows, route shapes")
