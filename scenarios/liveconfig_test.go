@@ -98,8 +98,8 @@ var _ = Describe("Live programClusterRoutes change", Label("liveconfig", "headli
 				bound := toBIRDBoundMs(c.Timing())
 				for _, h := range lc.handovers {
 					Expect(h.WindowMs).To(BeNumerically("<=", bound),
-						"%s: %s was without a route for %.1f ms (%s), longer than BIRD's scan time %s or confd's stated reaction allow (confd took %.1f ms here)",
-						h.Node, h.Block, h.WindowMs, h.Ordering, scan, monoclock.Ms(c.Timing().ConfdLatency)+lc.confdReactMs)
+						"%s: %s was without a route for %.1f ms (%s; the scan schedule predicts %.1f ms, −1: not BIRD first), longer than BIRD's scan time %s or confd's stated reaction allow (confd took %.1f ms here)",
+						h.Node, h.Block, h.WindowMs, h.Ordering, h.PredictedWindowMs, scan, monoclock.Ms(c.Timing().ConfdLatency)+lc.confdReactMs)
 				}
 			}
 			scenariotest.Record(fmt.Sprintf("live change on %s, %s → %s (longest window without a route: %.1f ms; %s)", topology, from.owner, to.owner,
