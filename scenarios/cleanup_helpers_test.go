@@ -258,6 +258,9 @@ func (r *cleanupRun) recordFigures() {
 		tab.Add(s.kind, s.dst, gone, after, intervals, first, by)
 		if tc.claims {
 			Expect(deleted).To(HaveKey(s.dst.String()), "the %s stray %s went, but node-2's programmer log has no \"route deleted\" for it", s.kind, s.dst)
+			Expect(firstSync != 0 && at <= firstSync).To(BeTrue(),
+				"the %s stray %s should go in the first sync of node-2's new programmer (it reads the kernel at start), not at a later refresh: removed %s after the migration began, first sync %.0f ms after",
+				s.kind, s.dst, after, float64(firstSync-migrated.Mono)/1e6)
 		}
 	}
 	tab.Add("fixture proto static via tunl0", fixtureStaticViaTunnel, "stayed", "-", "-", "-", "-")

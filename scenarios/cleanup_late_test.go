@@ -174,6 +174,10 @@ func (l *lateCleanup) expectEarlyStrayRemoved(ctx SpecContext) {
 	Eventually(func() []kroute.Route { return birdRoutesTo(node2, []netip.Prefix{early}) }).
 		WithTimeout(scenariotest.Machine.Wait(time.Minute)).WithPolling(50*time.Millisecond).Should(BeEmpty(), "control: the stray to the released block %s is removed", early)
 	l.earlyAt, _ = firstBIRDDelete(c.Timeline(node2.Name), early, l.migrated.Mono)
+	firstSync := firstSyncAfter(c, node2, l.migrated.Mono)
+	Expect(firstSync != 0 && l.earlyAt <= firstSync).To(BeTrue(),
+		"control: the stray to %s should go in the programmer's first sync (it reads the kernel at start), not at a later refresh: removed %.0f ms, first sync %.0f ms after the migration began",
+		early, float64(l.earlyAt-l.migrated.Mono)/1e6, float64(firstSync-l.migrated.Mono)/1e6)
 	encap := expectIPIPEncapsulated(ctx, c, flowsFrom(c, node2.Name, "node-1", "node-4"), "node-2 on 3.33 without BIRD")
 	l.res = c.Result("persisted-route cleanup has no time bound", nil)
 	encapFigures(l.res, encap)

@@ -12,7 +12,10 @@ package scenarios_test
 // the node was down, the blocks of a node that left, the blocks of a deleted
 // pool. The rule has no time bound, so the scenario waits without one and
 // reports how long the removal took, against the programmer's
-// routeRefreshInterval.
+// routeRefreshInterval. A stray already there when the new programmer starts
+// goes in its first sync: its first pass reads the kernel (Felix's route
+// table starts with a full resync), so a start that trusted an empty table
+// and left the strays to a later refresh fails here.
 //
 // What the rule must not touch, also checked here across two full resyncs:
 // the same strays when the programmer does not own IPIP (FelixConfiguration
