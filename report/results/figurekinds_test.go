@@ -79,8 +79,8 @@ func TestMarkUndeclaredFigures(t *testing.T) {
 	}
 }
 
-// Figures are written only through the recorders: outside this package no
-// code assigns into a row's Figures map (`x.Figures[k] = v`, `+=`, `++`),
+// Figures are written only through the recorders: outside this package
+// (and report's own tests) no code assigns into a row's Figures map (`x.Figures[k] = v`, `+=`, `++`),
 // so every figure the suite writes carries a kind by construction. The
 // guard: the scan finds the recorder calls, and this package's own writes.
 func TestFiguresAreWrittenOnlyThroughRecorders(t *testing.T) {
@@ -111,7 +111,10 @@ func TestFiguresAreWrittenOnlyThroughRecorders(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		inResults := filepath.Dir(path) == filepath.Join(root, "report", "results")
+		// This package writes the map; report's own tests build raw rows
+		// (a figure without a kind, a file from before kinds) on purpose.
+		inResults := filepath.Dir(path) == filepath.Join(root, "report", "results") ||
+			(strings.HasPrefix(path, filepath.Join(root, "report")+string(filepath.Separator)) && strings.HasSuffix(path, "_test.go"))
 		write := func(e ast.Expr, at token.Pos) {
 			ix, ok := e.(*ast.IndexExpr)
 			if !ok {
