@@ -20,7 +20,7 @@ import (
 // a probe report.
 func (c *Cluster) Result(name string, rep *report.Report) results.ScenarioResult {
 	timing := c.timing
-	s := results.ScenarioResult{Name: name, Topology: c.Net.Topology.Name, Tunnel: c.Net.Tunnel, Probes: rep, Events: c.Events(), Figures: map[string]float64{}, Timing: &timing}
+	s := results.ScenarioResult{Name: name, Topology: c.Net.Topology.Name, Tunnel: c.Net.Tunnel, Probes: rep, Events: c.Events(), Figures: map[string]float64{}, FigureKinds: map[string]results.FigureKind{}, Timing: &timing}
 	s.Notes = append(s.Notes, c.Warnings()...)
 	var routeNotes []string
 	s.RouteEvents, routeNotes = c.clusterRouteEvents()

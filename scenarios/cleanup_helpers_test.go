@@ -236,7 +236,7 @@ func (r *cleanupRun) recordFigures() {
 	res := c.Result(fmt.Sprintf("persisted-route cleanup: %s, node-2 on %s", tc.absence, tc.release), nil)
 	res.Figure("routeRefreshIntervalMs", float64(refresh.Milliseconds()), results.KindSize)
 	res.Figure("fullResyncsObserved", float64(r.resyncs), results.KindSize)
-	encapFigures(res, r.encap)
+	encapFigures(&res, r.encap)
 	var slowest float64
 	for _, s := range r.strays {
 		gone, by := "stayed", "-"

@@ -180,7 +180,7 @@ func (l *lateCleanup) expectEarlyStrayRemoved(ctx SpecContext) {
 		early, float64(l.earlyAt-l.migrated.Mono)/1e6, float64(firstSync-l.migrated.Mono)/1e6)
 	encap := expectIPIPEncapsulated(ctx, c, flowsFrom(c, node2.Name, "node-1", "node-4"), "node-2 on 3.33 without BIRD")
 	l.res = c.Result("persisted-route cleanup has no time bound", nil)
-	encapFigures(l.res, encap)
+	encapFigures(&l.res, encap)
 }
 
 // plantAndExpectRemoved is steps 4-5 at one age: a stray proto bird route
@@ -321,7 +321,7 @@ var _ = Describe("Persisted-route cleanup when BIRD is not run for want of BGP p
 		Expect(deletesOf(c.Timeline(node1.Name), stray, migrated.Mono, end.Mono)).To(BeEmpty(), "control: node-1's stray was deleted")
 
 		res := c.Result("persisted-route cleanup, BIRD not run for want of BGP peers", nil)
-		encapFigures(res, encap)
+		encapFigures(&res, encap)
 		res.Figure("strayRemovedAfterMigrationMs", float64(removedAt-migrated.Mono)/1e6, results.KindDuration)
 		res.Figure("routeRefreshIntervalMs", float64(lateRefresh.Milliseconds()), results.KindSize)
 		scenariotest.Record(fmt.Sprintf("cleanup with no BGP peers (BIRD not run, BGP enabled): node-2 (3.33) removed the stray %.0f ms after the migration began; node-1 (%s) kept it",

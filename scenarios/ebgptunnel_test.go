@@ -109,7 +109,7 @@ var _ = Describe("eBGP peers receive the tunl0 routes the iBGP reject keeps back
 		res := c.Result("eBGP peers receive the IPIP routes the tunl0 arm rejects towards iBGP peers", nil)
 		res.Figure("exportsToEBGP", float64(toRouter), results.KindSize)
 		res.Figure("iBGPExportsChecked", float64(positive.checked), results.KindSize)
-		encapFigures(res, encap)
+		encapFigures(&res, encap)
 		res.Notes = append(res.Notes, fmt.Sprintf("the router holds %d routes to %s after %s withdrew it", len(rs), withdrawn[0], owner))
 		scenariotest.Record(fmt.Sprintf("eBGP re-advertisement of tunl0 routes: %d (node, block) exported to the router, none to iBGP peers", toRouter), table.String(), res)
 		Expect(toRouter).To(Equal(len(remaining)*len(withdrawn)), "every remaining node exports every withdrawn block to the router")

@@ -73,7 +73,7 @@ func ipipEncapBurst(ctx context.Context, c *harness.Cluster, flows []report.Flow
 }
 
 // encapFigures records what the burst judged in a spec's row.
-func encapFigures(res results.ScenarioResult, ev encap.Evidence) {
+func encapFigures(res *results.ScenarioResult, ev encap.Evidence) {
 	res.Figure("ipipFlowsEncapsulated", float64(len(ev.Rows)), results.KindSize)
 	res.Figure("ipipInnerPacketsOnUnderlay", float64(ev.Inner), results.KindSize)
 }

@@ -158,8 +158,9 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 					scan := monoclock.Ms(model.BIRDScanTime)
 					bound := toBIRDBoundMs(model)
 					res := results.ScenarioResult{Name: fmt.Sprintf("live change sweep on %s: %s → %s (summary)", tc.topology, tc.from.owner, tc.to.owner),
-						Topology: tc.topology, Passed: true, Timing: &model, Sweep: noRoute, Figures: map[string]float64{
-							"birdScanTimeMs": scan, "boundMs": bound}, Samples: map[string]results.Stats{}}
+						Topology: tc.topology, Passed: true, Timing: &model, Sweep: noRoute, Samples: map[string]results.Stats{}}
+					res.Figure("birdScanTimeMs", scan, results.KindSize) // a setting
+					res.Figure("boundMs", bound, results.KindSize)
 					for o := range allHandovers.Orderings() {
 						res.Samples["noRouteWindowMs: "+string(o)] = results.Summarize(allHandovers.Windows(o))
 					}
@@ -228,12 +229,18 @@ var _ = Describe("Live change gap as a function of the programmer's restart time
 				above, aboveErr := results.LinearFit(ax, ay)
 
 				res := results.ScenarioResult{Name: fmt.Sprintf("live change sweep on %s: %s → %s (fit)", tc.topology, tc.from.owner, tc.to.owner),
-					Topology: tc.topology, Passed: true, Timing: &model, Sweep: sweep, Figures: map[string]float64{
-						"fitSlope": fit.A, "fitInterceptMs": fit.B, "fitR2": fit.R2, "fitResidualRMSMs": fit.RMS,
-						"fitMaxAbsResidualMs": fit.MaxAbsResidual, "slopeTolerance": tol, "slopeSpreadMs": slope.SpreadMs,
-						"slopeToleranceMeasured": measuredTol, "budgetMs": budget.Ms(), "interceptBoundMs": stated.InterceptBoundMs(),
-						"noRouteFitSlope": nrFit.A, "noRouteFitInterceptMs": nrFit.B, "noRouteFitR2": nrFit.R2,
-					}}
+					Topology: tc.topology, Passed: true, Timing: &model, Sweep: sweep}
+				// The fits' parameters and bounds are sizes (never judged); their
+				// intercepts and residuals, in ms, durations (a ratio judges them).
+				for name, v := range map[string]float64{"fitSlope": fit.A, "fitR2": fit.R2, "slopeTolerance": tol, "slopeSpreadMs": slope.SpreadMs,
+					"slopeToleranceMeasured": measuredTol, "budgetMs": budget.Ms(), "interceptBoundMs": stated.InterceptBoundMs(),
+					"noRouteFitSlope": nrFit.A, "noRouteFitR2": nrFit.R2} {
+					res.Figure(name, v, results.KindSize)
+				}
+				for name, v := range map[string]float64{"fitInterceptMs": fit.B, "fitResidualRMSMs": fit.RMS, "fitMaxAbsResidualMs": fit.MaxAbsResidual,
+					"noRouteFitInterceptMs": nrFit.B} {
+					res.Figure(name, v, results.KindDuration)
+				}
 				res.Notes = append(res.Notes,
 					fmt.Sprintf("slope tolerance ±%.3f, stated: spread 2 × probe interval %s + confd latency %s = %.1f ms over the delays swept (span %.0f ms); "+
 						"intercept bound (stated) %.1f ms; the measured budget, reported only: 2 × probe interval %.1f ms + confd latency %.1f ms + confd render/configure %.1f ms + restart overhead %.1f ms = %.1f ms, "+

@@ -111,7 +111,7 @@ var _ = Describe("iBGP re-advertisement with the programmer owning IPIP", Label(
 		res.Figure("iBGPExportsChecked", float64(steady.checked+after.checked), results.KindSize)
 		res.Figure("readvertisementsSteady", float64(len(steady.readvertised)), results.KindCount)
 		res.Figure("readvertisementsAfterWithdrawal", float64(len(after.readvertised)), results.KindCount)
-		encapFigures(res, encap)
+		encapFigures(&res, encap)
 		res.Notes = append(res.Notes, fmt.Sprintf("%s's block withdrawn by stopping its BIRD with SIGTERM; the programmer's tunl0 routes to it stayed the best in every other BIRD and were not exported", owner))
 		scenariotest.Record("re-advertisement to iBGP peers, programmer owns IPIP (exports of other nodes' blocks)",
 			readvertTable(steady, after), res)

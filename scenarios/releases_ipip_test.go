@@ -243,7 +243,7 @@ var _ = Describe("IPIP claims per BIRD release", Label("ipip", "releases"), func
 				// 3. The programmer never wrote the class BIRD owns.
 				fight := ipipFightOfRun(c)
 				res := c.Result(fmt.Sprintf("IPIP, BIRD owns, BIRD %s", rel), rep)
-				encapFigures(res, ev)
+				encapFigures(&res, ev)
 				res.Figure("programmerRouteEvents", float64(fight.progEvents), results.KindCount)
 				res.Figure("componentSwitches", float64(fight.switches), results.KindCount)
 				res.Figure("lostProbes", float64(rep.Total.Lost), results.KindLoss)
@@ -293,7 +293,7 @@ func recordIPIPProgrammerFigures(c *harness.Cluster, rel release.Name, steady, a
 	res.Figure("iBGPExportsChecked", float64(steady.checked+after.checked), results.KindSize)
 	res.Figure("readvertisementsSteady", float64(len(steady.readvertised)), results.KindCount)
 	res.Figure("readvertisementsAfterWithdrawal", float64(len(after.readvertised)), results.KindCount)
-	encapFigures(res, ev)
+	encapFigures(&res, ev)
 	res.Figure("componentSwitches", float64(fight.switches), results.KindCount)
 	res.Figure("birdRouteEvents", float64(len(fight.birdRoutes)), results.KindCount)
 	res.Figure("birdWritesRefused", float64(fight.refusals), results.KindCount)

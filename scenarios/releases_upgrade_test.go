@@ -81,9 +81,9 @@ var _ = Describe("BIRD upgrade on one node, with probes running", Label("noencap
 			u.upgrade(ctx)
 			By("figures: gaps per direction, the peers' own no-route windows")
 			res := u.recordFigures()
-			peerWindows := u.peerNoRouteWindows(res)
+			peerWindows := u.peerNoRouteWindows(&res)
 			By("the claim: node-2 loses no outbound probe; after a SIGKILL, inbound loses nothing outside a 1.6 peer's own delete-then-add windows")
-			u.expectFlows(res, peerWindows)
+			u.expectFlows(&res, peerWindows)
 			for _, b := range u.remote {
 				Expect(u.c.Timeline(u.up.Name).NoRouteWindows(b, u.begin.Mono, u.end.Mono)).To(BeEmpty(), "node-2 had no route to %s while its BIRD moved %s→%s", b, from, to)
 			}
@@ -238,7 +238,7 @@ func (u *birdUpgrade) recordFigures() results.ScenarioResult {
 // two such windows per peer, 0.003–1.05 ms, at "graceful
 // restart done", and 1 probe in 4 runs lost in one when it fell
 // before the converged mark.
-func (u *birdUpgrade) peerNoRouteWindows(res results.ScenarioResult) map[string][]event.Window {
+func (u *birdUpgrade) peerNoRouteWindows(res *results.ScenarioResult) map[string][]event.Window {
 	GinkgoHelper()
 	peerWindows := map[string][]event.Window{}
 	var nWindows int
@@ -263,7 +263,7 @@ func (u *birdUpgrade) peerNoRouteWindows(res results.ScenarioResult) map[string]
 // expectFlows judges every flow of node-2: outbound none lost (design §4,
 // persist and -R); inbound after a SIGKILL none lost, except inside a 1.6
 // peer's own delete-then-add windows.
-func (u *birdUpgrade) expectFlows(res results.ScenarioResult, peerWindows map[string][]event.Window) {
+func (u *birdUpgrade) expectFlows(res *results.ScenarioResult, peerWindows map[string][]event.Window) {
 	GinkgoHelper()
 	var inPeerWindows uint64
 	for _, f := range u.rep.Flows {

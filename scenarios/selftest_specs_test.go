@@ -32,7 +32,9 @@ var _ = func() bool {
 	}
 	Describe("Suite machinery self-test", Label("selftest"), func() {
 		figures := func(name string) results.ScenarioResult {
-			return results.ScenarioResult{Name: name, Topology: "none", Figures: map[string]float64{"answer": 42}}
+			res := results.ScenarioResult{Name: name, Topology: "none"}
+			res.Figure("answer", 42, results.KindSize)
+			return res
 		}
 		It("passes after registering figures (positive control)", func() {
 			scenariotest.Record("selftest pass", "figure\n", figures("selftest: passes"))
@@ -52,8 +54,9 @@ var _ = func() bool {
 		attempt := 0
 		It("runs three times, a row each", MustPassRepeatedly(3), func() {
 			attempt++
-			scenariotest.Record("selftest repeated", "figure\n", results.ScenarioResult{Name: "selftest: repeated", Topology: "none",
-				Figures: map[string]float64{"attempt": float64(attempt)}})
+			res := results.ScenarioResult{Name: "selftest: repeated", Topology: "none"}
+			res.Figure("attempt", float64(attempt), results.KindSize)
+			scenariotest.Record("selftest repeated", "figure\n", res)
 		})
 		It("passes its body but fails in its teardown", func() {
 			DeferCleanup(func() { Expect(1).To(Equal(2), selftestTeardownMsg) })

@@ -185,7 +185,7 @@ func headlineUpgrade(ctx SpecContext, t harness.Target, upgraded string, sig sys
 		outbound, inbound := splitInbound(rep, isUp)
 		out, err := encap.Check(layout, outbound)
 		encapErr = err
-		encapFigures(res, out)
+		encapFigures(&res, out)
 		in, _ := encap.Check(layout, inbound)
 		res.Figure("ipipBarePacketsInboundUpgradedNode", float64(in.Bare), results.KindCount)
 		AddReportEntry("IPIP on the underlay, flows into "+upgraded+" (counted, not judged)", in.Table())

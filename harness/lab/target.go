@@ -101,7 +101,7 @@ func (l *Lab) WaitConverged(ctx context.Context) error {
 // route swimlanes; the programmer's restarts and confd's reaction are the
 // lab's own and not seen, which a note says.
 func (l *Lab) Result(name string, rep *report.Report) results.ScenarioResult {
-	s := results.ScenarioResult{Name: name, Topology: l.TargetName(), Tunnel: l.tunnel, Probes: rep, Events: l.Events(), Figures: map[string]float64{},
+	s := results.ScenarioResult{Name: name, Topology: l.TargetName(), Tunnel: l.tunnel, Probes: rep, Events: l.Events(), Figures: map[string]float64{}, FigureKinds: map[string]results.FigureKind{},
 		RouteEvents: l.RouteEvents()}
 	if ev := l.Events(); len(ev) > 0 {
 		s.Duration = monoclock.Ms(monoclock.Now()-ev[0].Mono) / 1000

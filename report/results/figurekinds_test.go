@@ -137,6 +137,15 @@ func TestFiguresAreWrittenOnlyThroughRecorders(t *testing.T) {
 				}
 			case *ast.IncDecStmt:
 				write(x.X, x.Pos())
+			case *ast.KeyValueExpr:
+				// ScenarioResult{Figures: map[string]float64{"x": v}}: figures
+				// without kinds (an empty map is only storage).
+				if k, ok := x.Key.(*ast.Ident); ok && k.Name == "Figures" && !inResults {
+					if m, ok := x.Value.(*ast.CompositeLit); ok && len(m.Elts) > 0 {
+						rel, _ := filepath.Rel(root, path)
+						t.Errorf("%s:%d fills Figures in a literal: record each with Figure and its kind", rel, fset.Position(x.Pos()).Line)
+					}
+				}
 			case *ast.CallExpr:
 				if sel, ok := x.Fun.(*ast.SelectorExpr); ok && !inResults {
 					switch sel.Sel.Name {
